@@ -1,0 +1,100 @@
+// The backend interface. One execution: Prepare (sandbox up, runner waiting) -> Run (files,
+// program and stdin in; output streamed out; exit status) -> Collect (workspace snapshot) ->
+// Destroy (nothing left behind). Prepare and Run are separate so warm pools need no redesign.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/sandbox_spec.h"
+#include "core/status.h"
+
+namespace ci {
+
+namespace asio = boost::asio;
+
+enum class StreamKind { kStdout, kStderr };
+
+// Called with each chunk as the program writes it. Must not block; may be called many times.
+using OutputSink = std::function<void(StreamKind, std::string_view)>;
+
+struct StagedFile {
+  std::string workspace_path;  // relative, already validated ("data/in.csv")
+  std::string host_path;       // where the bytes are on the daemon's side (file store data file)
+};
+
+struct RunPayload {
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH inside the sandbox
+  std::vector<StagedFile> files;  // written into /workspace before the program starts
+  std::optional<std::string> stdin_data;  // written, then stdin is closed; nullopt: EOF at once
+  std::chrono::milliseconds timeout{2000};  // wall clock, from program start
+};
+
+struct RunOutcome {
+  bool timed_out = false;
+  std::optional<int> exit_code;  // set when the program exited normally
+  std::optional<int> signal;     // set when it was killed by a signal
+  uint64_t cpu_ms = 0;           // user + system time of the program's tree
+  uint64_t max_rss_kb = 0;
+  uint64_t duration_ms = 0;      // wall clock of the program
+};
+
+struct CollectLimits {
+  std::string dest_dir;  // host directory the runtime writes collected files into (exists)
+  size_t max_files = 1000;
+  uint64_t max_total_bytes = 100ull << 20;
+  std::string skip_path = "__main__.py";  // the entrypoint is never collected
+};
+
+struct CollectedFile {
+  std::string workspace_path;  // relative, '/'-separated, hidden names kept ("a/.env")
+  std::string host_path;       // inside CollectLimits::dest_dir; the caller owns it afterwards
+  uint64_t size = 0;
+};
+
+struct Collection {
+  std::vector<CollectedFile> files;
+  bool truncated = false;  // max_files or max_total_bytes reached
+};
+
+// What the isolation layer saw, read after the sandbox is gone (cgroup events and peaks).
+struct ResourceReport {
+  bool oom_killed = false;      // memory limit hit and a process was killed
+  bool pids_limit_hit = false;  // a fork/clone was refused by the pids limit
+  uint64_t memory_peak_bytes = 0;
+  uint64_t cpu_ms = 0;  // whole sandbox, from the cgroup when available
+};
+
+class Sandbox {
+ public:
+  virtual ~Sandbox() = default;
+  // Stages files, runs the program to its end or its timeout (then kills the program's whole
+  // tree but keeps the sandbox so Collect still works), streaming output to `sink`.
+  virtual asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) = 0;
+  virtual asio::awaitable<Result<Collection>> Collect(CollectLimits limits) = 0;
+  // Tears everything down (processes, mounts, cgroups). Safe to call at any point, twice too.
+  virtual asio::awaitable<ResourceReport> Destroy() = 0;
+  // Immediate, non-blocking kill of everything (client gone, daemon shutting down). Run/Collect
+  // in flight then complete with an error; Destroy must still be awaited.
+  virtual void Kill() = 0;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual std::string_view name() const = 0;  // "local", "docker", "kubernetes"
+  virtual asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) = 0;
+  // A quick health probe for /health and /ready: ok, or what is wrong and how to fix it.
+  virtual asio::awaitable<Status> Check() = 0;
+  // How the network is isolated ("none: own network namespace, loopback only").
+  virtual std::string network_isolation() const = 0;
+};
+
+}  // namespace ci

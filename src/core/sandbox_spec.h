@@ -1,0 +1,48 @@
+// SandboxSpec: a plain value describing one sandbox, filled from the request and the hardening
+// profile, then translated by each backend (local shim plan, Docker ContainerCreate, Pod).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ci {
+
+struct SandboxLimits {
+  uint64_t memory_bytes = 256ull << 20;  // memory.max / limit_in_bytes; swap is always 0
+  uint32_t cpu_time_sec = 5;             // RLIMIT_CPU of the program
+  uint32_t pids = 64;                    // pids.max of the whole sandbox
+  uint64_t workspace_bytes = 100ull << 20;  // tmpfs /workspace
+  uint64_t tmp_bytes = 64ull << 20;         // tmpfs /tmp
+};
+
+struct SandboxSecurity {
+  bool no_new_privs = true;
+  bool read_only_root = true;
+  bool network_none = true;  // own network namespace holding only `lo`
+  std::string seccomp_profile_json;  // OCI seccomp JSON; empty = no filter (issue 3 fills it)
+};
+
+struct SandboxSpec {
+  // "host": read-only binds of the host's /usr, /lib*, /bin, /sbin and a generated /etc.
+  // Otherwise a directory holding an unpacked image root.
+  std::string rootfs = "host";
+  uint32_t uid = 65532;
+  uint32_t gid = 65532;
+  std::string hostname = "sandbox";
+  std::string cwd = "/workspace";
+  std::vector<std::string> env;  // "KEY=value"
+  SandboxLimits limits;
+  SandboxSecurity security;
+  std::string cgroup_root;  // empty: detect (v2 unified, else v1 controllers)
+};
+
+// Checks the invariants every backend relies on; a failure names the field.
+Status Validate(const SandboxSpec& spec);
+
+// The environment every backend gives the program (docs/api.md "Sandbox defaults").
+std::vector<std::string> DefaultSandboxEnv();
+
+}  // namespace ci

@@ -1,0 +1,51 @@
+// Status and Result<T>: errors carried as values below the HTTP layer, with a message chain
+// ("staging files: writing a.txt: No space left on device").
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace ci {
+
+class Status {
+ public:
+  Status() = default;
+  static Status Error(std::string message) { return Status(std::move(message)); }
+  static Status Errno(std::string what, int err);  // "what: strerror(err)"
+
+  bool ok() const { return !message_.has_value(); }
+  const std::string& message() const { return *message_; }
+  // Prefixes context: Status::Error("x").Context("staging") -> "staging: x".
+  Status Context(const std::string& what) const {
+    return ok() ? *this : Status(what + ": " + *message_);
+  }
+
+ private:
+  explicit Status(std::string message) : message_(std::move(message)) {}
+  std::optional<std::string> message_;
+};
+
+template <typename T>
+class Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Status error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return v_.index() == 0; }
+  T& value() & { return std::get<0>(v_); }
+  T&& value() && { return std::get<0>(std::move(v_)); }
+  const T& value() const& { return std::get<0>(v_); }
+  const Status& status() const {
+    static const Status kOk;
+    return ok() ? kOk : std::get<1>(v_);
+  }
+  T* operator->() { return &value(); }
+  T& operator*() { return value(); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace ci
