@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""Hello-world latency of POST /v1/execute against process-start baselines, in one run.
+
+Starts the daemon like the e2e harness (127.0.0.1:0, fresh FILE_STORAGE_DIR, local backend) or
+uses --url, warms up, then runs the three measurements interleaved round by round (so machine
+noise hits all of them alike) and prints a markdown table: p50, p99 and the ratio of our p50
+to each baseline's p50 (docs/performance.md).
+
+  tests/bench/bench_execute.py --bin build/code-interpreter
+  tests/bench/bench_execute.py --bin build/code-interpreter --env WARM_POOL_SIZE=0
+  tests/bench/bench_execute.py --url http://127.0.0.1:8000 --runs 500
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+
+import harness  # noqa: E402
+
+PYTHON = "/usr/bin/python3"
+BWRAP = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+         "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+         "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev"]
+CODE = "print(1)"
+
+
+def percentile(samples, p):
+    """Nearest-rank percentile of a list of seconds, in ms."""
+    s = sorted(samples)
+    k = max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))
+    return s[k] * 1000.0
+
+
+class DaemonTarget:
+    def __init__(self, host, port):
+        self.client = harness.Client(host, port, log=[])
+        self.conn = self.client.connection(timeout=30)
+
+    def once(self):
+        body = json.dumps({"code": CODE}).encode()
+        t0 = time.perf_counter()
+        self.conn.request("POST", "/v1/execute", body=body,
+                          headers={"Content-Type": "application/json"})
+        r = self.conn.getresponse()
+        data = r.read()
+        took = time.perf_counter() - t0
+        if r.status != 200:
+            raise RuntimeError(f"POST /v1/execute: {r.status} {data[:300]!r}")
+        out = json.loads(data)
+        if out.get("stdout") != "1\n":
+            raise RuntimeError(f"unexpected result: {out}")
+        return took
+
+
+class CommandTarget:
+    def __init__(self, argv):
+        self.argv = argv
+
+    def once(self):
+        t0 = time.perf_counter()
+        p = subprocess.run(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        took = time.perf_counter() - t0
+        if p.returncode != 0 or p.stdout != b"1\n":
+            raise RuntimeError(f"{' '.join(self.argv)}: exit {p.returncode}, "
+                               f"stdout {p.stdout!r}, stderr {p.stderr[-300:]!r}")
+        return took
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.environ.get("CI_DAEMON_BIN"))
+    ap.add_argument("--url")
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra daemon environment (spawned mode), e.g. WARM_POOL_SIZE=0")
+    args = ap.parse_args()
+    if args.runs < 200:
+        print("note: docs/performance.md asks for at least 200 runs", file=sys.stderr)
+
+    daemon = None
+    if args.url:
+        u = urllib.parse.urlsplit(args.url)
+        host, port = u.hostname, u.port or 80
+    else:
+        if not args.bin:
+            ap.error("give --bin PATH (or CI_DAEMON_BIN) or --url URL")
+        harness.Config.bin_path = os.path.abspath(args.bin)
+        overrides = dict(kv.split("=", 1) for kv in args.env)
+        overrides.setdefault("LOG_LEVEL", "info")  # "listening on" is an info line
+        daemon = harness.Daemon(overrides).start()
+        host, port = daemon.host, daemon.port
+
+    targets = [("daemon `POST /v1/execute` print(1)", DaemonTarget(host, port)),
+               (f"bare `{PYTHON} -c 'print(1)'`", CommandTarget([PYTHON, "-c", CODE]))]
+    if shutil.which("bwrap"):
+        bw = CommandTarget(BWRAP + [PYTHON, "-c", CODE])
+        try:
+            bw.once()
+            targets.append(("`bwrap --unshare-all ... python3 -c 'print(1)'`", bw))
+        except RuntimeError as e:
+            print(f"bwrap baseline unavailable: {e}", file=sys.stderr)
+    else:
+        print("bwrap baseline unavailable: bwrap not installed (apt-get install bubblewrap)",
+              file=sys.stderr)
+
+    samples = {name: [] for name, _ in targets}
+    try:
+        for _ in range(args.warmup):
+            for _, t in targets:
+                t.once()
+        for _ in range(args.runs):
+            for name, t in targets:
+                samples[name].append(t.once())
+    finally:
+        if daemon:
+            rc, _ = daemon.stop()
+            daemon.cleanup()
+            if rc != 0:
+                print(f"daemon exit code {rc}\n{daemon.log_since(0, tail=30)}", file=sys.stderr)
+
+    ours_name = targets[0][0]
+    ours_p50 = percentile(samples[ours_name], 50)
+    print(f"hello-world latency, {args.runs} runs each after {args.warmup} warm-up rounds, "
+          f"interleaved; {os.cpu_count()} CPUs\n")
+    print("| what | p50 ms | p99 ms | our p50 / this p50 |")
+    print("|---|---:|---:|---:|")
+    for name, _ in targets:
+        p50, p99 = percentile(samples[name], 50), percentile(samples[name], 99)
+        ratio = "—" if name == ours_name else f"{ours_p50 / p50:.2f}x"
+        print(f"| {name} | {p50:.2f} | {p99:.2f} | {ratio} |")
+    print("\ntargets (docs/performance.md): warm pool p50 <= 0.5x bare python; "
+          "cold sandbox p50 <= 1.2x bwrap")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

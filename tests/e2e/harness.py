@@ -1,0 +1,725 @@
+"""End-to-end harness: starts the daemon (or uses --url), speaks HTTP with the standard library
+only, and reports unittest results as TAP version 13 so `meson test` counts every case.
+
+A test class chooses the daemon settings it needs with `daemon_env` (a dict of environment
+overrides). Classes with the same overrides share one daemon; every daemon is stopped with
+SIGTERM at the end and its clean exit (0 within 15 s) is reported as a TAP line of its own.
+In --url mode nothing is spawned: classes that need special settings, and tests that need to
+look at the daemon process or its directories, skip with the reason.
+"""
+
+import http.client
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import unittest
+import urllib.parse
+import uuid
+
+LISTEN_RE = re.compile(r"listening on (\S+):(\d+)")
+STARTUP_TIMEOUT_S = 20.0
+SHUTDOWN_TIMEOUT_S = 15.0
+DEFAULT_HTTP_TIMEOUT_S = 60.0
+
+
+class Config:
+    """Process-wide settings, filled by run.py."""
+
+    bin_path = None  # daemon binary (spawned mode)
+    url = None  # base URL of an already running daemon (--url mode)
+    expected_backend = None  # executor_backend /health must report (None: any known one)
+    no_skip = False  # CI_E2E_NO_SKIP=1: a skip for a missing capability becomes a failure
+    pool = None  # DaemonPool
+
+    @classmethod
+    def spawned(cls):
+        return cls.url is None
+
+
+# --------------------------------------------------------------------------------------------
+# The daemon process
+
+
+class Daemon:
+    """One daemon subprocess on 127.0.0.1:0 with a fresh FILE_STORAGE_DIR."""
+
+    def __init__(self, overrides=None):
+        self.overrides = dict(overrides or {})
+        self.tmpdir = tempfile.mkdtemp(prefix="ci-e2e-")
+        self.store_dir = os.path.join(self.tmpdir, "store")
+        os.mkdir(self.store_dir)
+        self.proc = None
+        self.host = None
+        self.port = None
+        self._lines = []
+        self._lock = threading.Lock()
+        self._reader = None
+
+    def describe(self):
+        if not self.overrides:
+            return "default settings"
+        return " ".join(f"{k}={v}" for k, v in sorted(self.overrides.items()))
+
+    def env(self):
+        env = dict(os.environ)
+        env.update({
+            "HOST": "127.0.0.1",
+            "PORT": "0",
+            "LOG_LEVEL": "debug",
+            "FILE_STORAGE_DIR": self.store_dir,
+            "EXECUTOR_BACKEND": "local",
+        })
+        env.update({k: str(v) for k, v in self.overrides.items()})
+        return env
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [Config.bin_path], env=self.env(), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=self.tmpdir,
+            start_new_session=True)
+        found = threading.Event()
+
+        def drain():
+            for raw in iter(self.proc.stderr.readline, b""):
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                with self._lock:
+                    self._lines.append(line)
+                if not found.is_set():
+                    m = LISTEN_RE.search(line)
+                    if m:
+                        self.host = m.group(1).strip("[]")
+                        self.port = int(m.group(2))
+                        found.set()
+            found.set()  # stderr closed: the process is gone (or closed it)
+
+        self._reader = threading.Thread(target=drain, name="daemon-stderr", daemon=True)
+        self._reader.start()
+        found.wait(STARTUP_TIMEOUT_S)
+        if self.port is None:
+            rc = self.proc.poll()
+            if rc is None:
+                self._kill()
+            why = (f"exited with {rc}" if rc is not None else
+                   f"no 'listening on HOST:PORT' line within {STARTUP_TIMEOUT_S:.0f} s")
+            raise RuntimeError(f"daemon ({self.describe()}) did not start: {why}\n"
+                               f"--- daemon log ---\n{self.log_since(0)}")
+        if self.host in ("0.0.0.0", "::", ""):
+            self.host = "127.0.0.1"
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_len(self):
+        with self._lock:
+            return len(self._lines)
+
+    def log_since(self, index, tail=None):
+        with self._lock:
+            lines = self._lines[index:]
+        if tail is not None and len(lines) > tail:
+            lines = [f"... ({len(lines) - tail} earlier lines)"] + lines[-tail:]
+        return "\n".join(lines)
+
+    def vm_rss_kb(self):
+        try:
+            with open(f"/proc/{self.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
+        except OSError:
+            return None
+        return None
+
+    def stop(self):
+        """SIGTERM, then wait. Returns (exit code or None on timeout, seconds taken)."""
+        if self.proc is None:
+            return None, 0.0
+        t0 = time.monotonic()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(SHUTDOWN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            rc = None
+            self._kill()
+        took = time.monotonic() - t0
+        if self._reader:
+            self._reader.join(2)
+        return rc, took
+
+    def _kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def cleanup(self):
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+class DaemonPool:
+    """Daemons keyed by their overrides, started on first use, stopped at the end of the run."""
+
+    def __init__(self):
+        self._daemons = {}
+        self._errors = {}
+
+    def get(self, overrides):
+        key = tuple(sorted((overrides or {}).items()))
+        if key in self._errors:
+            raise RuntimeError(self._errors[key])
+        d = self._daemons.get(key)
+        if d is not None and not d.alive():
+            raise RuntimeError(f"daemon ({d.describe()}) died earlier (exit {d.proc.poll()})\n"
+                               f"--- daemon log ---\n{d.log_since(0, tail=80)}")
+        if d is None:
+            d = Daemon(overrides)
+            self._daemons[key] = d
+            try:
+                d.start()
+            except Exception as e:  # noqa: BLE001 - reported through every test that needs it
+                self._errors[key] = str(e)
+                raise
+        return d
+
+    def stop_all(self):
+        """[(name, ok, diagnostic)] for the TAP lines of the clean-shutdown checks."""
+        results = []
+        for d in self._daemons.values():
+            name = f"daemon ({d.describe()}) exits 0 within {SHUTDOWN_TIMEOUT_S:.0f} s of SIGTERM"
+            if d.port is None:
+                results.append((name, False, "the daemon never started"))
+                d.cleanup()
+                continue
+            was_alive = d.alive()
+            rc, took = d.stop()
+            ok = was_alive and rc == 0
+            diag = "" if ok else (
+                f"{'already dead before SIGTERM; ' if not was_alive else ''}exit code {rc} "
+                f"after {took:.1f} s\n--- daemon log (tail) ---\n{d.log_since(0, tail=60)}")
+            results.append((name, ok, diag))
+            d.cleanup()
+        return results
+
+
+# --------------------------------------------------------------------------------------------
+# HTTP
+
+
+class Response:
+    def __init__(self, status, headers, body, elapsed):
+        self.status = status
+        self.headers = headers  # http.client.HTTPMessage (case-insensitive .get)
+        self.body = body
+        self.elapsed = elapsed
+        self._json = None
+        self._json_parsed = False
+
+    @property
+    def json(self):
+        if not self._json_parsed:
+            self._json_parsed = True
+            try:
+                self._json = json.loads(self.body.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                self._json = None
+        return self._json
+
+    def header(self, name):
+        return self.headers.get(name) if self.headers is not None else None
+
+    def __repr__(self):
+        return f"{self.status} {_clip(self.body)}"
+
+
+def _clip(data, limit=1500):
+    if isinstance(data, (bytes, bytearray)):
+        text = bytes(data[:limit * 2]).decode("utf-8", "replace")
+        n = len(data)
+    else:
+        text = str(data)
+        n = len(text)
+    if len(text) > limit:
+        return text[:limit] + f"...[{n} bytes]"
+    return text
+
+
+class Client:
+    """Plain HTTP/1.1 client. Every exchange is appended to `log` for failure diagnostics."""
+
+    def __init__(self, host, port, log=None):
+        self.host = host
+        self.port = port
+        self.log = log if log is not None else []
+
+    def connection(self, timeout=DEFAULT_HTTP_TIMEOUT_S):
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def _record(self, method, path, body, resp, error=None):
+        req = f"{method} {path}"
+        if body:
+            req += " " + _clip(body, 600)
+        self.log.append(f"{req}\n  -> {error if error else repr(resp)}")
+
+    def request(self, method, path, body=None, headers=None, timeout=DEFAULT_HTTP_TIMEOUT_S,
+                conn=None):
+        own = conn is None
+        conn = conn or self.connection(timeout)
+        hdrs = dict(headers or {})
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        t0 = time.monotonic()
+        try:
+            conn.request(method, path, body=body, headers=hdrs)
+            r = conn.getresponse()
+            data = r.read()
+            resp = Response(r.status, r.headers, data, time.monotonic() - t0)
+        except Exception as e:
+            self._record(method, path, body, None, error=f"{type(e).__name__}: {e}")
+            raise
+        finally:
+            if own:
+                conn.close()
+        self._record(method, path, body, resp)
+        return resp
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    def post_json(self, path, obj, headers=None, **kw):
+        body = obj if isinstance(obj, (bytes, bytearray)) else json.dumps(obj).encode("utf-8")
+        hdrs = {"Content-Type": "application/json"}
+        hdrs.update(headers or {})
+        return self.request("POST", path, body=bytes(body), headers=hdrs, **kw)
+
+    def health_ok(self):
+        try:
+            r = self.get("/health", timeout=10)
+        except OSError:
+            return False
+        return r.status == 200 and isinstance(r.json, dict) and r.json.get("status") == "ok"
+
+    # -- multipart ------------------------------------------------------------------------
+
+    @staticmethod
+    def multipart(parts, boundary=None):
+        """parts: [(field name, filename or None, bytes, extra disposition params or None)].
+        Returns (content type, body). Built by hand: nothing in the stdlib writes it."""
+        boundary = boundary or ("e2eBoundary" + uuid.uuid4().hex)
+        out = bytearray()
+        for name, filename, data, disposition in parts:
+            out += f"--{boundary}\r\n".encode()
+            if disposition is not None:
+                cd = f"form-data; name=\"{name}\"; {disposition}"
+            elif filename is not None:
+                cd = f"form-data; name=\"{name}\"; filename=\"{filename}\""
+            else:
+                cd = f"form-data; name=\"{name}\""
+            out += f"Content-Disposition: {cd}\r\n".encode("utf-8")
+            if filename is not None or disposition is not None:
+                out += b"Content-Type: application/octet-stream\r\n"
+            out += b"\r\n" + bytes(data) + b"\r\n"
+        out += f"--{boundary}--\r\n".encode()
+        return f"multipart/form-data; boundary={boundary}", bytes(out)
+
+    def upload(self, filename, data, field="file", disposition=None, extra_parts=()):
+        ctype, body = self.multipart(list(extra_parts) + [(field, filename, data, disposition)])
+        return self.request("POST", "/v1/files", body=body, headers={"Content-Type": ctype})
+
+    # -- server-sent events -----------------------------------------------------------------
+
+    def sse(self, path, obj, timeout=DEFAULT_HTTP_TIMEOUT_S, on_event=None):
+        """POSTs obj and reads the answer. If it is an event stream, parses it line by line and
+        returns SseResult with [(event, data_json, arrival seconds since the request)].
+        on_event(event, socket) is called as each event arrives (e.g. to hang up)."""
+        conn = self.connection(timeout)
+        body = json.dumps(obj).encode() if not isinstance(obj, bytes) else obj
+        t0 = time.monotonic()
+        res = SseResult()
+        try:
+            conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+            sock = conn.sock  # http.client drops it from conn when the answer is Connection: close
+            r = conn.getresponse()
+            res.status, res.headers = r.status, r.headers
+            ctype = r.headers.get("Content-Type", "")
+            if not ctype.startswith("text/event-stream"):
+                res.body = r.read()
+                self._record("POST", path, body, Response(r.status, r.headers, res.body, 0))
+                return res
+            event, data = None, []
+            while True:
+                raw = r.readline()
+                if not raw:
+                    break
+                line = raw.decode("utf-8", "replace")
+                res.raw_lines.append(line)
+                line = line.rstrip("\r\n")
+                if line == "":
+                    if event is not None or data:
+                        text = "\n".join(data)
+                        try:
+                            parsed = json.loads(text)
+                        except ValueError:
+                            parsed = {"__unparsed__": text}
+                        ev = (event or "message", parsed, time.monotonic() - t0)
+                        res.events.append(ev)
+                        if on_event:
+                            on_event(ev, sock)
+                    event, data = None, []
+                elif line.startswith(":"):
+                    continue
+                elif line.startswith("event:"):
+                    event = line[6:].lstrip(" ")
+                elif line.startswith("data:"):
+                    data.append(line[5:][1:] if line[5:].startswith(" ") else line[5:])
+                else:
+                    res.unknown_lines.append(line)
+            if event is not None or data:
+                res.unterminated = "\n".join(filter(None, [event] + data))
+        except Exception as e:
+            self.log.append(f"POST {path} {_clip(body, 600)}\n  -> {type(e).__name__}: {e}")
+            raise
+        finally:
+            conn.close()
+        res.elapsed = time.monotonic() - t0
+        summary = "; ".join(f"{e}@{t:.2f}s {_clip(json.dumps(d), 200)}" for e, d, t in res.events)
+        self.log.append(f"POST {path} {_clip(body, 600)}\n  -> {res.status} SSE: {_clip(summary)}")
+        return res
+
+    # -- raw requests (bodies the server may refuse before reading them) ----------------------
+
+    def raw_request(self, head, body_iter=None, timeout=30.0):
+        """Sends `head` (request line + headers, bytes, ending in CRLFCRLF), then the chunks of
+        body_iter while watching for an early answer. Returns (Response or None, note) where note
+        says how the body sending ended ('complete', 'answered early', 'EPIPE', ...)."""
+        sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        note = "complete"
+        t0 = time.monotonic()
+        try:
+            sock.sendall(head)
+            if body_iter is not None:
+                sock.setblocking(False)
+                for chunk in body_iter:
+                    view = memoryview(chunk)
+                    while view:
+                        r, w, _ = select.select([sock], [sock], [], timeout)
+                        if r:
+                            note = "answered early"
+                            break
+                        if not w:
+                            note = "send stalled"
+                            break
+                        try:
+                            n = sock.send(view)
+                        except (BrokenPipeError, ConnectionResetError) as e:
+                            note = type(e).__name__
+                            break
+                        view = view[n:]
+                    if note != "complete":
+                        break
+                sock.setblocking(True)
+                sock.settimeout(timeout)
+            method = head.split(b" ", 1)[0].decode("latin-1")
+            resp = http.client.HTTPResponse(sock, method=method if method.isalpha() else "GET")
+            try:
+                resp.begin()
+                data = resp.read()
+                out = Response(resp.status, resp.headers, data, time.monotonic() - t0)
+            except (ConnectionResetError, http.client.HTTPException, OSError) as e:
+                out = None
+                note += f"; reading the answer failed: {type(e).__name__}: {e}"
+        finally:
+            sock.close()
+        self.log.append(f"{_clip(head, 300)!r} (+ body, {note})\n  -> {out!r}")
+        return out, note
+
+
+class SseResult:
+    def __init__(self):
+        self.status = None
+        self.headers = None
+        self.body = None  # set when the answer was not an event stream
+        self.events = []
+        self.raw_lines = []
+        self.unknown_lines = []
+        self.unterminated = None
+        self.elapsed = None
+
+    @property
+    def json(self):
+        try:
+            return json.loads(self.body.decode("utf-8"))
+        except (ValueError, AttributeError, UnicodeDecodeError):
+            return None
+
+    def outputs(self, stream=None):
+        return [d for e, d, _ in self.events
+                if e == "output" and (stream is None or d.get("stream") == stream)]
+
+    def text(self, stream):
+        return "".join(d.get("data", "") for d in self.outputs(stream))
+
+
+# --------------------------------------------------------------------------------------------
+# Host helpers
+
+
+def host_processes_matching(needle):
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    return [line.strip() for line in out.splitlines() if needle in line]
+
+
+def wait_until(pred, timeout, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
+
+
+def unique_sleep_arg():
+    """A number no other process on the host is sleeping for, to find our sandbox's children."""
+    return str(900000000 + uuid.uuid4().int % 99999999)
+
+
+# --------------------------------------------------------------------------------------------
+# Test base class
+
+
+class E2ETestCase(unittest.TestCase):
+    daemon_env = {}  # overrides; non-empty means "needs a daemon with these settings"
+    maxDiff = 4000
+
+    @classmethod
+    def setUpClass(cls):
+        cls._skip_reason = None
+        cls._start_error = None
+        cls.daemon = None
+        if Config.spawned():
+            try:
+                cls.daemon = Config.pool.get(cls.daemon_env)
+                cls.host, cls.port = cls.daemon.host, cls.daemon.port
+            except Exception as e:  # noqa: BLE001 - each test then fails with the reason
+                cls._start_error = str(e)
+        else:
+            if cls.daemon_env:
+                cls._skip_reason = ("--url mode: needs a daemon started with " +
+                                    " ".join(f"{k}={v}" for k, v in sorted(cls.daemon_env.items())))
+            u = urllib.parse.urlsplit(Config.url)
+            cls.host, cls.port = u.hostname, u.port or 80
+
+    def setUp(self):
+        self._exchanges = []
+        self._log_start = self.daemon.log_len() if self.daemon else 0
+        if self._skip_reason:
+            self.skipTest(self._skip_reason)
+        if self._start_error:
+            self.fail(self._start_error)
+        self.client = Client(self.host, self.port, self._exchanges)
+
+    # -- skips -------------------------------------------------------------------------------
+
+    def require_spawned(self, why):
+        if not Config.spawned():
+            self.skipTest(f"--url mode: {why}")
+
+    def skip_or_fail(self, reason):
+        """For a missing capability of the environment: skip, or fail when CI_E2E_NO_SKIP=1."""
+        if Config.no_skip:
+            self.fail(f"{reason} (CI_E2E_NO_SKIP=1 turns this skip into a failure)")
+        self.skipTest(reason)
+
+    # -- requests with assertions --------------------------------------------------------------
+
+    def execute(self, code, path="/v1/execute", expect_status=200, **fields):
+        body = {"code": code}
+        body.update(fields)
+        r = self.client.post_json(path, body)
+        self.assertEqual(r.status, expect_status, f"POST {path} {_clip(json.dumps(body), 300)} "
+                                                  f"answered {r!r}")
+        if expect_status == 200:
+            self.assertIsInstance(r.json, dict, f"not a JSON object: {r!r}")
+        return r.json if expect_status == 200 else r
+
+    def assertDetail(self, r, status, detail=None, prefix=None, contains=None):
+        """An error response: exact status, a JSON body {"detail": str} and the given text."""
+        self.assertEqual(r.status, status, f"expected {status}, got {r!r}")
+        ctype = r.header("Content-Type") or ""
+        self.assertTrue(ctype.startswith("application/json"),
+                        f"error body Content-Type is {ctype!r}, want application/json")
+        self.assertIsInstance(r.json, dict, f"error body is not a JSON object: {r!r}")
+        d = r.json.get("detail")
+        self.assertIsInstance(d, str, f"'detail' must be a string: {r!r}")
+        if detail is not None:
+            self.assertEqual(d, detail)
+        if prefix is not None:
+            self.assertTrue(d.startswith(prefix), f"detail {d!r} must start with {prefix!r}")
+        if contains is not None:
+            self.assertIn(contains, d, f"detail {d!r} must name {contains!r}")
+        return d
+
+    def assertHealthy(self):
+        self.assertTrue(self.client.health_ok(), "GET /health is not 200 status ok afterwards")
+        if self.daemon:
+            self.assertTrue(self.daemon.alive(), "the daemon process died")
+        res = self.execute("print('still alive')")
+        self.assertEqual(res.get("stdout"), "still alive\n", f"a plain execute afterwards: {res}")
+
+    def upload_ok(self, filename, data):
+        r = self.client.upload(filename, data)
+        self.assertEqual(r.status, 201, f"upload {filename!r}: {r!r}")
+        return r.json["file_id"]
+
+    def download(self, file_id):
+        return self.client.get(f"/v1/files/{file_id}")
+
+
+# --------------------------------------------------------------------------------------------
+# TAP output
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _yaml_block(fields):
+    """A TAP 13 YAML block. Every payload line is prefixed with '| ' so that no line of a
+    traceback or daemon log can end the block early or be read as a test line."""
+    out = ["  ---"]
+    for key, value in fields:
+        if value is None or value == "":
+            continue
+        out.append(f"  {key}: |")
+        for line in str(value).splitlines():
+            line = _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), line.rstrip())
+            if line.strip():
+                out.append("    | " + line)
+    out.append("  ...")
+    return "\n".join(out)
+
+
+class TapResult(unittest.TestResult):
+    def __init__(self, stream, *args, **kwargs):
+        super().__init__(stream, *args, **kwargs)
+        self.tap = stream
+        self.count = 0
+        self.failed = 0
+        self._outcome = None
+
+    def _name(self, test):
+        # "test_api.HealthTest.test_health" -> "api.HealthTest.test_health"; no '#' (TAP)
+        name = test.id()
+        if name.startswith("test_"):
+            name = name[5:]
+        return name.replace("#", "")
+
+    def emit(self, ok, name, directive=None, diag=None):
+        self.count += 1
+        line = f"{'ok' if ok else 'not ok'} {self.count} - {name}"
+        if directive:
+            line += f" # {directive}"
+        self.tap.write(line + "\n")
+        if diag:
+            self.tap.write(diag + "\n")
+        self.tap.flush()
+        if not ok:
+            self.failed += 1
+
+    def startTest(self, test):
+        super().startTest(test)
+        self._outcome = {"errors": [], "skip": None, "started": time.monotonic()}
+
+    def _diag(self, test, err_text):
+        fields = [("message", err_text)]
+        ex = getattr(test, "_exchanges", None)
+        if ex:
+            fields.append(("http", "\n".join(ex[-6:])))
+        d = getattr(test, "daemon", None)
+        if d is not None and hasattr(test, "_log_start"):
+            fields.append(("daemon_log", d.log_since(test._log_start, tail=40)))
+        return _yaml_block(fields)
+
+    def _fmt(self, test, err):
+        if isinstance(test, unittest.TestCase):
+            return self._exc_info_to_string(err, test)  # without unittest's own frames
+        return "".join(traceback.format_exception(*err))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        if self._outcome is None or not isinstance(test, unittest.TestCase):
+            self.emit(False, str(test), diag=_yaml_block([("message", self._fmt(test, err))]))
+            return
+        self._outcome["errors"].append(self._fmt(test, err))
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._outcome["errors"].append(self._fmt(test, err))
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self._outcome["errors"].append(f"{subtest._subDescription()}:\n" + self._fmt(test, err))
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        if self._outcome is None or not isinstance(test, unittest.TestCase):
+            self.emit(True, str(test), directive=f"SKIP {reason}")
+            return
+        self._outcome["skip"] = reason
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._outcome["errors"].append("unexpected success")
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        o, self._outcome = self._outcome, None
+        took = time.monotonic() - o["started"]
+        name = f"{self._name(test)} ({took:.2f} s)"
+        if o["errors"]:
+            self.emit(False, name, diag=self._diag(test, "\n".join(o["errors"])))
+        elif o["skip"] is not None:
+            reason = o["skip"].replace("#", "").replace("\n", " ")
+            self.emit(True, name, directive=f"SKIP {reason}")
+        else:
+            self.emit(True, name)
+        sys.stderr.write(f"[{'FAIL' if o['errors'] else 'skip' if o['skip'] else ' ok '}] "
+                         f"{name}\n")
+        sys.stderr.flush()
+
+
+def run_tap(suite, tap_stream):
+    """Runs the suite, then the clean-shutdown checks. Returns the number of failures."""
+    tap_stream.write("TAP version 13\n")
+    tap_stream.flush()
+    result = TapResult(tap_stream)
+    suite.run(result)
+    if Config.pool is not None:
+        for name, ok, diag in Config.pool.stop_all():
+            result.emit(ok, name, diag=_yaml_block([("message", diag)]) if diag else None)
+    tap_stream.write(f"1..{result.count}\n")
+    tap_stream.write(f"# {result.count - result.failed} passed, {result.failed} failed\n")
+    tap_stream.flush()
+    return result.failed

@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""Runs the end-to-end suites and prints TAP version 13 on stdout.
+
+  run.py --bin build/code-interpreter                 # e2e suite, daemons spawned on 127.0.0.1:0
+  run.py --suite hostile --bin build/code-interpreter
+  run.py --url http://127.0.0.1:8000                  # against a running daemon (any backend)
+  run.py --bin ... -k Stream -k test_health           # only tests whose id contains a pattern
+  run.py --list                                       # list the test ids
+
+Environment: CI_DAEMON_BIN (instead of --bin), CI_E2E_NO_SKIP=1 (a skip for a missing
+capability, e.g. matplotlib absent in the sandbox, becomes a failure; CI sets it).
+Progress goes to stderr; stdout is TAP only.
+"""
+
+import argparse
+import os
+import sys
+import unittest
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import harness  # noqa: E402
+
+SUITES = {
+    "e2e": ["test_api", "test_execute", "test_files", "test_stream", "test_libraries"],
+    "hostile": ["test_hostile"],
+}
+
+
+def iter_tests(suite):
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            yield from iter_tests(t)
+        else:
+            yield t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.environ.get("CI_DAEMON_BIN"),
+                    help="daemon binary to spawn (default: $CI_DAEMON_BIN)")
+    ap.add_argument("--url", help="use a running daemon instead of spawning one")
+    ap.add_argument("--suite", choices=sorted(SUITES) + ["all"], default="e2e")
+    ap.add_argument("--backend", help="executor_backend /health must report "
+                                      "(default: local when spawning, any with --url)")
+    ap.add_argument("-k", action="append", default=[], metavar="PATTERN",
+                    help="run only tests whose id contains PATTERN (repeatable)")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+
+    names = sum(SUITES.values(), []) if args.suite == "all" else SUITES[args.suite]
+    loader = unittest.TestLoader()
+    suite = unittest.TestSuite()
+    for name in names:
+        suite.addTests(loader.loadTestsFromName(name))
+    if args.k:
+        selected = [t for t in iter_tests(suite) if any(p in t.id() for p in args.k)]
+        suite = unittest.TestSuite(selected)
+    if args.list:
+        for t in iter_tests(suite):
+            print(t.id())
+        return 0
+
+    if not args.url and not args.bin:
+        ap.error("give --bin PATH (or CI_DAEMON_BIN) or --url URL")
+    if args.url:
+        harness.Config.url = args.url.rstrip("/")
+        harness.Config.expected_backend = args.backend
+    else:
+        harness.Config.bin_path = os.path.abspath(args.bin)
+        harness.Config.expected_backend = args.backend or "local"
+        harness.Config.pool = harness.DaemonPool()
+    harness.Config.no_skip = os.environ.get("CI_E2E_NO_SKIP") == "1"
+
+    # Anything a test prints must not break the TAP stream.
+    tap = sys.stdout
+    sys.stdout = sys.stderr
+    failed = harness.run_tap(suite, tap)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""Health, routing, request validation, keep-alive and shutdown (docs/api.md)."""
+
+import re
+import threading
+import time
+
+from harness import (Client, Config, Daemon, E2ETestCase, host_processes_matching,
+                     unique_sleep_arg, wait_until)
+
+BACKENDS = ("local", "docker", "kubernetes")
+SEMVER = re.compile(r"^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?$")
+
+
+class HealthTest(E2ETestCase):
+    def check_health_body(self, body):
+        self.assertIsInstance(body, dict)
+        self.assertEqual(body.get("status"), "ok", body)
+        self.assertIn("message", body)
+        self.assertIsNone(body["message"], "message is null when status is ok")
+        self.assertRegex(body.get("version", ""), SEMVER)
+        want = Config.expected_backend
+        if want:
+            self.assertEqual(body.get("executor_backend"), want)
+        else:
+            self.assertIn(body.get("executor_backend"), BACKENDS)
+        iso = body.get("network_isolation")
+        self.assertIsInstance(iso, str)
+        self.assertTrue(iso.strip(), "network_isolation must say how the network is isolated")
+
+    def test_health(self):
+        r = self.client.get("/health")
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue((r.header("Content-Type") or "").startswith("application/json"))
+        self.check_health_body(r.json)
+
+    def test_health_is_fast(self):
+        # Answered from a cached check: never blocks on the backend.
+        worst = max(self.client.get("/health").elapsed for _ in range(5))
+        self.assertLess(worst, 0.5, "GET /health took %.3f s" % worst)
+
+    def test_ready(self):
+        r = self.client.get("/ready")
+        self.assertEqual(r.status, 200, r)
+        self.check_health_body(r.json)
+
+    def test_metrics(self):
+        self.execute("print(1)")
+        r = self.client.get("/metrics")
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue((r.header("Content-Type") or "").startswith("text/plain"),
+                        r.header("Content-Type"))
+        text = r.body.decode()
+        for name in ("code_interpreter_executions_active", "code_interpreter_executions_limit",
+                     "code_interpreter_executions_rejected_total",
+                     "code_interpreter_executions_completed_total",
+                     "code_interpreter_admission_wait_seconds",
+                     "code_interpreter_execution_duration_seconds"):
+            self.assertIn(name, text)
+        self.assertRegex(text, r'code_interpreter_executions_completed_total\{[^}]*'
+                               r'outcome="ok"[^}]*\} [1-9]')
+        self.assertRegex(text, r'code_interpreter_execution_duration_seconds_bucket\{[^}]*'
+                               r'le="0.05"')
+
+
+class RoutingTest(E2ETestCase):
+    def test_unknown_route_404(self):
+        for method, path in (("GET", "/nope"), ("POST", "/v1/nope"), ("GET", "/v1/execute/x"),
+                             ("GET", "/v1/files/a/b")):
+            with self.subTest(f"{method} {path}"):
+                r = self.client.request(method, path)
+                self.assertEqual(r.status, 404, r)
+                self.assertEqual(r.json, {"detail": "Not Found"})
+
+    def test_wrong_method_405(self):
+        for method, path in (("GET", "/v1/execute"), ("GET", "/v1/execute/stream"),
+                             ("PUT", "/v1/execute"), ("POST", "/health")):
+            with self.subTest(f"{method} {path}"):
+                r = self.client.request(method, path, body=b"{}" if method != "GET" else None)
+                self.assertEqual(r.status, 405, r)
+                self.assertEqual(r.json, {"detail": "Method Not Allowed"})
+
+    def test_query_string_ignored(self):
+        r = self.client.get("/health?verbose=1")
+        self.assertEqual(r.status, 200, r)
+
+
+class ValidationTest(E2ETestCase):
+    """Every 422 of POST /v1/execute; each detail is a string and names the field."""
+
+    def post(self, body):
+        return self.client.post_json("/v1/execute", body)
+
+    def test_malformed_json(self):
+        for raw in (b'{"code": "print(1)"', b"{code: 1}", b"", b'{"code": "a"} trailing'):
+            with self.subTest(raw=raw):
+                self.assertDetail(self.post(raw), 422, prefix="Invalid request body: ")
+
+    def test_body_not_an_object(self):
+        for raw in (b"[]", b'"print(1)"', b"null", b"42"):
+            with self.subTest(raw=raw):
+                self.assertDetail(self.post(raw), 422)
+
+    def test_missing_code(self):
+        self.assertDetail(self.post({}), 422, "Field 'code' is required.")
+        self.assertDetail(self.post({"stdin": "x"}), 422, "Field 'code' is required.")
+
+    def test_code_not_a_string(self):
+        for code in (123, None, ["print(1)"], {"a": 1}, True):
+            with self.subTest(code=code):
+                self.assertDetail(self.post({"code": code}), 422, contains="code")
+
+    def test_timeout_below_one(self):
+        for t in (0, -5):
+            with self.subTest(timeout_ms=t):
+                self.assertDetail(self.post({"code": "print(1)", "timeout_ms": t}), 422,
+                                  "timeout_ms must be greater than or equal to 1")
+
+    def test_timeout_wrong_types(self):
+        for t in (1.5, "100", True, [100]):
+            with self.subTest(timeout_ms=t):
+                self.assertDetail(self.post({"code": "print(1)", "timeout_ms": t}), 422,
+                                  contains="timeout_ms")
+
+    def test_timeout_above_max(self):
+        if Config.spawned():
+            self.assertDetail(self.post({"code": "print(1)", "timeout_ms": 60001}), 422,
+                              "timeout_ms exceeds maximum of 60000 ms")
+        else:
+            d = self.assertDetail(self.post({"code": "print(1)", "timeout_ms": 10 ** 9}), 422)
+            self.assertRegex(d, r"^timeout_ms exceeds maximum of \d+ ms$")
+
+    def test_timeout_overflowing_int64(self):
+        self.assertDetail(self.post({"code": "print(1)", "timeout_ms": 10 ** 20}), 422,
+                          contains="timeout_ms")
+
+    def test_timeout_at_max_accepted(self):
+        if not Config.spawned():
+            self.skipTest("--url mode: MAX_EXEC_TIMEOUT_MS unknown")
+        res = self.execute("print(1)", timeout_ms=60000)
+        self.assertEqual(res["stdout"], "1\n")
+
+    def test_last_line_interactive_wrong_type(self):
+        for v in ("yes", 1, "true"):
+            with self.subTest(last_line_interactive=v):
+                self.assertDetail(self.post({"code": "1", "last_line_interactive": v}), 422,
+                                  contains="last_line_interactive")
+
+    def test_files_not_an_array(self):
+        for v in ({}, "a.txt", 1):
+            with self.subTest(files=v):
+                self.assertDetail(self.post({"code": "1", "files": v}), 422, contains="files")
+
+    def test_file_entry_missing_field(self):
+        msg = "Each file must include both 'path' and 'file_id'."
+        for entry in ({"path": "a.txt"}, {"file_id": "6f1c2a8e-8d7e-4b8c-9a55-0a7e7d9b1c11"}, {}):
+            with self.subTest(entry=entry):
+                self.assertDetail(self.post({"code": "1", "files": [entry]}), 422, msg)
+
+    def test_file_entry_wrong_types(self):
+        for entry in ("a.txt", {"path": 1, "file_id": "x"}, {"path": "a", "file_id": 7}):
+            with self.subTest(entry=entry):
+                self.assertDetail(self.post({"code": "1", "files": [entry]}), 422)
+
+    def test_stdin_wrong_type(self):
+        for v in (5, ["a"], {"a": 1}, False):
+            with self.subTest(stdin=v):
+                self.assertDetail(self.post({"code": "print(1)", "stdin": v}), 422,
+                                  contains="stdin")
+
+    def test_null_optionals_accepted(self):
+        res = self.execute("print('n')", stdin=None)
+        self.assertEqual(res["stdout"], "n\n")
+
+    def test_unknown_fields_ignored(self):
+        res = self.execute("print(3)", whatever={"a": [1, 2]}, session_id="x", extra=None)
+        self.assertEqual(res["stdout"], "3\n")
+        self.assertEqual(res["exit_code"], 0)
+
+    def test_empty_code(self):
+        res = self.execute("")
+        self.assertEqual((res["stdout"], res["stderr"], res["exit_code"]), ("", "", 0))
+
+
+class KeepAliveTest(E2ETestCase):
+    def test_50_requests_on_one_connection(self):
+        conn = self.client.connection()
+        try:
+            ports = set()
+            for i in range(50):
+                kind = i % 5
+                if kind == 0:
+                    r = self.client.post_json("/v1/execute", {"code": f"print({i})"}, conn=conn)
+                    self.assertEqual(r.status, 200, r)
+                    self.assertEqual(r.json["stdout"], f"{i}\n")
+                elif kind == 1:
+                    r = self.client.get("/nope", conn=conn)
+                    self.assertEqual(r.status, 404, r)
+                elif kind == 2:
+                    r = self.client.post_json("/v1/execute", {"timeout_ms": 0, "code": ""},
+                                              conn=conn)
+                    self.assertEqual(r.status, 422, r)
+                elif kind == 3:
+                    r = self.client.get("/v1/files", conn=conn)
+                    self.assertEqual(r.status, 200, r)
+                else:
+                    r = self.client.get("/health", conn=conn)
+                    self.assertEqual(r.status, 200, r)
+                self.assertIsNotNone(conn.sock, f"the daemon closed the connection after "
+                                                f"request {i + 1} ({r.status})")
+                ports.add(conn.sock.getsockname()[1])
+            self.assertEqual(len(ports), 1, "http.client had to reconnect: no keep-alive")
+        finally:
+            conn.close()
+
+
+class ShutdownTest(E2ETestCase):
+    """SIGTERM while a program runs: exit 0 within 15 s and nothing of the sandbox left."""
+
+    def test_sigterm_during_execution(self):
+        self.require_spawned("needs to signal the daemon process")
+        d = Daemon().start()
+        try:
+            marker = unique_sleep_arg()
+            code = ("import subprocess, time\n"
+                    f"subprocess.Popen(['sleep', '{marker}'])\n"
+                    "print('started', flush=True)\n"
+                    "time.sleep(60)\n")
+            client = Client(d.host, d.port, self._exchanges)
+            outcome = {}
+
+            def run():
+                try:
+                    outcome["resp"] = client.post_json("/v1/execute",
+                                                       {"code": code, "timeout_ms": 60000})
+                except Exception as e:  # noqa: BLE001 - a closed connection is acceptable
+                    outcome["error"] = e
+
+            t = threading.Thread(target=run, daemon=True)
+            t.start()
+            seen = wait_until(lambda: host_processes_matching(f"sleep {marker}"), 10)
+            self.assertTrue(seen, "the program's child never appeared in ps")
+            rc, took = d.stop()
+            self.assertEqual(rc, 0, f"exit code {rc} after {took:.1f} s of SIGTERM\n"
+                                    f"{d.log_since(0, tail=40)}")
+            left = wait_until(lambda: not host_processes_matching(f"sleep {marker}"), 2)
+            self.assertTrue(left, "the sandbox's process survived the daemon: "
+                            f"{host_processes_matching(f'sleep {marker}')}")
+            t.join(5)
+        finally:
+            if d.alive():
+                d.stop()
+            d.cleanup()
+
+
+class LanguagesTest(E2ETestCase):
+    """[ext] GET /v1/languages and the `language` field."""
+
+    def languages(self):
+        r = self.client.get("/v1/languages")
+        self.assertEqual(r.status, 200, r)
+        self.assertIsInstance(r.json, dict, r)
+        langs = r.json.get("languages")
+        self.assertIsInstance(langs, list, r.json)
+        for entry in langs:
+            self.assertIsInstance(entry, dict, langs)
+            self.assertIsInstance(entry.get("name"), str, entry)
+        return {e["name"]: e for e in langs}
+
+    def test_list_has_python_with_version(self):
+        langs = self.languages()
+        self.assertIn("python", langs)
+        self.assertTrue(any(re.search(r"\d+\.\d+", str(v)) for v in langs["python"].values()),
+                        f"no version in {langs['python']} (api.md: 'lists them with versions')")
+
+    def test_unknown_language_422(self):
+        r = self.client.post_json("/v1/execute", {"code": "x", "language": "cobol"})
+        d = self.assertDetail(r, 422, contains="python")
+        self.assertIn("cobol", d)
+
+    def test_explicit_python(self):
+        res = self.execute("print('py')", language="python")
+        self.assertEqual(res["stdout"], "py\n")
+
+    def test_bash(self):
+        if "bash" not in self.languages():
+            self.skip_or_fail("bash is not an available language here")
+        res = self.execute("echo hi; echo err >&2; exit 3", language="bash")
+        self.assertEqual((res["stdout"], res["stderr"], res["exit_code"]), ("hi\n", "err\n", 3))

@@ -1,0 +1,439 @@
+"""Bad programs and bad requests (docs/testing.md "Hostile inputs"): every case gets a clear
+error or a typed verdict, and the daemon stays healthy with nothing leaked."""
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+
+from harness import E2ETestCase, host_processes_matching, unique_sleep_arg, wait_until
+
+SECRET = "e2e-secret-" + uuid.uuid4().hex
+RSS_LIMIT_KB = 100 * 1024
+
+
+class RssSampler:
+    """Samples the daemon's VmRSS while a request runs."""
+
+    def __init__(self, daemon):
+        self.daemon = daemon
+        self.max_kb = 0
+        self.start_kb = daemon.vm_rss_kb() if daemon else None
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            v = self.daemon.vm_rss_kb()
+            if v:
+                self.max_kb = max(self.max_kb, v)
+            time.sleep(0.02)
+
+    def __enter__(self):
+        if self.daemon:
+            self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self.daemon:
+            self._t.join()
+
+
+class BadProgramsTest(E2ETestCase):
+    def test_fork_bomb(self):
+        t0 = time.monotonic()
+        res = self.execute("import os\nwhile True:\n    os.fork()", timeout_ms=3000)
+        self.assertEqual(res["verdict"], "pids_limit", res)
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertHealthy()
+
+    def test_read_etc_shadow(self):
+        res = self.execute("print(open('/etc/shadow').read())")
+        self.assertEqual(res["exit_code"], 1, res)
+        self.assertTrue("FileNotFoundError" in res["stderr"] or
+                        "PermissionError" in res["stderr"], res["stderr"])
+        self.assertNotIn("root:", res["stdout"])
+
+    def test_read_file_store(self):
+        self.require_spawned("the file store's host path is unknown")
+        fid = self.upload_ok("secret.txt", b"TOPSECRET")
+        store = self.daemon.store_dir
+        code = ("import os\n"
+                f"store = {store!r}\n"
+                "try:\n"
+                "    print(os.listdir(store))\n"
+                "except OSError as e:\n"
+                "    print('hidden', type(e).__name__)\n"
+                "found = []\n"
+                "for root, dirs, files in os.walk('/'):\n"
+                "    if root.startswith('/proc') or root.startswith('/sys'):\n"
+                "        dirs[:] = []\n"
+                "        continue\n"
+                f"    found += [os.path.join(root, f) for f in files if {fid!r} in f]\n"
+                "print('found', found)\n")
+        res = self.execute(code, timeout_ms=20000)
+        self.assertTrue(res["stdout"].startswith("hidden "), res)
+        self.assertIn("found []", res["stdout"])
+        self.assertNotIn("TOPSECRET", res["stdout"])
+
+    def test_own_daemon_port_refused(self):
+        code = ("import socket\n"
+                "s = socket.socket()\n"
+                "s.settimeout(3)\n"
+                "try:\n"
+                f"    s.connect(('127.0.0.1', {self.port}))\n"
+                "    print('connected')\n"
+                "except ConnectionRefusedError:\n"
+                "    print('refused')\n")
+        res = self.execute(code, timeout_ms=10000)
+        self.assertEqual(res["stdout"], "refused\n", res)
+
+    def test_outside_network_unreachable(self):
+        code = ("import socket\n"
+                "for addr in [('1.1.1.1', 53), ('8.8.8.8', 443)]:\n"
+                "    s = socket.socket()\n"
+                "    s.settimeout(2)\n"
+                "    try:\n"
+                "        s.connect(addr)\n"
+                "        print('connected')\n"
+                "    except OSError as e:\n"
+                "        print('blocked', e.errno)\n"
+                "import os\n"
+                "print(sorted(os.listdir('/sys/class/net')))\n")
+        res = self.execute(code, timeout_ms=10000)
+        lines = res["stdout"].splitlines()
+        self.assertEqual(len(lines), 3, res)
+        self.assertTrue(all(line.startswith("blocked") for line in lines[:2]), res["stdout"])
+        self.assertEqual(lines[2], "['lo']", "only loopback in the sandbox")
+
+    def test_cannot_kill_other_sandboxes(self):
+        marker = unique_sleep_arg()
+        victim = ("import subprocess, time\n"
+                  f"p = subprocess.Popen(['sleep', '{marker}'])\n"
+                  "time.sleep(2.5)\n"
+                  "print('alive', p.poll())\n")
+        attacker = ("import os, signal\n"
+                    "me = os.getpid()\n"
+                    "pids = [int(p) for p in os.listdir('/proc') if p.isdigit()]\n"
+                    "names = [open(f'/proc/{p}/cmdline','rb').read() for p in pids]\n"
+                    "print('sees_victim', any(b'" + marker + "' in n for n in names))\n"
+                    "for p in pids:\n"
+                    "    if p not in (me, 1):\n"
+                    "        try: os.kill(p, signal.SIGKILL)\n"
+                    "        except OSError: pass\n")
+        out = {}
+
+        def run_victim():
+            out["victim"] = self.client.post_json("/v1/execute",
+                                                  {"code": victim, "timeout_ms": 10000})
+
+        t = threading.Thread(target=run_victim)
+        t.start()
+        try:
+            self.assertTrue(wait_until(lambda: host_processes_matching(f"sleep {marker}"), 5),
+                            "victim never started")
+            res = self.execute(attacker)
+            self.assertEqual(res["stdout"], "sees_victim False\n", res)
+        finally:
+            t.join(20)
+        self.assertEqual(out["victim"].status, 200, out["victim"])
+        self.assertEqual(out["victim"].json["stdout"], "alive None\n", out["victim"])
+
+    def test_disk_fill_workspace_and_tmp(self):
+        for where in ("/workspace/big", "/tmp/big"):
+            with self.subTest(where=where):
+                code = ("import errno, os\n"
+                        "chunk = b'\\0' * (1 << 20)\n"
+                        "n = 0\n"
+                        "try:\n"
+                        f"    with open({where!r}, 'wb') as f:\n"
+                        "        for _ in range(400):\n"
+                        "            f.write(chunk); f.flush(); n += 1\n"
+                        "    print('wrote', n)\n"
+                        "except OSError as e:\n"
+                        "    print('full', e.errno == errno.ENOSPC)\n"
+                        f"os.remove({where!r})\n")
+                res = self.execute(code, timeout_ms=20000)
+                self.assertEqual(res["stdout"], "full True\n", res)
+                self.assertEqual(res["files"], [])
+        self.assertHealthy()
+
+    def test_many_small_files(self):
+        res = self.execute("import os\nos.mkdir('d')\nfor i in range(1500):\n"
+                           "    open(f'd/f{i}.txt', 'w').write(str(i))\n", timeout_ms=30000)
+        self.assertEqual(res["exit_code"], 0, res)
+        self.assertLessEqual(len(res["files"]), 1000)
+        self.assertGreater(len(res["files"]), 0)
+        self.assertIs(res.get("files_truncated"), True)
+        self.assertHealthy()
+
+    def test_privileged_syscalls_refused(self):
+        code = ("import ctypes, os\n"
+                "libc = ctypes.CDLL(None, use_errno=True)\n"
+                "r = libc.unshare(0x10000000)\n"  # CLONE_NEWUSER
+                "print('unshare', r, ctypes.get_errno() != 0)\n"
+                "r = libc.mount(b'none', b'/workspace', b'tmpfs', 0, None)\n"
+                "print('mount', r)\n"
+                "try:\n"
+                "    os.setuid(0)\n"
+                "    print('setuid ok')\n"
+                "except PermissionError:\n"
+                "    print('setuid refused')\n")
+        res = self.execute(code)
+        self.assertEqual(res["stdout"], "unshare -1 True\nmount -1\nsetuid refused\n", res)
+
+
+class MemoryBombTest(E2ETestCase):
+    daemon_env = {"MEMORY_LIMIT_MB": "128"}
+
+    def test_memory_bomb(self):
+        for code in ("x = b'x' * (1 << 30)\nprint(len(x))",
+                     "x = bytearray(1024*1024*1024)\nprint(len(x))"):
+            with self.subTest(code=code):
+                res = self.execute(code, timeout_ms=20000)
+                self.assertEqual(res["verdict"], "memory_limit", res)
+                self.assertIs(res["timed_out"], False)
+                self.assertEqual(res["stdout"], "")
+        self.assertHealthy()
+
+    def test_memory_bomb_in_child(self):
+        res = self.execute("import subprocess, sys\n"
+                           "r = subprocess.run([sys.executable, '-c', "
+                           "\"x = b'x' * (1 << 30)\"])\n"
+                           "print('child', r.returncode)", timeout_ms=20000)
+        self.assertTrue(res["stdout"].startswith("child "), res)
+        self.assertNotEqual(res["stdout"], "child 0\n")
+        self.assertEqual(res["verdict"], "memory_limit", res)
+
+
+class CpuLimitTest(E2ETestCase):
+    daemon_env = {"CPU_TIME_LIMIT_SEC": "1"}
+
+    def test_cpu_spin(self):
+        t0 = time.monotonic()
+        res = self.execute("while True: pass", timeout_ms=15000)
+        took = time.monotonic() - t0
+        self.assertEqual(res["verdict"], "cpu_limit", res)
+        self.assertIs(res["timed_out"], False)
+        self.assertLess(took, 5.0)
+        self.assertHealthy()
+
+
+class HostSecretsTest(E2ETestCase):
+    daemon_env = {"E2E_SECRET_MARKER": SECRET}
+
+    def test_daemon_environment_invisible(self):
+        code = ("import os\n"
+                f"secret = {SECRET!r}\n"
+                "hits = [k for k, v in os.environ.items() if secret in v]\n"
+                "for p in os.listdir('/proc'):\n"
+                "    if p.isdigit():\n"
+                "        for what in ('environ', 'cmdline'):\n"
+                "            try:\n"
+                "                if secret.encode() in open(f'/proc/{p}/{what}', 'rb').read():\n"
+                "                    hits.append(f'/proc/{p}/{what}')\n"
+                "            except OSError:\n"
+                "                pass\n"
+                "print('hits', hits)\n")
+        res = self.execute(code)
+        self.assertEqual(res["stdout"], "hits []\n", res)
+
+
+class BigOutputTest(E2ETestCase):
+    CODE = ("import sys\nchunk='x'*1048576\nfor _ in range(200): sys.stdout.write(chunk)")
+
+    def test_200mb_stdout_capped_and_daemon_memory_flat(self):
+        with RssSampler(self.daemon) as rss:
+            t0 = time.monotonic()
+            res = self.execute(self.CODE, timeout_ms=20000)
+            took = time.monotonic() - t0
+        out = res["stdout"]
+        self.assertEqual(len(out), 1000000 - 32 + len("\n...[truncated]"))
+        self.assertTrue(out.endswith("\n...[truncated]"))
+        self.assertIs(res["stdout_truncated"], True)
+        self.assertEqual(res["verdict"], "output_limit")
+        self.assertIs(res["timed_out"], False, f"200 MB took more than 20 s ({took:.1f} s)")
+        if self.daemon:
+            self.assertLess(rss.max_kb, RSS_LIMIT_KB,
+                            f"daemon VmRSS peaked at {rss.max_kb} kB (was {rss.start_kb} kB)")
+        self.assertHealthy()
+
+    def test_200mb_stream_capped_and_daemon_memory_flat(self):
+        with RssSampler(self.daemon) as rss:
+            res = self.client.sse("/v1/execute/stream", {"code": self.CODE, "timeout_ms": 20000})
+        self.assertEqual(res.status, 200)
+        self.assertEqual(len(res.text("stdout")), 1000000)
+        self.assertEqual(res.events[-1][0], "result")
+        if self.daemon:
+            self.assertLess(rss.max_kb, RSS_LIMIT_KB,
+                            f"daemon VmRSS peaked at {rss.max_kb} kB (was {rss.start_kb} kB)")
+        self.assertHealthy()
+
+
+class ClientDisconnectTest(E2ETestCase):
+    def test_disconnect_mid_stream_kills_execution(self):
+        marker = unique_sleep_arg()
+        code = ("import subprocess, time\n"
+                f"subprocess.Popen(['sleep', '{marker}'])\n"
+                "print('started', flush=True)\n"
+                "time.sleep(30)\n")
+
+        def hang_up(ev, sock):
+            if ev[0] == "output":
+                sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+                raise ConnectionAbortedError("client hung up on purpose")
+
+        with self.assertRaises((ConnectionAbortedError, OSError, ValueError)):
+            self.client.sse("/v1/execute/stream", {"code": code, "timeout_ms": 60000},
+                            on_event=hang_up)
+        gone = wait_until(lambda: not host_processes_matching(f"sleep {marker}"), 3)
+        self.assertTrue(gone, "the execution outlived its client by 3 s: "
+                        f"{host_processes_matching(f'sleep {marker}')}")
+        self.assertHealthy()
+
+
+class BadRequestsTest(E2ETestCase):
+    HUGE = 128 * 1024 * 1024  # above any sane request body limit
+
+    def _huge_body(self, head):
+        chunk = b" " * (1 << 20)
+        with RssSampler(self.daemon) as rss:
+            r, note = self.client.raw_request(head, (chunk for _ in range(self.HUGE >> 20)))
+        self.assertIsNotNone(r, f"no answer ({note})")
+        self.assertDetail(r, 413)
+        if self.daemon:
+            self.assertLess(rss.max_kb, RSS_LIMIT_KB,
+                            f"daemon VmRSS peaked at {rss.max_kb} kB: the body was buffered")
+        self.assertHealthy()
+
+    def test_huge_json_body_413(self):
+        head = (f"POST /v1/execute HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {self.HUGE}\r\n\r\n").encode()
+        self._huge_body(head)
+
+    def test_huge_chunked_body_413(self):
+        head = (b"POST /v1/execute HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
+        chunk = b" " * (1 << 20)
+        framed = b"%x\r\n" % len(chunk) + chunk + b"\r\n"
+        with RssSampler(self.daemon) as rss:
+            r, note = self.client.raw_request(head, (framed for _ in range(self.HUGE >> 20)))
+        self.assertIsNotNone(r, f"no answer ({note})")
+        self.assertDetail(r, 413)
+        if self.daemon:
+            self.assertLess(rss.max_kb, RSS_LIMIT_KB, f"daemon VmRSS peaked at {rss.max_kb} kB")
+        self.assertHealthy()
+
+    def test_20mb_json_code_413(self):
+        body = json.dumps({"code": "#" * (20 * 1024 * 1024)}).encode()
+        head = (f"POST /v1/execute HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        r, note = self.client.raw_request(head, (body[i:i + 65536]
+                                                 for i in range(0, len(body), 65536)))
+        self.assertIsNotNone(r, f"no answer ({note})")
+        self.assertDetail(r, 413)
+        self.assertHealthy()
+
+    def test_invalid_utf8_json(self):
+        r = self.client.post_json("/v1/execute", b'{"code": "print(1) # \xff\xfe"}')
+        self.assertDetail(r, 422, prefix="Invalid request body: ")
+        self.assertHealthy()
+
+    def test_deeply_nested_json(self):
+        depth = 1000000
+        body = b'{"code": "print(1)", "x": ' + b"[" * depth + b"]" * depth + b"}"
+        r = self.client.post_json("/v1/execute", body)
+        self.assertIn(r.status, (200, 413, 422), r)
+        self.assertHealthy()
+
+    def test_huge_header(self):
+        head = (b"GET /health HTTP/1.1\r\nHost: e2e\r\nX-Big: " + b"a" * (1 << 20) +
+                b"\r\n\r\n")
+        r, note = self.client.raw_request(head)
+        if r is not None:
+            self.assertGreaterEqual(r.status, 400, r)
+            self.assertLess(r.status, 500, r)
+        self.assertHealthy()
+
+    def test_garbage_request_line(self):
+        for junk in (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 64,
+                     b"HELLO\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n"):
+            with self.subTest(junk=junk[:12]):
+                try:
+                    self.client.raw_request(junk, timeout=5)
+                except OSError:
+                    pass
+        self.assertHealthy()
+
+    def test_file_id_traversal_in_execute(self):
+        for fid in ("../../etc/passwd", "..%2F..%2Fetc%2Fpasswd", "/etc/passwd"):
+            with self.subTest(file_id=fid):
+                r = self.client.post_json("/v1/execute", {
+                    "code": "print(open('x').read())", "files": [{"path": "x", "file_id": fid}]})
+                self.assertDetail(r, 404, f"File with ID '{fid}' not found for path 'x'.")
+
+
+class SlowClientsTest(E2ETestCase):
+    def test_stalled_clients_do_not_block_others(self):
+        socks = []
+        try:
+            for i in range(30):
+                s = socket.create_connection((self.host, self.port), timeout=5)
+                if i % 2:
+                    s.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: e2e\r\n")  # stalls in headers
+                else:
+                    s.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: e2e\r\nContent-Length: 100"
+                              b"\r\nContent-Type: application/json\r\n\r\n{\"co")  # in the body
+                socks.append(s)
+            t0 = time.monotonic()
+            self.assertTrue(self.client.health_ok())
+            self.assertLess(time.monotonic() - t0, 1.0)
+            res = self.execute("print('through')")
+            self.assertEqual(res["stdout"], "through\n")
+        finally:
+            for s in socks:
+                s.close()
+
+
+class OverloadTest(E2ETestCase):
+    daemon_env = {"MAX_CONCURRENT_EXECUTIONS": "2", "EXECUTION_QUEUE_TIMEOUT_SEC": "1",
+                  "EXECUTION_RETRY_AFTER_SEC": "2"}
+    DETAIL = ("Execution capacity on this replica is saturated. Retry after the Retry-After "
+              "delay.")
+
+    def test_saturation_429(self):
+        results, errors = [], []
+
+        def one():
+            try:
+                results.append(self.client.post_json(
+                    "/v1/execute", {"code": "import time\ntime.sleep(2)", "timeout_ms": 10000}))
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=one) for _ in range(40)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        healthy = self.client.health_ok()
+        health_s = time.monotonic() - t0
+        for t in threads:
+            t.join(60)
+        self.assertEqual(errors, [])
+        self.assertTrue(healthy)
+        self.assertLess(health_s, 0.5, "GET /health waited behind the executions")
+        statuses = [r.status for r in results]
+        self.assertEqual(set(statuses) - {200, 429}, set(), statuses)
+        self.assertGreaterEqual(statuses.count(200), 2, statuses)
+        self.assertGreaterEqual(statuses.count(429), 30, statuses)
+        for r in results:
+            if r.status == 429:
+                self.assertEqual(r.header("Retry-After"), "2")
+                self.assertEqual(r.json, {"detail": self.DETAIL})
+                self.assertLess(r.elapsed, 5, "queued far past EXECUTION_QUEUE_TIMEOUT_SEC")
+        self.assertHealthy()
