@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/sandbox_spec.h"
@@ -31,9 +32,9 @@ struct StagedFile {
 };
 
 struct RunPayload {
-  std::vector<std::string> argv;  // argv[0] is looked up in PATH inside the sandbox
-  std::vector<StagedFile> files;  // written into /workspace before the program starts
-  std::optional<std::string> stdin_data;  // written, then stdin is closed; nullopt: EOF at once
+  std::vector<std::string> argv;            // argv[0] is looked up in PATH inside the sandbox
+  std::vector<StagedFile> files;            // written into /workspace before the program starts
+  std::optional<std::string> stdin_data;    // written, then stdin is closed; nullopt: EOF at once
   std::chrono::milliseconds timeout{2000};  // wall clock, from program start
 };
 
@@ -43,7 +44,7 @@ struct RunOutcome {
   std::optional<int> signal;     // set when it was killed by a signal
   uint64_t cpu_ms = 0;           // user + system time of the program's tree
   uint64_t max_rss_kb = 0;
-  uint64_t duration_ms = 0;      // wall clock of the program
+  uint64_t duration_ms = 0;  // wall clock of the program
 };
 
 struct CollectLimits {

@@ -1,0 +1,24 @@
+#include "core/json.h"
+
+#include <rapidjson/error/en.h>
+
+namespace ci {
+
+std::string JsonQuote(std::string_view s) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  WriteString(w, s);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+bool ParseJson(std::string_view text, rapidjson::Document& doc, std::string& why) {
+  doc.Parse<rapidjson::kParseValidateEncodingFlag>(text.data(), text.size());
+  if (doc.HasParseError()) {
+    why = std::string(rapidjson::GetParseError_En(doc.GetParseError())) + " at offset " +
+          std::to_string(doc.GetErrorOffset());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ci

@@ -22,8 +22,12 @@ Status Validate(const SandboxSpec& spec) {
 }
 
 std::vector<std::string> DefaultSandboxEnv() {
-  return {"PYTHONUNBUFFERED=1",  "PYTHONDONTWRITEBYTECODE=1",  "PYTHONIOENCODING=utf-8",
-          "MPLCONFIGDIR=/tmp/matplotlib", "HOME=/tmp", "PATH=/usr/local/bin:/usr/bin:/bin",
+  return {"PYTHONUNBUFFERED=1",
+          "PYTHONDONTWRITEBYTECODE=1",
+          "PYTHONIOENCODING=utf-8",
+          "MPLCONFIGDIR=/tmp/matplotlib",
+          "HOME=/tmp",
+          "PATH=/usr/local/bin:/usr/bin:/bin",
           "LANG=C.UTF-8"};
 }
 

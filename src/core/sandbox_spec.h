@@ -11,9 +11,9 @@
 namespace ci {
 
 struct SandboxLimits {
-  uint64_t memory_bytes = 256ull << 20;  // memory.max / limit_in_bytes; swap is always 0
-  uint32_t cpu_time_sec = 5;             // RLIMIT_CPU of the program
-  uint32_t pids = 64;                    // pids.max of the whole sandbox
+  uint64_t memory_bytes = 256ull << 20;     // memory.max / limit_in_bytes; swap is always 0
+  uint32_t cpu_time_sec = 5;                // RLIMIT_CPU of the program
+  uint32_t pids = 64;                       // pids.max of the whole sandbox
   uint64_t workspace_bytes = 100ull << 20;  // tmpfs /workspace
   uint64_t tmp_bytes = 64ull << 20;         // tmpfs /tmp
 };
@@ -21,7 +21,7 @@ struct SandboxLimits {
 struct SandboxSecurity {
   bool no_new_privs = true;
   bool read_only_root = true;
-  bool network_none = true;  // own network namespace holding only `lo`
+  bool network_none = true;          // own network namespace holding only `lo`
   std::string seccomp_profile_json;  // OCI seccomp JSON; empty = no filter (issue 3 fills it)
 };
 

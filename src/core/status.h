@@ -30,7 +30,7 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}       // NOLINT(google-explicit-constructor)
   Result(Status error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }

@@ -1,0 +1,210 @@
+#include "daemon/execution_service.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "daemon/workspace_paths.h"
+
+namespace ci {
+namespace {
+
+// True when both files hold the same bytes (a staged input the program did not change).
+bool SameContent(const std::string& a, const std::string& b) {
+  int fa = open(a.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int fb = open(b.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  bool same = fa >= 0 && fb >= 0;
+  struct stat sa {
+  }, sb{};
+  if (same) same = fstat(fa, &sa) == 0 && fstat(fb, &sb) == 0 && sa.st_size == sb.st_size;
+  static thread_local char ba[65536], bb[65536];
+  while (same) {
+    ssize_t na = read(fa, ba, sizeof ba);
+    ssize_t nb = na > 0 ? read(fb, bb, static_cast<size_t>(na)) : read(fb, bb, 1);
+    if (na < 0 || nb != na)
+      same = false;
+    else if (na == 0)
+      break;
+    else
+      same = std::memcmp(ba, bb, static_cast<size_t>(na)) == 0;
+  }
+  if (fa >= 0) close(fa);
+  if (fb >= 0) close(fb);
+  return same;
+}
+
+Result<std::string> WriteTempFile(const std::string& dir, std::string_view content) {
+  std::string path = dir + "/entry-XXXXXX";
+  int fd = mkostemp(path.data(), O_CLOEXEC);
+  if (fd < 0) return Status::Errno("creating " + path, errno);
+  size_t off = 0;
+  while (off < content.size()) {
+    ssize_t n = write(fd, content.data() + off, content.size() - off);
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      unlink(path.c_str());
+      return Status::Errno("writing " + path, err);
+    }
+    off += static_cast<size_t>(n);
+  }
+  close(fd);
+  return path;
+}
+
+}  // namespace
+
+ExecutionService::ExecutionService(const Config& config, Executor& executor, FileStore& store)
+    : config_(config),
+      executor_(executor),
+      store_(store),
+      languages_(AvailableLanguages(config.sandbox_rootfs)) {}
+
+std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteRequest& request) const {
+  auto program = BuildProgram(request.language, request.last_line_interactive, languages_);
+  if (!program.ok()) return ApiError{422, program.status().message()};
+  ExecutionPlan plan;
+  plan.program = std::move(program).value();
+  plan.code = request.code;
+  plan.stdin_data = request.stdin_data;
+  plan.timeout = std::chrono::milliseconds(request.timeout_ms);
+  std::vector<std::string> data_paths;
+  for (const auto& f : request.files) {
+    auto meta = store_.Get(f.file_id);
+    if (!meta) {
+      return ApiError{404, "File with ID '" + f.file_id + "' not found for path '" + f.path + "'."};
+    }
+    data_paths.push_back(meta->data_path);
+  }
+  for (size_t i = 0; i < request.files.size(); ++i) {
+    auto path = NormalizeWorkspacePath(request.files[i].path, /*entrypoint_reserved=*/false);
+    if (!path.ok()) return ApiError{422, path.status().message()};
+    if (*path == plan.program.entrypoint) {
+      return ApiError{422, "File path '" + *path + "' is reserved for the execution entrypoint."};
+    }
+    plan.inputs.push_back({std::move(path).value(), data_paths[i]});
+  }
+  return plan;
+}
+
+SandboxSpec ExecutionService::MakeSpec() const {
+  SandboxSpec spec;
+  spec.rootfs = config_.sandbox_rootfs;
+  spec.env = DefaultSandboxEnv();
+  spec.limits.memory_bytes = config_.memory_limit_mb << 20;
+  spec.limits.cpu_time_sec = config_.cpu_time_limit_sec;
+  spec.limits.pids = config_.pids_limit;
+  spec.limits.workspace_bytes = config_.workspace_size_mb << 20;
+  spec.limits.tmp_bytes = config_.tmp_size_mb << 20;
+  spec.cgroup_root = config_.cgroup_root;
+  return spec;
+}
+
+asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execute(
+    ExecutionPlan plan, OutputSink sink,
+    const std::function<void(std::function<void()>)>& on_sandbox) {
+  const ApiError internal{500, "Internal Server Error"};
+  SandboxSpec spec = MakeSpec();
+  if (Status s = Validate(spec); !s.ok()) {
+    spdlog::error("invalid sandbox spec: {}", s.message());
+    co_return internal;
+  }
+  auto entry = WriteTempFile(store_.incoming_dir(), plan.code);
+  if (!entry.ok()) {
+    spdlog::error("staging the program: {}", entry.status().message());
+    co_return internal;
+  }
+  std::string collect_dir = store_.incoming_dir() + "/collect-XXXXXX";
+  if (mkdtemp(collect_dir.data()) == nullptr) {
+    spdlog::error("creating {}: {}", collect_dir, std::strerror(errno));
+    unlink(entry->c_str());
+    co_return internal;
+  }
+
+  auto prepared = co_await executor_.Prepare(spec);
+  if (!prepared.ok()) {
+    spdlog::error("sandbox could not be started: {} (run `code-interpreter doctor`)",
+                  prepared.status().message());
+    unlink(entry->c_str());
+    rmdir(collect_dir.c_str());
+    co_return internal;
+  }
+  std::unique_ptr<Sandbox> sandbox = std::move(prepared).value();
+  Sandbox* raw = sandbox.get();
+  live_.insert(raw);
+  on_sandbox([raw] { raw->Kill(); });
+
+  RunPayload payload;
+  payload.argv = plan.program.argv;
+  payload.files = plan.inputs;
+  payload.files.push_back({plan.program.entrypoint, *entry});
+  payload.stdin_data = plan.stdin_data;
+  payload.timeout = plan.timeout;
+
+  ExecutionResult result;
+  auto run = co_await sandbox->Run(std::move(payload), std::move(sink));
+  unlink(entry->c_str());
+  Result<Collection> collection = Status::Error("not collected");
+  if (run.ok()) {
+    CollectLimits limits;
+    limits.dest_dir = collect_dir;
+    limits.max_files = config_.max_workspace_files;
+    limits.max_total_bytes = config_.workspace_size_mb << 20;
+    limits.skip_path = plan.program.entrypoint;
+    collection = co_await sandbox->Collect(limits);
+  }
+  result.resources = co_await sandbox->Destroy();
+  live_.erase(raw);
+  sandbox.reset();
+
+  if (!run.ok() || !collection.ok()) {
+    const Status& why = run.ok() ? collection.status() : run.status();
+    spdlog::warn("execution failed: {}", why.message());
+    if (collection.ok()) {
+      for (const auto& f : collection->files) unlink(f.host_path.c_str());
+    }
+    rmdir(collect_dir.c_str());
+    co_return internal;
+  }
+  result.run = std::move(run).value();
+  result.files_truncated = collection->truncated;
+  result.files = SaveOutputs(plan, *collection, collect_dir);
+  rmdir(collect_dir.c_str());
+  co_return result;
+}
+
+std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
+                                                      const Collection& collection,
+                                                      const std::string& collect_dir) const {
+  std::vector<OutputFile> out;
+  for (const auto& f : collection.files) {
+    bool unchanged = false;
+    for (const auto& in : plan.inputs) {
+      if (in.workspace_path == f.workspace_path) unchanged = SameContent(in.host_path, f.host_path);
+    }
+    if (unchanged) {
+      unlink(f.host_path.c_str());
+      continue;
+    }
+    auto meta = store_.AdoptFile(f.host_path, f.workspace_path);
+    if (!meta.ok()) {
+      spdlog::error("saving output {} from {}: {}", f.workspace_path, collect_dir,
+                    meta.status().message());
+      unlink(f.host_path.c_str());
+      continue;
+    }
+    out.push_back({f.workspace_path, meta->file_id});
+  }
+  return out;
+}
+
+void ExecutionService::KillAll() {
+  for (Sandbox* s : live_) s->Kill();
+}
+
+}  // namespace ci

@@ -1,0 +1,314 @@
+#include "daemon/handlers.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <deque>
+
+#include "core/json.h"
+#include "daemon/async_event.h"
+#include "daemon/multipart.h"
+#include "daemon/output_buffer.h"
+#include "daemon/request_parsing.h"
+#include "daemon/responses.h"
+#include "daemon/sse.h"
+#include "daemon/verdict.h"
+
+namespace ci {
+namespace {
+
+constexpr std::string_view kFilesPrefix = "/v1/files/";
+constexpr uint64_t kMultipartOverhead = 1 << 20;  // headers and boundaries around the file part
+
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() + 0 &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::string FileSizeError(uint64_t max_mb) {
+  return "File size exceeds maximum of " + std::to_string(max_mb) + " MB";
+}
+
+HttpResponse MethodNotAllowed(std::string allow) {
+  HttpResponse r = ErrorResponse(405, "Method Not Allowed");
+  r.headers.emplace_back("Allow", std::move(allow));
+  return r;
+}
+
+}  // namespace
+
+ApiHandlers::ApiHandlers(const Config& config, Executor& executor, FileStore& store,
+                         ExecutionService& service)
+    : config_(config), executor_(executor), store_(store), service_(service) {}
+
+asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
+  const std::string& path = ex.head().path;
+  const std::string& method = ex.head().method;
+  auto is = [&](std::string_view m) { return method == m; };
+  if (path == "/health") {
+    if (is("GET")) co_return co_await Health(ex);
+    co_return co_await ex.Respond(MethodNotAllowed("GET"));
+  }
+  if (path == "/v1/execute" || path == "/v1/execute/stream") {
+    if (is("POST"))
+      co_return co_await Execute(ex, path.size() > std::string_view("/v1/execute").size());
+    co_return co_await ex.Respond(MethodNotAllowed("POST"));
+  }
+  if (path == "/v1/languages") {
+    if (is("GET")) co_return co_await Languages(ex);
+    co_return co_await ex.Respond(MethodNotAllowed("GET"));
+  }
+  if (path == "/v1/files") {
+    if (is("POST")) co_return co_await UploadFile(ex);
+    if (is("GET")) co_return co_await ListFiles(ex);
+    co_return co_await ex.Respond(MethodNotAllowed("GET, POST"));
+  }
+  if (path.size() > kFilesPrefix.size() &&
+      path.compare(0, kFilesPrefix.size(), kFilesPrefix) == 0 &&
+      path.find('/', kFilesPrefix.size()) == std::string::npos) {
+    std::string id = PercentDecode(std::string_view(path).substr(kFilesPrefix.size()));
+    if (is("GET")) co_return co_await GetFile(ex, id);
+    if (is("DELETE")) co_return co_await DeleteFile(ex, id);
+    co_return co_await ex.Respond(MethodNotAllowed("GET, DELETE"));
+  }
+  co_await ex.Respond(ErrorResponse(404, "Not Found"));
+}
+
+asio::awaitable<void> ApiHandlers::Health(HttpExchange& ex) {
+  HealthInfo info;
+  info.ok = health_.ok();
+  if (!info.ok) info.message = health_.message();
+  info.backend = std::string(executor_.name());
+  info.network_isolation = executor_.network_isolation();
+  co_await ex.Respond(JsonResponse(200, HealthJson(info)));
+}
+
+asio::awaitable<void> ApiHandlers::Languages(HttpExchange& ex) {
+  std::string body = "{\"languages\":[";
+  for (size_t i = 0; i < service_.languages().size(); ++i) {
+    const auto& l = service_.languages()[i];
+    body += (i ? ",{\"name\":\"" : "{\"name\":\"") + l.name + "\",\"interpreter\":\"" +
+            l.interpreter + "\"}";
+  }
+  co_await ex.Respond(JsonResponse(200, body + "]}"));
+}
+
+asio::awaitable<void> ApiHandlers::Execute(HttpExchange& ex, bool stream) {
+  const uint64_t limit = config_.max_request_body_mb << 20;
+  BodyChunk body = co_await ReadWholeBody(ex, limit);
+  if (body.error == BodyError::kTooLarge) {
+    co_return co_await ex.Respond(ErrorResponse(
+        413,
+        "Request body exceeds maximum of " + std::to_string(config_.max_request_body_mb) + " MB"));
+  }
+  if (body.error != BodyError::kNone) {
+    co_return co_await ex.Respond(ErrorResponse(400, "Invalid request body: incomplete body"));
+  }
+  auto request = ParseExecuteRequest(body.data, config_.max_exec_timeout_ms);
+  if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
+  auto plan = service_.Plan(*request);
+  if (auto* err = std::get_if<ApiError>(&plan)) {
+    co_return co_await ex.Respond(ErrorResponse(err->status, err->detail));
+  }
+  auto& p = std::get<ExecutionPlan>(plan);
+  if (stream) co_return co_await ExecuteStream(ex, std::move(p));
+  co_await ExecuteBatch(ex, std::move(p));
+}
+
+asio::awaitable<void> ApiHandlers::ExecuteBatch(HttpExchange& ex, ExecutionPlan plan) {
+  CappedOutput out(config_.max_output_bytes), err(config_.max_output_bytes);
+  OutputSink sink = [&](StreamKind kind, std::string_view data) {
+    (kind == StreamKind::kStdout ? out : err).Append(data);
+  };
+  std::function<void()> kill;
+  bool gone = false;
+  ex.WatchClient([&] {
+    gone = true;
+    if (kill) kill();
+  });
+  auto outcome = co_await service_.Execute(std::move(plan), std::move(sink), [&](auto k) {
+    kill = std::move(k);
+    if (gone) kill();
+  });
+  co_await ex.UnwatchClient();
+  if (auto* e = std::get_if<ApiError>(&outcome)) {
+    co_return co_await ex.Respond(ErrorResponse(e->status, e->detail));
+  }
+  const auto& result = std::get<ExecutionResult>(outcome);
+  std::string stdout_text = out.Text(), stderr_text = err.Text();
+  OutputSummary summary{
+      &stdout_text, &stderr_text, out.truncated(), err.truncated(),
+      ComputeVerdict(result.run, result.resources, out.truncated() || err.truncated(),
+                     config_.cpu_time_limit_sec)};
+  co_await ex.Respond(JsonResponse(200, ExecuteResultJson(result, summary)));
+}
+
+asio::awaitable<void> ApiHandlers::ExecuteStream(HttpExchange& ex, ExecutionPlan plan) {
+  // Built before co_await: GCC 12 miscompiles braced string-literal temporaries in a co_await.
+  HeaderList headers{{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  Status began = co_await ex.BeginStream(200, std::move(headers));
+  if (!began.ok()) co_return;
+
+  auto executor = co_await asio::this_coro::executor;
+  Utf8Stream out(config_.max_output_bytes), err(config_.max_output_bytes);
+  std::deque<std::string> frames;
+  AsyncEvent wake(executor), drained(executor);
+  bool finished = false, writer_done = false, gone = false;
+  std::function<void()> kill;
+  auto client_gone = [&] {
+    gone = true;
+    if (kill) kill();
+  };
+  auto push = [&](bool is_stderr, const std::string& text) {
+    if (text.empty()) return;
+    frames.push_back(SseFrame("output", SseOutputData(is_stderr, text)));
+    wake.Notify();
+  };
+  // The writer sends frames as they are queued; the program never waits on the client.
+  asio::co_spawn(
+      executor,
+      [&]() -> asio::awaitable<void> {
+        for (;;) {
+          while (!frames.empty()) {
+            std::string frame = std::move(frames.front());
+            frames.pop_front();
+            if (!gone && !(co_await ex.WriteStream(std::move(frame))).ok()) client_gone();
+          }
+          if (finished) break;
+          co_await wake.Wait();
+        }
+        writer_done = true;
+        drained.Notify();
+      },
+      asio::detached);
+
+  ex.WatchClient(client_gone);
+  OutputSink sink = [&](StreamKind kind, std::string_view data) {
+    bool is_stderr = kind == StreamKind::kStderr;
+    push(is_stderr, (is_stderr ? err : out).Push(data));
+  };
+  auto outcome = co_await service_.Execute(std::move(plan), std::move(sink), [&](auto k) {
+    kill = std::move(k);
+    if (gone) kill();
+  });
+  co_await ex.UnwatchClient();
+  push(false, out.Flush());
+  push(true, err.Flush());
+  if (auto* e = std::get_if<ApiError>(&outcome)) {
+    frames.push_back(SseFrame("error", "{\"message\":" + JsonQuote(e->detail) + "}"));
+  } else {
+    const auto& result = std::get<ExecutionResult>(outcome);
+    bool truncated = out.truncated() || err.truncated();
+    OutputSummary summary{
+        nullptr, nullptr, out.truncated(), err.truncated(),
+        ComputeVerdict(result.run, result.resources, truncated, config_.cpu_time_limit_sec)};
+    frames.push_back(SseFrame("result", ExecuteResultJson(result, summary)));
+  }
+  finished = true;
+  wake.Notify();
+  while (!writer_done) co_await drained.Wait();
+  if (!gone) co_await ex.EndStream();
+}
+
+asio::awaitable<void> ApiHandlers::UploadFile(HttpExchange& ex) {
+  const std::string kMissing = "A 'file' form field is required.";
+  auto content_type = ex.head().Header("content-type");
+  if (!content_type || content_type->find("multipart/form-data") == std::string_view::npos) {
+    co_return co_await ex.Respond(ErrorResponse(422, kMissing));
+  }
+  auto boundary = MultipartParser::BoundaryFromContentType(*content_type);
+  if (!boundary.ok())
+    co_return co_await ex.Respond(ErrorResponse(422, boundary.status().message()));
+
+  const uint64_t max_bytes = config_.max_file_size_mb << 20;
+  const std::string size_error = FileSizeError(config_.max_file_size_mb);
+  std::unique_ptr<FileStore::Upload> upload;
+  std::string filename;
+  bool in_file = false, have_file = false;
+  std::optional<FileMeta> committed;
+  MultipartParser parser(*boundary,
+                         {
+                             .on_part_begin = [&](const MultipartPartHeaders& h) -> Status {
+                               in_file = h.name == "file" && !have_file;
+                               if (!in_file) return {};
+                               auto u = store_.BeginUpload(max_bytes);
+                               if (!u.ok()) return u.status();
+                               upload = std::move(u).value();
+                               filename = h.filename.value_or("");
+                               have_file = true;
+                               return {};
+                             },
+                             .on_part_data = [&](std::string_view data) -> Status {
+                               return in_file ? upload->Write(data) : Status();
+                             },
+                             .on_part_end = [&]() -> Status {
+                               if (!in_file) return {};
+                               in_file = false;
+                               auto meta = upload->Commit(filename);
+                               if (!meta.ok()) return meta.status();
+                               committed = std::move(meta).value();
+                               return {};
+                             },
+                         });
+  Status parse;
+  for (;;) {
+    BodyChunk chunk = co_await ex.ReadBodyChunk(max_bytes + kMultipartOverhead);
+    if (chunk.error == BodyError::kTooLarge) {
+      co_return co_await ex.Respond(ErrorResponse(413, size_error));
+    }
+    if (chunk.error != BodyError::kNone) {
+      co_return co_await ex.Respond(ErrorResponse(400, "Invalid request body: incomplete body"));
+    }
+    if (chunk.end) break;
+    parse = parser.Feed(chunk.data);
+    if (!parse.ok()) break;
+  }
+  if (parse.ok()) parse = parser.Finish();
+  if (!parse.ok() && committed) store_.Delete(committed->file_id);
+  if (!parse.ok() && parse.message() == size_error) {
+    co_return co_await ex.Respond(ErrorResponse(413, size_error));
+  }
+  if (!parse.ok()) co_return co_await ex.Respond(ErrorResponse(422, parse.message()));
+  if (!committed) co_return co_await ex.Respond(ErrorResponse(422, kMissing));
+  spdlog::info("[{}] stored file {} ({} bytes)", ex.head().request_id, committed->file_id,
+               committed->size_bytes);
+  co_await ex.Respond(JsonResponse(201, FileMetaJson(*committed, /*with_upload_time=*/false)));
+}
+
+asio::awaitable<void> ApiHandlers::ListFiles(HttpExchange& ex) {
+  co_await ex.Respond(JsonResponse(200, FileListJson(store_.List())));
+}
+
+asio::awaitable<void> ApiHandlers::GetFile(HttpExchange& ex, const std::string& id) {
+  auto meta = store_.Get(id);
+  if (!meta)
+    co_return co_await ex.Respond(ErrorResponse(404, "File with ID '" + id + "' not found"));
+  HttpResponse r;
+  r.content_type = "application/octet-stream";
+  r.file_path = meta->data_path;
+  r.headers.emplace_back("Content-Disposition", AttachmentContentDisposition(meta->filename));
+  co_await ex.Respond(std::move(r));
+}
+
+asio::awaitable<void> ApiHandlers::DeleteFile(HttpExchange& ex, const std::string& id) {
+  if (!store_.Delete(id)) {
+    co_return co_await ex.Respond(ErrorResponse(404, "File with ID '" + id + "' not found"));
+  }
+  HttpResponse r;
+  r.status = 204;
+  co_await ex.Respond(std::move(r));
+}
+
+}  // namespace ci

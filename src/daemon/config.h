@@ -1,0 +1,52 @@
+// Configuration from the environment: the onyx names and defaults (docs/api.md) plus our own.
+// An invalid value is a startup error naming the variable, never a silent default.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/status.h"
+
+namespace ci {
+
+struct Config {
+  std::string executor_backend = "local";
+  std::string host = "0.0.0.0";
+  uint16_t port = 8000;
+  std::string log_level = "info";
+  std::string log_format = "plain";
+  // execution
+  int64_t max_exec_timeout_ms = 60000;
+  uint64_t max_output_bytes = 1000000;
+  uint32_t cpu_time_limit_sec = 5;
+  uint64_t memory_limit_mb = 256;
+  uint32_t pids_limit = 64;
+  uint64_t workspace_size_mb = 100;
+  uint64_t tmp_size_mb = 64;
+  size_t max_workspace_files = 1000;
+  std::string sandbox_rootfs = "host";
+  std::string cgroup_root;
+  // files
+  std::string file_storage_dir = "/tmp/code-interpreter-files";
+  uint64_t max_file_size_mb = 100;
+  uint64_t file_ttl_sec = 3600;
+  // HTTP
+  uint64_t max_request_body_mb = 16;
+  uint32_t http_read_timeout_sec = 30;
+  uint32_t http_idle_timeout_sec = 60;
+  uint32_t shutdown_grace_sec = 10;
+  // admission and health (onyx 0.4.7)
+  uint32_t max_concurrent_executions = 16;
+  uint32_t execution_queue_timeout_sec = 30;
+  uint32_t execution_retry_after_sec = 2;
+  uint32_t capacity_retry_after_sec = 10;
+  uint32_t health_check_interval_sec = 30;
+  double backend_check_timeout_sec = 2.5;
+};
+
+// `getenv` is injectable so tests need not touch the process environment.
+using EnvLookup = std::function<const char*(const char*)>;
+Result<Config> LoadConfig(const EnvLookup& getenv);
+
+}  // namespace ci

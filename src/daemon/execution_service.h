@@ -1,0 +1,79 @@
+// One execution from a validated request to saved outputs: resolve staged files, build the
+// SandboxSpec, Prepare -> Run -> Collect -> Destroy, and keep what the program wrote.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/executor.h"
+#include "daemon/config.h"
+#include "daemon/file_store.h"
+#include "daemon/python_program.h"
+#include "daemon/request_parsing.h"
+
+namespace ci {
+
+// A 4xx/5xx answer decided before or instead of running.
+struct ApiError {
+  int status;
+  std::string detail;
+};
+
+struct OutputFile {
+  std::string path;
+  std::string file_id;
+};
+
+struct ExecutionPlan {
+  Program program;
+  std::string code;
+  std::optional<std::string> stdin_data;
+  std::chrono::milliseconds timeout{2000};
+  std::vector<StagedFile> inputs;  // resolved file ids, validated paths
+};
+
+struct ExecutionResult {
+  RunOutcome run;
+  ResourceReport resources;
+  std::vector<OutputFile> files;
+  bool files_truncated = false;
+};
+
+class ExecutionService {
+ public:
+  ExecutionService(const Config& config, Executor& executor, FileStore& store);
+
+  // Validation that needs the file store, in the order of docs/api.md: every file_id resolved
+  // (404), then every path checked (422).
+  std::variant<ExecutionPlan, ApiError> Plan(const ExecuteRequest& request) const;
+
+  // Runs the plan. `sink` receives output as it is produced. `on_sandbox` is called with a kill
+  // function once a sandbox exists (so the caller can kill it when the client leaves).
+  asio::awaitable<std::variant<ExecutionResult, ApiError>> Execute(
+      ExecutionPlan plan, OutputSink sink,
+      const std::function<void(std::function<void()>)>& on_sandbox);
+
+  // Shutdown: kill every running sandbox now.
+  void KillAll();
+  size_t running() const { return live_.size(); }
+  const std::vector<Language>& languages() const { return languages_; }
+  const Config& config() const { return config_; }
+
+ private:
+  SandboxSpec MakeSpec() const;
+  std::vector<OutputFile> SaveOutputs(const ExecutionPlan& plan, const Collection& collection,
+                                      const std::string& collect_dir) const;
+
+  const Config& config_;
+  Executor& executor_;
+  FileStore& store_;
+  std::vector<Language> languages_;
+  std::set<Sandbox*> live_;
+};
+
+}  // namespace ci

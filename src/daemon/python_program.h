@@ -1,0 +1,33 @@
+// What to run for a request: the entrypoint file staged into /workspace and the argv that runs it,
+// per language. Python gets the Jupyter-like last-line display of docs/api.md.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ci {
+
+struct Program {
+  std::string entrypoint;  // workspace-relative, e.g. "__main__.py"; reserved for user files
+  std::vector<std::string> argv;
+};
+
+struct Language {
+  std::string name;         // "python"
+  std::string interpreter;  // absolute path inside the root filesystem, e.g. /usr/bin/python3
+};
+
+// The languages whose interpreter exists under `rootfs` ("host" = this machine's /).
+std::vector<Language> AvailableLanguages(const std::string& rootfs);
+
+// 422 text for an unknown or missing language names what is available.
+Result<Program> BuildProgram(std::string_view language, bool last_line_interactive,
+                             const std::vector<Language>& available);
+
+// The Python driver run with `python3 -c` (exposed for tests).
+std::string_view PythonInteractiveDriver();
+
+}  // namespace ci

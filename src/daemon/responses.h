@@ -1,0 +1,36 @@
+// JSON bodies of the API's responses (docs/api.md), built with RapidJSON.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "daemon/execution_service.h"
+#include "daemon/file_store.h"
+
+namespace ci {
+
+struct OutputSummary {
+  const std::string* stdout_text = nullptr;  // null in SSE `result` events (output was streamed)
+  const std::string* stderr_text = nullptr;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  std::string_view verdict;
+};
+
+// The /v1/execute body, or the SSE `result` data when the texts are null.
+std::string ExecuteResultJson(const ExecutionResult& result, const OutputSummary& output);
+
+std::string FileMetaJson(const FileMeta& meta,
+                         bool with_upload_time);  // upload response / list item
+std::string FileListJson(const std::vector<FileMeta>& files);
+
+struct HealthInfo {
+  bool ok = true;
+  std::string message;  // empty when ok
+  std::string backend;
+  std::string network_isolation;
+};
+std::string HealthJson(const HealthInfo& info);
+
+}  // namespace ci

@@ -1,0 +1,154 @@
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "daemon/cli.h"
+#include "daemon/config.h"
+#include "daemon/execution_service.h"
+#include "daemon/file_store.h"
+#include "daemon/handlers.h"
+#include "daemon/http_server.h"
+#include "daemon/logging.h"
+#include "runtime/local_executor.h"
+
+namespace ci {
+namespace {
+
+using namespace std::chrono_literals;
+using asio::use_awaitable;
+
+asio::awaitable<void> Sleep(std::chrono::steady_clock::duration d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  boost::system::error_code ec;
+  co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
+}
+
+// Deletes stored files older than FILE_TTL_SEC.
+asio::awaitable<void> SweepFiles(FileStore& store, const Config& config) {
+  auto period = std::chrono::seconds(std::clamp<uint64_t>(config.file_ttl_sec / 4, 1, 60));
+  for (;;) {
+    double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (size_t n = store.SweepOlderThan(static_cast<double>(config.file_ttl_sec), now)) {
+      spdlog::info("file sweep: deleted {} file(s) older than {} s", n, config.file_ttl_sec);
+    }
+    co_await Sleep(period);
+  }
+}
+
+// Refreshes the cached backend status that /health serves, so /health never blocks.
+asio::awaitable<void> CheckHealth(Executor& executor, ApiHandlers& handlers, const Config& config) {
+  Status last;
+  for (;;) {
+    Status s = co_await executor.Check();
+    if (s.ok() != last.ok() || (!s.ok() && s.message() != last.message())) {
+      if (s.ok()) {
+        spdlog::info("backend check: ok");
+      } else {
+        spdlog::error("backend check failed: {}", s.message());
+      }
+    }
+    handlers.SetHealth(s);
+    last = s;
+    co_await Sleep(std::chrono::seconds(config.health_check_interval_sec));
+  }
+}
+
+// SIGTERM/SIGINT: stop accepting, let running executions finish for SHUTDOWN_GRACE_SEC, then
+// kill them; no sandbox is left behind because every execution awaits its Destroy().
+asio::awaitable<void> Shutdown(asio::io_context& io, HttpServer& server, ExecutionService& service,
+                               const Config& config) {
+  server.StopAccepting();
+  server.CloseIdleConnections();
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(config.shutdown_grace_sec);
+  if (service.running() > 0) {
+    spdlog::info("shutting down: waiting up to {} s for {} running execution(s)",
+                 config.shutdown_grace_sec, service.running());
+  }
+  while (service.running() > 0 && std::chrono::steady_clock::now() < deadline) co_await Sleep(20ms);
+  if (service.running() > 0) {
+    spdlog::warn("shutting down: killing {} execution(s) still running", service.running());
+    service.KillAll();
+  }
+  auto hard_deadline = std::chrono::steady_clock::now() + 5s;
+  while ((service.running() > 0 || server.open_connections() > 0) &&
+         std::chrono::steady_clock::now() < hard_deadline) {
+    server.CloseIdleConnections();
+    co_await Sleep(20ms);
+  }
+  spdlog::info("shutdown complete");
+  io.stop();
+}
+
+}  // namespace
+
+int Serve() {
+  auto config = LoadConfig([](const char* name) { return std::getenv(name); });
+  if (!config.ok()) {
+    std::fprintf(stderr, "code-interpreter: %s\n", config.status().message().c_str());
+    return 2;
+  }
+  const Config& c = *config;
+  SetupLogging(c.log_level, c.log_format);
+  if (c.executor_backend != "local") {
+    spdlog::critical("EXECUTOR_BACKEND={} is not available in this build yet; use 'local'",
+                     c.executor_backend);
+    return 2;
+  }
+  auto store = FileStore::Open(c.file_storage_dir);
+  if (!store.ok()) {
+    spdlog::critical("FILE_STORAGE_DIR: {}", store.status().message());
+    return 2;
+  }
+
+  asio::io_context io(1);
+  LocalExecutorOptions options;
+  options.cgroup_root = c.cgroup_root;
+  if (Status s = CheckLocalRuntime(options); !s.ok()) {
+    spdlog::error("local runtime check failed: {} (run `code-interpreter doctor` for details)",
+                  s.message());
+  }
+  auto executor = MakeLocalExecutor(io.get_executor(), options);
+  ExecutionService service(c, *executor, **store);
+  ApiHandlers handlers(c, *executor, **store, service);
+  HttpServerOptions http;
+  http.host = c.host;
+  http.port = c.port;
+  http.read_timeout = std::chrono::seconds(c.http_read_timeout_sec);
+  http.idle_timeout = std::chrono::seconds(c.http_idle_timeout_sec);
+  HttpServer server(io, http, [&](HttpExchange& ex) { return handlers.Handle(ex); });
+  if (Status s = server.Listen(); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 2;
+  }
+  server.Start();
+  auto ep = server.local_endpoint();
+  std::string languages;
+  for (const auto& l : service.languages()) languages += (languages.empty() ? "" : ", ") + l.name;
+  spdlog::info("code-interpreter {} backend={} languages=[{}] files={}", CI_VERSION,
+               executor->name(), languages, c.file_storage_dir);
+  spdlog::info("listening on {}:{}", ep.address().to_string(), ep.port());
+
+  asio::co_spawn(io, SweepFiles(**store, c), asio::detached);
+  asio::co_spawn(io, CheckHealth(*executor, handlers, c), asio::detached);
+  asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("received signal {}: shutting down", sig);
+    asio::co_spawn(io, Shutdown(io, server, service, c), asio::detached);
+  });
+  io.run();
+  return 0;
+}
+
+}  // namespace ci
