@@ -1,0 +1,153 @@
+#include "runtime/agent.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "runtime/fs_util.h"
+#include "runtime/protocol.h"
+#include "runtime/sandbox_init.h"
+#include "runtime/unique_fd.h"
+
+namespace ci {
+namespace {
+
+using proto::Msg;
+
+bool Send(Msg type, std::string_view payload = {}) {
+  return proto::WriteFrame(kAgentFd, type, payload) == 0;
+}
+
+// Receives files as kFileBegin / kFileChunk* / kFileEnd. The first failure is kept and reported
+// when the run request arrives, so the daemon can stream without waiting for acknowledgements.
+class Stager {
+ public:
+  explicit Stager(int workspace_fd) : workspace_fd_(workspace_fd) {}
+
+  void Begin(std::string_view payload) {
+    file_.reset();
+    proto::FileHeader h;
+    if (!proto::Decode(payload, &h)) return Fail("malformed file header");
+    path_ = h.path;
+    int fd = -1;
+    SysError e = CreateFileBelow(workspace_fd_, h.path, &fd);
+    if (!e.ok()) return Fail(e.what + ": " + std::strerror(e.err));
+    file_.reset(fd);
+  }
+  void Chunk(std::string_view data) {
+    if (!file_.valid()) return;
+    while (!data.empty()) {
+      ssize_t n = ::write(file_.get(), data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Fail("write " + path_ + ": " + std::strerror(errno));
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+  void End() { file_.reset(); }
+  // Empty when every file was written.
+  std::string TakeError() { return std::exchange(error_, {}); }
+
+ private:
+  void Fail(std::string message) {
+    file_.reset();
+    if (error_.empty()) error_ = "staging files: " + std::move(message);
+  }
+  int workspace_fd_;
+  UniqueFd file_;
+  std::string path_;
+  std::string error_;
+};
+
+// Streams the workspace's regular files within the limits; false when fd 4 broke.
+bool Collect(int workspace_fd, std::string_view payload) {
+  proto::CollectRequest req;
+  if (!proto::Decode(payload, &req)) return Send(Msg::kError, proto::EncodeError("bad collect"));
+  uint64_t files = 0, total = 0;
+  bool truncated = false, sent_ok = true;
+  std::string buf(proto::kChunkSize, '\0');
+  SysError e = WalkRegularFiles(workspace_fd, [&](const std::string& path, int fd, uint64_t size) {
+    if (path == req.skip_path) return true;
+    if (files + 1 > req.max_files || total + size > req.max_total_bytes) {
+      truncated = true;
+      return false;
+    }
+    if (!(sent_ok = Send(Msg::kFileBegin, proto::Encode(proto::FileHeader{path, size})))) {
+      return false;
+    }
+    uint64_t left = size;  // never more than announced, even if the file grew
+    while (left > 0) {
+      ssize_t n = ::read(fd, buf.data(), left < buf.size() ? left : buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      if (!(sent_ok = Send(Msg::kFileChunk, std::string_view(buf.data(), n)))) return false;
+      left -= static_cast<uint64_t>(n);
+    }
+    ++files;
+    total += size - left;
+    return (sent_ok = Send(Msg::kFileEnd));
+  });
+  if (!sent_ok) return false;
+  if (!e.ok()) {
+    return Send(Msg::kError, proto::EncodeError("collecting files: " + e.what + ": " +
+                                                std::strerror(e.err)));
+  }
+  return Send(Msg::kCollectDone, proto::EncodeCollectDone(truncated));
+}
+
+}  // namespace
+
+int RunAgent() {
+  ::umask(022);
+  // SIGCHLD is consumed through a signalfd so that waiting for the program and for the daemon's
+  // messages is one poll(). Blocked here, unblocked again in the program before execve.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  if (::sigprocmask(SIG_BLOCK, &chld, nullptr) != 0) FailSetup("agent", errno, "block SIGCHLD");
+  UniqueFd sig_fd(::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sig_fd.valid()) FailSetup("agent", errno, "signalfd");
+  UniqueFd workspace(::open("/workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!workspace.valid()) FailSetup("agent", errno, "open /workspace");
+  if (!Send(Msg::kReady)) return 1;
+
+  Stager stager(workspace.get());
+  bool ran = false;
+  std::string payload;
+  for (;;) {
+    Msg type;
+    if (proto::ReadFrame(kAgentFd, &type, &payload) != 0) return 0;  // daemon gone: init exits
+    switch (type) {
+      case Msg::kFileBegin: stager.Begin(payload); break;
+      case Msg::kFileChunk: stager.Chunk(payload); break;
+      case Msg::kFileEnd: stager.End(); break;
+      case Msg::kRun: {
+        proto::RunRequest req;
+        std::string error = stager.TakeError();
+        if (error.empty() && ran) error = "the program already ran in this sandbox";
+        if (error.empty() && !proto::Decode(payload, &req)) error = "malformed run request";
+        if (!error.empty()) {
+          if (!Send(Msg::kError, proto::EncodeError(error))) return 1;
+          break;
+        }
+        ran = true;
+        bool agent_gone = false;
+        proto::Exited exited = RunProgram(req, sig_fd.get(), &agent_gone);
+        if (agent_gone || !Send(Msg::kExited, proto::Encode(exited))) return 0;
+        break;
+      }
+      case Msg::kCollect:
+        if (!Collect(workspace.get(), payload)) return 1;
+        break;
+      case Msg::kExit: return 0;
+      default: break;  // a late kKillProgram after the program ended: nothing left to kill
+    }
+  }
+}
+
+}  // namespace ci

@@ -1,0 +1,44 @@
+#include "runtime/caps.h"
+
+#include <sys/capability.h>
+#include <sys/prctl.h>
+
+#include <string>
+
+namespace ci {
+
+SysError DropBoundingSet() {
+  // Walk until the kernel says EINVAL: it knows more capabilities than our headers may.
+  for (int cap = 0; cap < 64; ++cap) {
+    if (::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0) break;
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+      return SysFailErr(errno, "drop capability " + std::to_string(cap) + " from bounding set");
+    }
+  }
+  return SysOk();
+}
+
+SysError DropAllCapabilities() {
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
+    return SysFail("clear ambient capabilities");
+  }
+  cap_t empty = cap_init();
+  if (empty == nullptr) return SysFail("cap_init");
+  int rc = cap_set_proc(empty);
+  int err = errno;
+  cap_free(empty);
+  if (rc != 0) return SysFailErr(err, "cap_set_proc(empty)");
+  return SysOk();
+}
+
+SysError SetNoNewPrivs() {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return SysFail("PR_SET_NO_NEW_PRIVS");
+  return SysOk();
+}
+
+SysError SetNotDumpable() {
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return SysFail("PR_SET_DUMPABLE 0");
+  return SysOk();
+}
+
+}  // namespace ci

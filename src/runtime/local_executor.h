@@ -1,0 +1,36 @@
+// The local container runtime: sandboxes built from Linux namespaces, cgroups and a re-executed
+// shim of our own binary (see src/runtime/README.md).
+#pragma once
+
+#include <utility>  // Boost 1.74's awaitable.hpp needs it first
+
+#include <boost/asio/any_io_executor.hpp>
+#include <memory>
+#include <string>
+
+#include "core/executor.h"
+#include "core/status.h"
+
+namespace ci {
+
+struct LocalExecutorOptions {
+  std::string shim_binary = "/proc/self/exe";  // the code-interpreter binary, re-executed as `shim`
+  // "" = detect: cgroup v2 if /sys/fs/cgroup is cgroup2 with memory+pids available, else v1
+  // controllers under /sys/fs/cgroup/<controller>/code-interpreter/. A SandboxSpec's own
+  // cgroup_root, when set, wins over this.
+  std::string cgroup_root;
+};
+
+// Sandboxes' I/O runs on strands of `ex`, so any number of threads may run its io_context.
+// Ignores SIGPIPE process-wide: a write to a dead program's stdin must fail with EPIPE instead of
+// killing the daemon.
+std::unique_ptr<Executor> MakeLocalExecutor(asio::any_io_executor ex, LocalExecutorOptions opts);
+
+// Entry point of `code-interpreter shim` (argv[0]="code-interpreter", argv[1]="shim").
+int ShimMain(int argc, char** argv);
+
+// Startup self-check used by /health: namespaces usable, cgroup controllers found, shim binary
+// executable. Synchronous and cheap (reads a few /proc and /sys files); not for hot paths.
+Status CheckLocalRuntime(const LocalExecutorOptions& opts);
+
+}  // namespace ci

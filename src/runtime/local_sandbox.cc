@@ -1,0 +1,191 @@
+// LocalSandbox lifecycle: start (plan -> ready), kill, destroy (report, reap, close).
+#include "runtime/local_sandbox.h"
+
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstring>
+#include <thread>
+
+#include "runtime/frame_io.h"
+
+namespace ci {
+namespace {
+
+using proto::Msg;
+using namespace std::chrono_literals;
+
+Status SetupErrorStatus(const std::string& payload) {
+  proto::SetupError e;
+  if (!proto::Decode(payload, &e)) return Status::Error("sandbox setup failed (malformed report)");
+  std::string msg = "sandbox setup failed at stage '" + e.stage + "': " + e.message;
+  if (e.err != 0) msg += (e.message.empty() ? "" : ": ") + std::string(std::strerror(e.err));
+  return Status::Error(msg);
+}
+
+}  // namespace
+
+SandboxCore::SandboxCore(const asio::any_io_executor& ex, ShimHandles h)
+    : strand(asio::make_strand(ex)),
+      pid(h.pid),
+      lifecycle(strand, h.lifecycle.release()),
+      agent(strand, h.agent.release()),
+      stdin_w(strand, h.stdin_w.release()),
+      stdout_r(strand, h.stdout_r.release()),
+      stderr_r(strand, h.stderr_r.release()),
+      pidfd(strand, h.pidfd.release()),
+      lifecycle_fd(lifecycle.native_handle()) {}
+
+void SandboxCore::SendKill() {
+  std::lock_guard<std::mutex> lock(kill_mu);
+  if (lifecycle_fd < 0) return;
+  unsigned char frame[proto::kHeaderSize];
+  proto::EncodeHeader(Msg::kKill, 0, frame);
+  // MSG_DONTWAIT: Kill() must never block; a 5-byte frame fits unless the shim is long gone.
+  (void)::send(lifecycle_fd, frame, sizeof frame, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+Status DeadSandboxError(const SandboxCore& core, const char* during) {
+  if (core.killed) return Status::Error(std::string("sandbox killed during ") + during);
+  return Status::Error(std::string("sandbox died during ") + during +
+                       " (init exited; see the daemon log for the shim's messages)");
+}
+
+LocalSandbox::LocalSandbox(const asio::any_io_executor& ex, ShimHandles handles,
+                           const SandboxSpec& spec)
+    : core_(std::make_shared<SandboxCore>(ex, std::move(handles))) {
+  run_template_.env = spec.env.empty() ? DefaultSandboxEnv() : spec.env;
+  run_template_.cwd = spec.cwd;
+  run_template_.cpu_time_sec = spec.limits.cpu_time_sec;
+}
+
+LocalSandbox::~LocalSandbox() {
+  if (core_->reaped) return;
+  // Destroy() was never awaited: the shim cleans up by itself on "kill"; a thread reaps it so no
+  // zombie is left behind. Not a path the daemon should take normally.
+  Kill();
+  pid_t pid = core_->pid;
+  std::thread([pid] {
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }).detach();
+}
+
+asio::awaitable<Status> LocalSandbox::Start(const Plan& plan, std::chrono::milliseconds timeout) {
+  auto core = core_;
+  std::string encoded = EncodePlan(plan);
+  co_return co_await OnStrand<Status>(core->strand, [core, encoded, timeout]() -> asio::awaitable<Status> {
+    if (Status s = co_await WriteFrameAsync(core->lifecycle, Msg::kPlan, encoded); !s.ok()) {
+      co_return s.Context("sandbox setup failed: sending the plan to the shim");
+    }
+    auto answered = std::make_shared<bool>(false);
+    auto timed_out = std::make_shared<bool>(false);
+    asio::steady_timer watchdog(core->strand, timeout);
+    watchdog.async_wait([core, answered, timed_out](boost::system::error_code ec) {
+      if (ec || *answered) return;
+      *timed_out = true;
+      boost::system::error_code ignored;
+      core->agent.cancel(ignored);
+    });
+    Result<Frame> frame = co_await ReadFrameAsync(core->agent);
+    *answered = true;
+    watchdog.cancel();
+    if (*timed_out) {
+      co_return Status::Error("sandbox setup timed out after " + std::to_string(timeout.count()) +
+                              " ms without a ready signal from the shim");
+    }
+    if (!frame.ok()) co_return frame.status().Context("sandbox setup failed");
+    if (frame->eof) {
+      co_return Status::Error(
+          "sandbox setup failed: the shim exited without a report (see the daemon log)");
+    }
+    if (frame->type == Msg::kSetupError) co_return SetupErrorStatus(frame->payload);
+    if (frame->type != Msg::kReady) {
+      co_return Status::Error(std::string("sandbox setup failed: unexpected ") +
+                              proto::MsgName(frame->type) + " from the shim");
+    }
+    core->state = SandboxCore::State::kReady;
+    co_return Status();
+  });
+}
+
+asio::awaitable<Result<RunOutcome>> LocalSandbox::Run(RunPayload payload, OutputSink sink) {
+  auto core = core_;
+  proto::RunRequest request = run_template_;
+  co_return co_await OnStrand<Result<RunOutcome>>(
+      core->strand, [core, request, payload = std::move(payload), sink = std::move(sink)]() mutable {
+        return RunOnStrand(core, std::move(request), std::move(payload), std::move(sink));
+      });
+}
+
+asio::awaitable<Result<Collection>> LocalSandbox::Collect(CollectLimits limits) {
+  auto core = core_;
+  co_return co_await OnStrand<Result<Collection>>(
+      core->strand, [core, limits = std::move(limits)]() mutable {
+        return CollectOnStrand(core, std::move(limits));
+      });
+}
+
+asio::awaitable<ResourceReport> LocalSandbox::Destroy() {
+  auto core = core_;
+  co_return co_await OnStrand<ResourceReport>(core->strand,
+                                              [core] { return DestroyOnStrand(core); });
+}
+
+void LocalSandbox::Kill() {
+  auto core = core_;
+  core->killed = true;
+  core->SendKill();
+  // Pending reads of init's messages and the stdin write end at once; the output pipes reach EOF
+  // by themselves when the pid namespace dies.
+  asio::post(core->strand, [core] {
+    boost::system::error_code ignored;
+    core->agent.cancel(ignored);
+    core->stdin_w.cancel(ignored);
+  });
+}
+
+asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> core) {
+  if (core->state == SandboxCore::State::kDestroyed) co_return core->report;
+  core->state = SandboxCore::State::kDestroyed;
+  boost::system::error_code ec;
+  if (!core->killed && core->agent.is_open()) {
+    // Init exits, the pid namespace dies with it; the shim then reports and cleans up.
+    (void)co_await WriteFrameAsync(core->agent, Msg::kExit);
+  }
+  // A shim that neither reports nor exits within 5 s is killed outright (its cgroup may leak
+  // then; the log says so).
+  asio::steady_timer guard(core->strand, 5s);
+  guard.async_wait([core](boost::system::error_code e) {
+    if (e || core->reaped) return;
+    ::kill(core->pid, SIGKILL);
+  });
+  for (;;) {
+    Result<Frame> frame = co_await ReadFrameAsync(core->lifecycle);
+    if (!frame.ok() || frame->eof) break;
+    if (frame->type != Msg::kReport) continue;
+    proto::CgroupReport r;
+    if (proto::Decode(frame->payload, &r)) {
+      core->report = {r.oom_killed, r.pids_limit_hit, r.memory_peak_bytes, r.cpu_ms};
+    }
+  }
+  co_await core->pidfd.async_wait(asio::posix::stream_descriptor::wait_read,
+                                  asio::redirect_error(asio::use_awaitable, ec));
+  while (::waitpid(core->pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  core->reaped = true;
+  guard.cancel();
+  {
+    std::lock_guard<std::mutex> lock(core->kill_mu);
+    core->lifecycle_fd = -1;
+    core->lifecycle.close(ec);
+  }
+  for (auto* sd : {&core->agent, &core->stdin_w, &core->stdout_r, &core->stderr_r, &core->pidfd}) {
+    sd->close(ec);
+  }
+  co_return core->report;
+}
+
+}  // namespace ci

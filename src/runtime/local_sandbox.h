@@ -1,0 +1,96 @@
+// The daemon's handle on one local sandbox: a shim process, its two sockets and the program's
+// three pipes, all driven asynchronously on one strand.
+#pragma once
+
+#include <utility>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/executor.h"
+#include "runtime/messages.h"
+#include "runtime/plan.h"
+#include "runtime/shim_spawn.h"
+
+namespace ci {
+
+using Strand = asio::strand<asio::any_io_executor>;
+
+// Shared by the sandbox object and the helper coroutines it spawns (output pumps, deadline), so
+// a late completion never touches freed state.
+struct SandboxCore {
+  SandboxCore(const asio::any_io_executor& ex, ShimHandles h);
+
+  enum class State { kStarting, kReady, kRunning, kRan, kDestroyed };
+
+  Strand strand;
+  pid_t pid;
+  asio::posix::stream_descriptor lifecycle;
+  asio::posix::stream_descriptor agent;
+  asio::posix::stream_descriptor stdin_w;
+  asio::posix::stream_descriptor stdout_r;
+  asio::posix::stream_descriptor stderr_r;
+  asio::posix::stream_descriptor pidfd;
+  State state = State::kStarting;
+  bool reaped = false;
+  ResourceReport report;
+
+  std::atomic<bool> killed{false};
+  std::mutex kill_mu;   // guards lifecycle_fd against Destroy closing it under Kill()
+  int lifecycle_fd;     // raw copy for Kill(), which may run on any thread
+
+  // Sends "kill" to the shim without blocking; thread-safe.
+  void SendKill();
+};
+
+class LocalSandbox final : public Sandbox {
+ public:
+  LocalSandbox(const asio::any_io_executor& ex, ShimHandles handles, const SandboxSpec& spec);
+  ~LocalSandbox() override;
+
+  // Sends the plan and waits for init's "ready" (or a setup error), at most `timeout`.
+  asio::awaitable<Status> Start(const Plan& plan, std::chrono::milliseconds timeout);
+
+  asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override;
+  asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override;
+  asio::awaitable<ResourceReport> Destroy() override;
+  void Kill() override;
+
+ private:
+  std::shared_ptr<SandboxCore> core_;
+  proto::RunRequest run_template_;  // env, cwd, cpu limit from the spec; argv from the payload
+};
+
+// Helpers shared by the sandbox's translation units.
+Status DeadSandboxError(const SandboxCore& core, const char* during);
+asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> core,
+                                                proto::RunRequest request, RunPayload payload,
+                                                OutputSink sink);
+asio::awaitable<Result<Collection>> CollectOnStrand(std::shared_ptr<SandboxCore> core,
+                                                    CollectLimits limits);
+asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> core);
+
+// Runs `fn` (a coroutine returning T) on the strand and hands its result back. co_spawn in Boost
+// 1.74 needs a default-constructible result, which Result<T> is not, hence the optional.
+template <typename T, typename Fn>
+asio::awaitable<T> OnStrand(Strand strand, Fn fn) {
+  std::optional<T> out;
+  co_await asio::co_spawn(
+      strand, [&out, fn = std::move(fn)]() mutable -> asio::awaitable<void> {
+        out.emplace(co_await fn());
+      },
+      asio::use_awaitable);
+  co_return std::move(*out);
+}
+
+}  // namespace ci

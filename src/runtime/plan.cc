@@ -1,0 +1,66 @@
+#include "runtime/plan.h"
+
+#include "runtime/json_util.h"
+
+namespace ci {
+
+Plan PlanFromSpec(const SandboxSpec& spec, const CgroupLayout& cgroup) {
+  Plan p;
+  p.rootfs = spec.rootfs;
+  p.uid = spec.uid;
+  p.gid = spec.gid;
+  p.hostname = spec.hostname;
+  p.memory_bytes = spec.limits.memory_bytes;
+  p.pids = spec.limits.pids;
+  p.workspace_bytes = spec.limits.workspace_bytes;
+  p.tmp_bytes = spec.limits.tmp_bytes;
+  p.read_only_root = spec.security.read_only_root;
+  p.no_new_privs = spec.security.no_new_privs;
+  p.network_none = spec.security.network_none;
+  p.seccomp_profile_json = spec.security.seccomp_profile_json;
+  p.cgroup = cgroup;
+  return p;
+}
+
+std::string EncodePlan(const Plan& p) {
+  rapidjson::StringBuffer buf;
+  json::Writer w(buf);
+  w.StartObject();
+  json::Str(w, "rootfs", p.rootfs);
+  json::U64(w, "uid", p.uid);
+  json::U64(w, "gid", p.gid);
+  json::Str(w, "hostname", p.hostname);
+  json::U64(w, "memory_bytes", p.memory_bytes);
+  json::U64(w, "pids", p.pids);
+  json::U64(w, "workspace_bytes", p.workspace_bytes);
+  json::U64(w, "tmp_bytes", p.tmp_bytes);
+  json::Bool(w, "read_only_root", p.read_only_root);
+  json::Bool(w, "no_new_privs", p.no_new_privs);
+  json::Bool(w, "network_none", p.network_none);
+  json::Str(w, "seccomp_profile_json", p.seccomp_profile_json);
+  json::U64(w, "cgroup_version", static_cast<uint64_t>(p.cgroup.version));
+  json::Str(w, "cgroup_root", p.cgroup.root);
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+bool DecodePlan(std::string_view text, Plan* p) {
+  rapidjson::Document d;
+  if (!json::Parse(text, &d)) return false;
+  uint32_t version = 0;
+  bool ok = json::Get(d, "rootfs", &p->rootfs) && json::Get(d, "uid", &p->uid) &&
+            json::Get(d, "gid", &p->gid) && json::Get(d, "hostname", &p->hostname) &&
+            json::Get(d, "memory_bytes", &p->memory_bytes) && json::Get(d, "pids", &p->pids) &&
+            json::Get(d, "workspace_bytes", &p->workspace_bytes) &&
+            json::Get(d, "tmp_bytes", &p->tmp_bytes) &&
+            json::Get(d, "read_only_root", &p->read_only_root) &&
+            json::Get(d, "no_new_privs", &p->no_new_privs) &&
+            json::Get(d, "network_none", &p->network_none) &&
+            json::Get(d, "seccomp_profile_json", &p->seccomp_profile_json) &&
+            json::Get(d, "cgroup_version", &version) &&
+            json::Get(d, "cgroup_root", &p->cgroup.root);
+  p->cgroup.version = static_cast<int>(version);
+  return ok;
+}
+
+}  // namespace ci

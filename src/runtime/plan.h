@@ -1,0 +1,40 @@
+// The shim plan: what the shim needs from a SandboxSpec to build one sandbox, plus the cgroup
+// layout the daemon detected. SandboxSpec -> Plan is a pure translator (unit-tested); the plan
+// travels as JSON over fd 3.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/sandbox_spec.h"
+
+namespace ci {
+
+struct CgroupLayout {
+  int version = 0;   // 1 or 2
+  std::string root;  // v2: the unified mount; v1: the directory holding <controller>/ mounts
+};
+
+struct Plan {
+  std::string rootfs = "host";
+  uint32_t uid = 65532;
+  uint32_t gid = 65532;
+  std::string hostname = "sandbox";
+  uint64_t memory_bytes = 0;
+  uint32_t pids = 0;
+  uint64_t workspace_bytes = 0;
+  uint64_t tmp_bytes = 0;
+  bool read_only_root = true;
+  bool no_new_privs = true;
+  bool network_none = true;
+  std::string seccomp_profile_json;
+  CgroupLayout cgroup;
+};
+
+Plan PlanFromSpec(const SandboxSpec& spec, const CgroupLayout& cgroup);
+std::string EncodePlan(const Plan& plan);
+// False when the JSON is malformed or a required field is missing.
+bool DecodePlan(std::string_view text, Plan* plan);
+
+}  // namespace ci

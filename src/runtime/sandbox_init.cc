@@ -1,0 +1,116 @@
+#include "runtime/sandbox_init.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <functional>
+
+#include "runtime/agent.h"
+#include "runtime/caps.h"
+#include "runtime/messages.h"
+#include "runtime/mounts.h"
+#include "runtime/netns.h"
+#include "runtime/protocol.h"
+#include "runtime/rootfs.h"
+#include "runtime/seccomp.h"
+#include "runtime/userns.h"
+
+namespace ci {
+namespace {
+
+// Where the new root is assembled. A mount here is private to the sandbox's mount namespace, and
+// an image rootfs below /tmp stays reachable through the fd opened beforehand.
+constexpr const char* kNewRoot = "/tmp";
+
+SysError AwaitParent(int go_fd) {
+  char byte = 0;
+  ssize_t n;
+  do {
+    n = ::read(go_fd, &byte, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return SysFail("read the go signal");
+  // EOF: the parent died before "go"; PDEATHSIG was set first, so nothing can slip between.
+  if (n == 0 || byte != 'G') return SysFailErr(ECHILD, "the shim parent exited before go");
+  ::close(go_fd);
+  return SysOk();
+}
+
+SysError CloseStrayFds() {
+  // 0-2 become /dev/null (no path to the daemon's log); only 4 (agent) and 5-7 (program stdio)
+  // survive. Everything else, the rootfs fd and the go pipe included, is closed.
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) return SysFail("open /dev/null");
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (null_fd != fd && ::dup2(null_fd, fd) < 0) return SysFail("dup2 /dev/null");
+  }
+  if (null_fd > 2) ::close(null_fd);
+  ::close(kLifecycleFd);
+  if (::close_range(kProgramStderrFd + 1, ~0U, 0) != 0) return SysFail("close_range");
+  return SysOk();
+}
+
+SysError SetHostname(const std::string& name) {
+  if (::sethostname(name.data(), name.size()) != 0) return SysFail("sethostname");
+  return SysOk();
+}
+
+}  // namespace
+
+void FailSetup(const char* stage, int err, const std::string& message) {
+  proto::SetupError e{stage, err, message};
+  (void)proto::WriteFrame(kAgentFd, proto::Msg::kSetupError, proto::Encode(e));
+  ::_exit(1);
+}
+
+void SandboxInitMain(const Plan& plan, int go_fd) {
+  const std::string root = kNewRoot;
+  int rootfs_fd = -1;
+  struct Stage {
+    const char* name;
+    std::function<SysError()> run;
+  };
+  // The containment order, top to bottom. Kernel constraints that fix it:
+  // - the death signal before waiting, so a parent dying at any point takes the child along;
+  // - namespace root right after the maps (file creation needs a mapped fsuid);
+  // - the cgroup namespace after the parent moved us into our cgroup, so it is our "/";
+  // - all mounts before pivot_root, the root read-only after it;
+  // - lo and hostname while CAP_NET_ADMIN/CAP_SYS_ADMIN are still held;
+  // - the bounding set while CAP_SETPCAP is held, i.e. before leaving uid 0;
+  // - seccomp last: every earlier stage may need syscalls the profile forbids.
+  const Stage stages[] = {
+      {"parent_death_signal",
+       [] { return ::prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 ? SysOk() : SysFail("PDEATHSIG"); }},
+      {"wait_for_parent", [&] { return AwaitParent(go_fd); }},
+      {"open_rootfs", [&] { return OpenRootfsDir(plan, &rootfs_fd); }},
+      {"namespace_root", [] { return BecomeNamespaceRoot(); }},
+      {"cgroup_namespace",
+       [] { return ::unshare(CLONE_NEWCGROUP) == 0 ? SysOk() : SysFail("unshare cgroup ns"); }},
+      {"mount_private", [] { return MakeMountsPrivate(); }},
+      {"rootfs", [&] { return BuildRootfs(plan, rootfs_fd, root); }},
+      {"scratch_tmpfs", [&] { return MountScratch(plan, root); }},
+      {"dev", [&] { return BuildDev(plan, root); }},
+      {"proc", [&] { return MountProc(root); }},
+      {"mask_paths", [&] { return MaskProcPaths(root); }},
+      {"pivot_root", [&] { return PivotRoot(root); }},
+      {"root_readonly", [&] { return plan.read_only_root ? RemountRootReadOnly() : SysOk(); }},
+      {"loopback", [] { return BringUpLoopback(); }},
+      {"hostname", [&] { return SetHostname(plan.hostname); }},
+      {"bounding_set", [] { return DropBoundingSet(); }},
+      {"sandbox_user", [&] { return SwitchToSandboxUser(plan.uid, plan.gid); }},
+      {"capabilities", [] { return DropAllCapabilities(); }},
+      {"no_new_privs", [&] { return plan.no_new_privs ? SetNoNewPrivs() : SysOk(); }},
+      {"not_dumpable", [] { return SetNotDumpable(); }},
+      {"close_fds", [] { return CloseStrayFds(); }},
+      {"seccomp", [&] { return LoadSeccomp(plan); }},
+  };
+  for (const Stage& stage : stages) {
+    SysError e = stage.run();
+    if (!e.ok()) FailSetup(stage.name, e.err, e.what);
+  }
+  ::_exit(RunAgent());
+}
+
+}  // namespace ci

@@ -1,0 +1,183 @@
+// LocalSandbox::Run: stage files, start the program, pump stdin/stdout/stderr, enforce the wall
+// clock deadline, and wait for init's exit report plus EOF on both output pipes.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <vector>
+
+#include "runtime/frame_io.h"
+#include "runtime/local_sandbox.h"
+
+namespace ci {
+namespace {
+
+using proto::Msg;
+using Clock = std::chrono::steady_clock;
+
+// What the helper coroutines of one run share with the waiting Run.
+struct RunState {
+  explicit RunState(const Strand& s) : event(s), deadline(s) {}
+  asio::steady_timer event;  // never expires: cancel() is the "something finished" signal
+  asio::steady_timer deadline;
+  bool stdout_done = false, stderr_done = false, exit_done = false;
+  std::optional<proto::Exited> exited;
+  Clock::time_point exited_at;
+  bool forced_kill = false;  // init did not answer the timeout's kill in time
+  void Notify() { event.cancel(); }
+  bool Finished() const { return stdout_done && stderr_done && exit_done; }
+};
+
+asio::awaitable<Status> SendFile(SandboxCore& core, const StagedFile& file) {
+  UniqueFd fd(::open(file.host_path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0) co_return Status::Errno(file.host_path, errno);
+  proto::FileHeader header{file.workspace_path, static_cast<uint64_t>(st.st_size)};
+  if (Status s = co_await WriteFrameAsync(core.agent, Msg::kFileBegin, proto::Encode(header));
+      !s.ok()) {
+    co_return s;
+  }
+  std::vector<char> buf(proto::kChunkSize);
+  for (;;) {
+    // A blocking read of a local file (the file store's disk): bounded, 64 KiB at a time.
+    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) co_return Status::Errno("reading " + file.host_path, errno);
+    if (n == 0) break;
+    if (Status s = co_await WriteFrameAsync(core.agent, Msg::kFileChunk,
+                                            std::string_view(buf.data(), static_cast<size_t>(n)));
+        !s.ok()) {
+      co_return s;
+    }
+  }
+  co_return co_await WriteFrameAsync(core.agent, Msg::kFileEnd);
+}
+
+asio::awaitable<void> PumpOutput(std::shared_ptr<SandboxCore> core, std::shared_ptr<RunState> st,
+                                 StreamKind kind, OutputSink sink) {
+  auto& pipe = kind == StreamKind::kStdout ? core->stdout_r : core->stderr_r;
+  std::vector<char> buf(64 << 10);  // memory stays flat however much the program prints
+  for (;;) {
+    boost::system::error_code ec;
+    size_t n = co_await pipe.async_read_some(asio::buffer(buf),
+                                             asio::redirect_error(asio::use_awaitable, ec));
+    if (n > 0) sink(kind, std::string_view(buf.data(), n));
+    if (ec) break;  // eof, or cancelled by Kill/Destroy
+  }
+  (kind == StreamKind::kStdout ? st->stdout_done : st->stderr_done) = true;
+  st->Notify();
+}
+
+asio::awaitable<void> FeedStdin(std::shared_ptr<SandboxCore> core, std::optional<std::string> data) {
+  boost::system::error_code ec;
+  if (data && !data->empty()) {
+    // EPIPE when the program exits without reading everything: not an error of the run.
+    co_await asio::async_write(core->stdin_w, asio::buffer(*data),
+                               asio::redirect_error(asio::use_awaitable, ec));
+  }
+  core->stdin_w.close(ec);  // the program sees EOF
+}
+
+asio::awaitable<void> AwaitExit(std::shared_ptr<SandboxCore> core, std::shared_ptr<RunState> st) {
+  for (;;) {
+    Result<Frame> frame = co_await ReadFrameAsync(core->agent);
+    if (!frame.ok() || frame->eof) break;  // the sandbox died or was killed
+    proto::Exited exited;
+    if (frame->type == Msg::kExited && proto::Decode(frame->payload, &exited)) {
+      st->exited = exited;
+      st->exited_at = Clock::now();
+      break;
+    }
+  }
+  st->exit_done = true;
+  st->deadline.cancel();
+  st->Notify();
+}
+
+asio::awaitable<void> EnforceDeadline(std::shared_ptr<SandboxCore> core,
+                                      std::shared_ptr<RunState> st,
+                                      std::chrono::milliseconds timeout) {
+  boost::system::error_code ec;
+  st->deadline.expires_after(timeout);
+  co_await st->deadline.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || st->exit_done) co_return;
+  // Init kills every process but itself and reports; the sandbox stays up for Collect.
+  (void)co_await WriteFrameAsync(core->agent, Msg::kKillProgram);
+  st->deadline.expires_after(std::chrono::seconds(1));
+  co_await st->deadline.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || st->exit_done) co_return;
+  st->forced_kill = true;
+  core->killed = true;
+  core->SendKill();  // init is wedged: the whole sandbox goes
+}
+
+}  // namespace
+
+asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> core,
+                                                proto::RunRequest request, RunPayload payload,
+                                                OutputSink sink) {
+  if (core->killed) co_return DeadSandboxError(*core, "run");
+  if (core->state != SandboxCore::State::kReady) {
+    co_return Status::Error("run: the sandbox is not ready (a program already ran, or destroyed)");
+  }
+  if (payload.argv.empty()) co_return Status::Error("run: empty argv");
+  core->state = SandboxCore::State::kRunning;
+  for (const StagedFile& file : payload.files) {
+    if (Status s = co_await SendFile(*core, file); !s.ok()) {
+      core->state = SandboxCore::State::kRan;
+      co_return s.Context("staging " + file.workspace_path);
+    }
+  }
+  request.argv = std::move(payload.argv);
+  Status sent = co_await WriteFrameAsync(core->agent, Msg::kRun, proto::Encode(request));
+  Result<Frame> started = sent.ok() ? co_await ReadFrameAsync(core->agent) : Result<Frame>(sent);
+  core->state = SandboxCore::State::kRan;
+  if (!started.ok() || started->eof) co_return DeadSandboxError(*core, "program start");
+  if (started->type == Msg::kError) {
+    std::string message;
+    proto::DecodeError(started->payload, &message);
+    co_return Status::Error(message);
+  }
+  if (started->type != Msg::kStarted) co_return Status::Error("run: unexpected reply from init");
+  const Clock::time_point start = Clock::now();
+
+  auto st = std::make_shared<RunState>(core->strand);
+  st->event.expires_at(Clock::time_point::max());
+  asio::co_spawn(core->strand, EnforceDeadline(core, st, payload.timeout), asio::detached);
+  asio::co_spawn(core->strand, AwaitExit(core, st), asio::detached);
+  asio::co_spawn(core->strand, PumpOutput(core, st, StreamKind::kStdout, sink), asio::detached);
+  asio::co_spawn(core->strand, PumpOutput(core, st, StreamKind::kStderr, sink), asio::detached);
+  asio::co_spawn(core->strand, FeedStdin(core, std::move(payload.stdin_data)), asio::detached);
+  while (!st->Finished()) {
+    boost::system::error_code ec;
+    co_await st->event.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  st->deadline.cancel();
+  boost::system::error_code ignored;
+  core->stdin_w.close(ignored);
+
+  RunOutcome out;
+  if (st->exited) {
+    out.timed_out = st->exited->killed;
+    if (!out.timed_out && st->exited->has_exit_code) out.exit_code = st->exited->exit_code;
+    if (!out.timed_out && st->exited->signal != 0) out.signal = st->exited->signal;
+    out.cpu_ms = st->exited->cpu_ms;
+    out.max_rss_kb = st->exited->max_rss_kb;
+    out.duration_ms = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(st->exited_at - start).count());
+    co_return out;
+  }
+  if (st->forced_kill) {
+    out.timed_out = true;
+    out.duration_ms = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+    co_return out;
+  }
+  co_return DeadSandboxError(*core, "run");
+}
+
+}  // namespace ci

@@ -1,0 +1,153 @@
+// `code-interpreter shim`: the single-threaded parent of one sandbox. It receives the plan on
+// fd 3, creates the cgroup, clones init into fresh namespaces, maps its ids, moves it into the
+// cgroup and lets it go; then it waits for init to die (on its own, on the daemon's "kill", or
+// because the daemon vanished), reports the cgroup's verdict on fd 3, removes the cgroup and
+// exits. Built with -fno-exceptions.
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include "runtime/pidfd.h"
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "runtime/cgroups.h"
+#include "runtime/shim.h"
+#include "runtime/messages.h"
+#include "runtime/protocol.h"
+#include "runtime/sandbox_init.h"
+#include "runtime/unique_fd.h"
+#include "runtime/userns.h"
+
+namespace ci {
+namespace {
+
+using proto::Msg;
+
+void Log(const std::string& message) {
+  std::fprintf(stderr, "code-interpreter shim[%d]: %s\n", ::getpid(), message.c_str());
+}
+
+// Parent-side failures travel on fd 4 like the child's, so Prepare() waits on one channel.
+int ReportSetupFailure(const char* stage, const SysError& e) {
+  proto::SetupError msg{stage, e.err, e.what};
+  (void)proto::WriteFrame(kAgentFd, Msg::kSetupError, proto::Encode(msg));
+  return 1;
+}
+
+// clone() with fork semantics (no new stack): the child gets a copy of this single-threaded
+// process, so it may allocate. CLONE_NEWCGROUP is left out on purpose: the child unshares it
+// once it sits in its cgroup, so the sandbox sees that cgroup as "/".
+pid_t CloneSandbox() {
+  const unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+                              CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
+  return static_cast<pid_t>(::syscall(SYS_clone, flags, nullptr, nullptr, nullptr, nullptr));
+}
+
+// Waits for init to exit. A kKill or EOF on fd 3 (the daemon died) SIGKILLs init, which takes
+// the whole pid namespace with it. Returns whether fd 3 is still usable for the report.
+bool SuperviseUntilExit(pid_t init) {
+  UniqueFd pidfd(PidfdOpen(init));
+  bool daemon_alive = true;
+  bool killed = false;
+  std::string payload;
+  if (!pidfd.valid()) {
+    Log("pidfd_open failed, killing the sandbox: " + std::string(std::strerror(errno)));
+    ::kill(init, SIGKILL);
+  }
+  while (pidfd.valid()) {
+    struct pollfd fds[2] = {{pidfd.get(), POLLIN, 0},
+                            {daemon_alive ? kLifecycleFd : -1, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      ::kill(init, SIGKILL);
+      break;
+    }
+    if (fds[0].revents & POLLIN) break;  // init exited
+    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+      Msg type = Msg::kKill;
+      if (proto::ReadFrame(kLifecycleFd, &type, &payload) != 0) daemon_alive = false;
+      if ((!daemon_alive || type == Msg::kKill) && !killed) {
+        ::kill(init, SIGKILL);
+        killed = true;
+      }
+    }
+  }
+  int status = 0;
+  while (::waitpid(init, &status, 0) < 0 && errno == EINTR) {
+  }
+  return daemon_alive;
+}
+
+}  // namespace
+
+int ShimMain(int /*argc*/, char** /*argv*/) {
+  // The daemon's death is also seen as EOF on fd 3; the signal covers a wedged shim.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  Msg type;
+  std::string payload;
+  Plan plan;
+  if (proto::ReadFrame(kLifecycleFd, &type, &payload) != 0 || type != Msg::kPlan ||
+      !DecodePlan(payload, &plan)) {
+    return ReportSetupFailure("plan", SysFailErr(EPROTO, "no valid plan on fd 3"));
+  }
+
+  std::unique_ptr<Cgroup> cgroup = MakeCgroup(plan.cgroup, RandomCgroupName());
+  if (SysError e = cgroup->Create({plan.memory_bytes, plan.pids}); !e.ok()) {
+    (void)cgroup->Remove();
+    return ReportSetupFailure("cgroup", e);
+  }
+  int go[2];
+  if (::pipe2(go, O_CLOEXEC) != 0) {
+    (void)cgroup->Remove();
+    return ReportSetupFailure("go_pipe", SysFail("pipe2"));
+  }
+  pid_t init = CloneSandbox();
+  if (init == 0) {
+    ::close(go[1]);
+    SandboxInitMain(plan, go[0]);
+  }
+  ::close(go[0]);
+  UniqueFd go_write(go[1]);
+  SysError setup = init < 0 ? SysFail("clone") : WriteIdMaps(init, plan.uid, plan.gid);
+  const char* stage = init < 0 ? "clone" : "id_maps";
+  // Into the cgroup before "go": everything init and the program ever fork is then accounted.
+  if (setup.ok()) setup = cgroup->AddProcess(init), stage = "cgroup_attach";
+  if (setup.ok() && ::write(go_write.get(), "G", 1) != 1) setup = SysFail("write go"), stage = "go";
+  if (!setup.ok()) {
+    ReportSetupFailure(stage, setup);
+    if (init > 0) {
+      ::kill(init, SIGKILL);
+      while (::waitpid(init, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    (void)cgroup->Remove();
+    return 1;
+  }
+  go_write.reset();
+  // Init holds the agent socket and the program's stdio now; without our copies, the daemon sees
+  // EOF on them as soon as the sandbox is gone.
+  for (int fd : {kAgentFd, kProgramStdinFd, kProgramStdoutFd, kProgramStderrFd}) ::close(fd);
+
+  bool daemon_alive = SuperviseUntilExit(init);
+  CgroupStats stats = cgroup->ReadStats();
+  SysError removed = cgroup->Remove();
+  if (!removed.ok()) {
+    Log("removing cgroup failed: " + removed.what + ": " + std::strerror(removed.err));
+  }
+  if (daemon_alive) {
+    proto::CgroupReport report{stats.oom_killed, stats.pids_limit_hit, stats.memory_peak_bytes,
+                               stats.cpu_ms,
+                               removed.ok() ? std::string()
+                                            : removed.what + ": " + std::strerror(removed.err)};
+    (void)proto::WriteFrame(kLifecycleFd, Msg::kReport, proto::Encode(report));
+  }
+  return 0;
+}
+
+}  // namespace ci

@@ -1,0 +1,102 @@
+#include "runtime/shim_spawn.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include "runtime/pidfd.h"
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "runtime/sandbox_init.h"
+
+namespace ci {
+namespace {
+
+Status SetNonBlocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return Status::Errno("fcntl O_NONBLOCK", errno);
+  }
+  return {};
+}
+
+class FileActions {
+ public:
+  FileActions() { ok_ = ::posix_spawn_file_actions_init(&fa_) == 0; }
+  ~FileActions() {
+    if (ok_) ::posix_spawn_file_actions_destroy(&fa_);
+  }
+  posix_spawn_file_actions_t* get() { return &fa_; }
+  bool ok() const { return ok_; }
+
+ private:
+  posix_spawn_file_actions_t fa_;
+  bool ok_ = false;
+};
+
+}  // namespace
+
+Result<ShimHandles> SpawnShim(const std::string& binary) {
+  ShimHandles h;
+  int lifecycle[2], agent[2], in[2], out[2], err[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, lifecycle) != 0) {
+    return Status::Errno("socketpair (lifecycle)", errno);
+  }
+  h.lifecycle.reset(lifecycle[0]);
+  UniqueFd shim_lifecycle(lifecycle[1]);
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, agent) != 0) {
+    return Status::Errno("socketpair (agent)", errno);
+  }
+  h.agent.reset(agent[0]);
+  UniqueFd shim_agent(agent[1]);
+  if (::pipe2(in, O_CLOEXEC) != 0) return Status::Errno("pipe2 (stdin)", errno);
+  UniqueFd shim_in(in[0]);
+  h.stdin_w.reset(in[1]);
+  if (::pipe2(out, O_CLOEXEC) != 0) return Status::Errno("pipe2 (stdout)", errno);
+  h.stdout_r.reset(out[0]);
+  UniqueFd shim_out(out[1]);
+  if (::pipe2(err, O_CLOEXEC) != 0) return Status::Errno("pipe2 (stderr)", errno);
+  h.stderr_r.reset(err[0]);
+  UniqueFd shim_err(err[1]);
+  for (int fd : {h.lifecycle.get(), h.agent.get(), h.stdin_w.get(), h.stdout_r.get(),
+                 h.stderr_r.get()}) {
+    if (Status s = SetNonBlocking(fd); !s.ok()) return s;
+  }
+
+  // Two rounds of dup2 in the child: first every source to a number above all of them, then
+  // down to 3..7. A single round could overwrite a source that happens to be numbered 3..7.
+  const int sources[] = {shim_lifecycle.get(), shim_agent.get(), shim_in.get(), shim_out.get(),
+                         shim_err.get()};
+  const int targets[] = {kLifecycleFd, kAgentFd, kProgramStdinFd, kProgramStdoutFd,
+                         kProgramStderrFd};
+  const int high = *std::max_element(std::begin(sources), std::end(sources)) + 1;
+  FileActions fa;
+  if (!fa.ok()) return Status::Error("posix_spawn_file_actions_init failed");
+  for (int i = 0; i < 5; ++i) ::posix_spawn_file_actions_adddup2(fa.get(), sources[i], high + i);
+  ::posix_spawn_file_actions_addopen(fa.get(), 0, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_addopen(fa.get(), 1, "/dev/null", O_WRONLY, 0);
+  for (int i = 0; i < 5; ++i) ::posix_spawn_file_actions_adddup2(fa.get(), high + i, targets[i]);
+  // Everything else, even an fd another thread opened without O_CLOEXEC, stays out.
+  ::posix_spawn_file_actions_addclosefrom_np(fa.get(), kProgramStderrFd + 1);
+
+  char arg0[] = "code-interpreter";
+  char arg1[] = "shim";
+  char* argv[] = {arg0, arg1, nullptr};
+  char* envp[] = {nullptr};
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, binary.c_str(), fa.get(), nullptr, argv, envp);
+  if (rc != 0) return Status::Errno("spawning the shim " + binary, rc);
+  h.pid = pid;
+  h.pidfd.reset(PidfdOpen(pid));  // O_CLOEXEC by definition
+  if (!h.pidfd.valid()) {
+    int e = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return Status::Errno("pidfd_open of the shim", e);
+  }
+  return h;
+}
+
+}  // namespace ci

@@ -1,0 +1,29 @@
+// Starts `<shim_binary> shim` with the fixed descriptor layout of sandbox_init.h. The daemon is
+// multi-threaded, so it never forks into namespace setup itself: posix_spawn (vfork + exec) is
+// the only thing that runs in the child.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "core/status.h"
+#include "runtime/unique_fd.h"
+
+namespace ci {
+
+struct ShimHandles {
+  pid_t pid = -1;
+  UniqueFd pidfd;      // readable once the shim exited
+  UniqueFd lifecycle;  // fd 3 in the shim
+  UniqueFd agent;      // fd 4 in the shim, then in init
+  UniqueFd stdin_w;    // write end of the program's stdin (fd 5 in the shim)
+  UniqueFd stdout_r;   // read end of the program's stdout (fd 6)
+  UniqueFd stderr_r;   // read end of the program's stderr (fd 7)
+};
+
+// All returned fds are O_CLOEXEC and non-blocking. The shim gets /dev/null as stdin/stdout,
+// inherits stderr (the daemon's log) and nothing else.
+Result<ShimHandles> SpawnShim(const std::string& binary);
+
+}  // namespace ci

@@ -1,0 +1,102 @@
+// cgroup and rlimit enforcement, timeouts and kills, observed from the host.
+#include <gmock/gmock.h>
+#include <signal.h>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include "sandbox_fixture.h"
+
+namespace ci::testing_support {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST_F(SandboxTest, MemoryHogIsOomKilled) {
+  SandboxSpec spec = DefaultSpec();
+  spec.limits.memory_bytes = 128u << 20;
+  Execution ex = Execute(spec, Python("b = b'x' * (1 << 30)\nprint('survived')"));
+  ASSERT_TRUE(ex.outcome && ex.outcome->ok()) << ex.outcome->status().message();
+  EXPECT_EQ((*ex.outcome)->signal, SIGKILL);
+  EXPECT_TRUE(ex.report.oom_killed);
+  EXPECT_GT(ex.report.memory_peak_bytes, 100u << 20);
+  EXPECT_EQ(ex.out, "");
+}
+
+TEST_F(SandboxTest, ForkLoopHitsPidsLimit) {
+  SandboxSpec spec = DefaultSpec();
+  spec.limits.pids = 16;
+  Execution ex = Execute(spec, Python(R"PY(
+import os, time
+n = 0
+try:
+    while n < 100:
+        if os.fork() == 0:
+            time.sleep(30); os._exit(0)
+        n += 1
+except OSError as e:
+    print("fork failed after", n, e.strerror)
+)PY"));
+  ASSERT_TRUE(ex.outcome && ex.outcome->ok()) << ex.outcome->status().message();
+  EXPECT_EQ((*ex.outcome)->exit_code, 0) << ex.err;
+  EXPECT_THAT(ex.out, ::testing::HasSubstr("fork failed after"));
+  EXPECT_TRUE(ex.report.pids_limit_hit);
+}
+
+TEST_F(SandboxTest, CpuSpinIsStoppedByRlimit) {
+  SandboxSpec spec = DefaultSpec();
+  spec.limits.cpu_time_sec = 1;
+  Execution ex = Execute(spec, Python("while True: pass", 10s));
+  ASSERT_TRUE(ex.outcome && ex.outcome->ok()) << ex.outcome->status().message();
+  EXPECT_FALSE((*ex.outcome)->timed_out);
+  EXPECT_THAT((*ex.outcome)->signal, ::testing::AnyOf(SIGXCPU, SIGKILL));
+  EXPECT_GE((*ex.outcome)->cpu_ms, 900u);
+  EXPECT_LT(ex.run_ms, 5000);
+}
+
+TEST_F(SandboxTest, TimeoutKillsTheWholeTree) {
+  const std::string sleep100("sleep\0" "100", 9);
+  const int before = CountHostProcesses(sleep100);
+  const int mounts_before = CountHostMounts();
+  const auto cgroups_before = ListCgroups();
+  auto prepared = Await(executor_->Prepare(DefaultSpec()));
+  ASSERT_TRUE(prepared.ok()) << prepared.status().message();
+  auto sandbox = std::move(prepared.value());
+  const auto start = std::chrono::steady_clock::now();
+  auto outcome = Await(sandbox->Run(
+      Shell("sleep 100 & sleep 100 & (sleep 100 &) ; echo started; sleep 100", 500ms),
+      [](StreamKind, std::string_view) {}));
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_TRUE(outcome->timed_out);
+  EXPECT_FALSE(outcome->exit_code.has_value());
+  EXPECT_LT(elapsed, 1500ms);
+  EXPECT_GE(outcome->duration_ms, 500u);
+  EXPECT_LT(outcome->duration_ms, 600u);  // ~20 ms target, generous for loaded CI hosts
+  EXPECT_EQ(CountHostProcesses(sleep100), before);  // already gone before Destroy
+  // The sandbox survives a timeout so the workspace can still be collected.
+  auto collected = Await(sandbox->Collect({"/tmp", 10, 1 << 20, "__main__.py"}));
+  EXPECT_TRUE(collected.ok()) << collected.status().message();
+  Await(sandbox->Destroy());
+  EXPECT_EQ(CountHostMounts(), mounts_before);
+  EXPECT_EQ(ListCgroups(), cgroups_before);
+}
+
+TEST_F(SandboxTest, KillDuringRunEndsItPromptly) {
+  auto prepared = Await(executor_->Prepare(DefaultSpec()));
+  ASSERT_TRUE(prepared.ok()) << prepared.status().message();
+  auto sandbox = std::move(prepared.value());
+  asio::steady_timer timer(io_, 300ms);
+  timer.async_wait([&](boost::system::error_code) { sandbox->Kill(); });
+  const auto start = std::chrono::steady_clock::now();
+  auto outcome = Await(sandbox->Run(Shell("sleep 100", 30s), [](StreamKind, std::string_view) {}));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_THAT(outcome.status().message(), ::testing::HasSubstr("killed"));
+  const auto cgroups_before_destroy = ListCgroups();
+  Await(sandbox->Destroy());
+  Await(sandbox->Destroy());  // twice is fine
+  EXPECT_LE(ListCgroups().size(), cgroups_before_destroy.size());
+}
+
+}  // namespace
+}  // namespace ci::testing_support

@@ -1,0 +1,65 @@
+// SandboxSpec -> plan JSON and the control messages survive a round trip.
+#include <gtest/gtest.h>
+
+#include "runtime/messages.h"
+#include "runtime/plan.h"
+#include "runtime/protocol.h"
+
+namespace ci {
+namespace {
+
+TEST(Plan, FromSpecRoundTrips) {
+  SandboxSpec spec;
+  spec.rootfs = "/srv/root";
+  spec.limits.memory_bytes = 128u << 20;
+  spec.limits.pids = 16;
+  spec.security.seccomp_profile_json = "{\"defaultAction\":\"SCMP_ACT_ERRNO\"}";
+  Plan p = PlanFromSpec(spec, {1, "/sys/fs/cgroup"});
+  Plan q;
+  ASSERT_TRUE(DecodePlan(EncodePlan(p), &q));
+  EXPECT_EQ(q.rootfs, "/srv/root");
+  EXPECT_EQ(q.uid, 65532u);
+  EXPECT_EQ(q.hostname, "sandbox");
+  EXPECT_EQ(q.memory_bytes, 128u << 20);
+  EXPECT_EQ(q.pids, 16u);
+  EXPECT_EQ(q.workspace_bytes, spec.limits.workspace_bytes);
+  EXPECT_EQ(q.seccomp_profile_json, spec.security.seccomp_profile_json);
+  EXPECT_EQ(q.cgroup.version, 1);
+  EXPECT_EQ(q.cgroup.root, "/sys/fs/cgroup");
+}
+
+TEST(Plan, RejectsIncompleteJson) {
+  Plan p;
+  EXPECT_FALSE(DecodePlan("{\"rootfs\":\"host\"}", &p));
+  EXPECT_FALSE(DecodePlan("not json", &p));
+}
+
+TEST(Messages, RunRequestAndExitedRoundTrip) {
+  proto::RunRequest r{{"python3", "-c", "print(1)"}, {"A=b"}, "/workspace", 3};
+  proto::RunRequest r2;
+  ASSERT_TRUE(proto::Decode(proto::Encode(r), &r2));
+  EXPECT_EQ(r2.argv, r.argv);
+  EXPECT_EQ(r2.env, r.env);
+  EXPECT_EQ(r2.cpu_time_sec, 3u);
+  proto::Exited e{false, 0, 9, 12, 34, true};
+  proto::Exited e2;
+  ASSERT_TRUE(proto::Decode(proto::Encode(e), &e2));
+  EXPECT_EQ(e2.signal, 9);
+  EXPECT_TRUE(e2.killed);
+  EXPECT_EQ(e2.max_rss_kb, 34u);
+}
+
+TEST(Protocol, HeaderRoundTripAndLimit) {
+  unsigned char h[proto::kHeaderSize];
+  proto::EncodeHeader(proto::Msg::kFileChunk, 65536, h);
+  proto::Msg t;
+  uint32_t len = 0;
+  ASSERT_TRUE(proto::DecodeHeader(h, &t, &len));
+  EXPECT_EQ(t, proto::Msg::kFileChunk);
+  EXPECT_EQ(len, 65536u);
+  proto::EncodeHeader(proto::Msg::kPlan, proto::kMaxPayload + 1, h);
+  EXPECT_FALSE(proto::DecodeHeader(h, &t, &len));
+}
+
+}  // namespace
+}  // namespace ci

@@ -1,0 +1,97 @@
+#include "sandbox_fixture.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace ci::testing_support {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+void SandboxTest::SetUp() {
+  if (::geteuid() != 0) GTEST_SKIP() << "real sandboxes need root (cgroups, id maps)";
+  const char* shim = std::getenv("CI_TEST_SHIM");
+  ASSERT_NE(shim, nullptr) << "CI_TEST_SHIM must name the test-shim binary (set by meson test)";
+  LocalExecutorOptions opts;
+  opts.shim_binary = shim;
+  ASSERT_TRUE(CheckLocalRuntime(opts).ok()) << CheckLocalRuntime(opts).message();
+  executor_ = MakeLocalExecutor(io_.get_executor(), opts);
+}
+
+SandboxSpec SandboxTest::DefaultSpec() {
+  SandboxSpec spec;
+  spec.env = DefaultSandboxEnv();
+  return spec;
+}
+
+RunPayload SandboxTest::Python(const std::string& code, std::chrono::milliseconds timeout) {
+  RunPayload p;
+  p.argv = {"python3", "-c", code};
+  p.timeout = timeout;
+  return p;
+}
+
+RunPayload SandboxTest::Shell(const std::string& script, std::chrono::milliseconds timeout) {
+  RunPayload p;
+  p.argv = {"/bin/sh", "-c", script};
+  p.timeout = timeout;
+  return p;
+}
+
+Execution SandboxTest::Execute(const SandboxSpec& spec, RunPayload payload,
+                               std::optional<CollectLimits> collect) {
+  Execution ex;
+  auto prepared = Await(executor_->Prepare(spec));
+  EXPECT_TRUE(prepared.ok()) << prepared.status().message();
+  if (!prepared.ok()) return ex;
+  std::unique_ptr<Sandbox> sandbox = std::move(prepared.value());
+  const auto start = Clock::now();
+  auto since = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  };
+  ex.outcome = Await(sandbox->Run(std::move(payload), [&](StreamKind k, std::string_view chunk) {
+    if (ex.first_chunk_ms < 0) ex.first_chunk_ms = since();
+    (k == StreamKind::kStdout ? ex.out : ex.err).append(chunk);
+  }));
+  ex.run_ms = since();
+  if (collect) ex.collection = Await(sandbox->Collect(*collect));
+  ex.report = Await(sandbox->Destroy());
+  return ex;
+}
+
+int CountHostProcesses(const std::string& cmdline_with_nuls) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "cmdline");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (ss.str().rfind(cmdline_with_nuls, 0) == 0) ++n;
+  }
+  return n;
+}
+
+int CountHostMounts() {
+  std::ifstream in("/proc/self/mountinfo");
+  int n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+std::vector<std::string> ListCgroups() {
+  std::vector<std::string> out;
+  for (const char* dir : {"/sys/fs/cgroup/memory/code-interpreter", "/sys/fs/cgroup/pids/code-interpreter",
+                          "/sys/fs/cgroup/code-interpreter"}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.is_directory()) out.push_back(e.path());
+    }
+  }
+  return out;
+}
+
+}  // namespace ci::testing_support

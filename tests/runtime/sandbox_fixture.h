@@ -1,0 +1,68 @@
+// Runs real sandboxes through MakeLocalExecutor with the test-shim binary (CI_TEST_SHIM).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <utility>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/local_executor.h"
+
+namespace ci::testing_support {
+
+struct Execution {
+  std::optional<Result<RunOutcome>> outcome;
+  std::string out;
+  std::string err;
+  std::optional<Result<Collection>> collection;
+  ResourceReport report;
+  // Milliseconds from Run's start to the first output chunk and to Run's completion.
+  int64_t first_chunk_ms = -1;
+  int64_t run_ms = -1;
+  std::string cgroup_dirs_before;  // for leak checks
+};
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+
+  // Drives `a` to completion on the test's io_context.
+  template <typename T>
+  T Await(asio::awaitable<T> a) {
+    std::optional<T> out;
+    asio::co_spawn(
+        io_, [&]() -> asio::awaitable<void> { out.emplace(co_await std::move(a)); },
+        asio::detached);
+    io_.restart();
+    io_.run();
+    return std::move(*out);
+  }
+
+  static SandboxSpec DefaultSpec();
+  static RunPayload Python(const std::string& code, std::chrono::milliseconds timeout =
+                                                        std::chrono::seconds(10));
+  static RunPayload Shell(const std::string& script, std::chrono::milliseconds timeout =
+                                                         std::chrono::seconds(10));
+
+  // Prepare -> Run -> (Collect) -> Destroy. Asserts Prepare succeeded.
+  Execution Execute(const SandboxSpec& spec, RunPayload payload,
+                    std::optional<CollectLimits> collect = std::nullopt);
+
+  asio::io_context io_;
+  std::unique_ptr<Executor> executor_;
+};
+
+// Host-side observations for leak checks.
+int CountHostProcesses(const std::string& cmdline_with_nuls);
+int CountHostMounts();
+std::vector<std::string> ListCgroups();  // entries of .../memory/code-interpreter (v1) or v2
+
+}  // namespace ci::testing_support
