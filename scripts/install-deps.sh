@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs everything code-interpreter needs to build, run and test on Debian 12, from Debian's
+# packages only. Idempotent: a second run installs nothing.
+set -euo pipefail
+
+packages=(
+  # build
+  meson ninja-build pkg-config g++ clang-format
+  libboost-dev rapidjson-dev libspdlog-dev libfmt-dev libseccomp-dev libcap-dev
+  libnl-3-dev libnl-route-3-dev libssl-dev libgtest-dev libgmock-dev
+  # the Python stack inside the sandbox (the onyx data-stack cases)
+  python3 python3-numpy python3-pandas python3-matplotlib python3-openpyxl
+  # tests and benchmarks: a real HTTP client, the bwrap baseline
+  curl bubblewrap procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO=sudo
+else
+  SUDO=
+fi
+echo "installing: ${missing[*]}" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

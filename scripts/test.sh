@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# One command: install what is needed, build, run every test suite, and print
+# "N passed, N failed" as the last line. Extra arguments go to `meson test` (e.g. --suite unit).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
+rm -f build/meson-logs/testlog.junit.xml
+meson test -C build --print-errorlogs --no-rebuild "$@"
+status=$?
+python3 scripts/summarize_tests.py build/meson-logs/testlog.junit.xml
+summary=$?
+[ $status -eq 0 ] && [ $summary -eq 0 ]
