@@ -94,8 +94,8 @@ bool Collect(int workspace_fd, std::string_view payload) {
   });
   if (!sent_ok) return false;
   if (!e.ok()) {
-    return Send(Msg::kError, proto::EncodeError("collecting files: " + e.what + ": " +
-                                                std::strerror(e.err)));
+    return Send(Msg::kError,
+                proto::EncodeError("collecting files: " + e.what + ": " + std::strerror(e.err)));
   }
   return Send(Msg::kCollectDone, proto::EncodeCollectDone(truncated));
 }
@@ -123,9 +123,15 @@ int RunAgent() {
     Msg type;
     if (proto::ReadFrame(kAgentFd, &type, &payload) != 0) return 0;  // daemon gone: init exits
     switch (type) {
-      case Msg::kFileBegin: stager.Begin(payload); break;
-      case Msg::kFileChunk: stager.Chunk(payload); break;
-      case Msg::kFileEnd: stager.End(); break;
+      case Msg::kFileBegin:
+        stager.Begin(payload);
+        break;
+      case Msg::kFileChunk:
+        stager.Chunk(payload);
+        break;
+      case Msg::kFileEnd:
+        stager.End();
+        break;
       case Msg::kRun: {
         proto::RunRequest req;
         std::string error = stager.TakeError();
@@ -144,8 +150,10 @@ int RunAgent() {
       case Msg::kCollect:
         if (!Collect(workspace.get(), payload)) return 1;
         break;
-      case Msg::kExit: return 0;
-      default: break;  // a late kKillProgram after the program ended: nothing left to kill
+      case Msg::kExit:
+        return 0;
+      default:
+        break;  // a late kKillProgram after the program ended: nothing left to kill
     }
   }
 }

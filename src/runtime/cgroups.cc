@@ -1,4 +1,6 @@
 // Shared cgroup helpers and version detection.
+#include "runtime/cgroups.h"
+
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <signal.h>
@@ -11,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "runtime/cgroups.h"
 #include "runtime/unique_fd.h"
 
 namespace ci {

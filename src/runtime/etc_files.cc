@@ -21,15 +21,19 @@ SysError BuildHostEtc(const Plan& plan, const std::string& newroot) {
   if (::mkdir(etc.c_str(), 0755) != 0) return SysFailErr(errno, "mkdir " + etc);
   const std::string uid = std::to_string(plan.uid);
   const std::string gid = std::to_string(plan.gid);
-  CI_SYS_RETURN_IF_ERROR(WriteNewFile(etc + "/passwd",
-                                      "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-                                      "sandbox:x:" + uid + ":" + gid + "::/tmp:/bin/sh\n"
-                                      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"));
+  CI_SYS_RETURN_IF_ERROR(
+      WriteNewFile(etc + "/passwd",
+                   "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                   "sandbox:x:" +
+                       uid + ":" + gid +
+                       "::/tmp:/bin/sh\n"
+                       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"));
   CI_SYS_RETURN_IF_ERROR(
       WriteNewFile(etc + "/group", "root:x:0:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n"));
   CI_SYS_RETURN_IF_ERROR(WriteNewFile(etc + "/hosts",
                                       "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n"
-                                      "127.0.1.1\t" + plan.hostname + "\n"));
+                                      "127.0.1.1\t" +
+                                          plan.hostname + "\n"));
   CI_SYS_RETURN_IF_ERROR(WriteNewFile(etc + "/hostname", plan.hostname + "\n"));
   CI_SYS_RETURN_IF_ERROR(WriteNewFile(etc + "/nsswitch.conf",
                                       "passwd: files\ngroup: files\nshadow: files\n"

@@ -1,10 +1,10 @@
 #include "runtime/frame_io.h"
 
+#include <array>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <array>
 
 namespace ci {
 
@@ -39,11 +39,12 @@ asio::awaitable<Status> WriteFrameAsync(asio::posix::stream_descriptor& sd, prot
                                         std::string_view payload) {
   unsigned char header[proto::kHeaderSize];
   proto::EncodeHeader(type, static_cast<uint32_t>(payload.size()), header);
-  const std::array<asio::const_buffer, 2> buffers = {
-      asio::buffer(header), asio::buffer(payload.data(), payload.size())};
+  const std::array<asio::const_buffer, 2> buffers = {asio::buffer(header),
+                                                     asio::buffer(payload.data(), payload.size())};
   boost::system::error_code ec;
   co_await asio::async_write(sd, buffers, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return Status::Error(std::string("sending ") + proto::MsgName(type) + ": " + ec.message());
+  if (ec)
+    co_return Status::Error(std::string("sending ") + proto::MsgName(type) + ": " + ec.message());
   co_return Status();
 }
 

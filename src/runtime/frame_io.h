@@ -2,12 +2,11 @@
 // in an asio stream_descriptor. Errors come back as values; nothing throws but bad_alloc.
 #pragma once
 
-#include <utility>
-
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/status.h"
 #include "runtime/protocol.h"

@@ -78,13 +78,14 @@ SysError CreateFileBelow(int root_dir, const std::string& path, int* fd) {
     if (::mkdirat(dir.get(), comp.c_str(), 0755) != 0 && errno != EEXIST) {
       return SysFailErr(errno, "mkdir " + path.substr(0, slash));
     }
-    UniqueFd next(::openat(dir.get(), comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd next(
+        ::openat(dir.get(), comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next.valid()) return SysFailErr(errno, "open directory " + path.substr(0, slash));
     dir = std::move(next);
   }
   const std::string name = path.substr(start);
-  int f = ::openat(dir.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                   0644);
+  int f =
+      ::openat(dir.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (f < 0) return SysFailErr(errno, "create " + path);
   ::fchmod(f, 0644);  // independent of the umask
   *fd = f;

@@ -39,7 +39,8 @@ class LocalExecutor final : public Executor {
     Result<ShimHandles> shim = SpawnShim(opts_.shim_binary);
     if (!shim.ok()) co_return shim.status().Context("preparing a local sandbox");
     auto sandbox = std::make_unique<LocalSandbox>(ex_, std::move(shim.value()), spec);
-    Status started = co_await sandbox->Start(PlanFromSpec(spec, layout), kPrepareTimeout);
+    const Plan plan = PlanFromSpec(spec, layout);
+    Status started = co_await sandbox->Start(plan, kPrepareTimeout);
     if (!started.ok()) {
       sandbox->Kill();
       co_await sandbox->Destroy();  // reaps the shim, removes the cgroup

@@ -2,11 +2,10 @@
 // shim of our own binary (see src/runtime/README.md).
 #pragma once
 
-#include <utility>  // Boost 1.74's awaitable.hpp needs it first
-
 #include <boost/asio/any_io_executor.hpp>
 #include <memory>
 #include <string>
+#include <utility>  // Boost 1.74's awaitable.hpp needs it first
 
 #include "core/executor.h"
 #include "core/status.h"

@@ -74,64 +74,58 @@ LocalSandbox::~LocalSandbox() {
 }
 
 asio::awaitable<Status> LocalSandbox::Start(const Plan& plan, std::chrono::milliseconds timeout) {
-  auto core = core_;
-  std::string encoded = EncodePlan(plan);
-  co_return co_await OnStrand<Status>(core->strand, [core, encoded, timeout]() -> asio::awaitable<Status> {
-    if (Status s = co_await WriteFrameAsync(core->lifecycle, Msg::kPlan, encoded); !s.ok()) {
-      co_return s.Context("sandbox setup failed: sending the plan to the shim");
-    }
-    auto answered = std::make_shared<bool>(false);
-    auto timed_out = std::make_shared<bool>(false);
-    asio::steady_timer watchdog(core->strand, timeout);
-    watchdog.async_wait([core, answered, timed_out](boost::system::error_code ec) {
-      if (ec || *answered) return;
-      *timed_out = true;
-      boost::system::error_code ignored;
-      core->agent.cancel(ignored);
-    });
-    Result<Frame> frame = co_await ReadFrameAsync(core->agent);
-    *answered = true;
-    watchdog.cancel();
-    if (*timed_out) {
-      co_return Status::Error("sandbox setup timed out after " + std::to_string(timeout.count()) +
-                              " ms without a ready signal from the shim");
-    }
-    if (!frame.ok()) co_return frame.status().Context("sandbox setup failed");
-    if (frame->eof) {
-      co_return Status::Error(
-          "sandbox setup failed: the shim exited without a report (see the daemon log)");
-    }
-    if (frame->type == Msg::kSetupError) co_return SetupErrorStatus(frame->payload);
-    if (frame->type != Msg::kReady) {
-      co_return Status::Error(std::string("sandbox setup failed: unexpected ") +
-                              proto::MsgName(frame->type) + " from the shim");
-    }
-    core->state = SandboxCore::State::kReady;
-    co_return Status();
+  auto task = StartOnStrand(core_, EncodePlan(plan), timeout);
+  co_return co_await OnStrand<Status>(core_->strand, std::move(task));
+}
+
+asio::awaitable<Status> StartOnStrand(std::shared_ptr<SandboxCore> core, std::string plan,
+                                      std::chrono::milliseconds timeout) {
+  if (Status s = co_await WriteFrameAsync(core->lifecycle, Msg::kPlan, plan); !s.ok()) {
+    co_return s.Context("sandbox setup failed: sending the plan to the shim");
+  }
+  auto answered = std::make_shared<bool>(false);
+  auto timed_out = std::make_shared<bool>(false);
+  asio::steady_timer watchdog(core->strand, timeout);
+  watchdog.async_wait([core, answered, timed_out](boost::system::error_code ec) {
+    if (ec || *answered) return;
+    *timed_out = true;
+    boost::system::error_code ignored;
+    core->agent.cancel(ignored);
   });
+  Result<Frame> frame = co_await ReadFrameAsync(core->agent);
+  *answered = true;
+  watchdog.cancel();
+  if (*timed_out) {
+    co_return Status::Error("sandbox setup timed out after " + std::to_string(timeout.count()) +
+                            " ms without a ready signal from the shim");
+  }
+  if (!frame.ok()) co_return frame.status().Context("sandbox setup failed");
+  if (frame->eof) {
+    co_return Status::Error(
+        "sandbox setup failed: the shim exited without a report (see the daemon log)");
+  }
+  if (frame->type == Msg::kSetupError) co_return SetupErrorStatus(frame->payload);
+  if (frame->type != Msg::kReady) {
+    co_return Status::Error(std::string("sandbox setup failed: unexpected ") +
+                            proto::MsgName(frame->type) + " from the shim");
+  }
+  core->state = SandboxCore::State::kReady;
+  co_return Status();
 }
 
 asio::awaitable<Result<RunOutcome>> LocalSandbox::Run(RunPayload payload, OutputSink sink) {
-  auto core = core_;
-  proto::RunRequest request = run_template_;
-  co_return co_await OnStrand<Result<RunOutcome>>(
-      core->strand, [core, request, payload = std::move(payload), sink = std::move(sink)]() mutable {
-        return RunOnStrand(core, std::move(request), std::move(payload), std::move(sink));
-      });
+  auto task = RunOnStrand(core_, run_template_, std::move(payload), std::move(sink));
+  co_return co_await OnStrand<Result<RunOutcome>>(core_->strand, std::move(task));
 }
 
 asio::awaitable<Result<Collection>> LocalSandbox::Collect(CollectLimits limits) {
-  auto core = core_;
-  co_return co_await OnStrand<Result<Collection>>(
-      core->strand, [core, limits = std::move(limits)]() mutable {
-        return CollectOnStrand(core, std::move(limits));
-      });
+  auto task = CollectOnStrand(core_, std::move(limits));
+  co_return co_await OnStrand<Result<Collection>>(core_->strand, std::move(task));
 }
 
 asio::awaitable<ResourceReport> LocalSandbox::Destroy() {
-  auto core = core_;
-  co_return co_await OnStrand<ResourceReport>(core->strand,
-                                              [core] { return DestroyOnStrand(core); });
+  auto task = DestroyOnStrand(core_);
+  co_return co_await OnStrand<ResourceReport>(core_->strand, std::move(task));
 }
 
 void LocalSandbox::Kill() {

@@ -2,19 +2,18 @@
 // three pipes, all driven asynchronously on one strand.
 #pragma once
 
-#include <utility>
-
+#include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/executor.h"
@@ -46,8 +45,8 @@ struct SandboxCore {
   ResourceReport report;
 
   std::atomic<bool> killed{false};
-  std::mutex kill_mu;   // guards lifecycle_fd against Destroy closing it under Kill()
-  int lifecycle_fd;     // raw copy for Kill(), which may run on any thread
+  std::mutex kill_mu;  // guards lifecycle_fd against Destroy closing it under Kill()
+  int lifecycle_fd;    // raw copy for Kill(), which may run on any thread
 
   // Sends "kill" to the shim without blocking; thread-safe.
   void SendKill();
@@ -79,17 +78,18 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
 asio::awaitable<Result<Collection>> CollectOnStrand(std::shared_ptr<SandboxCore> core,
                                                     CollectLimits limits);
 asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> core);
+asio::awaitable<Status> StartOnStrand(std::shared_ptr<SandboxCore> core, std::string plan,
+                                      std::chrono::milliseconds timeout);
 
-// Runs `fn` (a coroutine returning T) on the strand and hands its result back. co_spawn in Boost
-// 1.74 needs a default-constructible result, which Result<T> is not, hence the optional.
-template <typename T, typename Fn>
-asio::awaitable<T> OnStrand(Strand strand, Fn fn) {
+// Runs `task` on the strand and hands its result back. co_spawn in Boost 1.74 needs a
+// default-constructible result, which Result<T> is not, hence the optional. Callers pass a named
+// awaitable: GCC 12 may destroy non-trivial temporaries of a co_await expression twice, so this
+// code keeps them out of co_await expressions throughout.
+template <typename T>
+asio::awaitable<T> OnStrand(Strand strand, asio::awaitable<T> task) {
   std::optional<T> out;
-  co_await asio::co_spawn(
-      strand, [&out, fn = std::move(fn)]() mutable -> asio::awaitable<void> {
-        out.emplace(co_await fn());
-      },
-      asio::use_awaitable);
+  auto run = [&out, &task]() -> asio::awaitable<void> { out.emplace(co_await std::move(task)); };
+  co_await asio::co_spawn(strand, run, asio::use_awaitable);
   co_return std::move(*out);
 }
 

@@ -55,8 +55,8 @@ std::string Encode(const Exited& m);
 std::string Encode(const FileHeader& m);
 std::string Encode(const CollectRequest& m);
 std::string Encode(const CgroupReport& m);
-std::string EncodeError(std::string_view message);        // kError: {message}
-std::string EncodeCollectDone(bool truncated);            // kCollectDone: {truncated}
+std::string EncodeError(std::string_view message);  // kError: {message}
+std::string EncodeCollectDone(bool truncated);      // kCollectDone: {truncated}
 
 // Each returns false on malformed JSON or a missing required field.
 bool Decode(std::string_view text, SetupError* m);

@@ -53,22 +53,38 @@ bool DecodeHeader(const unsigned char in[kHeaderSize], Msg* type, uint32_t* leng
 
 const char* MsgName(Msg type) {
   switch (type) {
-    case Msg::kPlan: return "plan";
-    case Msg::kKill: return "kill";
-    case Msg::kReport: return "report";
-    case Msg::kSetupError: return "setup_error";
-    case Msg::kReady: return "ready";
-    case Msg::kFileBegin: return "file_begin";
-    case Msg::kFileChunk: return "file_chunk";
-    case Msg::kFileEnd: return "file_end";
-    case Msg::kRun: return "run";
-    case Msg::kStarted: return "started";
-    case Msg::kKillProgram: return "kill_program";
-    case Msg::kExited: return "exited";
-    case Msg::kCollect: return "collect";
-    case Msg::kCollectDone: return "collect_done";
-    case Msg::kExit: return "exit";
-    case Msg::kError: return "error";
+    case Msg::kPlan:
+      return "plan";
+    case Msg::kKill:
+      return "kill";
+    case Msg::kReport:
+      return "report";
+    case Msg::kSetupError:
+      return "setup_error";
+    case Msg::kReady:
+      return "ready";
+    case Msg::kFileBegin:
+      return "file_begin";
+    case Msg::kFileChunk:
+      return "file_chunk";
+    case Msg::kFileEnd:
+      return "file_end";
+    case Msg::kRun:
+      return "run";
+    case Msg::kStarted:
+      return "started";
+    case Msg::kKillProgram:
+      return "kill_program";
+    case Msg::kExited:
+      return "exited";
+    case Msg::kCollect:
+      return "collect";
+    case Msg::kCollectDone:
+      return "collect_done";
+    case Msg::kExit:
+      return "exit";
+    case Msg::kError:
+      return "error";
   }
   return "unknown";
 }

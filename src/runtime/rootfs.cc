@@ -44,7 +44,13 @@ SysError BindImageRoot(int rootfs_fd, const std::string& newroot) {
   // Paths through the magic link reach the directory opened before the staging tmpfs was mounted.
   const std::string base = "/proc/self/fd/" + std::to_string(rootfs_fd) + "/";
   SysError result;
-  while (struct dirent* e = ::readdir(dir)) {
+  for (;;) {
+    errno = 0;
+    struct dirent* e = ::readdir(dir);
+    if (e == nullptr) {
+      if (errno != 0) result = SysFail("list the rootfs directory");
+      break;
+    }
     const std::string name = e->d_name;
     if (name == "." || name == ".." || IsProvidedBySandbox(name)) continue;
     struct stat st {};
@@ -65,7 +71,8 @@ SysError BindImageRoot(int rootfs_fd, const std::string& newroot) {
 SysError OpenRootfsDir(const Plan& plan, int* fd) {
   *fd = -1;
   if (plan.rootfs == "host") return SysOk();
-  *fd = ::open(plan.rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  // O_RDONLY, not O_PATH: the directory is listed through this fd (getdents fails on O_PATH).
+  *fd = ::open(plan.rootfs.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (*fd < 0) return SysFailErr(errno, "open rootfs " + plan.rootfs);
   return SysOk();
 }

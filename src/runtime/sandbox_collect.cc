@@ -86,7 +86,8 @@ asio::awaitable<Result<Collection>> CollectOnStrand(std::shared_ptr<SandboxCore>
     co_return Status::Error("collect: the sandbox is not available (running or destroyed)");
   }
   proto::CollectRequest req{limits.max_files, limits.max_total_bytes, limits.skip_path};
-  if (Status s = co_await WriteFrameAsync(core->agent, Msg::kCollect, proto::Encode(req)); !s.ok()) {
+  const std::string encoded = proto::Encode(req);
+  if (Status s = co_await WriteFrameAsync(core->agent, Msg::kCollect, encoded); !s.ok()) {
     co_return s.Context("collect");
   }
   Receiver receiver(limits);
@@ -95,9 +96,15 @@ asio::awaitable<Result<Collection>> CollectOnStrand(std::shared_ptr<SandboxCore>
     if (!frame.ok() || frame->eof) co_return DeadSandboxError(*core, "collect");
     Status s;
     switch (frame->type) {
-      case Msg::kFileBegin: s = receiver.Begin(frame->payload); break;
-      case Msg::kFileChunk: s = receiver.Chunk(frame->payload); break;
-      case Msg::kFileEnd: s = receiver.End(); break;
+      case Msg::kFileBegin:
+        s = receiver.Begin(frame->payload);
+        break;
+      case Msg::kFileChunk:
+        s = receiver.Chunk(frame->payload);
+        break;
+      case Msg::kFileEnd:
+        s = receiver.End();
+        break;
       case Msg::kCollectDone: {
         bool truncated = false;
         proto::DecodeCollectDone(frame->payload, &truncated);
@@ -108,7 +115,8 @@ asio::awaitable<Result<Collection>> CollectOnStrand(std::shared_ptr<SandboxCore>
         proto::DecodeError(frame->payload, &message);
         co_return Status::Error(message);
       }
-      default: s = Status::Error(std::string("unexpected ") + proto::MsgName(frame->type));
+      default:
+        s = Status::Error(std::string("unexpected ") + proto::MsgName(frame->type));
     }
     // After a local failure the stream is out of step; the sandbox is not reusable anyway.
     if (!s.ok()) co_return s.Context("collect");

@@ -37,8 +37,8 @@ asio::awaitable<Status> SendFile(SandboxCore& core, const StagedFile& file) {
   struct stat st {};
   if (!fd.valid() || ::fstat(fd.get(), &st) != 0) co_return Status::Errno(file.host_path, errno);
   proto::FileHeader header{file.workspace_path, static_cast<uint64_t>(st.st_size)};
-  if (Status s = co_await WriteFrameAsync(core.agent, Msg::kFileBegin, proto::Encode(header));
-      !s.ok()) {
+  const std::string encoded = proto::Encode(header);
+  if (Status s = co_await WriteFrameAsync(core.agent, Msg::kFileBegin, encoded); !s.ok()) {
     co_return s;
   }
   std::vector<char> buf(proto::kChunkSize);
@@ -72,7 +72,8 @@ asio::awaitable<void> PumpOutput(std::shared_ptr<SandboxCore> core, std::shared_
   st->Notify();
 }
 
-asio::awaitable<void> FeedStdin(std::shared_ptr<SandboxCore> core, std::optional<std::string> data) {
+asio::awaitable<void> FeedStdin(std::shared_ptr<SandboxCore> core,
+                                std::optional<std::string> data) {
   boost::system::error_code ec;
   if (data && !data->empty()) {
     // EPIPE when the program exits without reading everything: not an error of the run.
@@ -133,8 +134,12 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
     }
   }
   request.argv = std::move(payload.argv);
-  Status sent = co_await WriteFrameAsync(core->agent, Msg::kRun, proto::Encode(request));
-  Result<Frame> started = sent.ok() ? co_await ReadFrameAsync(core->agent) : Result<Frame>(sent);
+  const std::string encoded = proto::Encode(request);
+  Status sent = co_await WriteFrameAsync(core->agent, Msg::kRun, encoded);
+  Frame eof;
+  eof.eof = true;
+  Result<Frame> started = eof;
+  if (sent.ok()) started = co_await ReadFrameAsync(core->agent);
   core->state = SandboxCore::State::kRan;
   if (!started.ok() || started->eof) co_return DeadSandboxError(*core, "program start");
   if (started->type == Msg::kError) {

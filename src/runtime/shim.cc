@@ -3,11 +3,12 @@
 // cgroup and lets it go; then it waits for init to die (on its own, on the daemon's "kill", or
 // because the daemon vanished), reports the cgroup's verdict on fd 3, removes the cgroup and
 // exits. Built with -fno-exceptions.
+#include "runtime/shim.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include "runtime/pidfd.h"
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -17,8 +18,8 @@
 #include <cstring>
 
 #include "runtime/cgroups.h"
-#include "runtime/shim.h"
 #include "runtime/messages.h"
+#include "runtime/pidfd.h"
 #include "runtime/protocol.h"
 #include "runtime/sandbox_init.h"
 #include "runtime/unique_fd.h"
@@ -141,10 +142,9 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
     Log("removing cgroup failed: " + removed.what + ": " + std::strerror(removed.err));
   }
   if (daemon_alive) {
-    proto::CgroupReport report{stats.oom_killed, stats.pids_limit_hit, stats.memory_peak_bytes,
-                               stats.cpu_ms,
-                               removed.ok() ? std::string()
-                                            : removed.what + ": " + std::strerror(removed.err)};
+    proto::CgroupReport report{
+        stats.oom_killed, stats.pids_limit_hit, stats.memory_peak_bytes, stats.cpu_ms,
+        removed.ok() ? std::string() : removed.what + ": " + std::strerror(removed.err)};
     (void)proto::WriteFrame(kLifecycleFd, Msg::kReport, proto::Encode(report));
   }
   return 0;

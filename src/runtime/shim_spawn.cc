@@ -2,13 +2,13 @@
 
 #include <fcntl.h>
 #include <spawn.h>
-#include "runtime/pidfd.h"
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 
+#include "runtime/pidfd.h"
 #include "runtime/sandbox_init.h"
 
 namespace ci {
@@ -60,8 +60,8 @@ Result<ShimHandles> SpawnShim(const std::string& binary) {
   if (::pipe2(err, O_CLOEXEC) != 0) return Status::Errno("pipe2 (stderr)", errno);
   h.stderr_r.reset(err[0]);
   UniqueFd shim_err(err[1]);
-  for (int fd : {h.lifecycle.get(), h.agent.get(), h.stdin_w.get(), h.stdout_r.get(),
-                 h.stderr_r.get()}) {
+  for (int fd :
+       {h.lifecycle.get(), h.agent.get(), h.stdin_w.get(), h.stdout_r.get(), h.stderr_r.get()}) {
     if (Status s = SetNonBlocking(fd); !s.ok()) return s;
   }
 

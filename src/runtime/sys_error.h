@@ -21,9 +21,9 @@ inline SysError SysOk() { return {}; }
 inline SysError SysFail(const char* what) { return {errno, what}; }
 inline SysError SysFailErr(int err, std::string what) { return {err, std::move(what)}; }
 
-#define CI_SYS_RETURN_IF_ERROR(expr)   \
-  do {                                 \
-    ::ci::SysError ci_sys_err_ = expr; \
+#define CI_SYS_RETURN_IF_ERROR(expr)           \
+  do {                                         \
+    ::ci::SysError ci_sys_err_ = expr;         \
     if (!ci_sys_err_.ok()) return ci_sys_err_; \
   } while (0)
 

@@ -11,11 +11,10 @@ namespace ci {
 
 SysError WriteIdMaps(pid_t child, uint32_t uid, uint32_t gid) {
   const std::string proc = "/proc/" + std::to_string(child);
-  CI_SYS_RETURN_IF_ERROR(
-      cgfs::WriteFile(proc + "/uid_map", "0 65534 1\n" + std::to_string(uid) + " " +
-                                             std::to_string(uid) + " 1\n"));
-  return cgfs::WriteFile(proc + "/gid_map", "0 65534 1\n" + std::to_string(gid) + " " +
-                                                std::to_string(gid) + " 1\n");
+  CI_SYS_RETURN_IF_ERROR(cgfs::WriteFile(
+      proc + "/uid_map", "0 65534 1\n" + std::to_string(uid) + " " + std::to_string(uid) + " 1\n"));
+  return cgfs::WriteFile(proc + "/gid_map",
+                         "0 65534 1\n" + std::to_string(gid) + " " + std::to_string(gid) + " 1\n");
 }
 
 SysError BecomeNamespaceRoot() {

@@ -1,4 +1,6 @@
 // The cgroup implementations against a temp directory laid out like cgroupfs.
+#include "runtime/cgroups.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -7,8 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include "runtime/cgroups.h"
 
 namespace ci {
 namespace {

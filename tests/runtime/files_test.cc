@@ -82,15 +82,16 @@ TEST_F(FilesTest, LimitsTruncate) {
   CollectLimits limits;
   limits.dest_dir = dir_ / "out";
   limits.max_files = 2;
-  Execution ex = Execute(DefaultSpec(), Shell("for i in 1 2 3 4 5; do echo $i > f$i; done"), limits);
+  Execution ex =
+      Execute(DefaultSpec(), Shell("for i in 1 2 3 4 5; do echo $i > f$i; done"), limits);
   ASSERT_TRUE(ex.collection && ex.collection->ok()) << ex.collection->status().message();
   EXPECT_TRUE((*ex.collection)->truncated);
   EXPECT_EQ((*ex.collection)->files.size(), 2u);
 
   limits.max_files = 100;
   limits.max_total_bytes = 1000;
-  ex = Execute(DefaultSpec(), Shell("head -c 600 /dev/zero > a; head -c 600 /dev/zero > b"),
-               limits);
+  ex =
+      Execute(DefaultSpec(), Shell("head -c 600 /dev/zero > a; head -c 600 /dev/zero > b"), limits);
   ASSERT_TRUE(ex.collection && ex.collection->ok());
   EXPECT_TRUE((*ex.collection)->truncated);
   EXPECT_EQ((*ex.collection)->files.size(), 1u);

@@ -1,4 +1,6 @@
 // Safe workspace file creation and walking, on a temp directory.
+#include "runtime/fs_util.h"
+
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +11,6 @@
 #include <fstream>
 #include <map>
 
-#include "runtime/fs_util.h"
 #include "runtime/unique_fd.h"
 
 namespace ci {

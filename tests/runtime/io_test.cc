@@ -26,9 +26,9 @@ TEST_F(SandboxTest, NoStdinMeansImmediateEof) {
 }
 
 TEST_F(SandboxTest, OutputStreamsBeforeTheProgramEnds) {
-  Execution ex = Execute(DefaultSpec(),
-                         Python("import time\nprint('first', flush=True)\ntime.sleep(0.3)\n"
-                                "print('second')"));
+  Execution ex =
+      Execute(DefaultSpec(), Python("import time\nprint('first', flush=True)\ntime.sleep(0.3)\n"
+                                    "print('second')"));
   ASSERT_TRUE(ex.outcome && ex.outcome->ok());
   EXPECT_EQ(ex.out, "first\nsecond\n");
   ASSERT_GE(ex.first_chunk_ms, 0);
@@ -41,11 +41,11 @@ TEST_F(SandboxTest, LargeOutputIsStreamedInBoundedChunks) {
   auto sandbox = std::move(prepared.value());
   uint64_t total = 0;
   size_t biggest = 0;
-  auto outcome = Await(sandbox->Run(Shell("head -c 200000000 /dev/zero"),
-                                    [&](StreamKind, std::string_view chunk) {
-                                      total += chunk.size();
-                                      biggest = std::max(biggest, chunk.size());
-                                    }));
+  auto outcome = Await(
+      sandbox->Run(Shell("head -c 200000000 /dev/zero"), [&](StreamKind, std::string_view chunk) {
+        total += chunk.size();
+        biggest = std::max(biggest, chunk.size());
+      }));
   Await(sandbox->Destroy());
   ASSERT_TRUE(outcome.ok());
   EXPECT_EQ(total, 200000000u);

@@ -1,8 +1,9 @@
 // SandboxSpec -> plan JSON and the control messages survive a round trip.
+#include "runtime/plan.h"
+
 #include <gtest/gtest.h>
 
 #include "runtime/messages.h"
-#include "runtime/plan.h"
 #include "runtime/protocol.h"
 
 namespace ci {

@@ -84,8 +84,9 @@ int CountHostMounts() {
 
 std::vector<std::string> ListCgroups() {
   std::vector<std::string> out;
-  for (const char* dir : {"/sys/fs/cgroup/memory/code-interpreter", "/sys/fs/cgroup/pids/code-interpreter",
-                          "/sys/fs/cgroup/code-interpreter"}) {
+  for (const char* dir :
+       {"/sys/fs/cgroup/memory/code-interpreter", "/sys/fs/cgroup/pids/code-interpreter",
+        "/sys/fs/cgroup/code-interpreter"}) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
       if (e.is_directory()) out.push_back(e.path());

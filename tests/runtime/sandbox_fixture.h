@@ -3,8 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include <utility>
-
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -12,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/local_executor.h"
@@ -47,10 +46,10 @@ class SandboxTest : public ::testing::Test {
   }
 
   static SandboxSpec DefaultSpec();
-  static RunPayload Python(const std::string& code, std::chrono::milliseconds timeout =
-                                                        std::chrono::seconds(10));
-  static RunPayload Shell(const std::string& script, std::chrono::milliseconds timeout =
-                                                         std::chrono::seconds(10));
+  static RunPayload Python(const std::string& code,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  static RunPayload Shell(const std::string& script,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   // Prepare -> Run -> (Collect) -> Destroy. Asserts Prepare succeeded.
   Execution Execute(const SandboxSpec& spec, RunPayload payload,
