@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "daemon/logging.h"
@@ -223,7 +224,7 @@ struct Connection : HttpExchange {
     for (;;) {
       parser.emplace();
       parser->header_limit(kHeaderLimit);
-      parser->body_limit(boost::none);  // handlers enforce their own limits
+      parser->body_limit(std::numeric_limits<std::uint64_t>::max());  // handlers enforce limits
       responded = false;
       close_after = false;
       body_read = 0;
@@ -234,7 +235,11 @@ struct Connection : HttpExchange {
       co_await http::async_read_header(stream, buffer, *parser,
                                        asio::redirect_error(use_awaitable, ec));
       idle = false;
+      // A buffer_body parser reports need_buffer once the header is complete and body bytes
+      // follow: that is success for a header read.
+      if (ec == http::error::need_buffer) ec = {};
       if (ec) {
+        spdlog::debug("connection closed while waiting for a request: {}", ec.message());
         if (ec == http::error::header_limit || ec == http::error::bad_method ||
             ec == http::error::bad_target || ec == http::error::bad_version ||
             ec == http::error::bad_field || ec == http::error::bad_value) {
