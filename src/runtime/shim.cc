@@ -88,8 +88,10 @@ bool SuperviseUntilExit(pid_t init) {
 }  // namespace
 
 int ShimMain(int /*argc*/, char** /*argv*/) {
-  // The daemon's death is also seen as EOF on fd 3; the signal covers a wedged shim.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // No PR_SET_PDEATHSIG here, deliberately (see README.md): a SIGKILL on the daemon's death would
+  // skip the cgroup cleanup below, and the signal follows the daemon *thread* that spawned us, so
+  // a thread-pool thread exiting would kill a healthy sandbox. The daemon's death closes fd 3;
+  // the EOF makes us kill init, clean up and exit.
   Msg type;
   std::string payload;
   Plan plan;

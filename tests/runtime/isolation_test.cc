@@ -83,18 +83,18 @@ TEST_F(SandboxTest, ProbeSeesAHardenedSandbox) {
 
 TEST_F(SandboxTest, NothingLeaksOnTheHost) {
   const int mounts_before = CountHostMounts();
-  const auto cgroups_before = ListCgroups();
+  const auto cgroups_before = ListEmptyCgroups();
   Execution ex = Execute(DefaultSpec(), Shell("echo hi"));
   ASSERT_TRUE(ex.outcome && ex.outcome->ok());
   EXPECT_EQ(ex.out, "hi\n");
   EXPECT_EQ(CountHostMounts(), mounts_before);
-  EXPECT_EQ(ListCgroups(), cgroups_before);
+  EXPECT_EQ(ListEmptyCgroups(), cgroups_before);
 }
 
 TEST_F(SandboxTest, SetupFailureIsAClearError) {
   SandboxSpec spec = DefaultSpec();
   spec.rootfs = "/nonexistent-rootfs";
-  const auto cgroups_before = ListCgroups();
+  const auto cgroups_before = ListEmptyCgroups();
   const auto start = std::chrono::steady_clock::now();
   auto prepared = Await(executor_->Prepare(spec));
   ASSERT_FALSE(prepared.ok());
@@ -102,7 +102,7 @@ TEST_F(SandboxTest, SetupFailureIsAClearError) {
               HasSubstr("sandbox setup failed at stage 'open_rootfs'"));
   EXPECT_THAT(prepared.status().message(), HasSubstr("No such file or directory"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
-  EXPECT_EQ(ListCgroups(), cgroups_before);
+  EXPECT_EQ(ListEmptyCgroups(), cgroups_before);
 }
 
 TEST_F(SandboxTest, ImageRootfsDirectoryIsBoundReadOnly) {

@@ -1,8 +1,12 @@
 // cgroup and rlimit enforcement, timeouts and kills, observed from the host.
 #include <gmock/gmock.h>
 #include <signal.h>
+#include <sys/wait.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <thread>
 
 #include "sandbox_fixture.h"
 
@@ -60,7 +64,7 @@ TEST_F(SandboxTest, TimeoutKillsTheWholeTree) {
       9);
   const int before = CountHostProcesses(sleep100);
   const int mounts_before = CountHostMounts();
-  const auto cgroups_before = ListCgroups();
+  const auto cgroups_before = ListEmptyCgroups();
   auto prepared = Await(executor_->Prepare(DefaultSpec()));
   ASSERT_TRUE(prepared.ok()) << prepared.status().message();
   auto sandbox = std::move(prepared.value());
@@ -81,7 +85,7 @@ TEST_F(SandboxTest, TimeoutKillsTheWholeTree) {
   EXPECT_TRUE(collected.ok()) << collected.status().message();
   Await(sandbox->Destroy());
   EXPECT_EQ(CountHostMounts(), mounts_before);
-  EXPECT_EQ(ListCgroups(), cgroups_before);
+  EXPECT_EQ(ListEmptyCgroups(), cgroups_before);
 }
 
 TEST_F(SandboxTest, KillDuringRunEndsItPromptly) {
@@ -95,10 +99,56 @@ TEST_F(SandboxTest, KillDuringRunEndsItPromptly) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   ASSERT_FALSE(outcome.ok());
   EXPECT_THAT(outcome.status().message(), ::testing::HasSubstr("killed"));
-  const auto cgroups_before_destroy = ListCgroups();
+  const auto cgroups_before_destroy = ListEmptyCgroups();
   Await(sandbox->Destroy());
   Await(sandbox->Destroy());  // twice is fine
-  EXPECT_LE(ListCgroups().size(), cgroups_before_destroy.size());
+  EXPECT_LE(ListEmptyCgroups().size(), cgroups_before_destroy.size());
+}
+
+}  // namespace
+}  // namespace ci::testing_support
+
+namespace ci::testing_support {
+namespace {
+
+// A daemon that dies without Destroy(): its shim sees EOF on fd 3, kills the sandbox and removes
+// the cgroup by itself.
+TEST_F(SandboxTest, DaemonDeathCleansUp) {
+  const auto cgroups_before = ListEmptyCgroups();
+  const std::string marker(
+      "sleep\0"
+      "4242",
+      10);
+  pid_t child = ::fork();
+  if (child == 0) {
+    asio::io_context io;
+    LocalExecutorOptions opts;
+    opts.shim_binary = std::getenv("CI_TEST_SHIM");
+    auto executor = MakeLocalExecutor(io.get_executor(), opts);
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          auto sandbox = co_await executor->Prepare(DefaultSpec());
+          if (!sandbox.ok()) ::_exit(2);
+          auto run = (*sandbox)->Run(Shell("sleep 4242"), [](StreamKind, std::string_view) {});
+          co_await std::move(run);
+        },
+        asio::detached);
+    asio::steady_timer t(io, 300ms);
+    t.async_wait([](boost::system::error_code) { ::_exit(0); });  // "crash" mid-run
+    io.run();
+    ::_exit(3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const auto deadline = std::chrono::steady_clock::now() + 3s;
+  while ((CountHostProcesses(marker) > 0 || ListEmptyCgroups() != cgroups_before) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(CountHostProcesses(marker), 0);
+  EXPECT_EQ(ListEmptyCgroups(), cgroups_before);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -82,16 +83,20 @@ int CountHostMounts() {
   return n;
 }
 
-std::vector<std::string> ListCgroups() {
+std::vector<std::string> ListEmptyCgroups() {
   std::vector<std::string> out;
   for (const char* dir :
        {"/sys/fs/cgroup/memory/code-interpreter", "/sys/fs/cgroup/pids/code-interpreter",
         "/sys/fs/cgroup/code-interpreter"}) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
-      if (e.is_directory()) out.push_back(e.path());
+      if (!e.is_directory()) continue;
+      std::ifstream procs(e.path() / "cgroup.procs");
+      std::string first;
+      if (!(procs >> first)) out.push_back(e.path());
     }
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -62,6 +62,8 @@ class SandboxTest : public ::testing::Test {
 // Host-side observations for leak checks.
 int CountHostProcesses(const std::string& cmdline_with_nuls);
 int CountHostMounts();
-std::vector<std::string> ListCgroups();  // entries of .../memory/code-interpreter (v1) or v2
+// Sandbox cgroups without any process: a leak unless it existed before (other users of this host
+// may run sandboxes concurrently, so live cgroups are not counted).
+std::vector<std::string> ListEmptyCgroups();
 
 }  // namespace ci::testing_support
