@@ -12,7 +12,9 @@ std::string JsonQuote(std::string_view s) {
 }
 
 bool ParseJson(std::string_view text, rapidjson::Document& doc, std::string& why) {
-  doc.Parse<rapidjson::kParseValidateEncodingFlag>(text.data(), text.size());
+  // Iterative: a deeply nested body must not overflow the daemon's stack.
+  doc.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag>(text.data(),
+                                                                                    text.size());
   if (doc.HasParseError()) {
     why = std::string(rapidjson::GetParseError_En(doc.GetParseError())) + " at offset " +
           std::to_string(doc.GetErrorOffset());
