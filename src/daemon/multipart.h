@@ -67,8 +67,9 @@ class MultipartParser {
     kFailed,
   };
 
-  // Each returns how many bytes of `chunk` it consumed (at least one, unless it changed state).
   Status Process(std::string_view chunk);
+  // Each Scan returns how many bytes of `chunk` it consumed (at least one, unless it changed
+  // state).
   Result<size_t> ScanForDelimiter(std::string_view chunk);
   Result<size_t> ScanDelimiterSuffix(std::string_view chunk);
   Result<size_t> ScanHeaders(std::string_view chunk);
