@@ -84,7 +84,13 @@ TEST_F(SandboxTest, ProbeSeesAHardenedSandbox) {
 TEST_F(SandboxTest, NothingLeaksOnTheHost) {
   const int mounts_before = CountHostMounts();
   const auto cgroups_before = ListEmptyCgroups();
+  auto count_fds = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator());
+  };
+  const auto fds_before = count_fds();
   Execution ex = Execute(DefaultSpec(), Shell("echo hi"));
+  EXPECT_EQ(count_fds(), fds_before);  // every daemon-side descriptor closed, no zombie pidfd
   ASSERT_TRUE(ex.outcome && ex.outcome->ok());
   EXPECT_EQ(ex.out, "hi\n");
   EXPECT_EQ(CountHostMounts(), mounts_before);
