@@ -88,6 +88,7 @@ TEST_F(SandboxTest, NothingLeaksOnTheHost) {
     return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
                          std::filesystem::directory_iterator());
   };
+  Execute(DefaultSpec(), Shell("true"));  // asio's reactor (epoll, eventfd, timerfd) starts lazily
   const auto fds_before = count_fds();
   Execution ex = Execute(DefaultSpec(), Shell("echo hi"));
   EXPECT_EQ(count_fds(), fds_before);  // every daemon-side descriptor closed, no zombie pidfd
