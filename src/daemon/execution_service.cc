@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "daemon/output_buffer.h"
 #include "daemon/workspace_paths.h"
 
 namespace ci {
@@ -191,14 +192,16 @@ std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
       unlink(f.host_path.c_str());
       continue;
     }
-    auto meta = store_.AdoptFile(f.host_path, f.workspace_path);
+    // A program may name files with any bytes; the API speaks UTF-8 JSON.
+    std::string path = SanitizeUtf8(f.workspace_path);
+    auto meta = store_.AdoptFile(f.host_path, path);
     if (!meta.ok()) {
       spdlog::error("saving output {} from {}: {}", f.workspace_path, collect_dir,
                     meta.status().message());
       unlink(f.host_path.c_str());
       continue;
     }
-    out.push_back({f.workspace_path, meta->file_id});
+    out.push_back({path, meta->file_id});
   }
   return out;
 }

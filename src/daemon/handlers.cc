@@ -246,7 +246,7 @@ asio::awaitable<void> ApiHandlers::UploadFile(HttpExchange& ex) {
                                auto u = store_.BeginUpload(max_bytes);
                                if (!u.ok()) return u.status();
                                upload = std::move(u).value();
-                               filename = h.filename.value_or("");
+                               filename = SanitizeUtf8(h.filename.value_or(""));  // it is echoed in JSON
                                have_file = true;
                                return {};
                              },

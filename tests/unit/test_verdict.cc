@@ -42,10 +42,16 @@ TEST(Verdict, LimitsExplainFailures) {
   EXPECT_EQ(ComputeVerdict(Signaled(SIGSEGV), {}, false, 5), "killed");
 }
 
-TEST(Verdict, ALimitHitByAProgramThatStillSucceededIsOk) {
+TEST(Verdict, ARefusedForkInAProgramThatSucceededIsOk) {
   ResourceReport pids;
   pids.pids_limit_hit = true;
   EXPECT_EQ(ComputeVerdict(Exited(0), pids, false, 5), "ok");
+}
+
+TEST(Verdict, AnOomKilledChildIsReportedEvenWhenTheProgramSucceeded) {
+  ResourceReport oom;
+  oom.oom_killed = true;
+  EXPECT_EQ(ComputeVerdict(Exited(0), oom, false, 5), "memory_limit");
 }
 
 }  // namespace
