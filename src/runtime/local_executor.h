@@ -5,7 +5,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <memory>
 #include <string>
-#include <utility>  // Boost 1.74's awaitable.hpp needs it first
+#include <utility>
 
 #include "core/executor.h"
 #include "core/status.h"
