@@ -206,6 +206,24 @@ std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
   return out;
 }
 
+asio::awaitable<Status> ExecutionService::ProbeLanguages() {
+  for (auto& language : languages_) {
+    auto sandbox = co_await executor_.Prepare(MakeSpec());
+    if (!sandbox.ok()) co_return sandbox.status().Context("starting a sandbox");
+    std::string out;
+    RunPayload payload;
+    payload.argv = {language.interpreter, "--version"};
+    payload.timeout = std::chrono::seconds(10);
+    auto run = co_await (*sandbox)->Run(std::move(payload), [&out](StreamKind, std::string_view d) {
+      if (out.size() < 4096) out.append(d);
+    });
+    co_await (*sandbox)->Destroy();
+    if (!run.ok()) co_return run.status().Context("running " + language.interpreter);
+    language.version = ParseVersion(out);
+  }
+  co_return Status();
+}
+
 void ExecutionService::KillAll() {
   for (Sandbox* s : live_) s->Kill();
 }

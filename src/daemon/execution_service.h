@@ -58,6 +58,10 @@ class ExecutionService {
       ExecutionPlan plan, OutputSink sink,
       const std::function<void(std::function<void()>)>& on_sandbox);
 
+  // Runs `<interpreter> --version` of each language in a sandbox: fills Language::version and
+  // proves at startup that sandboxes start. Returns the first failure.
+  asio::awaitable<Status> ProbeLanguages();
+
   // Shutdown: kill every running sandbox now.
   void KillAll();
   size_t running() const { return live_.size(); }

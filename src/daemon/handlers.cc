@@ -96,13 +96,7 @@ asio::awaitable<void> ApiHandlers::Health(HttpExchange& ex) {
 }
 
 asio::awaitable<void> ApiHandlers::Languages(HttpExchange& ex) {
-  std::string body = "{\"languages\":[";
-  for (size_t i = 0; i < service_.languages().size(); ++i) {
-    const auto& l = service_.languages()[i];
-    body += (i ? ",{\"name\":\"" : "{\"name\":\"") + l.name + "\",\"interpreter\":\"" +
-            l.interpreter + "\"}";
-  }
-  co_await ex.Respond(JsonResponse(200, body + "]}"));
+  co_await ex.Respond(JsonResponse(200, LanguagesJson(service_.languages())));
 }
 
 asio::awaitable<void> ApiHandlers::Execute(HttpExchange& ex, bool stream) {
@@ -238,30 +232,30 @@ asio::awaitable<void> ApiHandlers::UploadFile(HttpExchange& ex) {
   std::string filename;
   bool in_file = false, have_file = false;
   std::optional<FileMeta> committed;
-  MultipartParser parser(*boundary,
-                         {
-                             .on_part_begin = [&](const MultipartPartHeaders& h) -> Status {
-                               in_file = h.name == "file" && !have_file;
-                               if (!in_file) return {};
-                               auto u = store_.BeginUpload(max_bytes);
-                               if (!u.ok()) return u.status();
-                               upload = std::move(u).value();
-                               filename = SanitizeUtf8(h.filename.value_or(""));  // it is echoed in JSON
-                               have_file = true;
-                               return {};
-                             },
-                             .on_part_data = [&](std::string_view data) -> Status {
-                               return in_file ? upload->Write(data) : Status();
-                             },
-                             .on_part_end = [&]() -> Status {
-                               if (!in_file) return {};
-                               in_file = false;
-                               auto meta = upload->Commit(filename);
-                               if (!meta.ok()) return meta.status();
-                               committed = std::move(meta).value();
-                               return {};
-                             },
-                         });
+  MultipartParser parser(
+      *boundary, {
+                     .on_part_begin = [&](const MultipartPartHeaders& h) -> Status {
+                       in_file = h.name == "file" && !have_file;
+                       if (!in_file) return {};
+                       auto u = store_.BeginUpload(max_bytes);
+                       if (!u.ok()) return u.status();
+                       upload = std::move(u).value();
+                       filename = SanitizeUtf8(h.filename.value_or(""));  // it is echoed in JSON
+                       have_file = true;
+                       return {};
+                     },
+                     .on_part_data = [&](std::string_view data) -> Status {
+                       return in_file ? upload->Write(data) : Status();
+                     },
+                     .on_part_end = [&]() -> Status {
+                       if (!in_file) return {};
+                       in_file = false;
+                       auto meta = upload->Commit(filename);
+                       if (!meta.ok()) return meta.status();
+                       committed = std::move(meta).value();
+                       return {};
+                     },
+                 });
   Status parse;
   for (;;) {
     BodyChunk chunk = co_await ex.ReadBodyChunk(max_bytes + kMultipartOverhead);

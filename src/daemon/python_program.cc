@@ -60,12 +60,27 @@ constexpr KnownLanguage kKnown[] = {
 
 std::string_view PythonInteractiveDriver() { return kDriver; }
 
+std::string ParseVersion(std::string_view out) {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!digit(out[i]) || (i > 0 && (digit(out[i - 1]) || out[i - 1] == '.'))) continue;
+    size_t end = i, dots = 0;
+    while (end < out.size() &&
+           (digit(out[end]) || (out[end] == '.' && end + 1 < out.size() && digit(out[end + 1])))) {
+      dots += out[end] == '.';
+      ++end;
+    }
+    if (dots > 0) return std::string(out.substr(i, end - i));
+  }
+  return "";
+}
+
 std::vector<Language> AvailableLanguages(const std::string& rootfs) {
   std::vector<Language> out;
   std::string prefix = rootfs == "host" ? "" : rootfs;
   for (const auto& k : kKnown) {
     if (access((prefix + std::string(k.interpreter)).c_str(), X_OK) == 0) {
-      out.push_back({std::string(k.name), std::string(k.interpreter)});
+      out.push_back({std::string(k.name), std::string(k.interpreter), ""});
     }
   }
   return out;

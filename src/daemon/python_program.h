@@ -18,7 +18,11 @@ struct Program {
 struct Language {
   std::string name;         // "python"
   std::string interpreter;  // absolute path inside the root filesystem, e.g. /usr/bin/python3
+  std::string version;      // "3.11.2", probed in a sandbox at startup; empty until then
 };
+
+// The version number in an interpreter's `--version` output ("Python 3.11.2" -> "3.11.2").
+std::string ParseVersion(std::string_view version_output);
 
 // The languages whose interpreter exists under `rootfs` ("host" = this machine's /).
 std::vector<Language> AvailableLanguages(const std::string& rootfs);

@@ -98,6 +98,27 @@ std::string FileListJson(const std::vector<FileMeta>& files) {
   return Finish(buf);
 }
 
+std::string LanguagesJson(const std::vector<Language>& languages) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  w.Key("languages");
+  w.StartArray();
+  for (const auto& l : languages) {
+    w.StartObject();
+    w.Key("name");
+    WriteString(w, l.name);
+    w.Key("version");
+    WriteString(w, l.version);
+    w.Key("interpreter");
+    WriteString(w, l.interpreter);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return Finish(buf);
+}
+
 std::string HealthJson(const HealthInfo& info) {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);

@@ -25,6 +25,8 @@ std::string FileMetaJson(const FileMeta& meta,
                          bool with_upload_time);  // upload response / list item
 std::string FileListJson(const std::vector<FileMeta>& files);
 
+std::string LanguagesJson(const std::vector<Language>& languages);
+
 struct HealthInfo {
   bool ok = true;
   std::string message;  // empty when ok

@@ -139,6 +139,20 @@ int Serve() {
                executor->name(), languages, c.file_storage_dir);
   spdlog::info("listening on {}:{}", ep.address().to_string(), ep.port());
 
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        Status s = co_await service.ProbeLanguages();
+        if (!s.ok()) {
+          spdlog::error("startup self-test failed: {} (run `code-interpreter doctor`)",
+                        s.message());
+          co_return;
+        }
+        for (const auto& l : service.languages()) {
+          spdlog::info("language {} {} ({})", l.name, l.version, l.interpreter);
+        }
+      },
+      asio::detached);
   asio::co_spawn(io, SweepFiles(**store, c), asio::detached);
   asio::co_spawn(io, CheckHealth(*executor, handlers, c), asio::detached);
   asio::signal_set signals(io, SIGTERM, SIGINT);

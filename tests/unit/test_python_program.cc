@@ -5,7 +5,7 @@
 namespace ci {
 namespace {
 
-const std::vector<Language> kAll = {{"python", "/usr/bin/python3"}, {"bash", "/bin/bash"}};
+const std::vector<Language> kAll = {{"python", "/usr/bin/python3", "3.11"}, {"bash", "/bin/bash", "5.2"}};
 
 TEST(BuildProgram, PythonInteractiveRunsTheDriver) {
   auto p = BuildProgram("python", true, kAll);
@@ -44,6 +44,20 @@ TEST(AvailableLanguages, FindsInterpretersUnderTheRoot) {
   ASSERT_FALSE(host.empty());
   EXPECT_EQ(host[0].name, "python");
   EXPECT_TRUE(AvailableLanguages("/nonexistent-root").empty());
+}
+
+}  // namespace
+}  // namespace ci
+
+namespace ci {
+namespace {
+
+TEST(ParseVersion, FindsTheFirstDottedNumber) {
+  EXPECT_EQ(ParseVersion("Python 3.11.2\n"), "3.11.2");
+  EXPECT_EQ(ParseVersion("v20.20.2\n"), "20.20.2");
+  EXPECT_EQ(ParseVersion("GNU bash, version 5.2.15(1)-release (x86_64-pc-linux-gnu)\n"), "5.2.15");
+  EXPECT_EQ(ParseVersion("go version go1.19.8 linux/amd64"), "1.19.8");
+  EXPECT_EQ(ParseVersion("no version here 7\n"), "");
 }
 
 }  // namespace
