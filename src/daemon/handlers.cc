@@ -4,6 +4,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <deque>
 
@@ -61,6 +62,10 @@ asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
     if (is("GET")) co_return co_await Health(ex);
     co_return co_await ex.Respond(MethodNotAllowed("GET"));
   }
+  if (path == "/ready") {
+    if (is("GET")) co_return co_await Ready(ex);
+    co_return co_await ex.Respond(MethodNotAllowed("GET"));
+  }
   if (path == "/v1/execute" || path == "/v1/execute/stream") {
     if (is("POST"))
       co_return co_await Execute(ex, path.size() > std::string_view("/v1/execute").size());
@@ -86,13 +91,43 @@ asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
   co_await ex.Respond(ErrorResponse(404, "Not Found"));
 }
 
-asio::awaitable<void> ApiHandlers::Health(HttpExchange& ex) {
+HealthInfo ApiHandlers::Info(const Status& backend) const {
   HealthInfo info;
-  info.ok = health_.ok();
-  if (!info.ok) info.message = health_.message();
+  info.ok = backend.ok();
+  if (!info.ok) info.message = backend.message();
   info.backend = std::string(executor_.name());
   info.network_isolation = executor_.network_isolation();
-  co_await ex.Respond(JsonResponse(200, HealthJson(info)));
+  return info;
+}
+
+asio::awaitable<void> ApiHandlers::Health(HttpExchange& ex) {
+  co_await ex.Respond(JsonResponse(200, HealthJson(Info(health_))));
+}
+
+asio::awaitable<void> ApiHandlers::Ready(HttpExchange& ex) {
+  // A fresh check, bounded so a hung backend makes /ready fail rather than hang.
+  auto executor = co_await asio::this_coro::executor;
+  auto result = std::make_shared<std::optional<Status>>();
+  auto done = std::make_shared<AsyncEvent>(executor);
+  asio::co_spawn(
+      executor,
+      [this, result, done]() -> asio::awaitable<void> {
+        Status s = co_await executor_.Check();
+        *result = std::move(s);
+        done->Notify();
+      },
+      asio::detached);
+  asio::steady_timer deadline(
+      executor, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::duration<double>(config_.backend_check_timeout_sec)));
+  deadline.async_wait([done](const boost::system::error_code&) { done->Notify(); });
+  if (!result->has_value()) co_await done->Wait();
+  deadline.cancel();
+  Status status = result->has_value()
+                      ? **result
+                      : Status::Error("backend check did not answer within " +
+                                      std::to_string(config_.backend_check_timeout_sec) + " s");
+  co_await ex.Respond(JsonResponse(status.ok() ? 200 : 503, HealthJson(Info(status))));
 }
 
 asio::awaitable<void> ApiHandlers::Languages(HttpExchange& ex) {

@@ -9,6 +9,7 @@
 #include "daemon/execution_service.h"
 #include "daemon/file_store.h"
 #include "daemon/http_exchange.h"
+#include "daemon/responses.h"
 
 namespace ci {
 
@@ -21,7 +22,9 @@ class ApiHandlers {
   void SetHealth(Status status) { health_ = std::move(status); }
 
  private:
+  HealthInfo Info(const Status& backend) const;
   asio::awaitable<void> Health(HttpExchange& ex);
+  asio::awaitable<void> Ready(HttpExchange& ex);
   asio::awaitable<void> Execute(HttpExchange& ex, bool stream);
   asio::awaitable<void> ExecuteBatch(HttpExchange& ex, ExecutionPlan plan);
   asio::awaitable<void> ExecuteStream(HttpExchange& ex, ExecutionPlan plan);
