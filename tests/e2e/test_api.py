@@ -4,7 +4,7 @@ import re
 import threading
 import time
 
-from harness import (Client, Config, Daemon, E2ETestCase, host_processes_matching,
+from harness import (Client, Config, Daemon, E2ETestCase, host_processes_matching, pending_issue,
                      unique_sleep_arg, wait_until)
 
 BACKENDS = ("local", "docker", "kubernetes")
@@ -43,6 +43,7 @@ class HealthTest(E2ETestCase):
         self.assertEqual(r.status, 200, r)
         self.check_health_body(r.json)
 
+    @pending_issue(5, "/metrics")
     def test_metrics(self):
         self.execute("print(1)")
         r = self.client.get("/metrics")

@@ -8,7 +8,8 @@ import threading
 import time
 import uuid
 
-from harness import E2ETestCase, host_processes_matching, unique_sleep_arg, wait_until
+from harness import (E2ETestCase, host_processes_matching, pending_issue, unique_sleep_arg,
+                     wait_until)
 
 SECRET = "e2e-secret-" + uuid.uuid4().hex
 RSS_LIMIT_KB = 100 * 1024
@@ -213,8 +214,13 @@ def _syscall_test(expr):
     return test
 
 
+# Refused today without a filter (no capabilities): the rest need the seccomp profile.
+_REFUSED_WITHOUT_SECCOMP = {"unshare_newns", "mount", "bpf", "userfaultfd"}
 for _name, _call, _expr in FORBIDDEN_SYSCALLS:
-    setattr(BadProgramsTest, f"test_syscall_refused_{_name}", _syscall_test(_expr))
+    _test = _syscall_test(_expr)
+    if _name not in _REFUSED_WITHOUT_SECCOMP:
+        _test = pending_issue(3, "the seccomp profile")(_test)
+    setattr(BadProgramsTest, f"test_syscall_refused_{_name}", _test)
 
 
 class MemoryBombTest(E2ETestCase):
@@ -436,6 +442,7 @@ class OverloadTest(E2ETestCase):
     DETAIL = ("Execution capacity on this replica is saturated. Retry after the Retry-After "
               "delay.")
 
+    @pending_issue(5, "admission control (MAX_CONCURRENT_EXECUTIONS, 429)")
     def test_saturation_429(self):
         results, errors = [], []
 
