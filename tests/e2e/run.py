@@ -24,7 +24,7 @@ sys.path.insert(0, HERE)
 import harness  # noqa: E402
 
 SUITES = {
-    "e2e": ["test_api", "test_execute", "test_files", "test_stream", "test_libraries"],
+    "e2e": ["test_api", "test_execute", "test_files", "test_stream", "test_libraries", "test_cli"],
     "hostile": ["test_hostile"],
 }
 
