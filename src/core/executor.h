@@ -87,6 +87,21 @@ class Sandbox {
   virtual void Kill() = 0;
 };
 
+// A hardening measure this backend cannot honour on this host (architecture.md "downgrade"):
+// logged once at startup with the fix, shown by /health, refused under STRICT_HARDENING=true.
+struct Downgrade {
+  std::string measure;  // "memory limit (cgroup)"
+  std::string reason;   // "no cgroup memory controller is available to this user"
+  std::string fix;      // "run as root, or give the daemon a delegated cgroup v2 subtree"
+};
+
+// What the backend enforces on every sandbox here, and what it cannot.
+struct Enforcement {
+  std::vector<std::string>
+      enforced;  // short names: "user namespace", "seccomp", "memory (cgroup v1)"
+  std::vector<Downgrade> downgrades;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -96,6 +111,8 @@ class Executor {
   virtual asio::awaitable<Status> Check() = 0;
   // How the network is isolated ("none: own network namespace, loopback only").
   virtual std::string network_isolation() const = 0;
+  // Decided once at construction from what the host provides; cheap to call.
+  virtual Enforcement enforcement() const = 0;
 };
 
 }  // namespace ci

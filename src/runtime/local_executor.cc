@@ -55,6 +55,19 @@ class LocalExecutor final : public Executor {
     return "none: own network namespace, loopback only";
   }
 
+  Enforcement enforcement() const override {
+    Enforcement e;
+    e.enforced = {"user namespace", "pid namespace",   "mount namespace", "network namespace",
+                  "read-only root", "no capabilities", "no_new_privs",    "rlimit cpu"};
+    if (detected_) {
+      e.enforced.push_back("memory and pids limits (cgroup)");
+    } else {
+      e.downgrades.push_back({"memory and pids limits (cgroup)", detect_error_,
+                              "run as root on a host with cgroup memory and pids controllers"});
+    }
+    return e;
+  }
+
  private:
   asio::any_io_executor ex_;
   LocalExecutorOptions opts_;
