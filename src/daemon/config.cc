@@ -53,6 +53,12 @@ class EnvReader {
     out = raw;
   }
 
+  void Bool(const char* name, bool& out) {
+    std::string v = out ? "true" : "false";
+    Choice(name, v, {"true", "false", "1", "0", "yes", "no"});
+    out = v == "true" || v == "1" || v == "yes";
+  }
+
   // Case-insensitive choice; stores the lower-case form.
   void Choice(const char* name, std::string& out, const std::vector<std::string>& choices) {
     const char* raw = getenv_(name);
@@ -107,6 +113,7 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Int("MAX_WORKSPACE_FILES", c.max_workspace_files, 0, 1 << 20);
   env.String("SANDBOX_ROOTFS", c.sandbox_rootfs);
   env.String("CGROUP_ROOT", c.cgroup_root, /*allow_empty=*/true);
+  env.Bool("STRICT_HARDENING", c.strict_hardening);
   env.String("FILE_STORAGE_DIR", c.file_storage_dir);
   env.Int("MAX_FILE_SIZE_MB", c.max_file_size_mb, 1, 1 << 20);
   env.Int("FILE_TTL_SEC", c.file_ttl_sec, 1, kMaxU32);

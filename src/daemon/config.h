@@ -27,6 +27,7 @@ struct Config {
   size_t max_workspace_files = 1000;
   std::string sandbox_rootfs = "host";
   std::string cgroup_root;
+  bool strict_hardening = false;  // refuse to start when a hardening measure is downgraded
   // files
   std::string file_storage_dir = "/tmp/code-interpreter-files";
   uint64_t max_file_size_mb = 100;

@@ -97,6 +97,7 @@ HealthInfo ApiHandlers::Info(const Status& backend) const {
   if (!info.ok) info.message = backend.message();
   info.backend = std::string(executor_.name());
   info.network_isolation = executor_.network_isolation();
+  info.hardening = executor_.enforcement();
   return info;
 }
 

@@ -137,6 +137,26 @@ std::string HealthJson(const HealthInfo& info) {
   WriteString(w, info.backend);
   w.Key("network_isolation");
   WriteString(w, info.network_isolation);
+  w.Key("hardening");
+  w.StartObject();
+  w.Key("enforced");
+  w.StartArray();
+  for (const auto& e : info.hardening.enforced) WriteString(w, e);
+  w.EndArray();
+  w.Key("downgrades");
+  w.StartArray();
+  for (const auto& d : info.hardening.downgrades) {
+    w.StartObject();
+    w.Key("measure");
+    WriteString(w, d.measure);
+    w.Key("reason");
+    WriteString(w, d.reason);
+    w.Key("fix");
+    WriteString(w, d.fix);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
   w.EndObject();
   return Finish(buf);
 }

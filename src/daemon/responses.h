@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/executor.h"
 #include "daemon/execution_service.h"
 #include "daemon/file_store.h"
 
@@ -32,6 +33,7 @@ struct HealthInfo {
   std::string message;  // empty when ok
   std::string backend;
   std::string network_isolation;
+  Enforcement hardening;
 };
 std::string HealthJson(const HealthInfo& info);
 

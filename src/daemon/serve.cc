@@ -90,6 +90,23 @@ asio::awaitable<void> Shutdown(asio::io_context& io, HttpServer& server, Executi
   io.stop();
 }
 
+// Logs every hardening downgrade once, with its fix; under STRICT_HARDENING they stop startup.
+Status ReportDowngrades(const Enforcement& e, bool strict) {
+  for (const auto& d : e.downgrades) {
+    spdlog::warn("hardening downgrade: {} is not enforced: {}. Fix: {}", d.measure, d.reason,
+                 d.fix);
+  }
+  if (strict && !e.downgrades.empty()) {
+    return Status::Error("STRICT_HARDENING=true and " + std::to_string(e.downgrades.size()) +
+                         " hardening measure(s) cannot be enforced on this host (see above); "
+                         "fix them or unset STRICT_HARDENING");
+  }
+  std::string enforced;
+  for (const auto& m : e.enforced) enforced += (enforced.empty() ? "" : ", ") + m;
+  spdlog::info("hardening enforced: {}", enforced);
+  return Status();
+}
+
 }  // namespace
 
 int Serve() {
@@ -119,6 +136,10 @@ int Serve() {
                   s.message());
   }
   auto executor = MakeLocalExecutor(io.get_executor(), options);
+  if (Status s = ReportDowngrades(executor->enforcement(), c.strict_hardening); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 2;
+  }
   ExecutionService service(c, *executor, **store);
   ApiHandlers handlers(c, *executor, **store, service);
   HttpServerOptions http;

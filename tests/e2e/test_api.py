@@ -26,6 +26,13 @@ class HealthTest(E2ETestCase):
         iso = body.get("network_isolation")
         self.assertIsInstance(iso, str)
         self.assertTrue(iso.strip(), "network_isolation must say how the network is isolated")
+        hardening = body.get("hardening")
+        self.assertIsInstance(hardening, dict, body)
+        self.assertIsInstance(hardening.get("enforced"), list, body)
+        self.assertTrue(hardening["enforced"], "the enforced measures are listed")
+        for d in hardening.get("downgrades"):
+            self.assertEqual(sorted(d), ["fix", "measure", "reason"], d)
+            self.assertTrue(all(d.values()), d)
 
     def test_health(self):
         r = self.client.get("/health")

@@ -47,6 +47,14 @@ TEST(Config, ReadsValues) {
   EXPECT_DOUBLE_EQ(c->backend_check_timeout_sec, 0.5);
 }
 
+TEST(Config, Booleans) {
+  EXPECT_FALSE(Load({})->strict_hardening);
+  EXPECT_TRUE(Load({{"STRICT_HARDENING", "true"}})->strict_hardening);
+  EXPECT_TRUE(Load({{"STRICT_HARDENING", "1"}})->strict_hardening);
+  EXPECT_TRUE(Load({{"STRICT_HARDENING", "YES"}})->strict_hardening);
+  EXPECT_FALSE(Load({{"STRICT_HARDENING", "false"}})->strict_hardening);
+}
+
 TEST(Config, InvalidValuesNameTheVariable) {
   auto expect_error = [](std::map<std::string, std::string> env, const std::string& name) {
     auto c = Load(env);
@@ -63,6 +71,7 @@ TEST(Config, InvalidValuesNameTheVariable) {
   expect_error({{"BACKEND_CHECK_TIMEOUT_SEC", "nan"}}, "BACKEND_CHECK_TIMEOUT_SEC");
   expect_error({{"SANDBOX_ROOTFS", "relative/dir"}}, "SANDBOX_ROOTFS");
   expect_error({{"FILE_STORAGE_DIR", ""}}, "FILE_STORAGE_DIR");
+  expect_error({{"STRICT_HARDENING", "maybe"}}, "STRICT_HARDENING");
 }
 
 }  // namespace
