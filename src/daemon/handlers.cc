@@ -42,6 +42,12 @@ std::string FileSizeError(uint64_t max_mb) {
   return "File size exceeds maximum of " + std::to_string(max_mb) + " MB";
 }
 
+// The metrics' outcome of an execution that ran: the program's own failure is still "ok" for
+// the service; only a timeout is told apart.
+std::string OutcomeOf(const ExecutionResult& result) {
+  return result.run.timed_out ? "timed_out" : "ok";
+}
+
 HttpResponse MethodNotAllowed(std::string allow) {
   HttpResponse r = ErrorResponse(405, "Method Not Allowed");
   r.headers.emplace_back("Allow", std::move(allow));
@@ -51,8 +57,13 @@ HttpResponse MethodNotAllowed(std::string allow) {
 }  // namespace
 
 ApiHandlers::ApiHandlers(const Config& config, Executor& executor, FileStore& store,
-                         ExecutionService& service)
-    : config_(config), executor_(executor), store_(store), service_(service) {}
+                         ExecutionService& service, Admission& admission, Metrics& metrics)
+    : config_(config),
+      executor_(executor),
+      store_(store),
+      service_(service),
+      admission_(admission),
+      metrics_(metrics) {}
 
 asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
   const std::string& path = ex.head().path;
@@ -64,6 +75,10 @@ asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
   }
   if (path == "/ready") {
     if (is("GET")) co_return co_await Ready(ex);
+    co_return co_await ex.Respond(MethodNotAllowed("GET"));
+  }
+  if (path == "/metrics") {
+    if (is("GET")) co_return co_await MetricsText(ex);
     co_return co_await ex.Respond(MethodNotAllowed("GET"));
   }
   if (path == "/v1/execute" || path == "/v1/execute/stream") {
@@ -148,16 +163,47 @@ asio::awaitable<void> ApiHandlers::Execute(HttpExchange& ex, bool stream) {
   }
   auto request = ParseExecuteRequest(body.data, config_.max_exec_timeout_ms);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
+
+  const std::string operation = stream ? "execute_stream" : "execute";
+  auto queued_at = std::chrono::steady_clock::now();
+  std::optional<Admission::Permit> permit = co_await admission_.Acquire();
+  auto admitted_at = std::chrono::steady_clock::now();
+  metrics_.AdmissionWait(operation, std::chrono::duration<double>(admitted_at - queued_at).count());
+  if (!permit) {
+    metrics_.Rejected(operation, 429, "saturated");
+    HttpResponse r = ErrorResponse(429,
+                                   "Execution capacity on this replica is saturated. Retry after "
+                                   "the Retry-After delay.");
+    r.headers.emplace_back("Retry-After", std::to_string(config_.execution_retry_after_sec));
+    co_return co_await ex.Respond(std::move(r));
+  }
+
   auto plan = service_.Plan(*request);
   if (auto* err = std::get_if<ApiError>(&plan)) {
     co_return co_await ex.Respond(ErrorResponse(err->status, err->detail));
   }
   auto& p = std::get<ExecutionPlan>(plan);
-  if (stream) co_return co_await ExecuteStream(ex, std::move(p));
-  co_await ExecuteBatch(ex, std::move(p));
+  metrics_.Started(operation);
+  // No co_await inside ?: — GCC 12 destroys the result of such an expression twice.
+  std::string outcome;
+  if (stream) {
+    outcome = co_await ExecuteStream(ex, std::move(p));
+  } else {
+    outcome = co_await ExecuteBatch(ex, std::move(p));
+  }
+  metrics_.Finished(
+      operation, outcome,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - admitted_at).count());
 }
 
-asio::awaitable<void> ApiHandlers::ExecuteBatch(HttpExchange& ex, ExecutionPlan plan) {
+asio::awaitable<void> ApiHandlers::MetricsText(HttpExchange& ex) {
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = metrics_.Render();
+  co_await ex.Respond(std::move(r));
+}
+
+asio::awaitable<std::string> ApiHandlers::ExecuteBatch(HttpExchange& ex, ExecutionPlan plan) {
   CappedOutput out(config_.max_output_bytes), err(config_.max_output_bytes);
   OutputSink sink = [&](StreamKind kind, std::string_view data) {
     (kind == StreamKind::kStdout ? out : err).Append(data);
@@ -174,7 +220,8 @@ asio::awaitable<void> ApiHandlers::ExecuteBatch(HttpExchange& ex, ExecutionPlan 
   });
   co_await ex.UnwatchClient();
   if (auto* e = std::get_if<ApiError>(&outcome)) {
-    co_return co_await ex.Respond(ErrorResponse(e->status, e->detail));
+    co_await ex.Respond(ErrorResponse(e->status, e->detail));
+    co_return "error";
   }
   const auto& result = std::get<ExecutionResult>(outcome);
   std::string stdout_text = out.Text(), stderr_text = err.Text();
@@ -183,13 +230,14 @@ asio::awaitable<void> ApiHandlers::ExecuteBatch(HttpExchange& ex, ExecutionPlan 
       ComputeVerdict(result.run, result.resources, out.truncated() || err.truncated(),
                      config_.cpu_time_limit_sec)};
   co_await ex.Respond(JsonResponse(200, ExecuteResultJson(result, summary)));
+  co_return OutcomeOf(result);
 }
 
-asio::awaitable<void> ApiHandlers::ExecuteStream(HttpExchange& ex, ExecutionPlan plan) {
+asio::awaitable<std::string> ApiHandlers::ExecuteStream(HttpExchange& ex, ExecutionPlan plan) {
   // Built before co_await: GCC 12 miscompiles braced string-literal temporaries in a co_await.
   HeaderList headers{{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
   Status began = co_await ex.BeginStream(200, std::move(headers));
-  if (!began.ok()) co_return;
+  if (!began.ok()) co_return "error";
 
   auto executor = co_await asio::this_coro::executor;
   Utf8Stream out(config_.max_output_bytes), err(config_.max_output_bytes);
@@ -236,10 +284,12 @@ asio::awaitable<void> ApiHandlers::ExecuteStream(HttpExchange& ex, ExecutionPlan
   co_await ex.UnwatchClient();
   push(false, out.Flush());
   push(true, err.Flush());
+  std::string metric_outcome = "error";
   if (auto* e = std::get_if<ApiError>(&outcome)) {
     frames.push_back(SseFrame("error", "{\"message\":" + JsonQuote(e->detail) + "}"));
   } else {
     const auto& result = std::get<ExecutionResult>(outcome);
+    metric_outcome = OutcomeOf(result);
     bool truncated = out.truncated() || err.truncated();
     OutputSummary summary{
         nullptr, nullptr, out.truncated(), err.truncated(),
@@ -250,6 +300,7 @@ asio::awaitable<void> ApiHandlers::ExecuteStream(HttpExchange& ex, ExecutionPlan
   wake.Notify();
   while (!writer_done) co_await drained.Wait();
   if (!gone) co_await ex.EndStream();
+  co_return metric_outcome;
 }
 
 asio::awaitable<void> ApiHandlers::UploadFile(HttpExchange& ex) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "daemon/admission.h"
 #include "daemon/cli.h"
 #include "daemon/config.h"
 #include "daemon/execution_service.h"
@@ -18,6 +19,7 @@
 #include "daemon/handlers.h"
 #include "daemon/http_server.h"
 #include "daemon/logging.h"
+#include "daemon/metrics.h"
 #include "runtime/local_executor.h"
 
 namespace ci {
@@ -141,7 +143,10 @@ int Serve() {
     return 2;
   }
   ExecutionService service(c, *executor, **store);
-  ApiHandlers handlers(c, *executor, **store, service);
+  Admission admission(io.get_executor(), c.max_concurrent_executions,
+                      std::chrono::seconds(c.execution_queue_timeout_sec));
+  Metrics metrics(c.max_concurrent_executions);
+  ApiHandlers handlers(c, *executor, **store, service, admission, metrics);
   HttpServerOptions http;
   http.host = c.host;
   http.port = c.port;

@@ -50,7 +50,6 @@ class HealthTest(E2ETestCase):
         self.assertEqual(r.status, 200, r)
         self.check_health_body(r.json)
 
-    @pending_issue(5, "/metrics")
     def test_metrics(self):
         self.execute("print(1)")
         r = self.client.get("/metrics")

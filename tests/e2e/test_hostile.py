@@ -442,7 +442,6 @@ class OverloadTest(E2ETestCase):
     DETAIL = ("Execution capacity on this replica is saturated. Retry after the Retry-After "
               "delay.")
 
-    @pending_issue(5, "admission control (MAX_CONCURRENT_EXECUTIONS, 429)")
     def test_saturation_429(self):
         results, errors = [], []
 
