@@ -15,6 +15,8 @@
 namespace ci {
 namespace {
 
+using namespace std::chrono_literals;
+
 // True when both files hold the same bytes (a staged input the program did not change).
 bool SameContent(const std::string& a, const std::string& b) {
   int fa = open(a.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -127,7 +129,13 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
     co_return internal;
   }
 
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+  };
+  auto t0 = Clock::now();
   auto prepared = co_await executor_.Prepare(spec);
+  auto t_prepared = Clock::now();
   if (!prepared.ok()) {
     spdlog::error("sandbox could not be started: {} (run `code-interpreter doctor`)",
                   prepared.status().message());
@@ -149,6 +157,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
 
   ExecutionResult result;
   auto run = co_await sandbox->Run(std::move(payload), std::move(sink));
+  auto t_ran = Clock::now();
   unlink(entry->c_str());
   Result<Collection> collection = Status::Error("not collected");
   if (run.ok()) {
@@ -159,7 +168,9 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
     limits.skip_path = plan.program.entrypoint;
     collection = co_await sandbox->Collect(limits);
   }
+  auto t_collected = Clock::now();
   result.resources = co_await sandbox->Destroy();
+  auto t_destroyed = Clock::now();
   live_.erase(raw);
   sandbox.reset();
 
@@ -175,6 +186,9 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   result.run = std::move(run).value();
   result.files_truncated = collection->truncated;
   result.files = SaveOutputs(plan, *collection, collect_dir);
+  spdlog::debug("timing: prepare {} ms, run {} ms, collect {} ms, destroy {} ms, save {} ms",
+                (t_prepared - t0) / 1ms, (t_ran - t_prepared) / 1ms, (t_collected - t_ran) / 1ms,
+                (t_destroyed - t_collected) / 1ms, ms_since(t_destroyed));
   rmdir(collect_dir.c_str());
   co_return result;
 }
