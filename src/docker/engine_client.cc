@@ -1,0 +1,269 @@
+#include "docker/engine_client.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/basic_stream.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <variant>
+
+#include "core/json.h"
+
+namespace ci::docker {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using asio::use_awaitable;
+using boost::system::error_code;
+using UnixStream = beast::basic_stream<asio::local::stream_protocol>;
+using TcpStream = beast::tcp_stream;
+using AnyStream = std::variant<UnixStream, TcpStream>;
+
+constexpr uint64_t kMaxBody = 64ull << 20;  // container lists and inspects stay far below
+
+std::string Where(const Endpoint& ep) { return "docker at " + ep.Describe(); }
+
+asio::awaitable<Result<AnyStream>> Connect(asio::any_io_executor ex, const Endpoint& ep,
+                                           std::chrono::milliseconds timeout) {
+  error_code ec;
+  if (ep.tls) {
+    co_return Status::Error(Where(ep) + ": TLS is not supported yet by this build");
+  }
+  if (ep.kind == Endpoint::Kind::kUnix) {
+    UnixStream s(ex);
+    s.expires_after(timeout);
+    asio::local::stream_protocol::endpoint target(ep.socket_path);
+    co_await s.async_connect(target, asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return Status::Error(Where(ep) + ": connect: " + ec.message());
+    co_return AnyStream(std::move(s));
+  }
+  asio::ip::tcp::resolver resolver(ex);
+  std::string port = std::to_string(ep.port);
+  auto results =
+      co_await resolver.async_resolve(ep.host, port, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return Status::Error(Where(ep) + ": resolve: " + ec.message());
+  TcpStream s(ex);
+  s.expires_after(timeout);
+  co_await s.async_connect(results, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return Status::Error(Where(ep) + ": connect: " + ec.message());
+  co_return AnyStream(std::move(s));
+}
+
+http::request<http::string_body> MakeRequest(http::verb verb, const std::string& target,
+                                             std::string body) {
+  http::request<http::string_body> req(verb, target, 11);
+  req.set(http::field::host, "api.moby.localhost");
+  req.set(http::field::user_agent, "code-interpreter/" CI_VERSION);
+  if (!body.empty() || verb == http::verb::post) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = std::move(body);
+    req.prepare_payload();
+  }
+  return req;
+}
+
+template <typename Stream>
+asio::awaitable<Result<Response>> Exchange(Stream& s, http::request<http::string_body>& req,
+                                           std::chrono::milliseconds timeout, std::string what) {
+  error_code ec;
+  s.expires_after(timeout);
+  co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return Status::Error(what + ": sending: " + ec.message());
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(kMaxBody);
+  if (req.method() == http::verb::head) parser.skip(true);
+  co_await http::async_read(s, buf, parser, asio::redirect_error(use_awaitable, ec));
+  if (ec) {
+    if (ec == beast::error::timeout) {
+      co_return Status::Error(what + ": no answer within " + std::to_string(timeout.count()) +
+                              " ms");
+    }
+    co_return Status::Error(what + ": reading the answer: " + ec.message());
+  }
+  Response r;
+  auto& msg = parser.get();
+  r.status = static_cast<int>(msg.result_int());
+  r.body = std::move(msg.body());
+  if (auto it = msg.find("Api-Version"); it != msg.end()) r.api_version = std::string(it->value());
+  error_code ignored;
+  beast::get_lowest_layer(s).socket().shutdown(asio::socket_base::shutdown_both, ignored);
+  co_return r;
+}
+
+template <typename Stream>
+class HijackedStream final : public RawStream {
+ public:
+  HijackedStream(Stream s, beast::flat_buffer leftover)
+      : s_(std::move(s)), leftover_(std::move(leftover)) {
+    s_.expires_never();
+  }
+
+  asio::awaitable<size_t> ReadSome(asio::mutable_buffer buf, error_code& ec) override {
+    ec = {};
+    if (leftover_.size() > 0) {
+      size_t n = asio::buffer_copy(buf, leftover_.data());
+      leftover_.consume(n);
+      co_return n;
+    }
+    size_t n = co_await s_.socket().async_read_some(buf, asio::redirect_error(use_awaitable, ec));
+    if (ec == asio::error::eof) ec = {};
+    co_return ec ? 0 : n;
+  }
+
+  asio::awaitable<Status> WriteAll(std::string_view data) override {
+    error_code ec;
+    co_await asio::async_write(s_.socket(), asio::buffer(data.data(), data.size()),
+                               asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return Status::Error("writing to the exec stream: " + ec.message());
+    co_return Status();
+  }
+
+  void ShutdownSend() override {
+    error_code ignored;
+    s_.socket().shutdown(asio::socket_base::shutdown_send, ignored);
+  }
+
+  void Close() override {
+    error_code ignored;
+    s_.socket().shutdown(asio::socket_base::shutdown_both, ignored);
+    s_.socket().close(ignored);
+  }
+
+ private:
+  Stream s_;
+  beast::flat_buffer leftover_;
+};
+
+template <typename Stream>
+asio::awaitable<Result<std::unique_ptr<RawStream>>> Upgrade(Stream& s,
+                                                            http::request<http::string_body>& req,
+                                                            std::chrono::milliseconds timeout,
+                                                            std::string what) {
+  error_code ec;
+  s.expires_after(timeout);
+  co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return Status::Error(what + ": sending: " + ec.message());
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(kMaxBody);
+  co_await http::async_read_header(s, buf, parser, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return Status::Error(what + ": reading the answer: " + ec.message());
+  int status = static_cast<int>(parser.get().result_int());
+  if (status != 101 && status != 200) {
+    // An error before the hijack is an ordinary response with a {"message"} body.
+    co_await http::async_read(s, buf, parser, asio::redirect_error(use_awaitable, ec));
+    Response r;
+    r.status = status;
+    r.body = parser.get().body();
+    co_return HttpError(what, r);
+  }
+  std::unique_ptr<RawStream> raw =
+      std::make_unique<HijackedStream<Stream>>(std::move(s), std::move(buf));
+  co_return raw;
+}
+
+}  // namespace
+
+Status HttpError(const std::string& what, const Response& r) {
+  std::string message = r.body;
+  rapidjson::Document doc;
+  std::string why;
+  if (ParseJson(r.body, doc, why) && doc.IsObject() && doc.HasMember("message") &&
+      doc["message"].IsString()) {
+    message = doc["message"].GetString();
+  }
+  while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) {
+    message.pop_back();
+  }
+  if (message.size() > 500) message.resize(500);
+  if (message.empty()) message = "(no message)";
+  return Status::Error(what + ": " + message + " (HTTP " + std::to_string(r.status) + ")");
+}
+
+EngineClient::EngineClient(asio::any_io_executor ex, Endpoint endpoint,
+                           std::chrono::milliseconds timeout)
+    : ex_(std::move(ex)), endpoint_(std::move(endpoint)), timeout_(timeout) {}
+
+asio::awaitable<Status> EngineClient::Negotiate() {
+  std::string target = endpoint_.base_path + "/_ping";
+  auto conn = co_await Connect(ex_, endpoint_, timeout_);
+  if (!conn.ok()) co_return conn.status();
+  auto req = MakeRequest(http::verb::get, target, {});
+  std::string what = Where(endpoint_) + ": GET /_ping";
+  Result<Response> r = Status::Error("unreachable");
+  if (auto* u = std::get_if<UnixStream>(&*conn)) {
+    auto op = Exchange(*u, req, timeout_, what);
+    r = co_await std::move(op);
+  } else {
+    auto op = Exchange(std::get<TcpStream>(*conn), req, timeout_, what);
+    r = co_await std::move(op);
+  }
+  if (!r.ok()) co_return r.status();
+  if (!r->ok()) co_return HttpError(what, *r);
+  if (!endpoint_.api_version.empty()) {
+    api_version_ = endpoint_.api_version;  // DOCKER_API_VERSION: fixed, as the official client
+    co_return Status();
+  }
+  int daemon = r->api_version.empty() ? kMaxApiVersion : ParseApiVersion(r->api_version);
+  if (daemon < 0) {
+    co_return Status::Error(what + ": unreadable Api-Version header '" + r->api_version + "'");
+  }
+  if (daemon < kMinApiVersion) {
+    co_return Status::Error(Where(endpoint_) + " speaks API " + r->api_version +
+                            "; code-interpreter needs 1.41 or newer (Docker Engine 20.10+)");
+  }
+  int use = std::min(daemon, kMaxApiVersion);
+  api_version_ = std::to_string(use / 100) + "." + std::to_string(use % 100);
+  co_return Status();
+}
+
+asio::awaitable<Result<Response>> EngineClient::Request(std::string method, std::string path,
+                                                        std::string json_body,
+                                                        std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) timeout = timeout_;
+  std::string what = "docker " + method + " " + path.substr(0, path.find('?'));
+  if (api_version_.empty()) co_return Status::Error(what + ": API version not negotiated");
+  auto conn = co_await Connect(ex_, endpoint_, timeout);
+  if (!conn.ok()) co_return conn.status();
+  http::verb verb = http::string_to_verb(method);
+  std::string target = endpoint_.base_path + "/v" + api_version_ + path;
+  auto req = MakeRequest(verb, target, std::move(json_body));
+  Result<Response> r = Status::Error("unreachable");
+  if (auto* u = std::get_if<UnixStream>(&*conn)) {
+    auto op = Exchange(*u, req, timeout, what);
+    r = co_await std::move(op);
+  } else {
+    auto op = Exchange(std::get<TcpStream>(*conn), req, timeout, what);
+    r = co_await std::move(op);
+  }
+  co_return r;
+}
+
+asio::awaitable<Result<std::unique_ptr<RawStream>>> EngineClient::Hijack(std::string path,
+                                                                         std::string json_body) {
+  std::string what = "docker POST " + path.substr(0, path.find('?'));
+  if (api_version_.empty()) co_return Status::Error(what + ": API version not negotiated");
+  auto conn = co_await Connect(ex_, endpoint_, timeout_);
+  if (!conn.ok()) co_return conn.status();
+  std::string target = endpoint_.base_path + "/v" + api_version_ + path;
+  auto req = MakeRequest(http::verb::post, target, std::move(json_body));
+  req.set(http::field::connection, "Upgrade");
+  req.set(http::field::upgrade, "tcp");
+  Result<std::unique_ptr<RawStream>> r = Status::Error("unreachable");
+  if (auto* u = std::get_if<UnixStream>(&*conn)) {
+    auto op = Upgrade(*u, req, timeout_, what);
+    r = co_await std::move(op);
+  } else {
+    auto op = Upgrade(std::get<TcpStream>(*conn), req, timeout_, what);
+    r = co_await std::move(op);
+  }
+  co_return r;
+}
+
+}  // namespace ci::docker

@@ -1,0 +1,78 @@
+// HTTP/1.1 to the Docker Engine API (wire-protocols.md A.0): one connection per call over the
+// unix socket or tcp, the API version negotiated from /_ping, a deadline on every call, and
+// hijacked connections for exec start. The only translation unit of src/docker/ that uses Beast.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/buffer.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "docker/endpoint.h"
+
+namespace ci::docker {
+
+namespace asio = boost::asio;
+
+// The client's highest and lowest API versions (wire-protocols.md A.0 "Negotiation").
+inline constexpr int kMaxApiVersion = 150;
+inline constexpr int kMinApiVersion = 141;
+
+struct Response {
+  int status = 0;
+  std::string body;
+  std::string api_version;  // the Api-Version header, when sent
+  bool ok() const { return status >= 200 && status < 300; }
+};
+
+// "<what>: <message of the {"message"} body, else the body text> (HTTP <status>)".
+Status HttpError(const std::string& what, const Response& r);
+
+// A hijacked connection (exec start): raw bytes both ways, already past the HTTP headers.
+class RawStream {
+ public:
+  virtual ~RawStream() = default;
+  // Reads some bytes; returns 0 at end of stream (ec is set on errors other than EOF).
+  virtual asio::awaitable<size_t> ReadSome(asio::mutable_buffer buf,
+                                           boost::system::error_code& ec) = 0;
+  virtual asio::awaitable<Status> WriteAll(std::string_view data) = 0;
+  // Half-close: the daemon closes the process's stdin and keeps sending output.
+  virtual void ShutdownSend() = 0;
+  // Closes both directions at once; a pending ReadSome completes with an error.
+  virtual void Close() = 0;
+};
+
+class EngineClient {
+ public:
+  EngineClient(asio::any_io_executor ex, Endpoint endpoint, std::chrono::milliseconds timeout);
+
+  // GET /_ping; version = min(daemon Api-Version, 1.50), or DOCKER_API_VERSION when set; refuses
+  // a daemon below 1.41. Must succeed before Request/Hijack are used.
+  asio::awaitable<Status> Negotiate();
+  const std::string& api_version() const { return api_version_; }
+  const Endpoint& endpoint() const { return endpoint_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // One call on the versioned path ("/containers/create?name=x"). Errors are transport errors
+  // only: the caller decides which statuses are fine (HttpError for the rest). `timeout` 0 means
+  // the client's default.
+  asio::awaitable<Result<Response>> Request(std::string method, std::string path,
+                                            std::string json_body = {},
+                                            std::chrono::milliseconds timeout = {});
+  // POST with `Connection: Upgrade, Upgrade: tcp`; on 101 or 200 returns the raw stream (bytes
+  // read past the headers come first). The headers are bounded by the timeout, the stream not.
+  asio::awaitable<Result<std::unique_ptr<RawStream>>> Hijack(std::string path,
+                                                             std::string json_body);
+
+ private:
+  asio::any_io_executor ex_;
+  Endpoint endpoint_;
+  std::chrono::milliseconds timeout_;
+  std::string api_version_;
+};
+
+}  // namespace ci::docker

@@ -1,0 +1,347 @@
+// The pure pieces of the Docker backend: DOCKER_HOST resolution, frame demux, tar, run args,
+// image references, and SandboxSpec -> ContainerCreate against golden JSON.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <rapidjson/prettywriter.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/json.h"
+#include "docker/container_config.h"
+#include "docker/endpoint.h"
+#include "docker/stdcopy.h"
+#include "docker/tar.h"
+
+namespace ci::docker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+Result<Endpoint> Resolve(std::map<std::string, std::string> env,
+                         std::vector<std::string> existing = {"/var/run/docker.sock"}) {
+  return ResolveEndpoint(
+      [&](const char* n) -> const char* {
+        auto it = env.find(n);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      [&](const std::string& p) {
+        return std::find(existing.begin(), existing.end(), p) != existing.end();
+      });
+}
+
+TEST(Endpoint, DefaultSocket) {
+  auto e = Resolve({});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->kind, Endpoint::Kind::kUnix);
+  EXPECT_EQ(e->socket_path, "/var/run/docker.sock");
+  EXPECT_EQ(e->api_version, "");
+}
+
+TEST(Endpoint, RootlessSocketWhenSystemSocketIsAbsent) {
+  auto e = Resolve({{"XDG_RUNTIME_DIR", "/run/user/1000"}}, {"/run/user/1000/docker.sock"});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->socket_path, "/run/user/1000/docker.sock");
+  // The system socket wins when it exists.
+  e = Resolve({{"XDG_RUNTIME_DIR", "/run/user/1000"}},
+              {"/var/run/docker.sock", "/run/user/1000/docker.sock"});
+  EXPECT_EQ(e->socket_path, "/var/run/docker.sock");
+}
+
+TEST(Endpoint, DockerHostForms) {
+  auto e = Resolve({{"DOCKER_HOST", "unix:///tmp/d.sock"}});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->socket_path, "/tmp/d.sock");
+  e = Resolve({{"DOCKER_HOST", "tcp://10.0.0.1"}});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->kind, Endpoint::Kind::kTcp);
+  EXPECT_EQ(e->host, "10.0.0.1");
+  EXPECT_EQ(e->port, 2375);
+  EXPECT_FALSE(e->tls);
+  e = Resolve({{"DOCKER_HOST", "tcp://[::1]:1234/base/"}});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->host, "::1");
+  EXPECT_EQ(e->port, 1234);
+  EXPECT_EQ(e->base_path, "/base");
+  EXPECT_EQ(e->Describe(), "tcp://::1:1234/base");
+}
+
+TEST(Endpoint, TlsLikeTheDockerCli) {
+  auto e = Resolve({{"DOCKER_HOST", "tcp://d.example:2376"},
+                    {"DOCKER_TLS_VERIFY", "1"},
+                    {"DOCKER_CERT_PATH", "/certs"}});
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->tls);
+  EXPECT_TRUE(e->tls_verify);
+  EXPECT_EQ(e->cert_path, "/certs");
+  e = Resolve({{"DOCKER_HOST", "tcp://d.example"}, {"DOCKER_TLS", "1"}, {"HOME", "/root"}});
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->tls);
+  EXPECT_FALSE(e->tls_verify);
+  EXPECT_EQ(e->cert_path, "/root/.docker");
+  EXPECT_EQ(e->port, 2376);
+  // TLS is never used for sockets.
+  e = Resolve({{"DOCKER_TLS_VERIFY", "1"}});
+  EXPECT_FALSE(e->tls);
+}
+
+TEST(Endpoint, Errors) {
+  EXPECT_THAT(Resolve({{"DOCKER_HOST", "ssh://me@host"}}).status().message(),
+              HasSubstr("invalid DOCKER_HOST 'ssh://me@host'"));
+  EXPECT_FALSE(Resolve({{"DOCKER_HOST", "tcp://h:99999"}}).ok());
+  EXPECT_FALSE(Resolve({{"DOCKER_HOST", "unix://rel"}}).ok());
+  EXPECT_THAT(Resolve({{"DOCKER_API_VERSION", "one"}}).status().message(),
+              HasSubstr("DOCKER_API_VERSION"));
+  auto e = Resolve({{"DOCKER_API_VERSION", "v1.43"}});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->api_version, "1.43");
+}
+
+TEST(Endpoint, ParseApiVersion) {
+  EXPECT_EQ(ParseApiVersion("1.41"), 141);
+  EXPECT_EQ(ParseApiVersion("1.50"), 150);
+  EXPECT_EQ(ParseApiVersion("1.9"), 109);
+  EXPECT_EQ(ParseApiVersion("1"), -1);
+  EXPECT_EQ(ParseApiVersion("1.x"), -1);
+}
+
+std::string Frame(uint8_t stream, std::string_view payload) {
+  std::string f = {static_cast<char>(stream), 0, 0, 0};
+  uint32_t n = static_cast<uint32_t>(payload.size());
+  for (int shift : {24, 16, 8, 0}) f.push_back(static_cast<char>((n >> shift) & 0xff));
+  return f + std::string(payload);
+}
+
+TEST(FrameDemuxer, SplitsAtEveryByteBoundary) {
+  std::string wire = Frame(1, "hello ") + Frame(2, "err\n") + Frame(1, "") + Frame(1, "world\n");
+  for (size_t step = 1; step <= wire.size(); ++step) {
+    std::string out, err;
+    int calls = 0;
+    FrameDemuxer d([&](FrameDemuxer::Stream s, std::string_view b) {
+      ++calls;
+      (s == FrameDemuxer::Stream::kStderr ? err : out) += b;
+    });
+    for (size_t i = 0; i < wire.size(); i += step) {
+      ASSERT_TRUE(d.Feed(std::string_view(wire).substr(i, step)));
+    }
+    EXPECT_EQ(out, "hello world\n") << step;
+    EXPECT_EQ(err, "err\n");
+    EXPECT_TRUE(d.at_boundary());
+    if (step == 1) {
+      EXPECT_GT(calls, 10);  // streamed piece by piece, not buffered per frame
+    }
+  }
+}
+
+TEST(FrameDemuxer, RejectsUnknownStream) {
+  FrameDemuxer d([](FrameDemuxer::Stream, std::string_view) {});
+  EXPECT_FALSE(d.Feed(Frame(7, "x")));
+  EXPECT_TRUE(d.failed());
+}
+
+TEST(FrameDemuxer, LargeFrameLength) {
+  std::string big(70000, 'x');
+  size_t got = 0;
+  FrameDemuxer d([&](FrameDemuxer::Stream, std::string_view b) { got += b.size(); });
+  std::string wire = Frame(1, big);
+  EXPECT_TRUE(d.Feed(wire.substr(0, 5)));
+  EXPECT_TRUE(d.Feed(wire.substr(5)));
+  EXPECT_EQ(got, big.size());
+}
+
+struct Member {
+  std::string path, data;
+};
+
+Result<std::vector<Member>> ReadAll(const std::string& archive, size_t step = 7) {
+  std::vector<Member> out;
+  TarReader r({[&](const std::string& p, uint64_t) {
+                 out.push_back({p, ""});
+                 return true;
+               },
+               [&](std::string_view b) {
+                 out.back().data += b;
+                 return Status();
+               },
+               [] { return Status(); }});
+  for (size_t i = 0; i < archive.size(); i += step) {
+    Status s = r.Feed(std::string_view(archive).substr(i, step));
+    if (!s.ok()) return s;
+  }
+  return out;
+}
+
+std::string Archive(const std::vector<Member>& members) {
+  std::string a = TarHeader("./dir", 0, true, 0755, 65532, 65532);
+  for (const auto& m : members) {
+    a += TarHeader(m.path, m.data.size(), false, 0644, 65532, 65532) + m.data +
+         TarPadding(m.data.size());
+  }
+  return a + TarTrailer();
+}
+
+TEST(Tar, RoundTripIncludingLongNames) {
+  std::string long_dir(120, 'd'), very_long(300, 'v');
+  std::vector<Member> in = {{"a.txt", "hello"},
+                            {"dir/.hidden", ""},
+                            {long_dir + "/x.csv", std::string(1000, 'y')},
+                            {very_long, "z"},
+                            {"exact512", std::string(512, 'q')}};
+  auto out = ReadAll(Archive(in));
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ((*out)[i].path, in[i].path);
+    EXPECT_EQ((*out)[i].data, in[i].data);
+  }
+}
+
+TEST(Tar, ReadsWhatGnuTarWrites) {
+  char dir[] = "/tmp/tar-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string d = dir;
+  std::string deep = d + "/src/" + std::string(110, 'n');
+  ASSERT_EQ(std::system(("mkdir -p " + deep + " && printf abc > " + deep + "/f && printf 12 > " +
+                         d + "/src/.env && ln -s .env " + d + "/src/link && tar -c -C " + d +
+                         "/src . > " + d + "/a.tar")
+                            .c_str()),
+            0);
+  std::ifstream f(d + "/a.tar", std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto out = ReadAll(ss.str(), 100);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  std::map<std::string, std::string> got;
+  for (auto& m : *out) got[m.path] = m.data;
+  EXPECT_EQ(got.size(), 2u);  // the symlink and directories are skipped
+  EXPECT_EQ(got[".env"], "12");
+  EXPECT_EQ(got[std::string(110, 'n') + "/f"], "abc");
+  std::system(("rm -rf " + d).c_str());
+}
+
+TEST(Tar, RefusesEscapingPaths) {
+  EXPECT_FALSE(ReadAll(Archive({{"../x", "1"}})).ok());
+  EXPECT_FALSE(ReadAll(Archive({{"a/../../x", "1"}})).ok());
+  EXPECT_FALSE(ReadAll(Archive({{"/etc/passwd", "1"}})).ok());
+}
+
+TEST(Tar, StopsWhenAsked) {
+  int seen = 0;
+  TarReader r({[&](const std::string&, uint64_t) { return ++seen < 2; },
+               [](std::string_view) { return Status(); }, [] { return Status(); }});
+  EXPECT_TRUE(r.Feed(Archive({{"a", "1"}, {"b", "2"}, {"c", "3"}})).ok());
+  EXPECT_TRUE(r.stopped());
+  EXPECT_EQ(seen, 2);
+}
+
+TEST(RunArgs, ShellQuoting) {
+  auto w = ShellSplit(R"(-l 'a b=c d' --env="X=\"q\" $y" e\ f)");
+  ASSERT_TRUE(w.ok());
+  EXPECT_THAT(*w, ElementsAre("-l", "a b=c d", "--env=X=\"q\" $y", "e f"));
+  EXPECT_FALSE(ShellSplit("'open").ok());
+  EXPECT_FALSE(ShellSplit("\"open").ok());
+}
+
+TEST(RunArgs, Subset) {
+  auto a = ParseRunArgs(
+      "--label team=ml -l 'note=two words' -e A=1 --env=B=2 --add-host db:10.0.0.2 --dns 1.1.1.1 "
+      "--ulimit nofile=256:512 --ulimit=nproc=100");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->labels.at("team"), "ml");
+  EXPECT_EQ(a->labels.at("note"), "two words");
+  EXPECT_THAT(a->env, ElementsAre("A=1", "B=2"));
+  EXPECT_THAT(a->extra_hosts, ElementsAre("db:10.0.0.2"));
+  EXPECT_THAT(a->dns, ElementsAre("1.1.1.1"));
+  ASSERT_EQ(a->ulimits.size(), 2u);
+  EXPECT_EQ(a->ulimits[0].soft, 256);
+  EXPECT_EQ(a->ulimits[0].hard, 512);
+  EXPECT_EQ(a->ulimits[1].hard, 100);
+  EXPECT_TRUE(ParseRunArgs("").ok());
+}
+
+TEST(RunArgs, OtherFlagsAreRefusedByName) {
+  auto a = ParseRunArgs("-e A=1 --privileged");
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("'--privileged' is not supported"));
+  EXPECT_THAT(ParseRunArgs("-v /:/host").status().message(), HasSubstr("'-v'"));
+  EXPECT_THAT(ParseRunArgs("--network=host").status().message(), HasSubstr("'--network'"));
+  EXPECT_FALSE(ParseRunArgs("--label").ok());
+  EXPECT_FALSE(ParseRunArgs("-e NOVALUE").ok());
+  EXPECT_FALSE(ParseRunArgs("--ulimit bogus=1").ok());
+  EXPECT_FALSE(ParseRunArgs("--label app=evil").ok());
+}
+
+TEST(ImageRef, Normalised) {
+  EXPECT_EQ(NormalizeImageRef("python"), "python:latest");
+  EXPECT_EQ(NormalizeImageRef("python:3.11-slim"), "python:3.11-slim");
+  EXPECT_EQ(NormalizeImageRef("reg.local:5000/team/exec"), "reg.local:5000/team/exec:latest");
+  EXPECT_EQ(NormalizeImageRef("reg.local:5000/team/exec:v2"), "reg.local:5000/team/exec:v2");
+  EXPECT_EQ(NormalizeImageRef("exec@sha256:abcd"), "exec@sha256:abcd");
+}
+
+// Golden files: tests/docker/golden/<name>.json, compared as JSON values. UPDATE_GOLDEN=1
+// rewrites them (pretty-printed) from the current output.
+void ExpectGolden(const std::string& name, const std::string& actual) {
+  std::string path = std::string(CI_DOCKER_GOLDEN_DIR) + "/" + name + ".json";
+  rapidjson::Document got;
+  std::string why;
+  ASSERT_TRUE(ParseJson(actual, got, why)) << why;
+  rapidjson::StringBuffer pretty;
+  rapidjson::PrettyWriter<rapidjson::StringBuffer> pw(pretty);
+  pw.SetIndent(' ', 2);
+  got.Accept(pw);
+  if (std::getenv("UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(path) << pretty.GetString() << "\n";
+  }
+  std::ifstream f(path);
+  ASSERT_TRUE(f) << "missing golden file " << path << " (run with UPDATE_GOLDEN=1)";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  rapidjson::Document want;
+  ASSERT_TRUE(ParseJson(ss.str(), want, why)) << path << ": " << why;
+  EXPECT_TRUE(want == got) << "differs from " << path << "; got:\n" << pretty.GetString();
+}
+
+SandboxSpec DefaultSpec() {
+  SandboxSpec spec;
+  spec.env = DefaultSandboxEnv();
+  return spec;
+}
+
+ContainerOptions Options() {
+  ContainerOptions o;
+  o.image = "code-interpreter-executor:latest";
+  o.expires_at = 1700000000;
+  o.cmd = {"sleep", "infinity"};
+  return o;
+}
+
+TEST(ContainerCreate, Defaults) {
+  ExpectGolden("default", ContainerCreateJson(DefaultSpec(), Options()));
+}
+
+TEST(ContainerCreate, SeccompLimitsNetworkAndRunArgs) {
+  SandboxSpec spec = DefaultSpec();
+  spec.security.seccomp_profile_json =
+      R"({"defaultAction":"SCMP_ACT_ERRNO","syscalls":[{"names":["read"],"action":"SCMP_ACT_ALLOW"}]})";
+  spec.limits.memory_bytes = 512ull << 20;
+  spec.limits.pids = 32;
+  spec.limits.cpu_time_sec = 10;
+  spec.limits.workspace_bytes = 10ull << 20;
+  spec.limits.tmp_bytes = 5ull << 20;
+  ContainerOptions o = Options();
+  o.network = "isolated-net";
+  o.component = "session";
+  auto extra = ParseRunArgs(
+      "-l team=ml -e PYTHONIOENCODING=latin-1 -e EXTRA=1 --add-host "
+      "db:10.0.0.2 --dns 10.0.0.53 --ulimit nofile=128:256 --ulimit cpu=3:4");
+  ASSERT_TRUE(extra.ok());
+  o.extra = *extra;
+  ExpectGolden("hardened_custom", ContainerCreateJson(spec, o));
+}
+
+}  // namespace
+}  // namespace ci::docker
