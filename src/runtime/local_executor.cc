@@ -7,8 +7,10 @@
 #include <fstream>
 
 #include "runtime/cgroups.h"
+#include "runtime/host_checks.h"
 #include "runtime/local_sandbox.h"
 #include "runtime/plan.h"
+#include "runtime/rootless.h"
 #include "runtime/shim_spawn.h"
 
 namespace ci {
@@ -23,6 +25,7 @@ class LocalExecutor final : public Executor {
   LocalExecutor(asio::any_io_executor ex, LocalExecutorOptions opts)
       : ex_(std::move(ex)), opts_(std::move(opts)) {
     detected_ = DetectCgroups(opts_.cgroup_root, &layout_, &detect_error_);
+    DecideRootless();
   }
 
   std::string_view name() const override { return "local"; }
@@ -33,14 +36,19 @@ class LocalExecutor final : public Executor {
     if (!spec.cgroup_root.empty()) {
       std::string why;
       if (!DetectCgroups(spec.cgroup_root, &layout, &why)) co_return Status::Error(why);
-    } else if (!detected_) {
+    } else if (!detected_ && !no_cgroup_) {
       co_return Status::Error(detect_error_);
     }
     Result<ShimHandles> shim = SpawnShim(opts_.shim_binary);
     if (!shim.ok()) co_return shim.status().Context("preparing a local sandbox");
     auto sandbox = std::make_unique<LocalSandbox>(ex_, std::move(shim.value()), spec);
-    const Plan plan = PlanFromSpec(spec, layout);
+    Plan plan = PlanFromSpec(spec, layout);
+    plan.rootless = rootless_;
     Status started = co_await sandbox->Start(plan, kPrepareTimeout);
+    if (!started.ok() && !userns_blocker_.empty()) {
+      // AppArmor may let the clone succeed and then refuse every mount inside: name the cause.
+      started = Status::Error(started.message() + "; likely cause: " + userns_blocker_);
+    }
     if (!started.ok()) {
       sandbox->Kill();
       co_await sandbox->Destroy();  // reaps the shim, removes the cgroup
@@ -59,21 +67,69 @@ class LocalExecutor final : public Executor {
     Enforcement e;
     e.enforced = {"user namespace", "pid namespace",   "mount namespace", "network namespace",
                   "read-only root", "no capabilities", "no_new_privs",    "rlimit cpu"};
-    if (detected_) {
+    if (no_cgroup_) {
+      const std::string fix =
+          "run as root, or run under systemd with Delegate=yes on a cgroup v2 host";
+      e.enforced.push_back("memory limit (RLIMIT_DATA, per process)");
+      e.enforced.push_back("process limit (RLIMIT_NPROC, per sandbox)");
+      e.downgrades.push_back({"memory limit (cgroup)",
+                              no_cgroup_reason_ + "; RLIMIT_DATA per process instead: an "
+                                                  "allocation over it fails (MemoryError), "
+                                                  "no memory_limit verdict",
+                              fix});
+      e.downgrades.push_back({"pids limit (cgroup)",
+                              no_cgroup_reason_ + "; RLIMIT_NPROC instead: fork fails with "
+                                                  "EAGAIN, no pids_limit verdict",
+                              fix});
+    } else if (detected_) {
       e.enforced.push_back("memory and pids limits (cgroup)");
     } else {
       e.downgrades.push_back({"memory and pids limits (cgroup)", detect_error_,
                               "run as root on a host with cgroup memory and pids controllers"});
     }
+    if (rootless_) {
+      HostCheckInputs in;
+      in.rootless = true;
+      for (const HostFinding& f : CheckUserNamespaceHost(in)) {
+        if (!f.ok && !f.required) e.downgrades.push_back({f.what, f.detail, f.fix});
+      }
+    }
     return e;
   }
 
  private:
+  // Rootless = the daemon's euid is not 0 (decided here, carried to the shim in the plan). Then
+  // sandboxes run without a cgroup unless the detected one is writable by this user (a delegated
+  // cgroup v2 subtree); root keeps failing loudly instead, a missing cgroup there is a bug.
+  void DecideRootless() {
+    rootless_ = RunsRootless();
+    if (!rootless_) return;
+    HostCheckInputs in;
+    in.rootless = true;
+    userns_blocker_ = FirstBlocker(CheckUserNamespaceHost(in));
+    const std::string who = "uid " + std::to_string(::geteuid());
+    if (!detected_) {
+      no_cgroup_reason_ = "no cgroup the daemon's user (" + who + ") may write: " + detect_error_;
+    } else if (!CgroupWritableByMe(layout_)) {
+      no_cgroup_reason_ = "no cgroup the daemon's user (" + who + ") may write: " +
+                          (layout_.version == 1 ? std::string("cgroup v1 needs root")
+                                                : layout_.root + " is not writable");
+    } else {
+      return;
+    }
+    no_cgroup_ = true;
+    layout_ = {};  // version 0: the shim creates none, init sets rlimits
+  }
+
   asio::any_io_executor ex_;
   LocalExecutorOptions opts_;
   CgroupLayout layout_;
   bool detected_ = false;
   std::string detect_error_;
+  bool rootless_ = false;
+  bool no_cgroup_ = false;
+  std::string no_cgroup_reason_;
+  std::string userns_blocker_;  // rootless: the host setting that blocks user namespaces, or ""
 };
 
 }  // namespace
@@ -84,21 +140,17 @@ std::unique_ptr<Executor> MakeLocalExecutor(asio::any_io_executor ex, LocalExecu
 }
 
 Status CheckLocalRuntime(const LocalExecutorOptions& opts) {
-  std::ifstream max_userns("/proc/sys/user/max_user_namespaces");
-  long max = 0;
-  if (!(max_userns >> max) || max <= 0) {
-    return Status::Error(
-        "user namespaces are disabled (/proc/sys/user/max_user_namespaces is 0): set it to a "
-        "positive value, e.g. sysctl user.max_user_namespaces=15000");
-  }
-  for (const char* ns : {"user", "pid", "mnt", "net", "ipc", "uts", "cgroup"}) {
-    if (::access((std::string("/proc/self/ns/") + ns).c_str(), F_OK) != 0) {
-      return Status::Error(std::string("the kernel lacks ") + ns + " namespaces");
-    }
+  HostCheckInputs in;
+  in.rootless = RunsRootless();
+  if (std::string blocker = FirstBlocker(CheckUserNamespaceHost(in)); !blocker.empty()) {
+    return Status::Error(blocker);
   }
   CgroupLayout layout;
   std::string why;
-  if (!DetectCgroups(opts.cgroup_root, &layout, &why)) return Status::Error(why);
+  // Rootless, a missing cgroup is a reported downgrade (enforcement()), not a failure.
+  if (!DetectCgroups(opts.cgroup_root, &layout, &why) && !in.rootless) {
+    return Status::Error(why);
+  }
   if (::access(opts.shim_binary.c_str(), X_OK) != 0) {
     return Status::Errno("shim binary " + opts.shim_binary + " is not executable", errno);
   }

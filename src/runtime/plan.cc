@@ -38,6 +38,7 @@ std::string EncodePlan(const Plan& p) {
   json::Bool(w, "no_new_privs", p.no_new_privs);
   json::Bool(w, "network_none", p.network_none);
   json::Str(w, "seccomp_profile_json", p.seccomp_profile_json);
+  json::Bool(w, "rootless", p.rootless);
   json::U64(w, "cgroup_version", static_cast<uint64_t>(p.cgroup.version));
   json::Str(w, "cgroup_root", p.cgroup.root);
   w.EndObject();
@@ -57,6 +58,7 @@ bool DecodePlan(std::string_view text, Plan* p) {
             json::Get(d, "no_new_privs", &p->no_new_privs) &&
             json::Get(d, "network_none", &p->network_none) &&
             json::Get(d, "seccomp_profile_json", &p->seccomp_profile_json) &&
+            json::Get(d, "rootless", &p->rootless) &&
             json::Get(d, "cgroup_version", &version) &&
             json::Get(d, "cgroup_root", &p->cgroup.root);
   p->cgroup.version = static_cast<int>(version);

@@ -29,6 +29,10 @@ struct Plan {
   bool no_new_privs = true;
   bool network_none = true;
   std::string seccomp_profile_json;
+  // Decided by the daemon (its euid != 0, see README.md "Rootless"): one-id maps, init is the
+  // sandbox user from the start. Independent of it, cgroup.version 0 means "no cgroup": the
+  // memory and pids limits become rlimits.
+  bool rootless = false;
   CgroupLayout cgroup;
 };
 

@@ -15,6 +15,7 @@
 #include "runtime/netns.h"
 #include "runtime/protocol.h"
 #include "runtime/rootfs.h"
+#include "runtime/rootless.h"
 #include "runtime/seccomp.h"
 #include "runtime/userns.h"
 
@@ -80,12 +81,16 @@ void SandboxInitMain(const Plan& plan, int go_fd) {
   // - lo and hostname while CAP_NET_ADMIN/CAP_SYS_ADMIN are still held;
   // - the bounding set while CAP_SETPCAP is held, i.e. before leaving uid 0;
   // - seccomp last: every earlier stage may need syscalls the profile forbids.
+  // Rootless (plan.rootless): init is the sandbox user from the start (its one mapped id) yet holds
+  // every capability in its new user namespace, so all stages but two run unchanged: there is no
+  // namespace root to become (uid 0 is unmapped), and setgroups is denied (see WriteIdMaps).
+  // Without a cgroup (cgroup.version 0) the limits become rlimits, set before the program exists.
   const Stage stages[] = {
       {"parent_death_signal",
        [] { return ::prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 ? SysOk() : SysFail("PDEATHSIG"); }},
       {"wait_for_parent", [&] { return AwaitParent(go_fd); }},
       {"open_rootfs", [&] { return OpenRootfsDir(plan, &rootfs_fd); }},
-      {"namespace_root", [] { return BecomeNamespaceRoot(); }},
+      {"namespace_root", [&] { return plan.rootless ? SysOk() : BecomeNamespaceRoot(); }},
       {"cgroup_namespace",
        [] { return ::unshare(CLONE_NEWCGROUP) == 0 ? SysOk() : SysFail("unshare cgroup ns"); }},
       {"mount_private", [] { return MakeMountsPrivate(); }},
@@ -99,10 +104,11 @@ void SandboxInitMain(const Plan& plan, int go_fd) {
       {"loopback", [] { return BringUpLoopback(); }},
       {"hostname", [&] { return SetHostname(plan.hostname); }},
       {"bounding_set", [] { return DropBoundingSet(); }},
-      {"sandbox_user", [&] { return SwitchToSandboxUser(plan.uid, plan.gid); }},
+      {"sandbox_user", [&] { return SwitchToSandboxUser(plan.uid, plan.gid, plan.rootless); }},
       {"capabilities", [] { return DropAllCapabilities(); }},
       {"no_new_privs", [&] { return plan.no_new_privs ? SetNoNewPrivs() : SysOk(); }},
       {"not_dumpable", [] { return SetNotDumpable(); }},
+      {"rlimits", [&] { return plan.cgroup.version == 0 ? SetFallbackRlimits(plan) : SysOk(); }},
       {"close_fds", [] { return CloseStrayFds(); }},
       {"seccomp", [&] { return LoadSeccomp(plan); }},
   };

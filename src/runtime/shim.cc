@@ -18,9 +18,11 @@
 #include <cstring>
 
 #include "runtime/cgroups.h"
+#include "runtime/host_checks.h"
 #include "runtime/messages.h"
 #include "runtime/pidfd.h"
 #include "runtime/protocol.h"
+#include "runtime/rootless.h"
 #include "runtime/sandbox_init.h"
 #include "runtime/unique_fd.h"
 #include "runtime/userns.h"
@@ -100,7 +102,9 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
     return ReportSetupFailure("plan", SysFailErr(EPROTO, "no valid plan on fd 3"));
   }
 
-  std::unique_ptr<Cgroup> cgroup = MakeCgroup(plan.cgroup, RandomCgroupName());
+  // No cgroup (version 0) when the daemon found none its user may write: rlimits instead.
+  std::unique_ptr<Cgroup> cgroup =
+      plan.cgroup.version == 0 ? MakeNoCgroup() : MakeCgroup(plan.cgroup, RandomCgroupName());
   if (SysError e = cgroup->Create({plan.memory_bytes, plan.pids}); !e.ok()) {
     (void)cgroup->Remove();
     return ReportSetupFailure("cgroup", e);
@@ -117,7 +121,15 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
   }
   ::close(go[0]);
   UniqueFd go_write(go[1]);
-  SysError setup = init < 0 ? SysFail("clone") : WriteIdMaps(init, plan.uid, plan.gid);
+  SysError setup =
+      init < 0 ? SysFail("clone") : WriteIdMaps(init, plan.uid, plan.gid, plan.rootless);
+  if (init < 0 && plan.rootless) {
+    // Unprivileged user namespaces switched off by the host: say which knob and how to fix it.
+    HostCheckInputs in;
+    in.rootless = true;
+    std::string why = ExplainUserNamespaceFailure(setup.err, in);
+    if (!why.empty()) setup.what = "clone(CLONE_NEWUSER): " + why;
+  }
   const char* stage = init < 0 ? "clone" : "id_maps";
   // Into the cgroup before "go": everything init and the program ever fork is then accounted.
   if (setup.ok()) setup = cgroup->AddProcess(init), stage = "cgroup_attach";

@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <thread>
 
@@ -20,6 +22,16 @@ TEST_F(SandboxTest, MemoryHogIsOomKilled) {
   spec.limits.memory_bytes = 128u << 20;
   Execution ex = Execute(spec, Python("b = b'x' * (1 << 30)\nprint('survived')"));
   ASSERT_TRUE(ex.outcome && ex.outcome->ok()) << ex.outcome->status().message();
+  if (Rootless()) {
+    // No cgroup for an unprivileged user here (v1): RLIMIT_DATA refuses the allocation instead.
+    ASSERT_TRUE(WithoutCgroup());
+    EXPECT_EQ((*ex.outcome)->exit_code, 1);
+    EXPECT_THAT(ex.err, ::testing::HasSubstr("MemoryError"));
+    EXPECT_FALSE(ex.report.oom_killed);
+    EXPECT_LT((*ex.outcome)->max_rss_kb, 128u << 10);  // never got near the 1 GiB it asked for
+    EXPECT_EQ(ex.out, "");
+    return;
+  }
   EXPECT_EQ((*ex.outcome)->signal, SIGKILL);
   EXPECT_TRUE(ex.report.oom_killed);
   EXPECT_GT(ex.report.memory_peak_bytes, 100u << 20);
@@ -43,7 +55,62 @@ except OSError as e:
   ASSERT_TRUE(ex.outcome && ex.outcome->ok()) << ex.outcome->status().message();
   EXPECT_EQ((*ex.outcome)->exit_code, 0) << ex.err;
   EXPECT_THAT(ex.out, ::testing::HasSubstr("fork failed after"));
+  if (Rootless()) {
+    // RLIMIT_NPROC = 16 counts this sandbox's tasks (init, python, children): EAGAIN, no event.
+    ASSERT_TRUE(WithoutCgroup());
+    EXPECT_THAT(ex.out, ::testing::ContainsRegex("fork failed after 1[0-4] Resource temporarily"))
+        << ex.out;
+    EXPECT_FALSE(ex.report.pids_limit_hit);
+    return;
+  }
   EXPECT_TRUE(ex.report.pids_limit_hit);
+}
+
+// Rootless, RLIMIT_NPROC is counted per (user namespace, uid) (Linux 5.14+), not per host uid: two
+// sandboxes of the same daemon user, each near its limit, do not starve each other.
+TEST_F(SandboxTest, ProcessLimitIsPerSandbox) {
+  if (!Rootless() || !WithoutCgroup()) GTEST_SKIP() << "the rlimit fallback (rootless, no cgroup)";
+  SandboxSpec spec = DefaultSpec();
+  spec.limits.pids = 8;
+  // The first sandbox runs on its own io_context and thread, holding 7 of its 8 tasks (init, sh,
+  // 5 sleepers) until it is killed.
+  asio::io_context io2;
+  LocalExecutorOptions opts;
+  opts.shim_binary = std::getenv("CI_TEST_SHIM");
+  auto executor2 = MakeLocalExecutor(io2.get_executor(), opts);
+  std::unique_ptr<Sandbox> first;
+  std::atomic<bool> up{false};
+  std::string first_error;
+  asio::co_spawn(
+      io2,
+      [&]() -> asio::awaitable<void> {
+        auto prepared = co_await executor2->Prepare(spec);
+        if (!prepared.ok()) {
+          first_error = prepared.status().message();
+          up = true;
+          co_return;
+        }
+        first = std::move(prepared.value());
+        auto run =
+            co_await first->Run(Shell("for i in 1 2 3 4 5; do sleep 30 & done; echo up; wait", 25s),
+                                [&](StreamKind, std::string_view chunk) {
+                                  if (chunk.find("up") != std::string_view::npos) up = true;
+                                });
+        co_await first->Destroy();
+      },
+      asio::detached);
+  std::thread t([&] { io2.run(); });
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!up && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(up.load());
+  EXPECT_EQ(first_error, "");
+  Execution second = Execute(spec, Shell("for i in 1 2 3 4 5; do sleep 0.1 & done; wait; echo ok"));
+  asio::post(io2, [&] {
+    if (first) first->Kill();
+  });
+  t.join();
+  ASSERT_TRUE(second.outcome && second.outcome->ok());
+  EXPECT_EQ(second.out, "ok\n") << second.err;
 }
 
 TEST_F(SandboxTest, CpuSpinIsStoppedByRlimit) {

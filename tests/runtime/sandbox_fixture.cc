@@ -12,8 +12,24 @@ namespace ci::testing_support {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
+bool SandboxTest::Rootless() {
+  const char* v = std::getenv("CI_TEST_ROOTLESS");
+  return v != nullptr && std::string(v) == "1";
+}
+
+bool SandboxTest::WithoutCgroup() const {
+  for (const Downgrade& d : executor_->enforcement().downgrades) {
+    if (d.measure == "memory limit (cgroup)") return true;
+  }
+  return false;
+}
+
 void SandboxTest::SetUp() {
-  if (::geteuid() != 0) GTEST_SKIP() << "real sandboxes need root (cgroups, id maps)";
+  if (Rootless()) {
+    ASSERT_NE(::geteuid(), 0u) << "CI_TEST_ROOTLESS=1 is for an unprivileged user (as_user.sh)";
+  } else if (::geteuid() != 0) {
+    GTEST_SKIP() << "real sandboxes need root, or CI_TEST_ROOTLESS=1 (rootless mode)";
+  }
   const char* shim = std::getenv("CI_TEST_SHIM");
   ASSERT_NE(shim, nullptr) << "CI_TEST_SHIM must name the test-shim binary (set by meson test)";
   LocalExecutorOptions opts;

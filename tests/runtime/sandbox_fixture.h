@@ -45,6 +45,12 @@ class SandboxTest : public ::testing::Test {
     return std::move(*out);
   }
 
+  // CI_TEST_ROOTLESS=1 (set by as_user.sh): the suite runs as an unprivileged user, so the
+  // executor is rootless and, without a writable cgroup, limits are rlimits (README "Rootless").
+  static bool Rootless();
+  // The executor reports the cgroup limits as downgraded (no OOM or pids-limit verdicts).
+  bool WithoutCgroup() const;
+
   static SandboxSpec DefaultSpec();
   static RunPayload Python(const std::string& code,
                            std::chrono::milliseconds timeout = std::chrono::seconds(10));
