@@ -22,7 +22,8 @@ struct SandboxSecurity {
   bool no_new_privs = true;
   bool read_only_root = true;
   bool network_none = true;          // own network namespace holding only `lo`
-  std::string seccomp_profile_json;  // OCI seccomp JSON; empty = no filter (issue 3 fills it)
+  std::string seccomp_profile_json;  // OCI seccomp JSON (policies/); empty = no filter
+  bool seccomp_log_denied = false;   // denied calls are allowed and logged (debugging a profile)
 };
 
 struct SandboxSpec {

@@ -15,6 +15,7 @@
 
 #include "daemon/config.h"
 #include "daemon/execution_service.h"
+#include "daemon/hardening.h"
 #include "daemon/file_store.h"
 #include "daemon/logging.h"
 #include "runtime/local_executor.h"
@@ -90,6 +91,11 @@ int RunCommand(int argc, char** argv) {
     return 2;
   }
   SetupLogging("warn", config->log_format);
+  auto seccomp = LoadSeccompProfile(*config);
+  if (!seccomp.ok()) {
+    std::fprintf(stderr, "code-interpreter: %s\n", seccomp.status().message().c_str());
+    return 2;
+  }
   // A private, throw-away store: `run` keeps nothing the program writes.
   std::string dir = (std::filesystem::temp_directory_path() / "code-interpreter-run-XXXXXX");
   if (mkdtemp(dir.data()) == nullptr) {
@@ -116,7 +122,7 @@ int RunCommand(int argc, char** argv) {
   LocalExecutorOptions options;
   options.cgroup_root = config->cgroup_root;
   auto executor = MakeLocalExecutor(io.get_executor(), options);
-  ExecutionService service(*config, *executor, **store);
+  ExecutionService service(*config, *executor, **store, std::move(seccomp).value());
   int exit_code = 1;
   auto plan = service.Plan(request);
   if (auto* err = std::get_if<ApiError>(&plan)) {

@@ -114,6 +114,8 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.String("SANDBOX_ROOTFS", c.sandbox_rootfs);
   env.String("CGROUP_ROOT", c.cgroup_root, /*allow_empty=*/true);
   env.Bool("STRICT_HARDENING", c.strict_hardening);
+  env.String("SECCOMP_PROFILE", c.seccomp_profile);
+  env.Bool("SECCOMP_LOG_DENIED", c.seccomp_log_denied);
   env.String("FILE_STORAGE_DIR", c.file_storage_dir);
   env.Int("MAX_FILE_SIZE_MB", c.max_file_size_mb, 1, 1 << 20);
   env.Int("FILE_TTL_SEC", c.file_ttl_sec, 1, kMaxU32);
@@ -131,6 +133,11 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   if (c.sandbox_rootfs != "host" && c.sandbox_rootfs.front() != '/') {
     return Status::Error("invalid environment variable SANDBOX_ROOTFS='" + c.sandbox_rootfs +
                          "': expected 'host' or an absolute directory path");
+  }
+  if (c.seccomp_profile != "default" && c.seccomp_profile != "strict" &&
+      c.seccomp_profile.front() != '/') {
+    return Status::Error("invalid environment variable SECCOMP_PROFILE='" + c.seccomp_profile +
+                         "': expected 'default', 'strict' or an absolute path to a JSON profile");
   }
   if (c.log_level == "warning") c.log_level = "warn";
   return c;

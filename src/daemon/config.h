@@ -28,6 +28,8 @@ struct Config {
   std::string sandbox_rootfs = "host";
   std::string cgroup_root;
   bool strict_hardening = false;  // refuse to start when a hardening measure is downgraded
+  std::string seccomp_profile = "default";  // default | strict | /absolute/path.json
+  bool seccomp_log_denied = false;          // allow and audit-log what the profile denies
   // files
   std::string file_storage_dir = "/tmp/code-interpreter-files";
   uint64_t max_file_size_mb = 100;

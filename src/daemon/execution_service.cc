@@ -62,11 +62,13 @@ Result<std::string> WriteTempFile(const std::string& dir, std::string_view conte
 
 }  // namespace
 
-ExecutionService::ExecutionService(const Config& config, Executor& executor, FileStore& store)
+ExecutionService::ExecutionService(const Config& config, Executor& executor, FileStore& store,
+                                   std::string seccomp_profile_json)
     : config_(config),
       executor_(executor),
       store_(store),
-      languages_(AvailableLanguages(config.sandbox_rootfs)) {}
+      languages_(AvailableLanguages(config.sandbox_rootfs)),
+      seccomp_profile_json_(std::move(seccomp_profile_json)) {}
 
 std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteRequest& request) const {
   auto program = BuildProgram(request.language, request.last_line_interactive, languages_);
@@ -105,6 +107,8 @@ SandboxSpec ExecutionService::MakeSpec() const {
   spec.limits.workspace_bytes = config_.workspace_size_mb << 20;
   spec.limits.tmp_bytes = config_.tmp_size_mb << 20;
   spec.cgroup_root = config_.cgroup_root;
+  spec.security.seccomp_profile_json = seccomp_profile_json_;
+  spec.security.seccomp_log_denied = config_.seccomp_log_denied;
   return spec;
 }
 

@@ -46,7 +46,9 @@ struct ExecutionResult {
 
 class ExecutionService {
  public:
-  ExecutionService(const Config& config, Executor& executor, FileStore& store);
+  // `seccomp_profile_json`: the resolved profile text (LoadSeccompProfile), given to every sandbox.
+  ExecutionService(const Config& config, Executor& executor, FileStore& store,
+                   std::string seccomp_profile_json = {});
 
   // Validation that needs the file store, in the order of docs/api.md: every file_id resolved
   // (404), then every path checked (422).
@@ -77,6 +79,7 @@ class ExecutionService {
   Executor& executor_;
   FileStore& store_;
   std::vector<Language> languages_;
+  std::string seccomp_profile_json_;
   std::set<Sandbox*> live_;
 };
 

@@ -15,6 +15,7 @@
 #include "daemon/cli.h"
 #include "daemon/config.h"
 #include "daemon/execution_service.h"
+#include "daemon/hardening.h"
 #include "daemon/file_store.h"
 #include "daemon/handlers.h"
 #include "daemon/http_server.h"
@@ -142,7 +143,12 @@ int Serve() {
     spdlog::critical("{}", s.message());
     return 2;
   }
-  ExecutionService service(c, *executor, **store);
+  auto seccomp = LoadSeccompProfile(c);
+  if (!seccomp.ok()) {
+    spdlog::critical("{}", seccomp.status().message());
+    return 2;
+  }
+  ExecutionService service(c, *executor, **store, std::move(seccomp).value());
   Admission admission(io.get_executor(), c.max_concurrent_executions,
                       std::chrono::seconds(c.execution_queue_timeout_sec));
   Metrics metrics(c.max_concurrent_executions);

@@ -1,5 +1,6 @@
 #include "runtime/caps.h"
 
+#include <linux/securebits.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
 
@@ -15,6 +16,15 @@ SysError DropBoundingSet() {
       return SysFailErr(errno, "drop capability " + std::to_string(cap) + " from bounding set");
     }
   }
+  return SysOk();
+}
+
+SysError LockSecurebits() {
+  constexpr unsigned long kBits =
+      SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+      SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+      SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+  if (::prctl(PR_SET_SECUREBITS, kBits, 0, 0, 0) != 0) return SysFail("PR_SET_SECUREBITS");
   return SysOk();
 }
 

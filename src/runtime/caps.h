@@ -7,6 +7,11 @@ namespace ci {
 
 // Empties the bounding set. Needs CAP_SETPCAP, so it runs while still namespace root.
 SysError DropBoundingSet();
+// Locks the securebits so no later execve or uid change can regain capabilities: uid 0 gets no
+// special treatment (NOROOT), uid changes do not touch the sets (NO_SETUID_FIXUP; we drop them
+// explicitly), the ambient set cannot be raised; each bit and KEEP_CAPS are locked. Needs
+// CAP_SETPCAP, so it runs while still namespace root.
+SysError LockSecurebits();
 // Clears the ambient set and sets permitted/effective/inheritable to empty through libcap.
 SysError DropAllCapabilities();
 // execve can then never grant privileges (setuid bits, file capabilities); required by seccomp

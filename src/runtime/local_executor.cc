@@ -4,12 +4,17 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include <fstream>
+#include <map>
+#include <mutex>
 
 #include "runtime/cgroups.h"
 #include "runtime/host_checks.h"
 #include "runtime/local_sandbox.h"
 #include "runtime/plan.h"
+#include "runtime/seccomp_profile.h"
 #include "runtime/rootless.h"
 #include "runtime/shim_spawn.h"
 
@@ -42,7 +47,9 @@ class LocalExecutor final : public Executor {
     Result<ShimHandles> shim = SpawnShim(opts_.shim_binary);
     if (!shim.ok()) co_return shim.status().Context("preparing a local sandbox");
     auto sandbox = std::make_unique<LocalSandbox>(ex_, std::move(shim.value()), spec);
-    Plan plan = PlanFromSpec(spec, layout);
+    Result<std::string> bpf = CompiledSeccomp(spec.security);
+    if (!bpf.ok()) co_return bpf.status().Context("the sandbox's seccomp profile");
+    Plan plan = PlanFromSpec(spec, layout, std::move(bpf).value());
     plan.rootless = rootless_;
     Status started = co_await sandbox->Start(plan, kPrepareTimeout);
     if (!started.ok() && !userns_blocker_.empty()) {
@@ -98,6 +105,26 @@ class LocalExecutor final : public Executor {
   }
 
  private:
+  // Compiling takes milliseconds and every sandbox of a daemon uses the same profile or two, so
+  // each (profile text, log mode) is compiled once and the BPF bytes are reused.
+  Result<std::string> CompiledSeccomp(const SandboxSecurity& security) {
+    if (security.seccomp_profile_json.empty()) return std::string();
+    std::lock_guard lock(seccomp_mu_);
+    auto key = std::make_pair(security.seccomp_log_denied, security.seccomp_profile_json);
+    if (auto it = seccomp_cache_.find(key); it != seccomp_cache_.end()) return it->second;
+    std::vector<std::string> skipped;
+    Result<std::string> bpf = CompileSeccompProfile(security.seccomp_profile_json,
+                                                    security.seccomp_log_denied, &skipped);
+    if (!bpf.ok()) return bpf;
+    if (!skipped.empty()) {
+      std::string names;
+      for (const auto& n : skipped) names += (names.empty() ? "" : " ") + n;
+      spdlog::debug("seccomp: syscall names unknown to this libseccomp were skipped: {}", names);
+    }
+    seccomp_cache_.emplace(std::move(key), bpf.value());
+    return bpf;
+  }
+
   // Rootless = the daemon's euid is not 0 (decided here, carried to the shim in the plan). Then
   // sandboxes run without a cgroup unless the detected one is writable by this user (a delegated
   // cgroup v2 subtree); root keeps failing loudly instead, a missing cgroup there is a bug.
@@ -126,6 +153,8 @@ class LocalExecutor final : public Executor {
   CgroupLayout layout_;
   bool detected_ = false;
   std::string detect_error_;
+  std::mutex seccomp_mu_;
+  std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;
   bool rootless_ = false;
   bool no_cgroup_ = false;
   std::string no_cgroup_reason_;

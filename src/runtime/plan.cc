@@ -3,8 +3,38 @@
 #include "runtime/json_util.h"
 
 namespace ci {
+namespace {
 
-Plan PlanFromSpec(const SandboxSpec& spec, const CgroupLayout& cgroup) {
+// The BPF program is binary; hex keeps the plan plain JSON text.
+std::string Hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+bool Unhex(std::string_view hex, std::string* out) {
+  auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  if (hex.size() % 2 != 0) return false;
+  out->clear();
+  out->reserve(hex.size() / 2);
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi << 4 | lo));
+  }
+  return true;
+}
+
+}  // namespace
+
+Plan PlanFromSpec(const SandboxSpec& spec, const CgroupLayout& cgroup, std::string seccomp_bpf) {
   Plan p;
   p.rootfs = spec.rootfs;
   p.uid = spec.uid;
@@ -17,7 +47,7 @@ Plan PlanFromSpec(const SandboxSpec& spec, const CgroupLayout& cgroup) {
   p.read_only_root = spec.security.read_only_root;
   p.no_new_privs = spec.security.no_new_privs;
   p.network_none = spec.security.network_none;
-  p.seccomp_profile_json = spec.security.seccomp_profile_json;
+  p.seccomp_bpf = std::move(seccomp_bpf);
   p.cgroup = cgroup;
   return p;
 }
@@ -37,7 +67,7 @@ std::string EncodePlan(const Plan& p) {
   json::Bool(w, "read_only_root", p.read_only_root);
   json::Bool(w, "no_new_privs", p.no_new_privs);
   json::Bool(w, "network_none", p.network_none);
-  json::Str(w, "seccomp_profile_json", p.seccomp_profile_json);
+  json::Str(w, "seccomp_bpf", Hex(p.seccomp_bpf));
   json::Bool(w, "rootless", p.rootless);
   json::U64(w, "cgroup_version", static_cast<uint64_t>(p.cgroup.version));
   json::Str(w, "cgroup_root", p.cgroup.root);
@@ -49,6 +79,7 @@ bool DecodePlan(std::string_view text, Plan* p) {
   rapidjson::Document d;
   if (!json::Parse(text, &d)) return false;
   uint32_t version = 0;
+  std::string bpf_hex;
   bool ok = json::Get(d, "rootfs", &p->rootfs) && json::Get(d, "uid", &p->uid) &&
             json::Get(d, "gid", &p->gid) && json::Get(d, "hostname", &p->hostname) &&
             json::Get(d, "memory_bytes", &p->memory_bytes) && json::Get(d, "pids", &p->pids) &&
@@ -57,7 +88,7 @@ bool DecodePlan(std::string_view text, Plan* p) {
             json::Get(d, "read_only_root", &p->read_only_root) &&
             json::Get(d, "no_new_privs", &p->no_new_privs) &&
             json::Get(d, "network_none", &p->network_none) &&
-            json::Get(d, "seccomp_profile_json", &p->seccomp_profile_json) &&
+            json::Get(d, "seccomp_bpf", &bpf_hex) && Unhex(bpf_hex, &p->seccomp_bpf) &&
             json::Get(d, "rootless", &p->rootless) &&
             json::Get(d, "cgroup_version", &version) &&
             json::Get(d, "cgroup_root", &p->cgroup.root);

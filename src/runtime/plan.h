@@ -28,7 +28,9 @@ struct Plan {
   bool read_only_root = true;
   bool no_new_privs = true;
   bool network_none = true;
-  std::string seccomp_profile_json;
+  // The compiled seccomp program (struct sock_filter[]), empty = no filter. The daemon compiles
+  // the spec's profile once; the shim only installs these bytes.
+  std::string seccomp_bpf;
   // Decided by the daemon (its euid != 0, see README.md "Rootless"): one-id maps, init is the
   // sandbox user from the start. Independent of it, cgroup.version 0 means "no cgroup": the
   // memory and pids limits become rlimits.
@@ -36,7 +38,9 @@ struct Plan {
   CgroupLayout cgroup;
 };
 
-Plan PlanFromSpec(const SandboxSpec& spec, const CgroupLayout& cgroup);
+// `seccomp_bpf` is the spec's seccomp profile compiled by CompileSeccompProfile (empty when the
+// spec has none): a parameter, so no caller can forget the filter.
+Plan PlanFromSpec(const SandboxSpec& spec, const CgroupLayout& cgroup, std::string seccomp_bpf);
 std::string EncodePlan(const Plan& plan);
 // False when the JSON is malformed or a required field is missing.
 bool DecodePlan(std::string_view text, Plan* plan);

@@ -79,7 +79,7 @@ void SandboxInitMain(const Plan& plan, int go_fd) {
   // - the cgroup namespace after the parent moved us into our cgroup, so it is our "/";
   // - all mounts before pivot_root, the root read-only after it;
   // - lo and hostname while CAP_NET_ADMIN/CAP_SYS_ADMIN are still held;
-  // - the bounding set while CAP_SETPCAP is held, i.e. before leaving uid 0;
+  // - the bounding set and securebits while CAP_SETPCAP is held, i.e. before leaving uid 0;
   // - seccomp last: every earlier stage may need syscalls the profile forbids.
   // Rootless (plan.rootless): init is the sandbox user from the start (its one mapped id) yet holds
   // every capability in its new user namespace, so all stages but two run unchanged: there is no
@@ -104,6 +104,7 @@ void SandboxInitMain(const Plan& plan, int go_fd) {
       {"loopback", [] { return BringUpLoopback(); }},
       {"hostname", [&] { return SetHostname(plan.hostname); }},
       {"bounding_set", [] { return DropBoundingSet(); }},
+      {"securebits", [] { return LockSecurebits(); }},
       {"sandbox_user", [&] { return SwitchToSandboxUser(plan.uid, plan.gid, plan.rootless); }},
       {"capabilities", [] { return DropAllCapabilities(); }},
       {"no_new_privs", [&] { return plan.no_new_privs ? SetNoNewPrivs() : SysOk(); }},

@@ -6,9 +6,9 @@
 
 namespace ci {
 
-// Loads the plan's OCI seccomp profile with libseccomp. An empty profile loads no filter.
-// Not implemented yet (the next issue fills it): a non-empty profile is refused rather than
-// silently ignored, so nobody believes a filter is active when it is not.
+// Installs the plan's BPF program (compiled by the daemon, seccomp_profile.h). An empty program
+// installs no filter. Needs no_new_privs (or CAP_SYS_ADMIN, which init no longer holds), so the
+// stage runs after no_new_privs. No allocation and no libseccomp here: only the kernel call.
 SysError LoadSeccomp(const Plan& plan);
 
 }  // namespace ci

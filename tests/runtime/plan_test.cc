@@ -14,8 +14,8 @@ TEST(Plan, FromSpecRoundTrips) {
   spec.rootfs = "/srv/root";
   spec.limits.memory_bytes = 128u << 20;
   spec.limits.pids = 16;
-  spec.security.seccomp_profile_json = "{\"defaultAction\":\"SCMP_ACT_ERRNO\"}";
-  Plan p = PlanFromSpec(spec, {1, "/sys/fs/cgroup"});
+  const std::string bpf("\x06\x00\x00\x00\x00\x00\xff\x7f", 8);  // ret ALLOW: binary-safe
+  Plan p = PlanFromSpec(spec, {1, "/sys/fs/cgroup"}, bpf);
   Plan q;
   ASSERT_TRUE(DecodePlan(EncodePlan(p), &q));
   EXPECT_EQ(q.rootfs, "/srv/root");
@@ -24,7 +24,7 @@ TEST(Plan, FromSpecRoundTrips) {
   EXPECT_EQ(q.memory_bytes, 128u << 20);
   EXPECT_EQ(q.pids, 16u);
   EXPECT_EQ(q.workspace_bytes, spec.limits.workspace_bytes);
-  EXPECT_EQ(q.seccomp_profile_json, spec.security.seccomp_profile_json);
+  EXPECT_EQ(q.seccomp_bpf, bpf);
   EXPECT_EQ(q.cgroup.version, 1);
   EXPECT_EQ(q.cgroup.root, "/sys/fs/cgroup");
 }

@@ -1,0 +1,669 @@
+#include "docker/docker_executor.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "core/json.h"
+#include "docker/engine_client.h"
+#include "docker/stdcopy.h"
+#include "docker/tar.h"
+
+namespace ci::docker {
+namespace {
+
+using namespace std::chrono_literals;
+using asio::use_awaitable;
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kReadChunk = 64 << 10;
+constexpr size_t kMaxErrorText = 4096;
+// After the timeout kill, how long the program's stream may take to end before it is cut.
+constexpr auto kKillGrace = 5s;
+
+asio::awaitable<void> Sleep(Clock::duration d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  boost::system::error_code ec;
+  co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
+}
+
+std::string RandomHex(size_t bytes) {
+  std::random_device rd;
+  std::string out;
+  static const char* kHex = "0123456789abcdef";
+  for (size_t i = 0; i < bytes; ++i) {
+    unsigned v = rd() & 0xff;
+    out += kHex[v >> 4];
+    out += kHex[v & 15];
+  }
+  return out;
+}
+
+std::string StringArray(const std::vector<std::string>& v) {
+  std::string s = "[";
+  for (const auto& x : v) s += (s.size() > 1 ? "," : "") + JsonQuote(x);
+  return s + "]";
+}
+
+bool ParseObject(const std::string& body, rapidjson::Document& doc) {
+  std::string why;
+  return ParseJson(body, doc, why) && doc.IsObject();
+}
+
+// Everything the sandbox's detached helpers (deadline, stdin writer, kill) need, so they never
+// touch a sandbox that may already be gone.
+struct Container {
+  std::shared_ptr<EngineClient> client;
+  asio::any_io_executor ex;
+  std::string id;
+  std::string user;  // "uid:gid"
+  std::string cwd;
+  std::vector<std::string> env;
+};
+
+struct StartedExec {
+  std::string exec_id;
+  std::shared_ptr<RawStream> stream;
+};
+
+asio::awaitable<Result<StartedExec>> StartExec(const Container& c,
+                                               const std::vector<std::string>& cmd,
+                                               bool attach_stdin) {
+  std::string body = std::string("{\"AttachStdin\":") + (attach_stdin ? "true" : "false") +
+                     ",\"AttachStdout\":true,\"AttachStderr\":true,\"Tty\":false,\"Privileged\":"
+                     "false,\"Cmd\":" +
+                     StringArray(cmd) + ",\"Env\":" + StringArray(c.env) +
+                     ",\"WorkingDir\":" + JsonQuote(c.cwd) + ",\"User\":" + JsonQuote(c.user) + "}";
+  std::string path = "/containers/" + c.id + "/exec";
+  auto created = co_await c.client->Request("POST", path, body);
+  if (!created.ok()) co_return created.status();
+  if (created->status != 201) co_return HttpError("docker exec create", *created);
+  rapidjson::Document doc;
+  if (!ParseObject(created->body, doc) || !doc.HasMember("Id") || !doc["Id"].IsString()) {
+    co_return Status::Error("docker exec create: no Id in the answer");
+  }
+  StartedExec out;
+  out.exec_id = doc["Id"].GetString();
+  std::string start_path = "/exec/" + out.exec_id + "/start";
+  std::string start_body = "{\"Detach\":false,\"Tty\":false}";
+  auto stream = co_await c.client->Hijack(start_path, start_body);
+  if (!stream.ok()) co_return stream.status();
+  out.stream = std::shared_ptr<RawStream>(std::move(stream).value());
+  co_return out;
+}
+
+// The exit code from exec inspect; the stream can end a moment before the daemon records it.
+asio::awaitable<Result<std::optional<int>>> ExecExitCode(const Container& c,
+                                                         const std::string& exec_id) {
+  std::string path = "/exec/" + exec_id + "/json";
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    auto r = co_await c.client->Request("GET", path);
+    if (!r.ok()) co_return r.status();
+    if (!r->ok()) co_return HttpError("docker exec inspect", *r);
+    rapidjson::Document doc;
+    if (!ParseObject(r->body, doc)) co_return Status::Error("docker exec inspect: bad JSON");
+    bool running = doc.HasMember("Running") && doc["Running"].IsBool() && doc["Running"].GetBool();
+    if (!running && doc.HasMember("ExitCode") && doc["ExitCode"].IsInt()) {
+      co_return std::optional<int>(doc["ExitCode"].GetInt());
+    }
+    co_await Sleep(10ms);
+  }
+  co_return std::optional<int>();
+}
+
+// Reads a stream to its end, demultiplexing into `demux`.
+// `stop` (may be null) is asked after each read whether to stop early.
+asio::awaitable<Status> Pump(RawStream& stream, FrameDemuxer& demux,
+                             const std::function<bool()>* stop = nullptr) {
+  std::string buf(kReadChunk, '\0');
+  for (;;) {
+    boost::system::error_code ec;
+    size_t n = co_await stream.ReadSome(asio::buffer(buf), ec);
+    if (ec) co_return Status::Error("reading the exec stream: " + ec.message());
+    if (n == 0) co_return Status();
+    if (!demux.Feed(std::string_view(buf.data(), n))) {
+      co_return Status::Error("malformed exec stream frame");
+    }
+    if (stop != nullptr && (*stop)()) co_return Status();
+  }
+}
+
+// Kills every process of the sandbox user but PID 1: kill(-1) never reaches the namespace's
+// init, nor the caller. PID 1 is our `sleep` (no docker-init, see container_config.cc), so the
+// container and its tmpfs workspace survive for Collect. No pkill needed in the image: the
+// shell's kill builtin does it.
+asio::awaitable<Status> KillSandboxProcesses(const Container& c) {
+  std::vector<std::string> cmd = {"/bin/sh", "-c", "kill -9 -1"};
+  auto started = co_await StartExec(c, cmd, false);
+  if (!started.ok()) co_return started.status().Context("killing the program");
+  FrameDemuxer ignore([](FrameDemuxer::Stream, std::string_view) {});
+  Status s = co_await Pump(*started->stream, ignore);
+  co_return s;
+}
+
+class DockerSandbox final : public Sandbox {
+ public:
+  DockerSandbox(Container c, uint64_t memory_limit)
+      : c_(std::move(c)), memory_limit_(memory_limit) {}
+
+  asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override {
+    if (killed_) co_return Status::Error("sandbox killed");
+    auto t_stage = Clock::now();
+    Status staged = co_await Stage(payload.files);
+    if (!staged.ok()) co_return staged.Context("staging files");
+    if (killed_) co_return Status::Error("sandbox killed");
+
+    struct RunState {
+      std::shared_ptr<RawStream> stream;
+      asio::steady_timer deadline;
+      bool done = false;
+      bool timed_out = false;
+      explicit RunState(asio::any_io_executor ex) : deadline(std::move(ex)) {}
+    };
+    auto t0 = Clock::now();
+    auto started = co_await StartExec(c_, payload.argv, true);
+    if (!started.ok()) co_return started.status().Context("starting the program");
+    auto st = std::make_shared<RunState>(c_.ex);
+    st->stream = started->stream;
+    active_ = st->stream;
+
+    // stdin: written whole, then half-closed so the program sees EOF.
+    std::optional<std::string> input = std::move(payload.stdin_data);
+    asio::co_spawn(
+        c_.ex,
+        [st, input = std::move(input)]() -> asio::awaitable<void> {
+          if (input && !input->empty()) {
+            Status w = co_await st->stream->WriteAll(*input);
+            if (!w.ok()) spdlog::debug("stdin: {}", w.message());  // the program quit reading
+          }
+          st->stream->ShutdownSend();
+        },
+        asio::detached);
+    // The deadline: kill the program's processes from a second exec, then cut the stream if it
+    // still has not ended.
+    st->deadline.expires_after(payload.timeout);
+    asio::co_spawn(
+        c_.ex,
+        [st, c = c_]() -> asio::awaitable<void> {
+          boost::system::error_code ec;
+          co_await st->deadline.async_wait(asio::redirect_error(use_awaitable, ec));
+          if (ec || st->done) co_return;
+          st->timed_out = true;
+          Status k = co_await KillSandboxProcesses(c);
+          if (!k.ok()) spdlog::warn("docker {}: {}", c.id.substr(0, 12), k.message());
+          if (st->done) co_return;
+          st->deadline.expires_after(kKillGrace);
+          co_await st->deadline.async_wait(asio::redirect_error(use_awaitable, ec));
+          if (!ec && !st->done) st->stream->Close();
+        },
+        asio::detached);
+
+    bool system_error = false;
+    std::string system_text;
+    FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view bytes) {
+      if (s == FrameDemuxer::Stream::kSystemError) {
+        system_error = true;
+        if (system_text.size() < kMaxErrorText) system_text.append(bytes);
+        return;
+      }
+      sink(s == FrameDemuxer::Stream::kStderr ? StreamKind::kStderr : StreamKind::kStdout, bytes);
+    });
+    Status pumped = co_await Pump(*st->stream, demux);
+    st->done = true;
+    st->deadline.cancel();
+    st->stream->Close();
+    active_.reset();
+    RunOutcome out;
+    out.duration_ms = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+    out.timed_out = st->timed_out;
+    if (killed_) co_return Status::Error("sandbox killed");
+    if (!pumped.ok() && !st->timed_out) co_return pumped;
+    if (system_error) co_return Status::Error("docker exec failed: " + system_text);
+    auto t_ended = Clock::now();
+    auto code = co_await ExecExitCode(c_, started->exec_id);
+    if (!code.ok()) co_return code.status();
+    auto t_inspected = Clock::now();
+    // The Engine reports a death by signal N as 128+N, like a shell.
+    if (code->has_value() && **code > 128 && **code <= 128 + 64) {
+      out.signal = **code - 128;
+    } else if (code->has_value()) {
+      out.exit_code = **code;
+    }
+    if (out.timed_out) {
+      out.exit_code.reset();
+      if (!out.signal) out.signal = SIGKILL;
+    }
+    co_await ReadStats(out.cpu_ms, out.max_rss_kb);
+    stats_read_ = true;
+    stats_cpu_ms_ = out.cpu_ms;
+    stats_rss_kb_ = out.max_rss_kb;
+    spdlog::debug("docker {}: stage {} ms, exec+stream {} ms, inspect {} ms, stats {} ms",
+                  c_.id.substr(0, 12), (t0 - t_stage) / 1ms, (t_ended - t0) / 1ms,
+                  (t_inspected - t_ended) / 1ms, (Clock::now() - t_inspected) / 1ms);
+    run_failed_ = run_failed_ || out.exit_code != 0;
+    co_return out;
+  }
+
+  asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override {
+    if (killed_) co_return Status::Error("sandbox killed");
+    std::vector<std::string> cmd = {"tar", "-c", "-C", c_.cwd, "-f", "-", "."};
+    auto started = co_await StartExec(c_, cmd, false);
+    if (!started.ok()) co_return started.status().Context("collecting files");
+    active_ = started->stream;
+    Collection out;
+    uint64_t total = 0;
+    int fd = -1;
+    bool skipping = false;
+    Status write_error;
+    TarReader reader(
+        {[&](const std::string& path, uint64_t size) {
+           skipping = path == limits.skip_path || path.empty();
+           if (skipping) return true;
+           if (out.files.size() + 1 > limits.max_files || total + size > limits.max_total_bytes) {
+             out.truncated = true;
+             return false;
+           }
+           std::string host = limits.dest_dir + "/collected-XXXXXX";
+           fd = ::mkstemp(host.data());
+           if (fd < 0) {
+             write_error = Status::Errno("creating a file in " + limits.dest_dir, errno);
+             return false;
+           }
+           out.files.push_back({path, host, size});
+           total += size;
+           return true;
+         },
+         [&](std::string_view data) -> Status {
+           while (!skipping && !data.empty()) {
+             ssize_t n = ::write(fd, data.data(), data.size());
+             if (n < 0 && errno == EINTR) continue;
+             if (n < 0) return Status::Errno("writing " + out.files.back().host_path, errno);
+             data.remove_prefix(static_cast<size_t>(n));
+           }
+           return Status();
+         },
+         [&]() -> Status {
+           if (!skipping && fd >= 0) ::close(fd);
+           fd = -1;
+           return Status();
+         }});
+    Status tar_error;
+    std::string stderr_text;
+    FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view bytes) {
+      if (s != FrameDemuxer::Stream::kStdout) {
+        if (stderr_text.size() < kMaxErrorText) stderr_text.append(bytes);
+        return;
+      }
+      if (!tar_error.ok() || reader.stopped() || reader.finished()) return;
+      tar_error = reader.Feed(bytes);
+    });
+    std::function<bool()> stop = [&] {
+      return !tar_error.ok() || reader.stopped() || !write_error.ok();
+    };
+    Status pumped = co_await Pump(*started->stream, demux, &stop);
+    started->stream->Close();
+    active_.reset();
+    if (fd >= 0) ::close(fd);
+    Status failed = !write_error.ok() ? write_error : !tar_error.ok() ? tar_error : pumped;
+    if (killed_) failed = Status::Error("sandbox killed");
+    if (failed.ok() && !reader.stopped() && !reader.finished()) {
+      failed = Status::Error("tar of the workspace ended early: " + stderr_text);
+    }
+    if (!failed.ok()) {
+      for (const auto& f : out.files) ::unlink(f.host_path.c_str());
+      co_return failed.Context("collecting files");
+    }
+    if (!stderr_text.empty()) {
+      spdlog::debug("docker {}: tar -c: {}", c_.id.substr(0, 12), stderr_text);
+    }
+    co_return out;
+  }
+
+  asio::awaitable<ResourceReport> Destroy() override {
+    if (destroyed_) co_return report_;
+    destroyed_ = true;
+    auto t0 = Clock::now();
+    if (active_) active_->Close();
+    std::string path = "/containers/" + c_.id + "/json";
+    auto r = co_await c_.client->Request("GET", path);
+    rapidjson::Document doc;
+    if (r.ok() && r->ok() && ParseObject(r->body, doc) && doc.HasMember("State") &&
+        doc["State"].IsObject()) {
+      const auto& state = doc["State"];
+      report_.oom_killed = state.HasMember("OOMKilled") && state["OOMKilled"].IsBool() &&
+                           state["OOMKilled"].GetBool();
+    }
+    // The Engine serves a second stats call only at its next 1 s sampling tick: reuse Run's.
+    uint64_t rss_kb = stats_rss_kb_;
+    report_.cpu_ms = stats_cpu_ms_;
+    if (!stats_read_) co_await ReadStats(report_.cpu_ms, rss_kb);
+    report_.memory_peak_bytes = rss_kb << 10;
+    // Docker flags OOMKilled only when PID 1 dies of it, never for an exec'd program, and has no
+    // pids event: read the container's own cgroup counters from inside (works with a remote
+    // dockerd too). Only when they can matter: a failed run, or a peak near the limit (an OOM
+    // kill of a child counts even when the program succeeded).
+    if (!killed_ && (run_failed_ || report_.memory_peak_bytes >= memory_limit_ / 10 * 9)) {
+      co_await ProbeCgroupEvents();
+    }
+    auto t_probed = Clock::now();
+    std::string del = "/containers/" + c_.id + "?force=1&v=1";
+    auto d = co_await c_.client->Request("DELETE", del);
+    spdlog::debug("docker {}: destroy: inspect+probe {} ms, remove {} ms", c_.id.substr(0, 12),
+                  (t_probed - t0) / 1ms, (Clock::now() - t_probed) / 1ms);
+    if (!d.ok()) {
+      spdlog::error("removing container {}: {} (the reaper will retry)", c_.id.substr(0, 12),
+                    d.status().message());
+    } else if (!d->ok() && d->status != 404) {
+      spdlog::error("{} (the reaper will retry)",
+                    HttpError("removing container " + c_.id.substr(0, 12), *d).message());
+    }
+    co_return report_;
+  }
+
+  void Kill() override {
+    if (killed_ || destroyed_) return;
+    killed_ = true;
+    if (active_) active_->Close();
+    asio::co_spawn(
+        c_.ex,
+        [c = c_]() -> asio::awaitable<void> {
+          std::string method = "POST", path = "/containers/" + c.id + "/kill";
+          auto r = co_await c.client->Request(method, path);
+          (void)r;  // Destroy removes it either way
+        },
+        asio::detached);
+  }
+
+ private:
+  // Writes the files as a tar into `tar -x` running in the workspace.
+  asio::awaitable<Status> Stage(const std::vector<StagedFile>& files) {
+    if (files.empty()) co_return Status();
+    std::vector<std::string> cmd = {"tar", "-x", "-C", c_.cwd, "-f", "-"};
+    auto started = co_await StartExec(c_, cmd, true);
+    if (!started.ok()) co_return started.status();
+    active_ = started->stream;
+    uint32_t uid = 65532, gid = 65532;
+    std::set<std::string> dirs;
+    Status written;
+    std::string chunk(kReadChunk, '\0');
+    for (const auto& f : files) {
+      for (size_t slash = f.workspace_path.find('/'); slash != std::string::npos;
+           slash = f.workspace_path.find('/', slash + 1)) {
+        std::string dir = f.workspace_path.substr(0, slash);
+        if (!dirs.insert(dir).second) continue;
+        std::string header = TarHeader(dir, 0, true, 0755, uid, gid);
+        written = co_await started->stream->WriteAll(header);
+        if (!written.ok()) break;
+      }
+      if (!written.ok()) break;
+      int fd = ::open(f.host_path.c_str(), O_RDONLY | O_CLOEXEC);
+      struct stat st {};
+      if (fd < 0 || ::fstat(fd, &st) != 0) {
+        written = Status::Errno(f.host_path, errno);
+        if (fd >= 0) ::close(fd);
+        break;
+      }
+      uint64_t size = static_cast<uint64_t>(st.st_size);
+      std::string header = TarHeader(f.workspace_path, size, false, 0644, uid, gid);
+      written = co_await started->stream->WriteAll(header);
+      uint64_t left = size;
+      while (written.ok() && left > 0) {
+        ssize_t n = ::read(fd, chunk.data(), std::min<uint64_t>(left, chunk.size()));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          written = Status::Error("reading " + f.host_path + ": the file shrank");
+          break;
+        }
+        std::string_view piece(chunk.data(), static_cast<size_t>(n));
+        written = co_await started->stream->WriteAll(piece);
+        left -= static_cast<uint64_t>(n);
+      }
+      ::close(fd);
+      if (!written.ok()) break;
+      std::string pad = TarPadding(size);
+      written = co_await started->stream->WriteAll(pad);
+      if (!written.ok()) break;
+    }
+    if (written.ok()) {
+      std::string trailer = TarTrailer();
+      written = co_await started->stream->WriteAll(trailer);
+    }
+    started->stream->ShutdownSend();
+    std::string errors;
+    FrameDemuxer demux([&](FrameDemuxer::Stream, std::string_view b) {
+      if (errors.size() < kMaxErrorText) errors.append(b);
+    });
+    Status pumped = co_await Pump(*started->stream, demux);
+    started->stream->Close();
+    active_.reset();
+    if (killed_) co_return Status::Error("sandbox killed");
+    auto code = co_await ExecExitCode(c_, started->exec_id);
+    if (!code.ok()) co_return code.status();
+    if (!code->has_value() || **code != 0) {
+      co_return Status::Error("tar -x failed" + (errors.empty() ? "" : ": " + errors) +
+                              (written.ok() ? "" : " (" + written.message() + ")"));
+    }
+    if (!written.ok()) co_return written;
+    co_return pumped;
+  }
+
+  // oom_kill (v1 memory.oom_control, v2 memory.events) and pids "max" (pids.events) counters.
+  // Everything left of the program is killed first so the probe gets a pid to run in.
+  asio::awaitable<void> ProbeCgroupEvents() {
+    std::vector<std::string> cmd = {
+        "/bin/sh", "-c",
+        "kill -9 -1 2>/dev/null; cd /sys/fs/cgroup && cat memory.events pids.events "
+        "memory/memory.oom_control pids/pids.events 2>/dev/null; true"};
+    auto started = co_await StartExec(c_, cmd, false);
+    if (!started.ok()) {
+      spdlog::debug("docker {}: cgroup probe: {}", c_.id.substr(0, 12), started.status().message());
+      co_return;
+    }
+    std::string text;
+    FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view b) {
+      if (s == FrameDemuxer::Stream::kStdout && text.size() < kMaxErrorText) text.append(b);
+    });
+    co_await Pump(*started->stream, demux);
+    started->stream->Close();
+    std::istringstream lines(text);
+    std::string key;
+    uint64_t value = 0;
+    while (lines >> key >> value) {
+      if (key == "oom_kill" && value > 0) report_.oom_killed = true;
+      if (key == "max" && value > 0) report_.pids_limit_hit = true;
+    }
+  }
+
+  // CPU time and peak memory of the whole container (cgroup), best effort.
+  asio::awaitable<void> ReadStats(uint64_t& cpu_ms, uint64_t& rss_kb) {
+    std::string path = "/containers/" + c_.id + "/stats?stream=false&one-shot=true";
+    auto r = co_await c_.client->Request("GET", path);
+    rapidjson::Document doc;
+    if (!r.ok() || !r->ok() || !ParseObject(r->body, doc)) co_return;
+    if (doc.HasMember("cpu_stats") && doc["cpu_stats"].IsObject()) {
+      const auto& cpu = doc["cpu_stats"];
+      if (cpu.HasMember("cpu_usage") && cpu["cpu_usage"].IsObject() &&
+          cpu["cpu_usage"].HasMember("total_usage") && cpu["cpu_usage"]["total_usage"].IsUint64()) {
+        cpu_ms = cpu["cpu_usage"]["total_usage"].GetUint64() / 1000000;
+      }
+    }
+    if (doc.HasMember("memory_stats") && doc["memory_stats"].IsObject()) {
+      const auto& mem = doc["memory_stats"];
+      if (mem.HasMember("max_usage") && mem["max_usage"].IsUint64()) {
+        rss_kb = mem["max_usage"].GetUint64() >> 10;
+      } else if (mem.HasMember("usage") && mem["usage"].IsUint64()) {
+        rss_kb = mem["usage"].GetUint64() >> 10;  // cgroup v2 has no peak here
+      }
+    }
+  }
+
+  Container c_;
+  uint64_t memory_limit_;
+  bool run_failed_ = false;
+  bool stats_read_ = false;
+  uint64_t stats_cpu_ms_ = 0;
+  uint64_t stats_rss_kb_ = 0;
+  std::shared_ptr<RawStream> active_;
+  bool killed_ = false;
+  bool destroyed_ = false;
+  ResourceReport report_;
+};
+
+class DockerExecutor final : public Executor {
+ public:
+  DockerExecutor(asio::any_io_executor ex, DockerExecutorOptions opts)
+      : ex_(ex),
+        opts_(std::move(opts)),
+        client_(std::make_shared<EngineClient>(ex, opts_.endpoint, opts_.api_timeout)) {}
+
+  std::string_view name() const override { return "docker"; }
+
+  asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
+    if (Status s = co_await EnsureConnected(); !s.ok()) co_return s;
+    ContainerOptions o;
+    o.image = opts_.image;
+    o.network = opts_.network;
+    o.extra = opts_.extra;
+    o.cmd = {"sleep", "infinity"};
+    o.expires_at = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch() + opts_.container_ttl)
+                       .count();
+    std::string body = ContainerCreateJson(spec, o);
+    std::string name = "ci-exec-" + RandomHex(8);
+    std::string path = "/containers/create?name=" + name;
+    auto created = co_await client_->Request("POST", path, body);
+    if (!created.ok()) co_return created.status();
+    if (created->status != 201) {
+      co_return HttpError("creating the executor container (image " + opts_.image + ")", *created);
+    }
+    rapidjson::Document doc;
+    if (!ParseObject(created->body, doc) || !doc.HasMember("Id") || !doc["Id"].IsString()) {
+      co_return Status::Error("docker container create: no Id in the answer");
+    }
+    Container c{client_,
+                ex_,
+                doc["Id"].GetString(),
+                std::to_string(spec.uid) + ":" + std::to_string(spec.gid),
+                spec.cwd,
+                spec.env};
+    for (const auto& e : opts_.extra.env) c.env.push_back(e);
+    auto sandbox = std::make_unique<DockerSandbox>(c, spec.limits.memory_bytes);
+    auto t_created = std::chrono::steady_clock::now();
+    std::string start = "/containers/" + c.id + "/start";
+    auto started = co_await client_->Request("POST", start);
+    Status failed;
+    if (!started.ok()) {
+      failed = started.status();
+    } else if (started->status != 204 && started->status != 304) {
+      failed = HttpError("starting the executor container", *started);
+    }
+    if (!failed.ok()) {
+      co_await sandbox->Destroy();
+      co_return failed;
+    }
+    spdlog::debug("docker {}: started in {} ms", c.id.substr(0, 12),
+                  (std::chrono::steady_clock::now() - t_created) / 1ms);
+    co_return std::unique_ptr<Sandbox>(std::move(sandbox));
+  }
+
+  asio::awaitable<Status> Check() override {
+    Status s = co_await client_->Negotiate();
+    if (!s.ok()) co_return s;
+    connected_ = true;
+    std::string path = "/images/" + opts_.image + "/json";
+    auto r = co_await client_->Request("GET", path);
+    if (!r.ok()) co_return r.status();
+    if (r->status == 404) {
+      co_return Status::Error("Executor image " + opts_.image +
+                              " not available locally (build it with "
+                              "packaging/executor-image/build.sh, or set "
+                              "PYTHON_EXECUTOR_DOCKER_IMAGE)");
+    }
+    if (!r->ok()) co_return HttpError("inspecting image " + opts_.image, *r);
+    co_return Status();
+  }
+
+  std::string network_isolation() const override {
+    if (opts_.network == "none") return "none: docker NetworkMode none, loopback only";
+    return "docker network " + opts_.network;
+  }
+
+  Enforcement enforcement() const override {
+    Enforcement e;
+    e.enforced = {"container (docker)",
+                  "read-only root",
+                  "no capabilities",
+                  "no_new_privs",
+                  "seccomp (when a profile is configured)",
+                  "memory and pids limits (docker)",
+                  "rlimit cpu"};
+    if (opts_.network != "none") {
+      e.downgrades.push_back(
+          {"network isolation",
+           "PYTHON_EXECUTOR_DOCKER_NETWORK=" + opts_.network + " gives sandboxes a network",
+           "unset PYTHON_EXECUTOR_DOCKER_NETWORK"});
+    }
+    return e;
+  }
+
+ private:
+  asio::awaitable<Status> EnsureConnected() {
+    if (connected_) co_return Status();
+    Status s = co_await client_->Negotiate();
+    if (s.ok()) connected_ = true;
+    co_return s;
+  }
+
+  asio::any_io_executor ex_;
+  DockerExecutorOptions opts_;
+  std::shared_ptr<EngineClient> client_;
+  bool connected_ = false;
+};
+
+}  // namespace
+
+Result<DockerExecutorOptions> DockerOptionsFromEnv(const EnvLookup& getenv) {
+  DockerExecutorOptions o;
+  auto endpoint =
+      ResolveEndpoint(getenv, [](const std::string& p) { return ::access(p.c_str(), F_OK) == 0; });
+  if (!endpoint.ok()) return endpoint.status();
+  o.endpoint = *endpoint;
+  auto get = [&](const char* n) {
+    const char* v = getenv(n);
+    return v == nullptr ? std::string() : std::string(v);
+  };
+  if (std::string image = get("PYTHON_EXECUTOR_DOCKER_IMAGE"); !image.empty()) {
+    o.image = NormalizeImageRef(image);
+  }
+  if (std::string net = get("PYTHON_EXECUTOR_DOCKER_NETWORK"); !net.empty()) {
+    if (net == "host" || net.rfind("container:", 0) == 0) {
+      return Status::Error("invalid environment variable PYTHON_EXECUTOR_DOCKER_NETWORK='" + net +
+                           "': host and container networks are not allowed for sandboxes");
+    }
+    o.network = net;
+  }
+  auto extra = ParseRunArgs(get("PYTHON_EXECUTOR_DOCKER_RUN_ARGS"));
+  if (!extra.ok()) return extra.status();
+  o.extra = *extra;
+  return o;
+}
+
+std::unique_ptr<Executor> MakeDockerExecutor(asio::any_io_executor ex, DockerExecutorOptions opts) {
+  return std::make_unique<DockerExecutor>(std::move(ex), std::move(opts));
+}
+
+}  // namespace ci::docker

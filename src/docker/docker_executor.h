@@ -1,0 +1,32 @@
+// EXECUTOR_BACKEND=docker: one container per execution on a Docker Engine reached over its HTTP
+// API (no docker CLI). See README.md in this directory for the lifecycle and the kill design.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/executor.h"
+#include "docker/container_config.h"
+#include "docker/endpoint.h"
+
+namespace ci::docker {
+
+struct DockerExecutorOptions {
+  Endpoint endpoint;
+  std::string image = "code-interpreter-executor:latest";  // normalised
+  std::string network = "none";
+  RunArgs extra;
+  std::chrono::milliseconds api_timeout{30000};  // every Engine call but the program's stream
+  std::chrono::seconds container_ttl{3600};      // code-interpreter.expires-at = now + this
+};
+
+// PYTHON_EXECUTOR_DOCKER_IMAGE, PYTHON_EXECUTOR_DOCKER_NETWORK, PYTHON_EXECUTOR_DOCKER_RUN_ARGS
+// and the DOCKER_* variables; an invalid value is an error naming the variable.
+Result<DockerExecutorOptions> DockerOptionsFromEnv(const EnvLookup& getenv);
+
+std::unique_ptr<Executor> MakeDockerExecutor(asio::any_io_executor ex, DockerExecutorOptions opts);
+
+}  // namespace ci::docker

@@ -1,0 +1,246 @@
+// The Docker backend against a real dockerd and the executor image
+// (packaging/executor-image/build.sh). Skips when no dockerd answers or the image is missing,
+// so a machine without Docker still passes; scripts/test.sh starts both before the suites.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "docker/docker_executor.h"
+#include "docker/engine_client.h"
+
+namespace ci::docker {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+class DockerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::getenv("DOCKER_TEST_DEBUG") != nullptr) spdlog::set_level(spdlog::level::debug);
+    auto opts = DockerOptionsFromEnv([](const char* n) { return std::getenv(n); });
+    ASSERT_TRUE(opts.ok()) << opts.status().message();
+    opts_ = *opts;
+    executor_ = MakeDockerExecutor(io_.get_executor(), opts_);
+    Status s = Await(executor_->Check());
+    if (!s.ok()) GTEST_SKIP() << "no usable dockerd here: " << s.message();
+  }
+
+  template <typename T>
+  T Await(asio::awaitable<T> a) {
+    std::optional<T> out;
+    asio::co_spawn(
+        io_, [&]() -> asio::awaitable<void> { out.emplace(co_await std::move(a)); },
+        asio::detached);
+    io_.restart();
+    io_.run();
+    return std::move(*out);
+  }
+
+  static SandboxSpec Spec() {
+    SandboxSpec spec;
+    spec.env = DefaultSandboxEnv();
+    return spec;
+  }
+
+  struct Execution {
+    Result<RunOutcome> outcome = Status::Error("not run");
+    std::string out, err;
+    Result<Collection> collection = Status::Error("not collected");
+    ResourceReport report;
+  };
+
+  Execution Execute(std::vector<std::string> argv, std::chrono::milliseconds timeout = 10s,
+                    std::optional<std::string> stdin_data = std::nullopt,
+                    std::vector<StagedFile> files = {}, const SandboxSpec& spec = Spec(),
+                    std::string collect_dir = {}) {
+    Execution e;
+    auto sandbox = Await(executor_->Prepare(spec));
+    EXPECT_TRUE(sandbox.ok()) << sandbox.status().message();
+    if (!sandbox.ok()) return e;
+    RunPayload p;
+    p.argv = std::move(argv);
+    p.timeout = timeout;
+    p.stdin_data = std::move(stdin_data);
+    p.files = std::move(files);
+    e.outcome = Await((*sandbox)->Run(std::move(p), [&](StreamKind k, std::string_view d) {
+      (k == StreamKind::kStdout ? e.out : e.err).append(d);
+    }));
+    if (!collect_dir.empty()) {
+      CollectLimits limits;
+      limits.dest_dir = collect_dir;
+      e.collection = Await((*sandbox)->Collect(limits));
+    }
+    e.report = Await((*sandbox)->Destroy());
+    return e;
+  }
+
+  std::string Sh(const std::string& cmd) {
+    std::string out;
+    FILE* f = ::popen(cmd.c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    ::pclose(f);
+    return out;
+  }
+
+  asio::io_context io_;
+  DockerExecutorOptions opts_;
+  std::unique_ptr<Executor> executor_;
+};
+
+TEST_F(DockerTest, HelloWorld) {
+  auto e = Execute({"python3", "-c", "import sys; print('hello'); print('err', file=sys.stderr)"});
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, "hello\n");
+  EXPECT_EQ(e.err, "err\n");
+  EXPECT_EQ(e.outcome->exit_code, 0);
+  EXPECT_FALSE(e.outcome->timed_out);
+}
+
+TEST_F(DockerTest, ExitCodeAndStdin) {
+  auto e = Execute({"python3", "-c", "import sys; print(sys.stdin.read().upper()); sys.exit(3)"},
+                   10s, std::string("abc\n"));
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, "ABC\n\n");
+  EXPECT_EQ(e.outcome->exit_code, 3);
+  // No stdin: EOF at once, never a hang.
+  e = Execute({"python3", "-c", "import sys; print(len(sys.stdin.read()))"});
+  ASSERT_TRUE(e.outcome.ok());
+  EXPECT_EQ(e.out, "0\n");
+}
+
+TEST_F(DockerTest, TimeoutKillsTheWholeTreeAndKeepsTheWorkspace) {
+  char dir[] = "/tmp/docker-collect-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  auto start = std::chrono::steady_clock::now();
+  auto e = Execute({"bash", "-c",
+                    "echo started; (setsid sleep 100 &); echo kept > /workspace/k.txt; "
+                    "sleep 100"},
+                   1000ms, std::nullopt, {}, Spec(), dir);
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_TRUE(e.outcome->timed_out);
+  EXPECT_FALSE(e.outcome->exit_code.has_value());
+  EXPECT_EQ(e.out, "started\n");
+  EXPECT_LT(took, 8s);
+  ASSERT_TRUE(e.collection.ok()) << e.collection.status().message();
+  ASSERT_EQ(e.collection->files.size(), 1u);
+  EXPECT_EQ(e.collection->files[0].workspace_path, "k.txt");
+  std::system(("rm -rf " + std::string(dir)).c_str());
+}
+
+TEST_F(DockerTest, StagesAndCollectsFiles) {
+  char dir[] = "/tmp/docker-collect-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string in = std::string(dir) + "/input";
+  std::ofstream(in) << "1,2\n3,4\n";
+  auto e = Execute({"python3", "-c",
+                    "import os\n"
+                    "rows = open('data/in.csv').read().split()\n"
+                    "os.makedirs('out/deep', exist_ok=True)\n"
+                    "open('out/deep/sum.txt','w').write(str(len(rows)))\n"
+                    "open('.hidden','w').write('h')\n"
+                    "os.symlink('/etc/passwd', 'link')\n"},
+                   10s, std::nullopt, {{"data/in.csv", in}}, Spec(), dir);
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.outcome->exit_code, 0) << e.err;
+  ASSERT_TRUE(e.collection.ok()) << e.collection.status().message();
+  std::map<std::string, std::string> got;
+  for (const auto& f : e.collection->files) {
+    std::ifstream file(f.host_path);
+    std::stringstream ss;
+    ss << file.rdbuf();
+    got[f.workspace_path] = ss.str();
+  }
+  EXPECT_EQ(got.size(), 3u);
+  EXPECT_EQ(got["out/deep/sum.txt"], "2");
+  EXPECT_EQ(got[".hidden"], "h");
+  EXPECT_EQ(got["data/in.csv"], "1,2\n3,4\n");
+  std::system(("rm -rf " + std::string(dir)).c_str());
+}
+
+TEST_F(DockerTest, StreamsChunkByChunk) {
+  std::vector<std::chrono::steady_clock::time_point> arrivals;
+  auto sandbox = Await(executor_->Prepare(Spec()));
+  ASSERT_TRUE(sandbox.ok());
+  RunPayload p;
+  p.argv = {"python3", "-c",
+            "import time\nfor i in range(3):\n print(i, flush=True)\n time.sleep(0.3)"};
+  auto r = Await((*sandbox)->Run(std::move(p), [&](StreamKind, std::string_view) {
+    arrivals.push_back(std::chrono::steady_clock::now());
+  }));
+  Await((*sandbox)->Destroy());
+  ASSERT_TRUE(r.ok());
+  ASSERT_GE(arrivals.size(), 3u);
+  EXPECT_GT(arrivals.back() - arrivals.front(), 400ms);
+}
+
+TEST_F(DockerTest, HardeningProbe) {
+  SandboxSpec spec = Spec();
+  spec.security.seccomp_profile_json =
+      R"({"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdirat","mkdir"],"action":"SCMP_ACT_ERRNO"}]})";
+  auto e = Execute({"bash", "-c",
+                    "grep -E '^(Seccomp|CapEff|NoNewPrivs):' /proc/self/status; id -u; "
+                    "touch /usr/x 2>/dev/null && echo rootfs-writable || echo rootfs-ro; "
+                    "ls /sys/class/net; mkdir /tmp/d 2>/dev/null && echo mkdir-ok || echo "
+                    "mkdir-denied"},
+                   10s, std::nullopt, {}, spec);
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_THAT(e.out, HasSubstr("Seccomp:\t2"));
+  EXPECT_THAT(e.out, HasSubstr("CapEff:\t0000000000000000"));
+  EXPECT_THAT(e.out, HasSubstr("NoNewPrivs:\t1"));
+  EXPECT_THAT(e.out, HasSubstr("65532\n"));
+  EXPECT_THAT(e.out, HasSubstr("rootfs-ro"));
+  EXPECT_THAT(e.out, HasSubstr("lo\nmkdir-denied"));  // loopback only
+}
+
+TEST_F(DockerTest, MemoryLimitIsAnOomVerdict) {
+  SandboxSpec spec = Spec();
+  spec.limits.memory_bytes = 64ull << 20;
+  auto e = Execute({"python3", "-c", "x = bytearray(200 << 20); print(len(x))"}, 20s, std::nullopt,
+                   {}, spec);
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_TRUE(e.report.oom_killed) << e.out << e.err;
+}
+
+TEST_F(DockerTest, NoContainerLeftBehind) {
+  auto e = Execute({"true"});
+  ASSERT_TRUE(e.outcome.ok());
+  EXPECT_EQ(Sh("docker ps -aq --filter label=app=code-interpreter --filter name=ci-exec-"), "");
+}
+
+TEST_F(DockerTest, MissingImageIsNamedByCheck) {
+  DockerExecutorOptions o = opts_;
+  o.image = "code-interpreter-no-such-image:zzz";
+  auto ex = MakeDockerExecutor(io_.get_executor(), o);
+  Status s = Await(ex->Check());
+  EXPECT_THAT(s.message(), HasSubstr("Executor image code-interpreter-no-such-image:zzz not "
+                                     "available locally"));
+}
+
+TEST_F(DockerTest, NegotiatesApiVersion) {
+  EngineClient c(io_.get_executor(), opts_.endpoint, 5s);
+  ASSERT_TRUE(Await(c.Negotiate()).ok());
+  EXPECT_GE(ParseApiVersion(c.api_version()), kMinApiVersion);
+  EXPECT_LE(ParseApiVersion(c.api_version()), kMaxApiVersion);
+  std::string m = "GET", p = "/containers/no-such-container-x/json";
+  auto r = Await(c.Request(m, p));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 404);
+  EXPECT_THAT(HttpError("inspect", *r).message(),
+              HasSubstr("No such container: no-such-container-x (HTTP 404)"));
+}
+
+}  // namespace
+}  // namespace ci::docker
