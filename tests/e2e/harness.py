@@ -8,9 +8,11 @@ In --url mode nothing is spawned: classes that need special settings, and tests 
 look at the daemon process or its directories, skip with the reason.
 """
 
+import grp
 import http.client
 import json
 import os
+import pwd
 import re
 import select
 import shutil
@@ -39,6 +41,7 @@ class Config:
     url = None  # base URL of an already running daemon (--url mode)
     expected_backend = None  # executor_backend /health must report (None: any known one)
     no_skip = False  # CI_E2E_NO_SKIP=1: a skip for a missing capability becomes a failure
+    as_user = None  # --as-user USER: spawned daemons run as this unprivileged user (rootless)
     pool = None  # DaemonPool
 
     @classmethod
@@ -58,6 +61,11 @@ class Daemon:
         self.tmpdir = tempfile.mkdtemp(prefix="ci-e2e-")
         self.store_dir = os.path.join(self.tmpdir, "store")
         os.mkdir(self.store_dir)
+        if Config.as_user:
+            # The daemon's user owns its working directory and file store, nothing else.
+            pw = pwd.getpwnam(Config.as_user)
+            for d in (self.tmpdir, self.store_dir):
+                os.chown(d, pw.pw_uid, pw.pw_gid)
         self.proc = None
         self.host = None
         self.port = None
@@ -83,8 +91,14 @@ class Daemon:
         return env
 
     def start(self):
+        argv = [Config.bin_path]
+        if Config.as_user:
+            # setpriv execs the daemon in place (same pid): SIGTERM and /proc/<pid> still work.
+            group = grp.getgrgid(pwd.getpwnam(Config.as_user).pw_gid).gr_name
+            argv = ["setpriv", f"--reuid={Config.as_user}", f"--regid={group}", "--clear-groups",
+                    "--"] + argv
         self.proc = subprocess.Popen(
-            [Config.bin_path], env=self.env(), stdin=subprocess.DEVNULL,
+            argv, env=self.env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=self.tmpdir,
             start_new_session=True)
         found = threading.Event()
@@ -593,6 +607,15 @@ class E2ETestCase(unittest.TestCase):
             self.assertTrue(self.daemon.alive(), "the daemon process died")
         res = self.execute("print('still alive')")
         self.assertEqual(res.get("stdout"), "still alive\n", f"a plain execute afterwards: {res}")
+
+    def cgroup_downgraded(self):
+        """True when /health reports the cgroup limits as downgraded (a rootless daemon without a
+        writable cgroup): memory and process limits are rlimits, so there is no memory_limit or
+        pids_limit verdict; the program is still stopped (MemoryError, fork EAGAIN)."""
+        r = self.client.get("/health", timeout=10)
+        hardening = (r.json or {}).get("hardening") or {}
+        return any(d.get("measure") == "memory limit (cgroup)"
+                   for d in hardening.get("downgrades") or [])
 
     def upload_ok(self, filename, data):
         r = self.client.upload(filename, data)

@@ -3,6 +3,7 @@
 
   run.py --bin build/code-interpreter                 # e2e suite, daemons spawned on 127.0.0.1:0
   run.py --suite hostile --bin build/code-interpreter
+  run.py --bin build/code-interpreter --as-user nobody   # rootless: the daemon as nobody
   run.py --url http://127.0.0.1:8000                  # against a running daemon (any backend)
   run.py --bin ... -k Stream -k test_health           # only tests whose id contains a pattern
   run.py --list                                       # list the test ids
@@ -48,6 +49,8 @@ def main():
                                       "(default: local when spawning, any with --url)")
     ap.add_argument("-k", action="append", default=[], metavar="PATTERN",
                     help="run only tests whose id contains PATTERN (repeatable)")
+    ap.add_argument("--as-user", metavar="USER",
+                    help="start the daemons as this unprivileged user (rootless mode; needs root)")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
 
@@ -73,6 +76,10 @@ def main():
         harness.Config.bin_path = os.path.abspath(args.bin)
         harness.Config.expected_backend = args.backend or "local"
         harness.Config.pool = harness.DaemonPool()
+        if args.as_user:
+            if os.geteuid() != 0:
+                ap.error("--as-user needs root (it switches to USER with setpriv)")
+            harness.Config.as_user = args.as_user
     harness.Config.no_skip = os.environ.get("CI_E2E_NO_SKIP") == "1"
 
     # Anything a test prints must not break the TAP stream.

@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 
-from harness import (E2ETestCase, host_processes_matching, unique_sleep_arg,
+from harness import (E2ETestCase, host_processes_matching, pending_issue, unique_sleep_arg,
                      wait_until)
 
 SECRET = "e2e-secret-" + uuid.uuid4().hex
@@ -47,7 +47,13 @@ class BadProgramsTest(E2ETestCase):
     def test_fork_bomb(self):
         t0 = time.monotonic()
         res = self.execute("import os\nwhile True:\n    os.fork()", timeout_ms=3000)
-        self.assertEqual(res["verdict"], "pids_limit", res)
+        if self.cgroup_downgraded():
+            # Rootless without a cgroup: RLIMIT_NPROC makes fork fail with EAGAIN; nothing can
+            # tell the daemon the limit was hit, so the verdict is the program's own failure.
+            self.assertIn(res["verdict"], ("error", "timed_out"), res)
+            self.assertIn("BlockingIOError", res["stderr"], res)
+        else:
+            self.assertEqual(res["verdict"], "pids_limit", res)
         self.assertLess(time.monotonic() - t0, 10)
         self.assertHealthy()
 
@@ -175,7 +181,9 @@ class BadProgramsTest(E2ETestCase):
         res = self.execute("import os\ntry:\n    os.setuid(0)\n    print('setuid ok')\n"
                            "except OSError as e:\n    print('refused', e.errno)\n"
                            "print(os.getuid(), os.geteuid())")
-        self.assertEqual(res["stdout"], "refused 1\n65532 65532\n", res)
+        # EPERM (1); EINVAL (22) from a rootless daemon, whose sandboxes map no uid 0 at all.
+        self.assertIn(res["stdout"], ("refused 1\n65532 65532\n", "refused 22\n65532 65532\n"),
+                      res)
 
 
 # Forbidden system calls (docs/architecture.md, the executor seccomp profile). Each is called with
@@ -214,8 +222,13 @@ def _syscall_test(expr):
     return test
 
 
+# Refused today without a filter (no capabilities): the rest need the seccomp profile.
+_REFUSED_WITHOUT_SECCOMP = {"unshare_newns", "mount", "bpf", "userfaultfd"}
 for _name, _call, _expr in FORBIDDEN_SYSCALLS:
-    setattr(BadProgramsTest, f"test_syscall_refused_{_name}", _syscall_test(_expr))
+    _test = _syscall_test(_expr)
+    if _name not in _REFUSED_WITHOUT_SECCOMP:
+        _test = pending_issue(3, "the seccomp profile")(_test)
+    setattr(BadProgramsTest, f"test_syscall_refused_{_name}", _test)
 
 
 class MemoryBombTest(E2ETestCase):
@@ -226,7 +239,13 @@ class MemoryBombTest(E2ETestCase):
                      "x = bytearray(1024*1024*1024)\nprint(len(x))"):
             with self.subTest(code=code):
                 res = self.execute(code, timeout_ms=20000)
-                self.assertEqual(res["verdict"], "memory_limit", res)
+                if self.cgroup_downgraded():
+                    # RLIMIT_DATA: the allocation is refused instead of the process being killed.
+                    self.assertEqual(res["verdict"], "error", res)
+                    self.assertEqual(res["exit_code"], 1, res)
+                    self.assertIn("MemoryError", res["stderr"], res)
+                else:
+                    self.assertEqual(res["verdict"], "memory_limit", res)
                 self.assertIs(res["timed_out"], False)
                 self.assertEqual(res["stdout"], "")
         self.assertHealthy()
@@ -238,7 +257,12 @@ class MemoryBombTest(E2ETestCase):
                            "print('child', r.returncode)", timeout_ms=20000)
         self.assertTrue(res["stdout"].startswith("child "), res)
         self.assertNotEqual(res["stdout"], "child 0\n")
-        self.assertEqual(res["verdict"], "memory_limit", res)
+        if self.cgroup_downgraded():
+            # The child's MemoryError is its exit 1; the parent reports it and ends normally.
+            self.assertEqual(res["stdout"], "child 1\n", res)
+            self.assertEqual(res["verdict"], "ok", res)
+        else:
+            self.assertEqual(res["verdict"], "memory_limit", res)
 
 
 class CpuLimitTest(E2ETestCase):
