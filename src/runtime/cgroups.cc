@@ -2,23 +2,57 @@
 #include "runtime/cgroups.h"
 
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "runtime/unique_fd.h"
 
 namespace ci {
 namespace cgfs {
+namespace {
+TestHooks* g_hooks = nullptr;
+void Trace(const std::string& op) {
+  if (g_hooks != nullptr) g_hooks->ops.push_back(op);
+}
+}  // namespace
+
+void SetTestHooks(TestHooks* hooks) { g_hooks = hooks; }
+
+SysError Mkdir(const std::string& path, bool exist_ok) {
+  Trace("mkdir " + path);
+  if (::mkdir(path.c_str(), 0755) == 0) {
+    if (g_hooks != nullptr && g_hooks->after_mkdir) g_hooks->after_mkdir(path);
+    return SysOk();
+  }
+  if (exist_ok && errno == EEXIST) return SysOk();
+  return SysFailErr(errno, "mkdir " + path);
+}
+
+std::vector<std::string> ReadWords(const std::string& path) {
+  std::vector<std::string> words;
+  std::string text;
+  if (!ReadFile(path, &text)) return words;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t start = text.find_first_not_of(" \t\n", pos);
+    if (start == std::string::npos) break;
+    size_t end = text.find_first_of(" \t\n", start);
+    if (end == std::string::npos) end = text.size();
+    words.push_back(text.substr(start, end - start));
+    pos = end;
+  }
+  return words;
+}
 
 SysError WriteFile(const std::string& path, const std::string& value) {
+  Trace("write " + path + " " + value);
   // O_CREAT only matters for the temp-dir tests; on cgroupfs the control files already exist.
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd.valid()) return SysFailErr(errno, "open " + path);
@@ -85,6 +119,7 @@ SysError KillAndRmdir(const std::string& dir, const std::string& procs_file) {
         while (*p == '\n') ++p;
       }
     }
+    if (attempt == 0) Trace("rmdir " + dir);
     if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return SysOk();
     err = errno;
     if (err != EBUSY) break;
@@ -102,30 +137,68 @@ std::unique_ptr<Cgroup> MakeCgroup(const CgroupLayout& layout, std::string name)
   return MakeCgroupV1(layout.root, std::move(name));
 }
 
+bool CgroupV1Usable(const std::string& root) {
+  return cgfs::Exists(root + "/memory/memory.limit_in_bytes") && cgfs::Exists(root + "/pids");
+}
+
+std::string CgroupV1Missing(const std::string& root) {
+  return "no cgroup v1 memory and pids mounts under " + root;
+}
+
+CgroupSetup SetUpCgroupsOnce(const std::string& configured_root) {
+  if (!configured_root.empty()) return SetUpCgroups(configured_root, {});
+  // Thread-safe one-time initialisation; the daemon moves itself at most once per process.
+  static const CgroupSetup detected = SetUpCgroups("", {});
+  return detected;
+}
+
 bool DetectCgroups(const std::string& configured_root, CgroupLayout* out, std::string* why_not) {
-  const std::string root = configured_root.empty() ? "/sys/fs/cgroup" : configured_root;
-  struct statfs st {};
-  bool is_cgroup2 = ::statfs(root.c_str(), &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC;
-  std::string controllers;
-  if ((is_cgroup2 || !configured_root.empty()) &&
-      cgfs::ReadFile(root + "/cgroup.controllers", &controllers)) {
-    auto has = [&](const char* c) {
-      std::string padded = " " + controllers;
-      for (char& ch : padded) ch = ch == '\n' ? ' ' : ch;
-      padded += " ";
-      return padded.find(std::string(" ") + c + " ") != std::string::npos;
-    };
-    if (has("memory") && has("pids")) {
-      *out = {2, root};
+  CgroupProcInputs in;
+  if (!configured_root.empty()) {
+    if (cgfs::Exists(configured_root + "/cgroup.controllers")) {
+      CgroupV2Probe p;
+      p.own = configured_root;
+      p.available = cgfs::ReadWords(configured_root + "/cgroup.controllers");
+      for (const char* c : {"memory", "pids"}) {
+        if (!p.Has(c)) {
+          *why_not = MissingV2ControllerMessage(p, c);
+          return false;
+        }
+      }
+      *out = {2, configured_root};
       return true;
     }
+    if (CgroupV1Usable(configured_root)) {
+      *out = {1, configured_root};
+      return true;
+    }
+    *why_not = "CGROUP_ROOT " + configured_root +
+               " is neither a cgroup v2 directory (no cgroup.controllers) nor a v1 root with "
+               "memory and pids mounts";
+    return false;
   }
-  if (cgfs::Exists(root + "/memory/memory.limit_in_bytes") && cgfs::Exists(root + "/pids")) {
-    *out = {1, root};
+  CgroupV2Probe p = ProbeCgroupV2(in);
+  if (p.error.empty() && p.Has("memory") && p.Has("pids")) {
+    // After SetUpCgroups moved this process, its cgroup is the leaf <own>/daemon.
+    std::string own = p.own;
+    const std::string leaf = std::string("/") + kCgroupDaemonLeaf;
+    if (own.size() > leaf.size() && own.compare(own.size() - leaf.size(), leaf.size(), leaf) == 0 &&
+        cgfs::Exists(own.substr(0, own.size() - leaf.size()) + "/" + kCgroupParent)) {
+      own.resize(own.size() - leaf.size());
+    }
+    *out = {2, own + "/" + kCgroupParent};
     return true;
   }
-  *why_not = "no usable cgroup controllers under " + root +
-             ": need cgroup v2 with memory and pids enabled, or v1 memory and pids mounts";
+  if (CgroupV1Usable(in.v1_root)) {
+    *out = {1, in.v1_root};
+    return true;
+  }
+  if (!p.error.empty()) {
+    *why_not = "no usable cgroups: " + p.error + "; and " + CgroupV1Missing(in.v1_root);
+  } else {
+    *why_not = MissingV2ControllerMessage(p, p.Has("memory") ? "pids" : "memory") +
+               " (and there are " + CgroupV1Missing(in.v1_root) + ")";
+  }
   return false;
 }
 

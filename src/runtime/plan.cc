@@ -62,6 +62,7 @@ std::string EncodePlan(const Plan& p) {
   json::Str(w, "hostname", p.hostname);
   json::U64(w, "memory_bytes", p.memory_bytes);
   json::U64(w, "pids", p.pids);
+  json::U64(w, "cpu_percent", p.cpu_percent);
   json::U64(w, "workspace_bytes", p.workspace_bytes);
   json::U64(w, "tmp_bytes", p.tmp_bytes);
   json::Bool(w, "read_only_root", p.read_only_root);
@@ -92,6 +93,8 @@ bool DecodePlan(std::string_view text, Plan* p) {
             json::Get(d, "rootless", &p->rootless) &&
             json::Get(d, "cgroup_version", &version) &&
             json::Get(d, "cgroup_root", &p->cgroup.root);
+  // Optional: no SandboxSpec field sets it yet (see CgroupLimits::cpu_percent).
+  if (ok && !json::Get(d, "cpu_percent", &p->cpu_percent)) p->cpu_percent = 0;
   p->cgroup.version = static_cast<int>(version);
   return ok;
 }

@@ -12,8 +12,10 @@
 namespace ci {
 
 struct CgroupLayout {
-  int version = 0;   // 1 or 2
-  std::string root;  // v2: the unified mount; v1: the directory holding <controller>/ mounts
+  int version = 0;  // 1 or 2
+  // v2: the prepared parent directory sandboxes' cgroups are created in; v1: the directory
+  // holding the <controller>/ mounts.
+  std::string root;
 };
 
 struct Plan {
@@ -23,6 +25,7 @@ struct Plan {
   std::string hostname = "sandbox";
   uint64_t memory_bytes = 0;
   uint32_t pids = 0;
+  uint32_t cpu_percent = 0;  // v2 cpu.max cap; 0 = unlimited
   uint64_t workspace_bytes = 0;
   uint64_t tmp_bytes = 0;
   bool read_only_root = true;

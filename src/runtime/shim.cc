@@ -105,7 +105,7 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
   // No cgroup (version 0) when the daemon found none its user may write: rlimits instead.
   std::unique_ptr<Cgroup> cgroup =
       plan.cgroup.version == 0 ? MakeNoCgroup() : MakeCgroup(plan.cgroup, RandomCgroupName());
-  if (SysError e = cgroup->Create({plan.memory_bytes, plan.pids}); !e.ok()) {
+  if (SysError e = cgroup->Create({plan.memory_bytes, plan.pids, plan.cpu_percent}); !e.ok()) {
     (void)cgroup->Remove();
     return ReportSetupFailure("cgroup", e);
   }
