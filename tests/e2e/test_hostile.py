@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 
-from harness import (E2ETestCase, host_processes_matching, pending_issue, unique_sleep_arg,
+from harness import (E2ETestCase, host_processes_matching, unique_sleep_arg,
                      wait_until)
 
 SECRET = "e2e-secret-" + uuid.uuid4().hex
@@ -222,13 +222,8 @@ def _syscall_test(expr):
     return test
 
 
-# Refused today without a filter (no capabilities): the rest need the seccomp profile.
-_REFUSED_WITHOUT_SECCOMP = {"unshare_newns", "mount", "bpf", "userfaultfd"}
 for _name, _call, _expr in FORBIDDEN_SYSCALLS:
-    _test = _syscall_test(_expr)
-    if _name not in _REFUSED_WITHOUT_SECCOMP:
-        _test = pending_issue(3, "the seccomp profile")(_test)
-    setattr(BadProgramsTest, f"test_syscall_refused_{_name}", _test)
+    setattr(BadProgramsTest, f"test_syscall_refused_{_name}", _syscall_test(_expr))
 
 
 class MemoryBombTest(E2ETestCase):
