@@ -29,7 +29,14 @@ class LocalExecutor final : public Executor {
  public:
   LocalExecutor(asio::any_io_executor ex, LocalExecutorOptions opts)
       : ex_(std::move(ex)), opts_(std::move(opts)) {
-    detected_ = DetectCgroups(opts_.cgroup_root, &layout_, &detect_error_);
+    // The one place the daemon sets up cgroups (v2: may move itself into a leaf cgroup); once
+    // per process for the detected root.
+    CgroupSetup setup = SetUpCgroupsOnce(opts_.cgroup_root);
+    detected_ = setup.ok;
+    layout_ = setup.layout;
+    detect_error_ = setup.error;
+    for (const auto& note : setup.notes) spdlog::info("cgroups: {}", note);
+    if (setup.ok) spdlog::debug("cgroups: v{} at {}", layout_.version, layout_.root);
     DecideRootless();
   }
 
@@ -38,9 +45,10 @@ class LocalExecutor final : public Executor {
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
     if (Status s = Validate(spec); !s.ok()) co_return s.Context("invalid sandbox spec");
     CgroupLayout layout = layout_;
-    if (!spec.cgroup_root.empty()) {
-      std::string why;
-      if (!DetectCgroups(spec.cgroup_root, &layout, &why)) co_return Status::Error(why);
+    if (!spec.cgroup_root.empty() && spec.cgroup_root != opts_.cgroup_root) {
+      CgroupSetup setup = SetUpCgroups(spec.cgroup_root, {});
+      if (!setup.ok) co_return Status::Error(setup.error);
+      layout = setup.layout;
     } else if (!detected_ && !no_cgroup_) {
       co_return Status::Error(detect_error_);
     }
@@ -89,7 +97,8 @@ class LocalExecutor final : public Executor {
                                                   "EAGAIN, no pids_limit verdict",
                               fix});
     } else if (detected_) {
-      e.enforced.push_back("memory and pids limits (cgroup)");
+      e.enforced.push_back("memory and pids limits (cgroup v" + std::to_string(layout_.version) +
+                           ")");
     } else {
       e.downgrades.push_back({"memory and pids limits (cgroup)", detect_error_,
                               "run as root on a host with cgroup memory and pids controllers"});
