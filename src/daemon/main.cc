@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "daemon/cli.h"
+#include "daemon/doctor.h"
 #include "runtime/local_executor.h"
 
 namespace {
@@ -11,6 +12,7 @@ constexpr const char* kUsage =
     "usage: code-interpreter [serve]             run the daemon (configured by environment)\n"
     "       code-interpreter run [--language L] [--timeout-ms N] (-c CODE | FILE | -)\n"
     "                                            run one program in a local sandbox\n"
+    "       code-interpreter doctor              check the host for sandboxes (exit 1 on FAIL)\n"
     "       code-interpreter version             print the version\n";
 
 }  // namespace
@@ -21,6 +23,7 @@ int main(int argc, char** argv) {
   if (cmd == "shim") return ci::ShimMain(argc, argv);
   if (cmd == "serve") return ci::Serve();
   if (cmd == "run") return ci::RunCommand(argc - 2, argv + 2);
+  if (cmd == "doctor") return ci::DoctorCommand(argc - 2, argv + 2);
   if (cmd == "version" || cmd == "--version") {
     std::printf("code-interpreter %s\n", CI_VERSION);
     return 0;
