@@ -15,12 +15,13 @@
 #include "daemon/cli.h"
 #include "daemon/config.h"
 #include "daemon/execution_service.h"
-#include "daemon/hardening.h"
 #include "daemon/file_store.h"
 #include "daemon/handlers.h"
+#include "daemon/hardening.h"
 #include "daemon/http_server.h"
 #include "daemon/logging.h"
 #include "daemon/metrics.h"
+#include "docker/docker_executor.h"
 #include "runtime/local_executor.h"
 
 namespace ci {
@@ -120,9 +121,11 @@ int Serve() {
   }
   const Config& c = *config;
   SetupLogging(c.log_level, c.log_format);
-  if (c.executor_backend != "local") {
-    spdlog::critical("EXECUTOR_BACKEND={} is not available in this build yet; use 'local'",
-                     c.executor_backend);
+  if (c.executor_backend != "local" && c.executor_backend != "docker") {
+    spdlog::critical(
+        "EXECUTOR_BACKEND={} is not available in this build yet; use 'local' or "
+        "'docker'",
+        c.executor_backend);
     return 2;
   }
   auto store = FileStore::Open(c.file_storage_dir);
@@ -132,13 +135,27 @@ int Serve() {
   }
 
   asio::io_context io(1);
-  LocalExecutorOptions options;
-  options.cgroup_root = c.cgroup_root;
-  if (Status s = CheckLocalRuntime(options); !s.ok()) {
-    spdlog::error("local runtime check failed: {} (run `code-interpreter doctor` for details)",
-                  s.message());
+  std::unique_ptr<Executor> executor;
+  if (c.executor_backend == "docker") {
+    // The Engine is pinged and the image checked by the first health check (/health names a
+    // missing image); an invalid DOCKER_* or PYTHON_EXECUTOR_DOCKER_* value stops startup.
+    auto options = docker::DockerOptionsFromEnv([](const char* name) { return std::getenv(name); });
+    if (!options.ok()) {
+      spdlog::critical("{}", options.status().message());
+      return 2;
+    }
+    spdlog::info("docker backend: engine {} image {} network {}", options->endpoint.Describe(),
+                 options->image, options->network);
+    executor = docker::MakeDockerExecutor(io.get_executor(), *options);
+  } else {
+    LocalExecutorOptions options;
+    options.cgroup_root = c.cgroup_root;
+    if (Status s = CheckLocalRuntime(options); !s.ok()) {
+      spdlog::error("local runtime check failed: {} (run `code-interpreter doctor` for details)",
+                    s.message());
+    }
+    executor = MakeLocalExecutor(io.get_executor(), options);
   }
-  auto executor = MakeLocalExecutor(io.get_executor(), options);
   if (Status s = ReportDowngrades(executor->enforcement(), c.strict_hardening); !s.ok()) {
     spdlog::critical("{}", s.message());
     return 2;

@@ -223,9 +223,11 @@ asio::awaitable<Status> EngineClient::Negotiate() {
   co_return Status();
 }
 
-asio::awaitable<Result<Response>> EngineClient::Request(std::string method, std::string path,
-                                                        std::string json_body,
+asio::awaitable<Result<Response>> EngineClient::Request(std::string_view method_view,
+                                                        std::string_view path_view,
+                                                        std::string_view body_view,
                                                         std::chrono::milliseconds timeout) {
+  std::string method(method_view), path(path_view), json_body(body_view);
   if (timeout.count() <= 0) timeout = timeout_;
   std::string what = "docker " + method + " " + path.substr(0, path.find('?'));
   if (api_version_.empty()) co_return Status::Error(what + ": API version not negotiated");
@@ -245,8 +247,9 @@ asio::awaitable<Result<Response>> EngineClient::Request(std::string method, std:
   co_return r;
 }
 
-asio::awaitable<Result<std::unique_ptr<RawStream>>> EngineClient::Hijack(std::string path,
-                                                                         std::string json_body) {
+asio::awaitable<Result<std::unique_ptr<RawStream>>> EngineClient::Hijack(
+    std::string_view path_view, std::string_view body_view) {
+  std::string path(path_view), json_body(body_view);
   std::string what = "docker POST " + path.substr(0, path.find('?'));
   if (api_version_.empty()) co_return Status::Error(what + ": API version not negotiated");
   auto conn = co_await Connect(ex_, endpoint_, timeout_);

@@ -60,13 +60,15 @@ class EngineClient {
   // One call on the versioned path ("/containers/create?name=x"). Errors are transport errors
   // only: the caller decides which statuses are fine (HttpError for the rest). `timeout` 0 means
   // the client's default.
-  asio::awaitable<Result<Response>> Request(std::string method, std::string path,
-                                            std::string json_body = {},
+  // Views only (GCC 12 mishandles class temporaries in co_await expressions): the caller's
+  // strings outlive the call.
+  asio::awaitable<Result<Response>> Request(std::string_view method, std::string_view path,
+                                            std::string_view json_body = {},
                                             std::chrono::milliseconds timeout = {});
   // POST with `Connection: Upgrade, Upgrade: tcp`; on 101 or 200 returns the raw stream (bytes
   // read past the headers come first). The headers are bounded by the timeout, the stream not.
-  asio::awaitable<Result<std::unique_ptr<RawStream>>> Hijack(std::string path,
-                                                             std::string json_body);
+  asio::awaitable<Result<std::unique_ptr<RawStream>>> Hijack(std::string_view path,
+                                                             std::string_view json_body);
 
  private:
   asio::any_io_executor ex_;
