@@ -20,10 +20,9 @@ SysError DropBoundingSet() {
 }
 
 SysError LockSecurebits() {
-  constexpr unsigned long kBits =
-      SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-      SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-      SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+  constexpr unsigned long kBits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                                  SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                                  SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
   if (::prctl(PR_SET_SECUREBITS, kBits, 0, 0, 0) != 0) return SysFail("PR_SET_SECUREBITS");
   return SysOk();
 }
