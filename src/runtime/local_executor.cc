@@ -14,8 +14,8 @@
 #include "runtime/host_checks.h"
 #include "runtime/local_sandbox.h"
 #include "runtime/plan.h"
-#include "runtime/seccomp_profile.h"
 #include "runtime/rootless.h"
+#include "runtime/seccomp_profile.h"
 #include "runtime/shim_spawn.h"
 
 namespace ci {
@@ -162,12 +162,12 @@ class LocalExecutor final : public Executor {
   CgroupLayout layout_;
   bool detected_ = false;
   std::string detect_error_;
-  std::mutex seccomp_mu_;
-  std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;
   bool rootless_ = false;
   bool no_cgroup_ = false;
   std::string no_cgroup_reason_;
   std::string userns_blocker_;  // rootless: the host setting that blocks user namespaces, or ""
+  std::mutex seccomp_mu_;
+  std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;
 };
 
 }  // namespace
