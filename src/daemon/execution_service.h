@@ -48,7 +48,7 @@ class ExecutionService {
  public:
   // `seccomp_profile_json`: the resolved profile text (LoadSeccompProfile), given to every sandbox.
   ExecutionService(const Config& config, Executor& executor, FileStore& store,
-                   std::string seccomp_profile_json = {});
+                   std::string seccomp_profile_json);
 
   // Validation that needs the file store, in the order of docs/api.md: every file_id resolved
   // (404), then every path checked (422).

@@ -10,6 +10,7 @@
 
 #include "core/json.h"
 #include "daemon/async_event.h"
+#include "daemon/hardening.h"
 #include "daemon/multipart.h"
 #include "daemon/output_buffer.h"
 #include "daemon/request_parsing.h"
@@ -112,7 +113,7 @@ HealthInfo ApiHandlers::Info(const Status& backend) const {
   if (!info.ok) info.message = backend.message();
   info.backend = std::string(executor_.name());
   info.network_isolation = executor_.network_isolation();
-  info.hardening = executor_.enforcement();
+  info.hardening = DaemonEnforcement(executor_, config_);
   return info;
 }
 

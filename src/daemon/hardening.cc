@@ -46,4 +46,19 @@ Result<std::string> LoadSeccompProfile(const Config& config) {
   return text;
 }
 
+Enforcement DaemonEnforcement(const Executor& executor, const Config& config) {
+  Enforcement e = executor.enforcement();
+  std::string profile = config.seccomp_profile == "default" || config.seccomp_profile == "strict"
+                            ? config.seccomp_profile
+                            : "file " + config.seccomp_profile;
+  if (config.seccomp_log_denied) {
+    e.downgrades.push_back({"seccomp filtering (" + profile + " profile)",
+                            "SECCOMP_LOG_DENIED=true: denied calls are logged and allowed",
+                            "unset SECCOMP_LOG_DENIED once the profile is debugged"});
+  } else {
+    e.enforced.push_back("seccomp (" + profile + " profile)");
+  }
+  return e;
+}
+
 }  // namespace ci

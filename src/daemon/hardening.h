@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "core/executor.h"
 #include "core/status.h"
 #include "daemon/config.h"
 
@@ -13,5 +14,9 @@ namespace ci {
 // path. Compiled once to prove it loads (names this libseccomp does not know are logged at debug);
 // an error names SECCOMP_PROFILE and must stop startup.
 Result<std::string> LoadSeccompProfile(const Config& config);
+
+// What every sandbox gets: the backend's own measures plus the daemon's seccomp profile (a
+// downgrade when SECCOMP_LOG_DENIED lets denied calls through).
+Enforcement DaemonEnforcement(const Executor& executor, const Config& config);
 
 }  // namespace ci

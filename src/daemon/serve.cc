@@ -156,7 +156,7 @@ int Serve() {
     }
     executor = MakeLocalExecutor(io.get_executor(), options);
   }
-  if (Status s = ReportDowngrades(executor->enforcement(), c.strict_hardening); !s.ok()) {
+  if (Status s = ReportDowngrades(DaemonEnforcement(*executor, c), c.strict_hardening); !s.ok()) {
     spdlog::critical("{}", s.message());
     return 2;
   }

@@ -76,3 +76,23 @@ TEST(Config, InvalidValuesNameTheVariable) {
 
 }  // namespace
 }  // namespace ci
+
+namespace ci {
+namespace {
+
+TEST(Config, SeccompSettings) {
+  auto defaults = Load({});
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->seccomp_profile, "default");
+  EXPECT_FALSE(defaults->seccomp_log_denied);
+  auto c = Load({{"SECCOMP_PROFILE", "strict"}, {"SECCOMP_LOG_DENIED", "true"}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->seccomp_profile, "strict");
+  EXPECT_TRUE(c->seccomp_log_denied);
+  auto bad = Load({{"SECCOMP_PROFILE", "relative.json"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("SECCOMP_PROFILE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ci
