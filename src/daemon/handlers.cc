@@ -67,44 +67,47 @@ ApiHandlers::ApiHandlers(const Config& config, Executor& executor, FileStore& st
       metrics_(metrics) {}
 
 asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
+  using Fn = asio::awaitable<void> (ApiHandlers::*)(HttpExchange&);
+  struct Route {
+    std::string_view path, method;
+    Fn fn;
+  };
+  static const Route kRoutes[] = {
+      {"/health", "GET", &ApiHandlers::Health},
+      {"/ready", "GET", &ApiHandlers::Ready},
+      {"/metrics", "GET", &ApiHandlers::MetricsText},
+      {"/v1/execute", "POST", &ApiHandlers::ExecuteBatchRoute},
+      {"/v1/execute/stream", "POST", &ApiHandlers::ExecuteStreamRoute},
+      {"/v1/languages", "GET", &ApiHandlers::Languages},
+      {"/v1/files", "POST", &ApiHandlers::UploadFile},
+      {"/v1/files", "GET", &ApiHandlers::ListFiles},
+  };
   const std::string& path = ex.head().path;
   const std::string& method = ex.head().method;
-  auto is = [&](std::string_view m) { return method == m; };
-  if (path == "/health") {
-    if (is("GET")) co_return co_await Health(ex);
-    co_return co_await ex.Respond(MethodNotAllowed("GET"));
+  std::string allowed;
+  for (const auto& r : kRoutes) {
+    if (r.path != path) continue;
+    if (r.method == method) co_return co_await (this->*r.fn)(ex);
+    allowed += (allowed.empty() ? "" : ", ") + std::string(r.method);
   }
-  if (path == "/ready") {
-    if (is("GET")) co_return co_await Ready(ex);
-    co_return co_await ex.Respond(MethodNotAllowed("GET"));
-  }
-  if (path == "/metrics") {
-    if (is("GET")) co_return co_await MetricsText(ex);
-    co_return co_await ex.Respond(MethodNotAllowed("GET"));
-  }
-  if (path == "/v1/execute" || path == "/v1/execute/stream") {
-    if (is("POST"))
-      co_return co_await Execute(ex, path.size() > std::string_view("/v1/execute").size());
-    co_return co_await ex.Respond(MethodNotAllowed("POST"));
-  }
-  if (path == "/v1/languages") {
-    if (is("GET")) co_return co_await Languages(ex);
-    co_return co_await ex.Respond(MethodNotAllowed("GET"));
-  }
-  if (path == "/v1/files") {
-    if (is("POST")) co_return co_await UploadFile(ex);
-    if (is("GET")) co_return co_await ListFiles(ex);
-    co_return co_await ex.Respond(MethodNotAllowed("GET, POST"));
-  }
-  if (path.size() > kFilesPrefix.size() &&
+  if (allowed.empty() && path.size() > kFilesPrefix.size() &&
       path.compare(0, kFilesPrefix.size(), kFilesPrefix) == 0 &&
       path.find('/', kFilesPrefix.size()) == std::string::npos) {
     std::string id = PercentDecode(std::string_view(path).substr(kFilesPrefix.size()));
-    if (is("GET")) co_return co_await GetFile(ex, id);
-    if (is("DELETE")) co_return co_await DeleteFile(ex, id);
-    co_return co_await ex.Respond(MethodNotAllowed("GET, DELETE"));
+    if (method == "GET") co_return co_await GetFile(ex, id);
+    if (method == "DELETE") co_return co_await DeleteFile(ex, id);
+    allowed = "GET, DELETE";
   }
+  if (!allowed.empty()) co_return co_await ex.Respond(MethodNotAllowed(allowed));
   co_await ex.Respond(ErrorResponse(404, "Not Found"));
+}
+
+asio::awaitable<void> ApiHandlers::ExecuteBatchRoute(HttpExchange& ex) {
+  co_await Execute(ex, /*stream=*/false);
+}
+
+asio::awaitable<void> ApiHandlers::ExecuteStreamRoute(HttpExchange& ex) {
+  co_await Execute(ex, /*stream=*/true);
 }
 
 HealthInfo ApiHandlers::Info(const Status& backend) const {

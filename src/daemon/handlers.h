@@ -27,6 +27,8 @@ class ApiHandlers {
   HealthInfo Info(const Status& backend) const;
   asio::awaitable<void> Health(HttpExchange& ex);
   asio::awaitable<void> Ready(HttpExchange& ex);
+  asio::awaitable<void> ExecuteBatchRoute(HttpExchange& ex);
+  asio::awaitable<void> ExecuteStreamRoute(HttpExchange& ex);
   asio::awaitable<void> Execute(HttpExchange& ex, bool stream);
   // Each returns the outcome for the metrics: "ok", "timed_out" or "error".
   asio::awaitable<std::string> ExecuteBatch(HttpExchange& ex, ExecutionPlan plan);
