@@ -11,9 +11,10 @@
 namespace ci {
 
 struct SandboxLimits {
-  uint64_t memory_bytes = 256ull << 20;     // memory.max / limit_in_bytes; swap is always 0
-  uint32_t cpu_time_sec = 5;                // RLIMIT_CPU of the program
-  uint32_t pids = 64;                       // pids.max of the whole sandbox
+  uint64_t memory_bytes = 256ull << 20;  // memory.max / limit_in_bytes; swap is always 0
+  uint32_t cpu_time_sec = 5;             // RLIMIT_CPU of the program
+  uint32_t pids = 64;                    // pids.max of the whole sandbox
+  uint32_t cpu_percent = 0;  // CPU bandwidth cap (cpu.max, cfs_quota_us), 100 = one core; 0 = none
   uint64_t workspace_bytes = 100ull << 20;  // tmpfs /workspace
   uint64_t tmp_bytes = 64ull << 20;         // tmpfs /tmp
 };

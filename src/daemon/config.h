@@ -22,6 +22,7 @@ struct Config {
   uint32_t cpu_time_limit_sec = 5;
   uint64_t memory_limit_mb = 256;
   uint32_t pids_limit = 64;
+  uint32_t cpu_quota_percent = 0;  // 0: no CPU bandwidth cap
   uint64_t workspace_size_mb = 100;
   uint64_t tmp_size_mb = 64;
   size_t max_workspace_files = 1000;

@@ -104,6 +104,7 @@ SandboxSpec ExecutionService::MakeSpec() const {
   spec.limits.memory_bytes = config_.memory_limit_mb << 20;
   spec.limits.cpu_time_sec = config_.cpu_time_limit_sec;
   spec.limits.pids = config_.pids_limit;
+  spec.limits.cpu_percent = config_.cpu_quota_percent;
   spec.limits.workspace_bytes = config_.workspace_size_mb << 20;
   spec.limits.tmp_bytes = config_.tmp_size_mb << 20;
   spec.cgroup_root = config_.cgroup_root;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -51,6 +52,19 @@ Enforcement DaemonEnforcement(const Executor& executor, const Config& config) {
   std::string profile = config.seccomp_profile == "default" || config.seccomp_profile == "strict"
                             ? config.seccomp_profile
                             : "file " + config.seccomp_profile;
+  if (config.cpu_quota_percent > 0) {
+    // The cap lives in the sandbox's cgroup: without one (a cgroup downgrade) it cannot hold.
+    bool cgroups = std::none_of(e.downgrades.begin(), e.downgrades.end(), [](const Downgrade& d) {
+      return d.measure.find("cgroup") != std::string::npos;
+    });
+    std::string measure = "CPU cap " + std::to_string(config.cpu_quota_percent) + "% (cgroup)";
+    if (cgroups) {
+      e.enforced.push_back(measure);
+    } else {
+      e.downgrades.push_back({measure, "the sandboxes get no cgroup on this host",
+                              "run as root, or give the daemon a delegated cgroup v2 subtree"});
+    }
+  }
   if (config.seccomp_log_denied) {
     e.downgrades.push_back({"seccomp filtering (" + profile + " profile)",
                             "SECCOMP_LOG_DENIED=true: denied calls are logged and allowed",

@@ -1,5 +1,5 @@
-// cgroup v1: one directory per controller (memory, pids, and cpuacct for usage when mounted),
-// each at <root>/<controller>/code-interpreter/<name>.
+// cgroup v1: one directory per controller (memory, pids, cpuacct for usage when mounted, and cpu
+// when a bandwidth cap is asked for), each at <root>/<controller>/code-interpreter/<name>.
 #include <sys/stat.h>
 
 #include <string>
@@ -18,6 +18,16 @@ class CgroupV1 final : public Cgroup {
   }
 
   SysError Create(const CgroupLimits& limits) override {
+    if (limits.cpu_percent > 0) {
+      // Refused rather than dropped: the caller asked for a cap this host cannot give.
+      if (!cgfs::Exists(root_ + "/cpu/cpu.cfs_quota_us")) {
+        return SysFailErr(ENOTSUP, "a CPU cap needs the cgroup v1 cpu controller at " + root_ +
+                                       "/cpu (CFS bandwidth control)");
+      }
+      // Where cpu and cpuacct share one hierarchy (the usual "cpu,cpuacct" mount), one
+      // directory serves both: a second mkdir there would fail.
+      if (!SameHierarchy("cpu", "cpuacct")) controllers_.push_back("cpu");
+    }
     for (const auto& c : controllers_) {
       std::string parent = root_ + "/" + c + "/" + kCgroupParent;
       if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -39,7 +49,13 @@ class CgroupV1 final : public Cgroup {
     if (cgfs::Exists(root_ + "/memory/memory.memsw.limit_in_bytes")) {
       CI_SYS_RETURN_IF_ERROR(cgfs::WriteFile(mem + "/memory.memsw.limit_in_bytes", bytes));
     }
-    return cgfs::WriteFile(Dir("pids") + "/pids.max", std::to_string(limits.pids));
+    CI_SYS_RETURN_IF_ERROR(cgfs::WriteFile(Dir("pids") + "/pids.max", std::to_string(limits.pids)));
+    if (limits.cpu_percent == 0) return SysOk();
+    // CFS bandwidth: `quota` µs of CPU per 100 ms period, so 150% = one and a half cores.
+    const std::string cpu = Dir(SameHierarchy("cpu", "cpuacct") ? "cpuacct" : "cpu");
+    CI_SYS_RETURN_IF_ERROR(cgfs::WriteFile(cpu + "/cpu.cfs_period_us", "100000"));
+    return cgfs::WriteFile(cpu + "/cpu.cfs_quota_us",
+                           std::to_string(uint64_t{limits.cpu_percent} * 1000));
   }
 
   SysError AddProcess(pid_t pid) override {
@@ -82,6 +98,13 @@ class CgroupV1 final : public Cgroup {
  private:
   std::string Dir(const std::string& controller) const {
     return root_ + "/" + controller + "/" + kCgroupParent + "/" + name_;
+  }
+  bool SameHierarchy(const std::string& a, const std::string& b) const {
+    struct stat sa {
+    }, sb{};
+    return ::stat((root_ + "/" + a).c_str(), &sa) == 0 &&
+           ::stat((root_ + "/" + b).c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
   }
   bool HasCpuacct() const {
     for (const auto& c : controllers_) {

@@ -42,6 +42,7 @@ Plan PlanFromSpec(const SandboxSpec& spec, const CgroupLayout& cgroup, std::stri
   p.hostname = spec.hostname;
   p.memory_bytes = spec.limits.memory_bytes;
   p.pids = spec.limits.pids;
+  p.cpu_percent = spec.limits.cpu_percent;
   p.workspace_bytes = spec.limits.workspace_bytes;
   p.tmp_bytes = spec.limits.tmp_bytes;
   p.read_only_root = spec.security.read_only_root;
@@ -90,10 +91,9 @@ bool DecodePlan(std::string_view text, Plan* p) {
             json::Get(d, "no_new_privs", &p->no_new_privs) &&
             json::Get(d, "network_none", &p->network_none) &&
             json::Get(d, "seccomp_bpf", &bpf_hex) && Unhex(bpf_hex, &p->seccomp_bpf) &&
-            json::Get(d, "rootless", &p->rootless) &&
-            json::Get(d, "cgroup_version", &version) &&
+            json::Get(d, "rootless", &p->rootless) && json::Get(d, "cgroup_version", &version) &&
             json::Get(d, "cgroup_root", &p->cgroup.root);
-  // Optional: no SandboxSpec field sets it yet (see CgroupLimits::cpu_percent).
+  // Optional in the wire format: 0 (no cap) when absent.
   if (ok && !json::Get(d, "cpu_percent", &p->cpu_percent)) p->cpu_percent = 0;
   p->cgroup.version = static_cast<int>(version);
   return ok;

@@ -50,11 +50,12 @@ class StrictHardeningTest(unittest.TestCase):
     def test_rootless_without_cgroups_strict_refuses(self):
         if os.geteuid() != 0:
             self.skipTest("needs root to start the daemon as another user")
-        proc = self.start({"STRICT_HARDENING": "true"}, as_user="nobody")
-        self.expect_refusal(proc, "memory limit (cgroup)", "Fix:")
+        proc = self.start({"STRICT_HARDENING": "true", "CPU_QUOTA_PERCENT": "50"},
+                          as_user="nobody")
+        self.expect_refusal(proc, "memory limit (cgroup)", "CPU cap 50% (cgroup)", "Fix:")
 
     def test_root_strict_starts_and_reports_everything_enforced(self):
-        proc = self.start({"STRICT_HARDENING": "true"})
+        proc = self.start({"STRICT_HARDENING": "true", "CPU_QUOTA_PERCENT": "30"})
         try:
             port = None
             for line in proc.stderr:
@@ -68,6 +69,7 @@ class StrictHardeningTest(unittest.TestCase):
             self.assertEqual(health["hardening"]["downgrades"], [], health)
             enforced = health["hardening"]["enforced"]
             self.assertIn("seccomp (default profile)", enforced)
+            self.assertIn("CPU cap 30% (cgroup)", enforced)
             self.assertTrue(any("cgroup" in e for e in enforced), enforced)
         finally:
             proc.send_signal(signal.SIGTERM)

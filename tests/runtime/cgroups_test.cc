@@ -81,6 +81,41 @@ TEST(CgroupV1, CreateWritesLimitsAndSwapZero) {
   EXPECT_TRUE(fs::exists(root.path() / "memory/code-interpreter"));  // shared parent stays
 }
 
+TEST(CgroupV1, CpuCapWritesCfsQuotaInTheCpuHierarchy) {
+  TempDir root;
+  for (const char* c : {"memory", "pids", "cpuacct", "cpu"})
+    fs::create_directories(root.path() / c);
+  Put(root.path() / "cpu/cpu.cfs_quota_us", "-1");
+  auto cg = MakeCgroupV1(root.path(), "q");
+  ASSERT_TRUE(cg->Create({64u << 20, 8, 150}).ok());
+  const fs::path cpu = root.path() / "cpu/code-interpreter/q";
+  EXPECT_EQ(Slurp(cpu / "cpu.cfs_period_us"), "100000");
+  EXPECT_EQ(Slurp(cpu / "cpu.cfs_quota_us"), "150000");
+  ASSERT_TRUE(cg->AddProcess(7).ok());
+  EXPECT_EQ(Slurp(cpu / "cgroup.procs"), "7");
+}
+
+TEST(CgroupV1, CpuCapInACoMountedCpuCpuacctHierarchyUsesOneDirectory) {
+  TempDir root;
+  for (const char* c : {"memory", "pids", "cpu,cpuacct"}) fs::create_directories(root.path() / c);
+  fs::create_directory_symlink("cpu,cpuacct", root.path() / "cpu");
+  fs::create_directory_symlink("cpu,cpuacct", root.path() / "cpuacct");
+  Put(root.path() / "cpu,cpuacct/cpu.cfs_quota_us", "-1");
+  auto cg = MakeCgroupV1(root.path(), "q");
+  ASSERT_TRUE(cg->Create({64u << 20, 8, 50}).ok());
+  EXPECT_EQ(Slurp(root.path() / "cpu,cpuacct/code-interpreter/q/cpu.cfs_quota_us"), "50000");
+}
+
+TEST(CgroupV1, CpuCapWithoutTheCpuControllerIsRefused) {
+  TempDir root;
+  for (const char* c : {"memory", "pids"}) fs::create_directories(root.path() / c);
+  auto cg = MakeCgroupV1(root.path(), "q");
+  SysError e = cg->Create({64u << 20, 8, 100});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.err, ENOTSUP);
+  EXPECT_FALSE(fs::exists(root.path() / "memory/code-interpreter/q"));  // nothing half made
+}
+
 TEST(CgroupV1, NoMemswWithoutSwapAccounting) {
   TempDir root;
   for (const char* c : {"memory", "pids"}) fs::create_directories(root.path() / c);

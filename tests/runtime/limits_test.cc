@@ -124,6 +124,20 @@ TEST_F(SandboxTest, CpuSpinIsStoppedByRlimit) {
   EXPECT_LT(ex.run_ms, 5000);
 }
 
+TEST_F(SandboxTest, CpuCapThrottlesASpin) {
+  if (Rootless()) GTEST_SKIP() << "no cgroup for an unprivileged user here: the cap is a downgrade";
+  SandboxSpec spec = DefaultSpec();
+  spec.limits.cpu_percent = 20;
+  // Spins for one second of wall time; under a 20% cap it gets about 0.2 s of CPU.
+  Execution ex = Execute(spec, Python("import time\nend = time.monotonic() + 1\n"
+                                      "while time.monotonic() < end: pass",
+                                      10s));
+  ASSERT_TRUE(ex.outcome && ex.outcome->ok()) << ex.outcome->status().message();
+  EXPECT_EQ((*ex.outcome)->exit_code, 0) << ex.err;
+  EXPECT_GT((*ex.outcome)->cpu_ms, 50u);
+  EXPECT_LT((*ex.outcome)->cpu_ms, 500u);
+}
+
 TEST_F(SandboxTest, TimeoutKillsTheWholeTree) {
   const std::string sleep100(
       "sleep\0"

@@ -72,6 +72,7 @@ TEST(Config, InvalidValuesNameTheVariable) {
   expect_error({{"SANDBOX_ROOTFS", "relative/dir"}}, "SANDBOX_ROOTFS");
   expect_error({{"FILE_STORAGE_DIR", ""}}, "FILE_STORAGE_DIR");
   expect_error({{"STRICT_HARDENING", "maybe"}}, "STRICT_HARDENING");
+  expect_error({{"CPU_QUOTA_PERCENT", "-5"}}, "CPU_QUOTA_PERCENT");
 }
 
 }  // namespace
