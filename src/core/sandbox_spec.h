@@ -17,6 +17,7 @@ struct SandboxLimits {
   uint32_t cpu_percent = 0;  // CPU bandwidth cap (cpu.max, cfs_quota_us), 100 = one core; 0 = none
   uint64_t workspace_bytes = 100ull << 20;  // tmpfs /workspace
   uint64_t tmp_bytes = 64ull << 20;         // tmpfs /tmp
+  bool operator==(const SandboxLimits&) const = default;
 };
 
 struct SandboxSecurity {
@@ -25,6 +26,7 @@ struct SandboxSecurity {
   bool network_none = true;          // own network namespace holding only `lo`
   std::string seccomp_profile_json;  // OCI seccomp JSON (policies/); empty = no filter
   bool seccomp_log_denied = false;   // denied calls are allowed and logged (debugging a profile)
+  bool operator==(const SandboxSecurity&) const = default;
 };
 
 struct SandboxSpec {
@@ -39,6 +41,8 @@ struct SandboxSpec {
   SandboxLimits limits;
   SandboxSecurity security;
   std::string cgroup_root;  // empty: detect (v2 unified, else v1 controllers)
+  // Equal specs make interchangeable sandboxes (the warm pool relies on it).
+  bool operator==(const SandboxSpec&) const = default;
 };
 
 // Checks the invariants every backend relies on; a failure names the field.

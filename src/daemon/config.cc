@@ -109,6 +109,7 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Int("MEMORY_LIMIT_MB", c.memory_limit_mb, 16, 1 << 20);
   env.Int("PIDS_LIMIT", c.pids_limit, 4, 1 << 20);
   env.Int("CPU_QUOTA_PERCENT", c.cpu_quota_percent, 0, 100 * 1024);
+  env.Int("WARM_POOL_SIZE", c.warm_pool_size, 0, 256);
   env.Int("WORKSPACE_SIZE_MB", c.workspace_size_mb, 1, 1 << 20);
   env.Int("TMP_SIZE_MB", c.tmp_size_mb, 1, 1 << 20);
   env.Int("MAX_WORKSPACE_FILES", c.max_workspace_files, 0, 1 << 20);

@@ -23,6 +23,7 @@ struct Config {
   uint64_t memory_limit_mb = 256;
   uint32_t pids_limit = 64;
   uint32_t cpu_quota_percent = 0;  // 0: no CPU bandwidth cap
+  uint32_t warm_pool_size = 2;     // sandboxes kept prepared; 0: every execution starts cold
   uint64_t workspace_size_mb = 100;
   uint64_t tmp_size_mb = 64;
   size_t max_workspace_files = 1000;

@@ -68,7 +68,7 @@ ExecutionService::ExecutionService(const Config& config, Executor& executor, Fil
       executor_(executor),
       store_(store),
       languages_(AvailableLanguages(config.sandbox_rootfs)),
-      seccomp_profile_json_(std::move(seccomp_profile_json)) {}
+      spec_(MakeSpec(config, std::move(seccomp_profile_json))) {}
 
 std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteRequest& request) const {
   auto program = BuildProgram(request.language, request.last_line_interactive, languages_);
@@ -97,19 +97,19 @@ std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteReques
   return plan;
 }
 
-SandboxSpec ExecutionService::MakeSpec() const {
+SandboxSpec ExecutionService::MakeSpec(const Config& config, std::string seccomp_profile_json) {
   SandboxSpec spec;
-  spec.rootfs = config_.sandbox_rootfs;
+  spec.rootfs = config.sandbox_rootfs;
   spec.env = DefaultSandboxEnv();
-  spec.limits.memory_bytes = config_.memory_limit_mb << 20;
-  spec.limits.cpu_time_sec = config_.cpu_time_limit_sec;
-  spec.limits.pids = config_.pids_limit;
-  spec.limits.cpu_percent = config_.cpu_quota_percent;
-  spec.limits.workspace_bytes = config_.workspace_size_mb << 20;
-  spec.limits.tmp_bytes = config_.tmp_size_mb << 20;
-  spec.cgroup_root = config_.cgroup_root;
-  spec.security.seccomp_profile_json = seccomp_profile_json_;
-  spec.security.seccomp_log_denied = config_.seccomp_log_denied;
+  spec.limits.memory_bytes = config.memory_limit_mb << 20;
+  spec.limits.cpu_time_sec = config.cpu_time_limit_sec;
+  spec.limits.pids = config.pids_limit;
+  spec.limits.cpu_percent = config.cpu_quota_percent;
+  spec.limits.workspace_bytes = config.workspace_size_mb << 20;
+  spec.limits.tmp_bytes = config.tmp_size_mb << 20;
+  spec.cgroup_root = config.cgroup_root;
+  spec.security.seccomp_profile_json = std::move(seccomp_profile_json);
+  spec.security.seccomp_log_denied = config.seccomp_log_denied;
   return spec;
 }
 
@@ -117,7 +117,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
     ExecutionPlan plan, OutputSink sink,
     const std::function<void(std::function<void()>)>& on_sandbox) {
   const ApiError internal{500, "Internal Server Error"};
-  SandboxSpec spec = MakeSpec();
+  const SandboxSpec& spec = spec_;
   if (Status s = Validate(spec); !s.ok()) {
     spdlog::error("invalid sandbox spec: {}", s.message());
     co_return internal;
@@ -227,7 +227,7 @@ std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
 
 asio::awaitable<Status> ExecutionService::ProbeLanguages() {
   for (auto& language : languages_) {
-    auto sandbox = co_await executor_.Prepare(MakeSpec());
+    auto sandbox = co_await executor_.Prepare(spec_);
     if (!sandbox.ok()) co_return sandbox.status().Context("starting a sandbox");
     std::string out;
     RunPayload payload;

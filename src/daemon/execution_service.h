@@ -68,10 +68,11 @@ class ExecutionService {
   void KillAll();
   size_t running() const { return live_.size(); }
   const std::vector<Language>& languages() const { return languages_; }
+  const SandboxSpec& spec() const { return spec_; }
   const Config& config() const { return config_; }
 
  private:
-  SandboxSpec MakeSpec() const;
+  static SandboxSpec MakeSpec(const Config& config, std::string seccomp_profile_json);
   std::vector<OutputFile> SaveOutputs(const ExecutionPlan& plan, const Collection& collection,
                                       const std::string& collect_dir) const;
 
@@ -79,7 +80,7 @@ class ExecutionService {
   Executor& executor_;
   FileStore& store_;
   std::vector<Language> languages_;
-  std::string seccomp_profile_json_;
+  const SandboxSpec spec_;  // every sandbox of this service: from the config, built once
   std::set<Sandbox*> live_;
 };
 

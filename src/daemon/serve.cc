@@ -21,6 +21,7 @@
 #include "daemon/http_server.h"
 #include "daemon/logging.h"
 #include "daemon/metrics.h"
+#include "daemon/warm_pool.h"
 #include "docker/docker_executor.h"
 #include "runtime/local_executor.h"
 
@@ -70,7 +71,7 @@ asio::awaitable<void> CheckHealth(Executor& executor, ApiHandlers& handlers, con
 // SIGTERM/SIGINT: stop accepting, let running executions finish for SHUTDOWN_GRACE_SEC, then
 // kill them; no sandbox is left behind because every execution awaits its Destroy().
 asio::awaitable<void> Shutdown(asio::io_context& io, HttpServer& server, ExecutionService& service,
-                               const Config& config) {
+                               WarmPool& pool, const Config& config) {
   server.StopAccepting();
   server.CloseIdleConnections();
   auto deadline =
@@ -90,6 +91,7 @@ asio::awaitable<void> Shutdown(asio::io_context& io, HttpServer& server, Executi
     server.CloseIdleConnections();
     co_await Sleep(20ms);
   }
+  co_await pool.Drain();
   spdlog::info("shutdown complete");
   io.stop();
 }
@@ -165,7 +167,9 @@ int Serve() {
     spdlog::critical("{}", seccomp.status().message());
     return 2;
   }
-  ExecutionService service(c, *executor, **store, std::move(seccomp).value());
+  WarmPool pool(io.get_executor(), *executor, c.warm_pool_size);
+  ExecutionService service(c, pool, **store, std::move(seccomp).value());
+  pool.Start(service.spec());
   Admission admission(io.get_executor(), c.max_concurrent_executions,
                       std::chrono::seconds(c.execution_queue_timeout_sec));
   Metrics metrics(c.max_concurrent_executions);
@@ -208,7 +212,7 @@ int Serve() {
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("received signal {}: shutting down", sig);
-    asio::co_spawn(io, Shutdown(io, server, service, c), asio::detached);
+    asio::co_spawn(io, Shutdown(io, server, service, pool, c), asio::detached);
   });
   io.run();
   return 0;

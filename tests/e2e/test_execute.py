@@ -315,3 +315,32 @@ class TruncationTest(E2ETestCase):
         full = "".join(f"{i}\n" for i in range(20000))
         self.assertEqual(res["stdout"], full[:968] + MARKER)
         self.assertEqual(res["exit_code"], 0)
+
+
+class WarmPoolTest(E2ETestCase):
+    """Pooled sandboxes are prepared ahead but used once: nothing of one run reaches the next."""
+    daemon_env = {"WARM_POOL_SIZE": "2"}
+
+    def test_consecutive_runs_share_nothing(self):
+        code = ("import os, glob\n"
+                "print(sorted(glob.glob('/tmp/*') + glob.glob('/workspace/*')))\n"
+                "open('/tmp/left-behind', 'w').write('x')\n"
+                "open('/workspace/left.txt', 'w').write('x')\n"
+                "_ = os.system('sleep 300 &')\n")
+        for _ in range(4):  # more runs than the pool holds: pooled and refilled sandboxes
+            res = self.execute(code)
+            self.assertEqual(res["exit_code"], 0, res)
+            self.assertEqual(res["stdout"], "['/workspace/__main__.py']\n", res)
+
+    def test_pool_sandboxes_are_isolated_processes(self):
+        pids = {self.execute("import os\nprint(os.getpid(), os.getppid())")["stdout"]
+                for _ in range(3)}
+        self.assertEqual(pids, {"2 1\n"}, "each run is pid 2 under its own init")
+
+
+class ColdSandboxTest(E2ETestCase):
+    daemon_env = {"WARM_POOL_SIZE": "0"}
+
+    def test_runs_without_a_pool(self):
+        res = self.execute("print(6 * 7)")
+        self.assertEqual((res["stdout"], res["exit_code"]), ("42\n", 0), res)

@@ -1,0 +1,45 @@
+// A warm pool of prepared sandboxes in front of any Executor (docs/architecture.md "Warm pool").
+// Prepare() hands out a sandbox that was set up in the background, when the asked spec is the
+// pool's, and starts a refill; each sandbox is used once and destroyed by its user as before.
+// Single-threaded: it lives on the daemon's io_context.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <deque>
+#include <memory>
+
+#include "core/executor.h"
+
+namespace ci {
+
+class WarmPool final : public Executor {
+ public:
+  WarmPool(asio::any_io_executor ex, Executor& inner, size_t size)
+      : ex_(std::move(ex)), inner_(inner), size_(size) {}
+
+  // Begins keeping `size` sandboxes of `spec` ready.
+  void Start(SandboxSpec spec);
+  // Stops refilling and destroys the pooled sandboxes (shutdown).
+  asio::awaitable<void> Drain();
+  size_t ready() const { return ready_.size(); }
+
+  std::string_view name() const override { return inner_.name(); }
+  asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override;
+  asio::awaitable<Status> Check() override { return inner_.Check(); }
+  std::string network_isolation() const override { return inner_.network_isolation(); }
+  Enforcement enforcement() const override { return inner_.enforcement(); }
+
+ private:
+  void Refill();
+  asio::awaitable<void> Fill();
+
+  asio::any_io_executor ex_;
+  Executor& inner_;
+  size_t size_;
+  std::optional<SandboxSpec> spec_;  // set by Start
+  std::deque<std::unique_ptr<Sandbox>> ready_;
+  bool filling_ = false;
+  bool draining_ = false;
+};
+
+}  // namespace ci
