@@ -13,11 +13,13 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <set>
 #include <sstream>
 
 #include "core/json.h"
+#include "docker/cgroup_probe.h"
 #include "docker/engine_client.h"
 #include "docker/stdcopy.h"
 #include "docker/tar.h"
@@ -156,8 +158,8 @@ asio::awaitable<Status> KillSandboxProcesses(const Container& c) {
 
 class DockerSandbox final : public Sandbox {
  public:
-  DockerSandbox(Container c, uint64_t memory_limit)
-      : c_(std::move(c)), memory_limit_(memory_limit) {}
+  DockerSandbox(Container c, uint32_t pids_limit, bool host_cgroups)
+      : c_(std::move(c)), pids_limit_(pids_limit), host_cgroups_(host_cgroups) {}
 
   asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override {
     if (killed_) co_return Status::Error("sandbox killed");
@@ -247,14 +249,13 @@ class DockerSandbox final : public Sandbox {
       out.exit_code.reset();
       if (!out.signal) out.signal = SIGKILL;
     }
-    co_await ReadStats(out.cpu_ms, out.max_rss_kb);
-    stats_read_ = true;
-    stats_cpu_ms_ = out.cpu_ms;
-    stats_rss_kb_ = out.max_rss_kb;
-    spdlog::debug("docker {}: stage {} ms, exec+stream {} ms, inspect {} ms, stats {} ms",
+    // Like local: nothing of the program outlives its run; then the cgroup's counters.
+    co_await ReadCounters(true);
+    out.cpu_ms = report_.cpu_ms;
+    out.max_rss_kb = report_.memory_peak_bytes >> 10;
+    spdlog::debug("docker {}: stage {} ms, exec+stream {} ms, inspect {} ms, counters {} ms",
                   c_.id.substr(0, 12), (t0 - t_stage) / 1ms, (t_ended - t0) / 1ms,
                   (t_inspected - t_ended) / 1ms, (Clock::now() - t_inspected) / 1ms);
-    run_failed_ = run_failed_ || out.exit_code != 0;
     co_return out;
   }
 
@@ -347,18 +348,10 @@ class DockerSandbox final : public Sandbox {
       report_.oom_killed = state.HasMember("OOMKilled") && state["OOMKilled"].IsBool() &&
                            state["OOMKilled"].GetBool();
     }
-    // The Engine serves a second stats call only at its next 1 s sampling tick: reuse Run's.
-    uint64_t rss_kb = stats_rss_kb_;
-    report_.cpu_ms = stats_cpu_ms_;
-    if (!stats_read_) co_await ReadStats(report_.cpu_ms, rss_kb);
-    report_.memory_peak_bytes = rss_kb << 10;
     // Docker flags OOMKilled only when PID 1 dies of it, never for an exec'd program, and has no
-    // pids event: read the container's own cgroup counters from inside (works with a remote
-    // dockerd too). Only when they can matter: a failed run, or a peak near the limit (an OOM
-    // kill of a child counts even when the program succeeded).
-    if (!killed_ && (run_failed_ || report_.memory_peak_bytes >= memory_limit_ / 10 * 9)) {
-      co_await ProbeCgroupEvents();
-    }
+    // pids event: the cgroup's own counters tell. Read from the host they cost nothing, so read
+    // them again (anything since Run); through an exec only when Run did not get them.
+    if (!killed_ && (host_ || !counters_read_)) co_await ReadCounters(false);
     auto t_probed = Clock::now();
     std::string del = "/containers/" + c_.id + "?force=1&v=1";
     auto d = co_await c_.client->Request("DELETE", del);
@@ -461,62 +454,114 @@ class DockerSandbox final : public Sandbox {
     co_return pumped;
   }
 
-  // oom_kill (v1 memory.oom_control, v2 memory.events) and pids "max" (pids.events) counters.
-  // Everything left of the program is killed first so the probe gets a pid to run in.
-  asio::awaitable<void> ProbeCgroupEvents() {
-    std::vector<std::string> cmd = {
-        "/bin/sh", "-c",
-        "kill -9 -1 2>/dev/null; cd /sys/fs/cgroup && cat memory.events pids.events "
-        "memory/memory.oom_control pids/pids.events 2>/dev/null; true"};
-    auto started = co_await StartExec(c_, cmd, false);
-    if (!started.ok()) {
-      spdlog::debug("docker {}: cgroup probe: {}", c_.id.substr(0, 12), started.status().message());
+  // The container's cgroup counters into report_ (flags only ever set), from the host when the
+  // Engine is local, else from an exec. kill_leftovers: first kill every process but PID 1
+  // (the exec probe always does).
+  asio::awaitable<void> ReadCounters(bool kill_leftovers) {
+    if (!host_checked_) {
+      host_checked_ = true;
+      co_await FindHostCgroup();
+    }
+    CgroupCounters counters;
+    if (host_) {
+      bool killed = !kill_leftovers || KillHostCgroupProcesses(*host_, init_pid_, c_.id);
+      counters = ParseCgroupFiles(ReadHostCgroupFiles(*host_));
+      if (!killed) {
+        spdlog::debug("docker {}: could not kill leftovers from the host, using an exec",
+                      c_.id.substr(0, 12));
+        co_await ProbeInContainer();
+      }
+    } else {
+      auto probed = co_await ProbeInContainer();
+      if (!probed) co_return;
+      counters = *probed;
+    }
+    counters_read_ = true;
+    report_.oom_killed = report_.oom_killed || counters.oom_killed;
+    report_.pids_limit_hit = report_.pids_limit_hit || counters.pids_limit_hit;
+    if (counters.has_cpu) report_.cpu_ms = counters.cpu_ms;
+    if (counters.memory_peak_bytes > 0) report_.memory_peak_bytes = counters.memory_peak_bytes;
+  }
+
+  // A unix socket may still lead to an Engine elsewhere (a VM): the container's PID 1 must be
+  // visible here with a cgroup naming the container.
+  asio::awaitable<void> FindHostCgroup() {
+    if (!host_cgroups_ || c_.client->endpoint().kind != Endpoint::Kind::kUnix) co_return;
+    std::string path = "/containers/" + c_.id + "/json";
+    auto r = co_await c_.client->Request("GET", path);
+    rapidjson::Document doc;
+    if (!r.ok() || !r->ok() || !ParseObject(r->body, doc) || !doc.HasMember("State") ||
+        !doc["State"].IsObject() || !doc["State"].HasMember("Pid") ||
+        !doc["State"]["Pid"].IsInt() || doc["State"]["Pid"].GetInt() <= 0) {
       co_return;
     }
-    std::string text;
-    FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view b) {
-      if (s == FrameDemuxer::Stream::kStdout && text.size() < kMaxErrorText) text.append(b);
-    });
-    co_await Pump(*started->stream, demux);
-    started->stream->Close();
-    std::istringstream lines(text);
-    std::string key;
-    uint64_t value = 0;
-    while (lines >> key >> value) {
-      if (key == "oom_kill" && value > 0) report_.oom_killed = true;
-      if (key == "max" && value > 0) report_.pids_limit_hit = true;
+    init_pid_ = doc["State"]["Pid"].GetInt();
+    auto slurp = [](const std::string& file) {
+      std::ifstream in(file);
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    std::string own = slurp("/proc/" + std::to_string(init_pid_) + "/cgroup");
+    std::string mountinfo = slurp("/proc/self/mountinfo");
+    HostCgroup cg;
+    std::string why;
+    if (FindContainerCgroup(own, mountinfo, c_.id, &cg, &why)) {
+      host_ = cg;
+    } else {
+      spdlog::debug("docker {}: cgroup not readable from here ({}), counters by exec",
+                    c_.id.substr(0, 12), why);
     }
   }
 
-  // CPU time and peak memory of the whole container (cgroup), best effort.
-  asio::awaitable<void> ReadStats(uint64_t& cpu_ms, uint64_t& rss_kb) {
-    std::string path = "/containers/" + c_.id + "/stats?stream=false&one-shot=true";
-    auto r = co_await c_.client->Request("GET", path);
-    rapidjson::Document doc;
-    if (!r.ok() || !r->ok() || !ParseObject(r->body, doc)) co_return;
-    if (doc.HasMember("cpu_stats") && doc["cpu_stats"].IsObject()) {
-      const auto& cpu = doc["cpu_stats"];
-      if (cpu.HasMember("cpu_usage") && cpu["cpu_usage"].IsObject() &&
-          cpu["cpu_usage"].HasMember("total_usage") && cpu["cpu_usage"]["total_usage"].IsUint64()) {
-        cpu_ms = cpu["cpu_usage"]["total_usage"].GetUint64() / 1000000;
+  // The in-container probe (kill leftovers, print the counter files). When it cannot start (the
+  // pids limit is full of a fork bomb's processes), the limit is raised a little through the
+  // Engine's update call for the probe's own processes and it is tried again.
+  asio::awaitable<std::optional<CgroupCounters>> ProbeInContainer() {
+    std::vector<std::string> cmd = {"/bin/sh", "-c", kInContainerProbeScript};
+    std::string why;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (attempt > 0) {
+        std::string path = "/containers/" + c_.id + "/update";
+        std::string body =
+            "{\"PidsLimit\":" + std::to_string(pids_limit_ + 16u * static_cast<uint32_t>(attempt)) +
+            "}";
+        auto u = co_await c_.client->Request("POST", path, body);
+        if (!u.ok() || !u->ok())
+          spdlog::debug("docker {}: raising the pids limit failed", c_.id.substr(0, 12));
+        co_await Sleep(20ms);
       }
-    }
-    if (doc.HasMember("memory_stats") && doc["memory_stats"].IsObject()) {
-      const auto& mem = doc["memory_stats"];
-      if (mem.HasMember("max_usage") && mem["max_usage"].IsUint64()) {
-        rss_kb = mem["max_usage"].GetUint64() >> 10;
-      } else if (mem.HasMember("usage") && mem["usage"].IsUint64()) {
-        rss_kb = mem["usage"].GetUint64() >> 10;  // cgroup v2 has no peak here
+      auto started = co_await StartExec(c_, cmd, false);
+      if (!started.ok()) {
+        why = started.status().message();
+        continue;
       }
+      std::string text;
+      FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view b) {
+        if (s == FrameDemuxer::Stream::kStdout && text.size() < 4 * kMaxErrorText) text.append(b);
+      });
+      Status pumped = co_await Pump(*started->stream, demux);
+      started->stream->Close();
+      auto code = co_await ExecExitCode(c_, started->exec_id);
+      if (pumped.ok() && code.ok() && code->has_value() && **code == 0) {
+        co_return ParseCgroupFiles(SplitProbeOutput(text));
+      }
+      why = !pumped.ok() ? pumped.message()
+            : !code.ok() ? code.status().message()
+                         : "exit status " + (code->has_value() ? std::to_string(**code)
+                                                               : std::string("unknown"));
     }
+    spdlog::warn("docker {}: cgroup probe failed: {}", c_.id.substr(0, 12), why);
+    co_return std::nullopt;
   }
 
   Container c_;
-  uint64_t memory_limit_;
-  bool run_failed_ = false;
-  bool stats_read_ = false;
-  uint64_t stats_cpu_ms_ = 0;
-  uint64_t stats_rss_kb_ = 0;
+  uint32_t pids_limit_;
+  bool host_cgroups_;
+  bool counters_read_ = false;
+  bool host_checked_ = false;
+  std::optional<HostCgroup> host_;
+  pid_t init_pid_ = 0;
   std::shared_ptr<RawStream> active_;
   bool killed_ = false;
   bool destroyed_ = false;
@@ -538,7 +583,11 @@ class DockerExecutor final : public Executor {
     o.image = opts_.image;
     o.network = opts_.network;
     o.extra = opts_.extra;
-    o.cmd = {"sleep", "infinity"};
+    // PID 1 only waits, with SIGCHLD ignored so the kernel reaps the orphans reparented to it:
+    // zombies would keep their pids charged and a fork bomb's remains would fill the pids limit
+    // for good (no exec could start). Not tini: kill(-1) would reach its child and end the
+    // container. bash, because dash does not pass an ignored SIGCHLD on to exec.
+    o.cmd = {"/bin/bash", "-c", "trap '' CHLD; exec sleep infinity"};
     o.expires_at = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch() + opts_.container_ttl)
                        .count();
@@ -561,7 +610,7 @@ class DockerExecutor final : public Executor {
                 spec.cwd,
                 spec.env};
     for (const auto& e : opts_.extra.env) c.env.push_back(e);
-    auto sandbox = std::make_unique<DockerSandbox>(c, spec.limits.memory_bytes);
+    auto sandbox = std::make_unique<DockerSandbox>(c, spec.limits.pids, opts_.host_cgroups);
     auto t_created = std::chrono::steady_clock::now();
     std::string start = "/containers/" + c.id + "/start";
     auto started = co_await client_->Request("POST", start);

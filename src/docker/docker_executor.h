@@ -21,6 +21,9 @@ struct DockerExecutorOptions {
   RunArgs extra;
   std::chrono::milliseconds api_timeout{30000};  // every Engine call but the program's stream
   std::chrono::seconds container_ttl{3600};      // code-interpreter.expires-at = now + this
+  // With a local Engine (unix socket, the container's PID 1 visible here) its cgroup counters
+  // are read from the host; false forces the in-container exec probe (a remote Engine's way).
+  bool host_cgroups = true;
 };
 
 // PYTHON_EXECUTOR_DOCKER_IMAGE, PYTHON_EXECUTOR_DOCKER_NETWORK, PYTHON_EXECUTOR_DOCKER_RUN_ARGS

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/json.h"
+#include "docker/cgroup_probe.h"
 #include "docker/container_config.h"
 #include "docker/endpoint.h"
 #include "docker/stdcopy.h"
@@ -341,6 +342,83 @@ TEST(ContainerCreate, SeccompLimitsNetworkAndRunArgs) {
   ASSERT_TRUE(extra.ok());
   o.extra = *extra;
   ExpectGolden("hardened_custom", ContainerCreateJson(spec, o));
+}
+
+// --- cgroup counters (cgroup_probe.h) ---
+
+constexpr const char* kId = "56add456c532ff113ec988852f230f51471a5cb226dd726184a9561f785975d8";
+
+TEST(CgroupProbe, FindsV1ControllerDirectories) {
+  std::string id = kId;
+  std::string cgroup = "9:name=systemd:/docker/" + id + "\n8:pids:/docker/" + id +
+                       "\n4:memory:/docker/" + id + "\n2:cpu,cpuacct:/docker/" + id +
+                       "\n0::/docker/" + id + "\n";
+  std::string mountinfo =
+      "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+      "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
+      "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+      "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n"
+      "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+  HostCgroup cg;
+  std::string why;
+  ASSERT_TRUE(FindContainerCgroup(cgroup, mountinfo, id, &cg, &why)) << why;
+  EXPECT_FALSE(cg.v2);
+  EXPECT_EQ(cg.memory, "/sys/fs/cgroup/memory/docker/" + id);
+  EXPECT_EQ(cg.pids, "/sys/fs/cgroup/pids/docker/" + id);
+  EXPECT_EQ(cg.cpuacct, "/sys/fs/cgroup/cpu,cpuacct/docker/" + id);
+  EXPECT_EQ(cg.procs_dir(), cg.pids);
+}
+
+TEST(CgroupProbe, FindsV2DirectoryThroughANestedMountRoot) {
+  std::string id = kId;
+  std::string cgroup = "0::/system.slice/docker-" + id + ".scope\n";
+  std::string mountinfo =
+      "30 23 0:27 /system.slice /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n";
+  HostCgroup cg;
+  std::string why;
+  ASSERT_TRUE(FindContainerCgroup(cgroup, mountinfo, id, &cg, &why)) << why;
+  EXPECT_TRUE(cg.v2);
+  EXPECT_EQ(cg.unified, "/sys/fs/cgroup/docker-" + id + ".scope");
+}
+
+TEST(CgroupProbe, RefusesAPidThatIsNotTheContainers) {
+  std::string cgroup = "0::/user.slice/session-1.scope\n";
+  std::string mountinfo = "30 23 0:27 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+  HostCgroup cg;
+  std::string why;
+  EXPECT_FALSE(FindContainerCgroup(cgroup, mountinfo, kId, &cg, &why));
+  EXPECT_THAT(why, HasSubstr("does not name the container"));
+}
+
+TEST(CgroupProbe, ParsesV1AndV2Counters) {
+  auto v1 =
+      ParseCgroupFiles({{"memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"},
+                        {"memory.max_usage_in_bytes", "104857600\n"},
+                        {"pids.events", "max 0\n"},
+                        {"cpuacct.usage", "2500000000\n"}});
+  EXPECT_TRUE(v1.any);
+  EXPECT_TRUE(v1.oom_killed);
+  EXPECT_FALSE(v1.pids_limit_hit);
+  EXPECT_EQ(v1.memory_peak_bytes, 104857600u);
+  EXPECT_TRUE(v1.has_cpu);
+  EXPECT_EQ(v1.cpu_ms, 2500u);
+  auto v2 = ParseCgroupFiles({{"memory.events", "low 0\nhigh 0\nmax 3\noom 0\noom_kill 0\n"},
+                              {"pids.events", "max 12\n"},
+                              {"memory.peak", "4096\n"},
+                              {"cpu.stat", "usage_usec 1234567\nuser_usec 1000000\n"}});
+  EXPECT_FALSE(v2.oom_killed);
+  EXPECT_TRUE(v2.pids_limit_hit);
+  EXPECT_EQ(v2.memory_peak_bytes, 4096u);
+  EXPECT_EQ(v2.cpu_ms, 1234u);
+  EXPECT_FALSE(ParseCgroupFiles({}).any);
+}
+
+TEST(CgroupProbe, SplitsTheInContainerProbeOutput) {
+  auto files = SplitProbeOutput("@pids.events\nmax 5\n@cpuacct.usage\n1000000\n");
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files["pids.events"], "max 5\n");
+  EXPECT_EQ(files["cpuacct.usage"], "1000000\n");
+  EXPECT_TRUE(ParseCgroupFiles(files).pids_limit_hit);
 }
 
 }  // namespace
