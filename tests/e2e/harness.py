@@ -8,6 +8,7 @@ In --url mode nothing is spawned: classes that need special settings, and tests 
 look at the daemon process or its directories, skip with the reason.
 """
 
+import atexit
 import grp
 import http.client
 import json
@@ -44,9 +45,25 @@ class Config:
     as_user = None  # --as-user USER: spawned daemons run as this unprivileged user (rootless)
     pool = None  # DaemonPool
 
+    _user_bin = None
+
     @classmethod
     def spawned(cls):
         return cls.url is None
+
+    @classmethod
+    def daemon_binary(cls):
+        """The binary to start. For --as-user, a copy in a folder that user can reach: the
+        checkout may live where it cannot (a 0700 home, say)."""
+        if not cls.as_user:
+            return cls.bin_path
+        if cls._user_bin is None:
+            d = tempfile.mkdtemp(prefix="ci-e2e-bin-")
+            os.chmod(d, 0o755)
+            cls._user_bin = os.path.join(d, os.path.basename(cls.bin_path))
+            shutil.copy2(cls.bin_path, cls._user_bin)
+            atexit.register(shutil.rmtree, d, True)
+        return cls._user_bin
 
 
 # --------------------------------------------------------------------------------------------
@@ -85,13 +102,13 @@ class Daemon:
             "PORT": "0",
             "LOG_LEVEL": "debug",
             "FILE_STORAGE_DIR": self.store_dir,
-            "EXECUTOR_BACKEND": "local",
+            "EXECUTOR_BACKEND": Config.expected_backend or "local",  # run.py --backend
         })
         env.update({k: str(v) for k, v in self.overrides.items()})
         return env
 
     def start(self):
-        argv = [Config.bin_path]
+        argv = [Config.daemon_binary()]
         if Config.as_user:
             # setpriv execs the daemon in place (same pid): SIGTERM and /proc/<pid> still work.
             group = grp.getgrgid(pwd.getpwnam(Config.as_user).pw_gid).gr_name

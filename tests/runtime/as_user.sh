@@ -13,7 +13,18 @@ if [ "$(id -u)" != 0 ]; then
 fi
 group=$(id -gn "$user") || exit 1
 tmp=$(mktemp -d /tmp/ci-as-user-XXXXXX) || exit 1
-chown "$user:$group" "$tmp"
+chmod 755 "$tmp"
+# The checkout may live where USER cannot reach it (a 0700 home, say): run copies of the test
+# binary, the shim and the policies from a folder USER can read.
+mkdir "$tmp/bin" "$tmp/work" && cp "$1" "$tmp/bin/" && cp "$CI_TEST_SHIM" "$tmp/bin/" || exit 1
+cp -r "$(dirname "$0")/../../policies" "$tmp/policies" || exit 1
+CI_TEST_SHIM="$tmp/bin/$(basename "$CI_TEST_SHIM")"
+CI_POLICIES_DIR="$tmp/policies"
+export CI_TEST_SHIM CI_POLICIES_DIR
+test_binary="$tmp/bin/$(basename "$1")"
+shift
+set -- "$test_binary" "$@"
+chown -R "$user:$group" "$tmp/work"
 xml=
 n=$#
 i=0
@@ -21,14 +32,14 @@ while [ $i -lt $n ]; do
   arg=$1
   shift
   case $arg in
-    --gtest_output=xml:*) xml=${arg#--gtest_output=xml:}; arg="--gtest_output=xml:$tmp/out.xml" ;;
+    --gtest_output=xml:*) xml=${arg#--gtest_output=xml:}; arg="--gtest_output=xml:$tmp/work/out.xml" ;;
   esac
   set -- "$@" "$arg"
   i=$((i + 1))
 done
-cd "$tmp" || exit 1
+cd "$tmp/work" || exit 1
 CI_TEST_ROOTLESS=1 TMPDIR=/tmp setpriv --reuid="$user" --regid="$group" --clear-groups -- "$@"
 rc=$?
-if [ -n "$xml" ] && [ -f "$tmp/out.xml" ]; then cp "$tmp/out.xml" "$xml"; fi
+if [ -n "$xml" ] && [ -f "$tmp/work/out.xml" ]; then cp "$tmp/work/out.xml" "$xml"; fi
 rm -rf "$tmp"
 exit $rc
