@@ -176,7 +176,14 @@ class DockerSandbox final : public Sandbox {
       explicit RunState(asio::any_io_executor ex) : deadline(std::move(ex)) {}
     };
     auto t0 = Clock::now();
-    auto started = co_await StartExec(c_, payload.argv, true);
+    // Like local's init: once the program exits, whatever it left behind is killed, so a
+    // background process holding its stdout (`sleep 300 &`) cannot keep the run going. The
+    // wrapper is bash (kill(-1) spares it and PID 1) and passes the status on (128+N for a
+    // death by signal N, as the Engine reports it).
+    std::vector<std::string> argv = {"/bin/bash", "-c",
+                                     "\"$@\"; s=$?; kill -9 -1 2>/dev/null; exit $s", "ci-run"};
+    argv.insert(argv.end(), payload.argv.begin(), payload.argv.end());
+    auto started = co_await StartExec(c_, argv, true);
     if (!started.ok()) co_return started.status().Context("starting the program");
     auto st = std::make_shared<RunState>(c_.ex);
     st->stream = started->stream;
@@ -568,12 +575,106 @@ class DockerSandbox final : public Sandbox {
   ResourceReport report_;
 };
 
+// The reaper (containers a crash left behind). Every container carries
+// code-interpreter.owner=<hostname>/<daemon pid>. At the first sweep an executor container is
+// removed when its owner is this host and a process that is gone (or ours, from before we
+// started: a daemon restarted in a container gets the same pid); every sweep removes containers
+// of ours whose code-interpreter.expires-at is past (whoever owns them: sessions, other hosts).
+// Other live daemons' executions on a shared dockerd are left alone.
+constexpr const char* kOwnerLabel = "code-interpreter.owner";
+constexpr auto kReapPeriod = 60s;
+
+std::string OwnerHere() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string(host) + "/" + std::to_string(::getpid());
+}
+
+struct ReaperState {
+  std::shared_ptr<EngineClient> client;
+  int64_t started_at = 0;  // unix seconds
+  std::string owner;       // OwnerHere() at construction
+  bool first_done = false;
+  bool running = false;
+  Clock::time_point last{};
+};
+
+// Is the owner "<host>/<pid>" a daemon that is gone (on this host)? Unknown hosts: no.
+bool OwnerGone(const std::string& owner, const std::string& self, int64_t created,
+               int64_t started_at) {
+  size_t slash = owner.rfind('/');
+  if (slash == std::string::npos || self.compare(0, slash + 1, owner, 0, slash + 1) != 0) {
+    return false;  // another host's daemon: left to expires-at
+  }
+  if (owner == self) return created < started_at;
+  pid_t pid = static_cast<pid_t>(std::strtol(owner.c_str() + slash + 1, nullptr, 10));
+  return pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH);
+}
+
+asio::awaitable<void> Reap(std::shared_ptr<ReaperState> st) {
+  st->running = true;
+  bool startup = !st->first_done;
+  std::string path =
+      "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22app%3Dcode-interpreter%22%5D%7D";
+  auto r = co_await st->client->Request("GET", path);
+  rapidjson::Document doc;
+  std::string why;
+  if (!r.ok() || !r->ok() || !ParseJson(r->body, doc, why) || !doc.IsArray()) {
+    std::string what = !r.ok() ? r.status().message() : "HTTP " + std::to_string(r->status);
+    spdlog::warn("reaper: listing containers failed: {}", what);
+    st->running = false;
+    co_return;
+  }
+  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  std::vector<std::pair<std::string, std::string>> doomed;  // id, reason
+  for (const auto& c : doc.GetArray()) {
+    if (!c.IsObject() || !c.HasMember("Id") || !c["Id"].IsString()) continue;
+    auto label = [&](const char* k) -> std::string {
+      if (!c.HasMember("Labels") || !c["Labels"].IsObject() || !c["Labels"].HasMember(k) ||
+          !c["Labels"][k].IsString()) {
+        return "";
+      }
+      return c["Labels"][k].GetString();
+    };
+    int64_t created =
+        c.HasMember("Created") && c["Created"].IsInt64() ? c["Created"].GetInt64() : 0;
+    std::string expires = label(kExpiresLabel);
+    int64_t expires_at = expires.empty() ? 0 : std::strtoll(expires.c_str(), nullptr, 10);
+    if (expires_at > 0 && expires_at < now) {
+      doomed.emplace_back(c["Id"].GetString(), "expired");
+    } else if (startup && label(kComponentLabel) == "executor" &&
+               OwnerGone(label(kOwnerLabel), st->owner, created, st->started_at)) {
+      doomed.emplace_back(c["Id"].GetString(), "left by a daemon that is gone");
+    }
+  }
+  for (const auto& [id, reason] : doomed) {
+    std::string del = "/containers/" + id + "?force=1&v=1";
+    auto d = co_await st->client->Request("DELETE", del);
+    if (d.ok() && (d->ok() || d->status == 404)) {
+      spdlog::info("reaper: removed container {} ({})", id.substr(0, 12), reason);
+    } else {
+      spdlog::warn("reaper: removing container {} failed", id.substr(0, 12));
+    }
+  }
+  st->first_done = true;
+  st->running = false;
+}
+
 class DockerExecutor final : public Executor {
  public:
   DockerExecutor(asio::any_io_executor ex, DockerExecutorOptions opts)
       : ex_(ex),
         opts_(std::move(opts)),
-        client_(std::make_shared<EngineClient>(ex, opts_.endpoint, opts_.api_timeout)) {}
+        client_(std::make_shared<EngineClient>(ex, opts_.endpoint, opts_.api_timeout)),
+        reaper_(std::make_shared<ReaperState>()) {
+    reaper_->client = client_;
+    reaper_->owner = OwnerHere();
+    reaper_->started_at = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+  }
 
   std::string_view name() const override { return "docker"; }
 
@@ -583,6 +684,7 @@ class DockerExecutor final : public Executor {
     o.image = opts_.image;
     o.network = opts_.network;
     o.extra = opts_.extra;
+    o.extra.labels[kOwnerLabel] = reaper_->owner;
     // PID 1 only waits, with SIGCHLD ignored so the kernel reaps the orphans reparented to it:
     // zombies would keep their pids charged and a fork bomb's remains would fill the pids limit
     // for good (no exec could start). Not tini: kill(-1) would reach its child and end the
@@ -633,6 +735,13 @@ class DockerExecutor final : public Executor {
     Status s = co_await client_->Negotiate();
     if (!s.ok()) co_return s;
     connected_ = true;
+    // The daemon checks at startup and every HEALTH_CHECK_INTERVAL_SEC: the reaper rides on it
+    // (first sweep at once, then at most every 60 s), detached so the check stays quick.
+    if (!reaper_->running &&
+        (!reaper_->first_done || Clock::now() - reaper_->last >= kReapPeriod)) {
+      reaper_->last = Clock::now();
+      asio::co_spawn(ex_, Reap(reaper_), asio::detached);
+    }
     std::string path = "/images/" + opts_.image + "/json";
     auto r = co_await client_->Request("GET", path);
     if (!r.ok()) co_return r.status();
@@ -681,6 +790,7 @@ class DockerExecutor final : public Executor {
   DockerExecutorOptions opts_;
   std::shared_ptr<EngineClient> client_;
   bool connected_ = false;
+  std::shared_ptr<ReaperState> reaper_;
 };
 
 }  // namespace

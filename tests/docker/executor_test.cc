@@ -290,6 +290,41 @@ TEST_F(DockerTest, ReportsCpuTimeAndMemoryPeak) {
   EXPECT_FALSE(e.report.pids_limit_hit);
 }
 
+// A crash's leftovers: an executor container whose owner daemon is gone, and an expired one,
+// are removed by the first check of a new executor; a live daemon's container is kept.
+TEST_F(DockerTest, ReaperRemovesLeftoversAtStartup) {
+  EngineClient c(io_.get_executor(), opts_.endpoint, 10s);
+  ASSERT_TRUE(Await(c.Negotiate()).ok());
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  auto create = [&](const std::string& name, const std::string& labels) {
+    std::string m = "POST", p = "/containers/create?name=" + name,
+                body = "{\"Image\":\"" + opts_.image +
+                       "\",\"Cmd\":[\"sleep\",\"infinity\"],\"Labels\":{\"app\":"
+                       "\"code-interpreter\"," +
+                       labels + "}}";
+    auto r = Await(c.Request(m, p, body));
+    EXPECT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : r.status().message());
+  };
+  std::string suffix = std::to_string(::getpid());
+  // pid 0x7ffffff0 is above any pid_max: a daemon that is gone.
+  create("ci-reap-dead-" + suffix,
+         std::string("\"component\":\"executor\",") + "\"code-interpreter.owner\":\"" + host +
+             "/2147483632\",\"code-interpreter.expires-at\":\"" + "99999999999\"");
+  create("ci-reap-expired-" + suffix,
+         "\"component\":\"session\",\"code-interpreter.expires-at\":\"1000\"");
+  create("ci-reap-alive-" + suffix, std::string("\"component\":\"executor\",") +
+                                        "\"code-interpreter.owner\":\"" + host + "/1\"," +
+                                        "\"code-interpreter.expires-at\":\"99999999999\"");
+  auto fresh = MakeDockerExecutor(io_.get_executor(), opts_);
+  ASSERT_TRUE(Await(fresh->Check()).ok());  // runs until the detached sweep is done too
+  EXPECT_EQ(OurContainers("ci-reap-dead-"), "");
+  EXPECT_EQ(OurContainers("ci-reap-expired-"), "");
+  EXPECT_NE(OurContainers("ci-reap-alive-"), "");
+  std::string m = "DELETE", p = "/containers/ci-reap-alive-" + suffix + "?force=1";
+  Await(c.Request(m, p));
+}
+
 TEST_F(DockerTest, MissingImageIsNamedByCheck) {
   DockerExecutorOptions o = opts_;
   o.image = "code-interpreter-no-such-image:zzz";
