@@ -226,6 +226,7 @@ std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
 }
 
 asio::awaitable<Status> ExecutionService::ProbeLanguages() {
+  std::vector<Language> usable;
   for (auto& language : languages_) {
     auto sandbox = co_await executor_.Prepare(spec_);
     if (!sandbox.ok()) co_return sandbox.status().Context("starting a sandbox");
@@ -238,8 +239,17 @@ asio::awaitable<Status> ExecutionService::ProbeLanguages() {
     });
     co_await (*sandbox)->Destroy();
     if (!run.ok()) co_return run.status().Context("running " + language.interpreter);
+    // The backend's root may lack an interpreter the host has (node in the Docker image).
+    if (run->exit_code != 0) {
+      spdlog::warn("language {} dropped: `{} --version` failed in the sandbox ({})", language.name,
+                   language.interpreter,
+                   run->exit_code ? "exit " + std::to_string(*run->exit_code) : "killed");
+      continue;
+    }
     language.version = ParseVersion(out);
+    usable.push_back(language);
   }
+  languages_ = std::move(usable);
   co_return Status();
 }
 
