@@ -7,7 +7,8 @@
 #   packaging/executor-image/build.sh [IMAGE]      (default code-interpreter-executor:latest)
 #
 # Env: CACHE_DIR (/var/cache/code-interpreter), DEBIAN_MIRROR (http://deb.debian.org/debian),
-#      FORCE=1 rebuilds the root even when cached. The same root, unpacked, serves the local
+#      FORCE=1 rebuilds the root even when cached, DOCKER (/usr/bin/docker, Debian's docker.io
+#      client: a `docker` earlier in PATH may be another one). The same root, unpacked, serves the local
 #      runtime's SANDBOX_ROOTFS=<dir> mode (ROOT_DIR=<dir> keeps the unpacked copy there).
 set -euo pipefail
 
@@ -20,12 +21,13 @@ PACKAGES=(python3 python3-numpy python3-pandas python3-matplotlib python3-openpy
 # 65532 is the sandbox uid/gid (SandboxSpec); the image does not need a passwd entry for it, but
 # tools that print the user name are friendlier with one.
 SANDBOX_ID=65532
+DOCKER="${DOCKER:-/usr/bin/docker}"
 
 key="$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" "recipe-v1" | sha256sum | cut -c1-16)"
 tarball="$CACHE_DIR/executor-root-$key.tar"
 mkdir -p "$CACHE_DIR"
 
-if docker image inspect --format '{{index .Config.Labels "code-interpreter.root-key"}}' "$IMAGE" \
+if "$DOCKER" image inspect --format '{{index .Config.Labels "code-interpreter.root-key"}}' "$IMAGE" \
      2>/dev/null | grep -qx "$key" && [ "${FORCE:-0}" != 1 ]; then
   echo "executor image $IMAGE is up to date (root key $key)" >&2
   exit 0
@@ -56,7 +58,7 @@ if [ ! -s "$tarball" ] || [ "${FORCE:-0}" = 1 ]; then
 fi
 
 start=$(date +%s)
-docker import \
+"$DOCKER" import \
   --change "LABEL code-interpreter.root-key=$key" \
   --change "WORKDIR /workspace" \
   --change "ENV PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8" \

@@ -9,6 +9,11 @@ to each baseline's p50 (docs/performance.md).
   tests/bench/bench_execute.py --bin build/code-interpreter
   tests/bench/bench_execute.py --bin build/code-interpreter --env WARM_POOL_SIZE=0
   tests/bench/bench_execute.py --url http://127.0.0.1:8000 --runs 500
+  tests/bench/bench_execute.py --bin build/code-interpreter --docker   # EXECUTOR_BACKEND=docker
+
+--docker runs the daemon on the Docker backend and adds the baseline `docker run --rm --network
+none IMAGE python3 -c 'print(1)'` (Debian's client, /usr/bin/docker; IMAGE from --docker-image,
+default code-interpreter-executor:latest) to the same interleaved run.
 """
 
 import argparse
@@ -83,7 +88,13 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra daemon environment (spawned mode), e.g. WARM_POOL_SIZE=0")
+    ap.add_argument("--docker", action="store_true",
+                    help="EXECUTOR_BACKEND=docker and a `docker run` baseline")
+    ap.add_argument("--docker-image", default="code-interpreter-executor:latest")
     args = ap.parse_args()
+    if args.docker:
+        args.env.append("EXECUTOR_BACKEND=docker")
+        args.env.append(f"PYTHON_EXECUTOR_DOCKER_IMAGE={args.docker_image}")
     if args.runs < 200:
         print("note: docs/performance.md asks for at least 200 runs", file=sys.stderr)
 
@@ -112,6 +123,12 @@ def main():
     else:
         print("bwrap baseline unavailable: bwrap not installed (apt-get install bubblewrap)",
               file=sys.stderr)
+
+    if args.docker:
+        docker = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
+        targets.append((f"`docker run --rm --network none IMAGE python3 -c 'print(1)'`",
+                        CommandTarget([docker, "run", "--rm", "--network", "none",
+                                       args.docker_image, PYTHON, "-c", CODE])))
 
     samples = {name: [] for name, _ in targets}
     try:
