@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 
+#include "common/await.h"
 #include "docker/docker_executor.h"
 #include "docker/engine_client.h"
 
@@ -38,13 +39,7 @@ class DockerTest : public ::testing::Test {
 
   template <typename T>
   T Await(asio::awaitable<T> a) {
-    std::optional<T> out;
-    asio::co_spawn(
-        io_, [&]() -> asio::awaitable<void> { out.emplace(co_await std::move(a)); },
-        asio::detached);
-    io_.restart();
-    io_.run();
-    return std::move(*out);
+    return testing_support::AwaitOn(io_, std::move(a));
   }
 
   static SandboxSpec Spec() {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/await.h"
 #include "runtime/local_executor.h"
 
 namespace ci::testing_support {
@@ -36,13 +37,7 @@ class SandboxTest : public ::testing::Test {
   // Drives `a` to completion on the test's io_context.
   template <typename T>
   T Await(asio::awaitable<T> a) {
-    std::optional<T> out;
-    asio::co_spawn(
-        io_, [&]() -> asio::awaitable<void> { out.emplace(co_await std::move(a)); },
-        asio::detached);
-    io_.restart();
-    io_.run();
-    return std::move(*out);
+    return testing_support::AwaitOn(io_, std::move(a));
   }
 
   // CI_TEST_ROOTLESS=1 (set by as_user.sh): the suite runs as an unprivileged user, so the
