@@ -26,7 +26,7 @@ import harness  # noqa: E402
 
 SUITES = {
     "e2e": ["test_api", "test_execute", "test_files", "test_stream", "test_libraries", "test_cli",
-            "test_hardening", "test_doctor"],
+            "test_hardening", "test_doctor", "test_docker"],
     "hostile": ["test_hostile"],
 }
 

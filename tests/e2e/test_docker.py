@@ -1,0 +1,251 @@
+"""The Docker backend as dockerd sees it (issue 4, "Done when"): the executor container carries
+every hardening option, and a daemon killed mid-execution leaves no container behind once a new
+daemon's reaper has run. Talks to the Engine API over its unix socket (no docker CLI).
+Runs only with --backend docker."""
+
+import http.client
+import json
+import os
+import re
+import socket
+import threading
+import time
+import urllib.parse
+
+from harness import Client, Config, Daemon, E2ETestCase, wait_until
+
+SANDBOX_USER = "65532:65532"
+REAP_TIMEOUT_S = 15.0
+PROGRAM_PATH = "/workspace/__main__.py"  # what the executor runs, in the process arguments
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP/1.1 to the Engine over its unix socket."""
+
+    def __init__(self, path, timeout=30.0):
+        super().__init__("docker", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+def docker_socket_path():
+    """The Engine's unix socket (DOCKER_HOST or the default); None for a remote Engine."""
+    host = os.environ.get("DOCKER_HOST", "")
+    if not host:
+        return "/var/run/docker.sock"
+    if host.startswith("unix://"):
+        return host[len("unix://"):]
+    return None
+
+
+class Engine:
+    def __init__(self, path):
+        self.path = path
+
+    def request(self, method, path):
+        conn = UnixHTTPConnection(self.path)
+        try:
+            conn.request(method, path)
+            r = conn.getresponse()
+            body = r.read()
+            return r.status, (json.loads(body) if body else None)
+        finally:
+            conn.close()
+
+    def containers(self, *labels):
+        """Ids of the containers (running or not) carrying all the label filters."""
+        filters = urllib.parse.quote(json.dumps({"label": list(labels)}))
+        status, body = self.request("GET", f"/containers/json?all=1&filters={filters}")
+        if status != 200:
+            raise AssertionError(f"GET /containers/json: HTTP {status} {body}")
+        return [c["Id"] for c in body]
+
+    def inspect(self, cid):
+        """The inspect document, or None when the container does not exist."""
+        status, body = self.request("GET", f"/containers/{cid}/json")
+        if status == 404:
+            return None
+        if status != 200:
+            raise AssertionError(f"GET /containers/{cid[:12]}/json: HTTP {status} {body}")
+        return body
+
+    def processes(self, cid):
+        status, body = self.request("GET", f"/containers/{cid}/top?ps_args=-eo%20pid,args")
+        if status != 200:
+            return []
+        return [" ".join(p) for p in body.get("Processes") or []]
+
+    def remove(self, cid):
+        self.request("DELETE", f"/containers/{cid}?force=1&v=1")
+
+
+def owner_label(pid):
+    return f"code-interpreter.owner={socket.gethostname()}/{pid}"
+
+
+class DockerBackendTest(E2ETestCase):
+    def setUp(self):
+        if Config.expected_backend != "docker":
+            self.skipTest("runs with --backend docker only (the daemon's EXECUTOR_BACKEND)")
+        path = docker_socket_path()
+        if path is None:
+            self.skipTest(f"DOCKER_HOST={os.environ.get('DOCKER_HOST')}: not a local unix socket")
+        self.engine = Engine(path)
+        super().setUp()
+
+    def run_in_thread(self, client, code, timeout_ms):
+        """POSTs /v1/execute in a thread; returns (thread, box) with box['res'] or box['error']."""
+        box = {}
+
+        def go():
+            try:
+                box["res"] = client.post_json("/v1/execute", {"code": code,
+                                                              "timeout_ms": timeout_ms},
+                                              timeout=timeout_ms / 1000 + 30)
+            except Exception as e:  # noqa: BLE001 - the killed-daemon tests expect this
+                box["error"] = e
+
+        t = threading.Thread(target=go, daemon=True)
+        t.start()
+        return t, box
+
+    def running_program_container(self, pid):
+        """The id of the executor container of daemon `pid` that runs a user program (the
+        pooled ones only wait, the language probes at startup run no __main__.py)."""
+        for cid in self.engine.containers("app=code-interpreter", owner_label(pid)):
+            if any(PROGRAM_PATH in p for p in self.engine.processes(cid)):
+                return cid
+        return None
+
+    def setting(self, daemon, name, default):
+        return int(daemon.env().get(name) or default)
+
+    # -- hardening ------------------------------------------------------------------------------
+
+    def test_executor_container_is_hardened(self):
+        self.require_spawned("needs the daemon's pid (the containers' owner label)")
+        t, box = self.run_in_thread(self.client, "import time; time.sleep(4)", 10000)
+        cid = wait_until(lambda: self.running_program_container(self.daemon.pid)
+                         or (not t.is_alive() and "done"), 10, interval=0.1)
+        self.assertTrue(cid and cid != "done",
+                        f"no container of owner {owner_label(self.daemon.pid)} runs the program "
+                        f"(execution: {box})")
+        info = self.engine.inspect(cid)
+        self.assertIsNotNone(info, f"container {cid[:12]} vanished while the program ran")
+        hc, cfg = info["HostConfig"], info["Config"]
+        diag = json.dumps({"HostConfig": hc, "Config.User": cfg.get("User"),
+                           "Config.Labels": cfg.get("Labels")}, indent=1)[:6000]
+
+        self.assertIn("ALL", [c.upper() for c in hc.get("CapDrop") or []], diag)
+        self.assertFalse(hc.get("CapAdd"), diag)
+        self.assertFalse(hc.get("Privileged"), diag)
+        sec = hc.get("SecurityOpt") or []
+        self.assertTrue(any(o in ("no-new-privileges", "no-new-privileges:true",
+                                  "no-new-privileges=true") for o in sec), diag)
+        seccomp = [o for o in sec if o.startswith("seccomp=") or o.startswith("seccomp:")]
+        self.assertEqual(len(seccomp), 1, diag)
+        profile = seccomp[0][len("seccomp="):]
+        self.assertNotIn(profile, ("unconfined", ""), diag)
+        self.assertIn("defaultAction", profile, f"not an inline profile: {profile[:300]}")
+        self.assertEqual(hc.get("NetworkMode"), "none", diag)
+        self.assertIs(hc.get("ReadonlyRootfs"), True, diag)
+        self.assertEqual(hc.get("PidsLimit"), self.setting(self.daemon, "PIDS_LIMIT", 64), diag)
+        mem = self.setting(self.daemon, "MEMORY_LIMIT_MB", 256) << 20
+        self.assertEqual(hc.get("Memory"), mem, diag)
+        self.assertEqual(hc.get("MemorySwap"), mem, diag)
+        ulimits = {u["Name"]: u for u in hc.get("Ulimits") or []}
+        self.assertIn("cpu", ulimits, diag)
+        self.assertEqual(ulimits["cpu"]["Soft"],
+                         self.setting(self.daemon, "CPU_TIME_LIMIT_SEC", 5), diag)
+        tmpfs = hc.get("Tmpfs") or {}
+        for mount in ("/workspace", "/tmp"):
+            self.assertIn(mount, tmpfs, diag)
+            self.assertIn("size=", tmpfs[mount], diag)
+        self.assertEqual(cfg.get("User"), SANDBOX_USER, diag)
+        labels = cfg.get("Labels") or {}
+        self.assertEqual(labels.get("app"), "code-interpreter", diag)
+        self.assertEqual(labels.get("component"), "executor", diag)
+        self.assertTrue(labels.get("code-interpreter.expires-at", "").isdigit(), diag)
+        self.assertGreater(int(labels["code-interpreter.expires-at"]), time.time(), diag)
+
+        t.join(30)
+        self.assertFalse(t.is_alive(), "the execution did not answer")
+        self.assertIn("res", box, box)
+        self.assertEqual(box["res"].status, 200, box["res"])
+        self.assertEqual(box["res"].json.get("verdict"), "ok", box["res"])
+        gone = wait_until(lambda: self.engine.inspect(cid) is None, 10, interval=0.1)
+        self.assertTrue(gone, f"container {cid[:12]} still exists after the execution ended")
+
+    # -- reaper ---------------------------------------------------------------------------------
+
+    def start_daemon(self, overrides):
+        self.require_spawned("starts and kills daemons of its own")
+        d = Daemon(overrides)
+        self.addCleanup(d.cleanup)
+        self.addCleanup(lambda: d.alive() and d.stop())
+        d.start()
+        return d
+
+    def kill_mid_execution_then_restart(self, overrides, expect_at_least):
+        old = self.start_daemon(overrides)
+        old_owner = owner_label(old.pid)
+        # The startup language probes run in containers of their own, destroyed by the daemon:
+        # start once they are done, so that every container left behind is one the kill strands.
+        probed = wait_until(lambda: re.search(r"info +language python |startup self-test failed",
+                                              old.log_since(0)), 30, interval=0.1)
+        self.assertTrue(probed and "self-test failed" not in probed.group(0),
+                        f"the language probes did not finish\n{old.log_since(0, tail=40)}")
+        client = Client(old.host, old.port, self._exchanges)
+        t, box = self.run_in_thread(client, "import time; time.sleep(60)", 60000)
+        ids = []
+
+        def leftover_ids():
+            ids[:] = self.engine.containers("app=code-interpreter", old_owner)
+            return len(ids) >= expect_at_least and self.running_program_container(old.pid)
+
+        try:
+            self.assertTrue(wait_until(leftover_ids, 20, interval=0.2),
+                            f"{len(ids)} container(s) of {old_owner}, want {expect_at_least} "
+                            f"with one running the program (execution: {box})\n"
+                            f"--- daemon log ---\n{old.log_since(0, tail=40)}")
+            old.proc.kill()  # SIGKILL: no cleanup
+            old.proc.wait(10)
+            t.join(10)
+            self.assertNotIn("res", box, "the execution answered although the daemon was killed")
+            left = self.engine.containers("app=code-interpreter", old_owner)
+            self.assertGreaterEqual(len(left), expect_at_least,
+                                    "the killed daemon's containers are already gone: this test "
+                                    "proves nothing")
+
+            new = self.start_daemon(overrides)
+            self.assertNotEqual(new.pid, old.pid)
+            reaped = wait_until(
+                lambda: not self.engine.containers("app=code-interpreter", old_owner),
+                REAP_TIMEOUT_S, interval=0.25)
+            self.assertTrue(reaped, f"still there {REAP_TIMEOUT_S:.0f} s after the restart: "
+                                    f"{self.engine.containers('app=code-interpreter', old_owner)}"
+                                    f"\n--- new daemon log ---\n{new.log_since(0, tail=40)}")
+            log = new.log_since(0)
+            for cid in left:  # removed by the new daemon's reaper, not by anything else
+                self.assertIn(f"reaper: removed container {cid[:12]} (left by a daemon that is "
+                              f"gone)", log)
+            self.assertTrue(Client(new.host, new.port).health_ok(), "the new daemon is unhealthy")
+            rc, _ = new.stop()
+            self.assertEqual(rc, 0, f"the new daemon's exit code after SIGTERM\n"
+                                    f"--- log ---\n{new.log_since(0, tail=40)}")
+        finally:
+            # Whatever happened, leave nothing of the killed daemon on the dockerd.
+            for cid in self.engine.containers("app=code-interpreter", old_owner):
+                self.engine.remove(cid)
+
+    def test_killed_daemon_leaves_no_container_after_restart(self):
+        self.kill_mid_execution_then_restart({"WARM_POOL_SIZE": "0"}, expect_at_least=1)
+
+    def test_killed_daemon_leaves_no_pooled_container_after_restart(self):
+        # The warm pool wraps every backend: two ready containers plus the executing one.
+        self.kill_mid_execution_then_restart({"WARM_POOL_SIZE": "2"}, expect_at_least=3)
