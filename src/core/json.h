@@ -16,6 +16,12 @@ inline void WriteString(JsonWriter& w, std::string_view s) {
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
+// `"key": "value"` inside an object.
+inline void WriteField(JsonWriter& w, std::string_view key, std::string_view value) {
+  w.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()));
+  WriteString(w, value);
+}
+
 // Appends `s` to `out` as a JSON string literal (quotes included).
 std::string JsonQuote(std::string_view s);
 

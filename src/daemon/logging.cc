@@ -28,17 +28,14 @@ class JsonFormatter : public spdlog::formatter {
     rapidjson::StringBuffer buf;
     JsonWriter w(buf);
     w.StartObject();
-    w.Key("time");
-    WriteString(w, Timestamp(msg.time));
+    WriteField(w, "time", Timestamp(msg.time));
     w.Key("level");
     auto level = spdlog::level::to_string_view(msg.level);
     WriteString(w, std::string_view(level.data(), level.size()));
     if (!request_id.empty()) {
-      w.Key("request_id");
-      WriteString(w, request_id);
+      WriteField(w, "request_id", request_id);
     }
-    w.Key("msg");
-    WriteString(w, text);
+    WriteField(w, "msg", text);
     w.EndObject();
     dest.append(buf.GetString(), buf.GetString() + buf.GetSize());
     dest.push_back('\n');

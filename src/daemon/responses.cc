@@ -11,10 +11,8 @@ std::string Finish(const rapidjson::StringBuffer& buf) {
 
 void WriteMeta(JsonWriter& w, const FileMeta& meta, bool with_upload_time) {
   w.StartObject();
-  w.Key("file_id");
-  WriteString(w, meta.file_id);
-  w.Key("filename");
-  WriteString(w, meta.filename);
+  WriteField(w, "file_id", meta.file_id);
+  WriteField(w, "filename", meta.filename);
   w.Key("size_bytes");
   w.Uint64(meta.size_bytes);
   if (with_upload_time) {
@@ -31,10 +29,8 @@ std::string ExecuteResultJson(const ExecutionResult& result, const OutputSummary
   JsonWriter w(buf);
   w.StartObject();
   if (output.stdout_text != nullptr) {
-    w.Key("stdout");
-    WriteString(w, *output.stdout_text);
-    w.Key("stderr");
-    WriteString(w, *output.stderr_text);
+    WriteField(w, "stdout", *output.stdout_text);
+    WriteField(w, "stderr", *output.stderr_text);
   }
   w.Key("exit_code");
   // exit_code is null iff the program timed out or no exit status exists (killed by a signal).
@@ -51,19 +47,16 @@ std::string ExecuteResultJson(const ExecutionResult& result, const OutputSummary
   w.StartArray();
   for (const auto& f : result.files) {
     w.StartObject();
-    w.Key("path");
-    WriteString(w, f.path);
+    WriteField(w, "path", f.path);
     w.Key("kind");
     w.String("file");
-    w.Key("file_id");
-    WriteString(w, f.file_id);
+    WriteField(w, "file_id", f.file_id);
     w.EndObject();
   }
   w.EndArray();
   w.Key("files_truncated");
   w.Bool(result.files_truncated);
-  w.Key("verdict");
-  WriteString(w, output.verdict);
+  WriteField(w, "verdict", output.verdict);
   w.Key("stdout_truncated");
   w.Bool(output.stdout_truncated);
   w.Key("stderr_truncated");
@@ -106,12 +99,9 @@ std::string LanguagesJson(const std::vector<Language>& languages) {
   w.StartArray();
   for (const auto& l : languages) {
     w.StartObject();
-    w.Key("name");
-    WriteString(w, l.name);
-    w.Key("version");
-    WriteString(w, l.version);
-    w.Key("interpreter");
-    WriteString(w, l.interpreter);
+    WriteField(w, "name", l.name);
+    WriteField(w, "version", l.version);
+    WriteField(w, "interpreter", l.interpreter);
     w.EndObject();
   }
   w.EndArray();
@@ -133,10 +123,8 @@ std::string HealthJson(const HealthInfo& info) {
   }
   w.Key("version");
   w.String(CI_VERSION);
-  w.Key("executor_backend");
-  WriteString(w, info.backend);
-  w.Key("network_isolation");
-  WriteString(w, info.network_isolation);
+  WriteField(w, "executor_backend", info.backend);
+  WriteField(w, "network_isolation", info.network_isolation);
   w.Key("hardening");
   w.StartObject();
   w.Key("enforced");
@@ -147,12 +135,9 @@ std::string HealthJson(const HealthInfo& info) {
   w.StartArray();
   for (const auto& d : info.hardening.downgrades) {
     w.StartObject();
-    w.Key("measure");
-    WriteString(w, d.measure);
-    w.Key("reason");
-    WriteString(w, d.reason);
-    w.Key("fix");
-    WriteString(w, d.fix);
+    WriteField(w, "measure", d.measure);
+    WriteField(w, "reason", d.reason);
+    WriteField(w, "fix", d.fix);
     w.EndObject();
   }
   w.EndArray();

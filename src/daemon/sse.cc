@@ -15,10 +15,8 @@ std::string SseOutputData(bool is_stderr, std::string_view text) {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
   w.StartObject();
-  w.Key("stream");
-  WriteString(w, is_stderr ? "stderr" : "stdout");
-  w.Key("data");
-  WriteString(w, text);
+  WriteField(w, "stream", is_stderr ? "stderr" : "stdout");
+  WriteField(w, "data", text);
   w.EndObject();
   return std::string(buf.GetString(), buf.GetSize());
 }
