@@ -197,13 +197,9 @@ asio::awaitable<Status> EngineClient::Negotiate() {
   auto req = MakeRequest(http::verb::get, target, {});
   std::string what = Where(endpoint_) + ": GET /_ping";
   Result<Response> r = Status::Error("unreachable");
-  if (auto* u = std::get_if<UnixStream>(&*conn)) {
-    auto op = Exchange(*u, req, timeout_, what);
-    r = co_await std::move(op);
-  } else {
-    auto op = Exchange(std::get<TcpStream>(*conn), req, timeout_, what);
-    r = co_await std::move(op);
-  }
+  // One call for either transport; the awaitable is a named local (GCC 12, see README).
+  auto op = std::visit([&](auto& stream) { return Exchange(stream, req, timeout_, what); }, *conn);
+  r = co_await std::move(op);
   if (!r.ok()) co_return r.status();
   if (!r->ok()) co_return HttpError(what, *r);
   if (!endpoint_.api_version.empty()) {
@@ -237,13 +233,8 @@ asio::awaitable<Result<Response>> EngineClient::Request(std::string_view method_
   std::string target = endpoint_.base_path + "/v" + api_version_ + path;
   auto req = MakeRequest(verb, target, std::move(json_body));
   Result<Response> r = Status::Error("unreachable");
-  if (auto* u = std::get_if<UnixStream>(&*conn)) {
-    auto op = Exchange(*u, req, timeout, what);
-    r = co_await std::move(op);
-  } else {
-    auto op = Exchange(std::get<TcpStream>(*conn), req, timeout, what);
-    r = co_await std::move(op);
-  }
+  auto op = std::visit([&](auto& stream) { return Exchange(stream, req, timeout, what); }, *conn);
+  r = co_await std::move(op);
   co_return r;
 }
 
@@ -259,13 +250,8 @@ asio::awaitable<Result<std::unique_ptr<RawStream>>> EngineClient::Hijack(
   req.set(http::field::connection, "Upgrade");
   req.set(http::field::upgrade, "tcp");
   Result<std::unique_ptr<RawStream>> r = Status::Error("unreachable");
-  if (auto* u = std::get_if<UnixStream>(&*conn)) {
-    auto op = Upgrade(*u, req, timeout_, what);
-    r = co_await std::move(op);
-  } else {
-    auto op = Upgrade(std::get<TcpStream>(*conn), req, timeout_, what);
-    r = co_await std::move(op);
-  }
+  auto op = std::visit([&](auto& stream) { return Upgrade(stream, req, timeout_, what); }, *conn);
+  r = co_await std::move(op);
   co_return r;
 }
 
