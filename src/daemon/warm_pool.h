@@ -28,6 +28,7 @@ class WarmPool final : public Executor {
   asio::awaitable<Status> Check() override { return inner_.Check(); }
   std::string network_isolation() const override { return inner_.network_isolation(); }
   Enforcement enforcement() const override { return inner_.enforcement(); }
+  bool supports_sessions() const override { return inner_.supports_sessions(); }
 
  private:
   void Refill();
