@@ -21,6 +21,7 @@
 #include "daemon/http_server.h"
 #include "daemon/logging.h"
 #include "daemon/metrics.h"
+#include "daemon/session_manager.h"
 #include "daemon/warm_pool.h"
 #include "docker/docker_executor.h"
 #include "runtime/local_executor.h"
@@ -71,7 +72,7 @@ asio::awaitable<void> CheckHealth(Executor& executor, ApiHandlers& handlers, con
 // SIGTERM/SIGINT: stop accepting, let running executions finish for SHUTDOWN_GRACE_SEC, then
 // kill them; no sandbox is left behind because every execution awaits its Destroy().
 asio::awaitable<void> Shutdown(asio::io_context& io, HttpServer& server, ExecutionService& service,
-                               WarmPool& pool, const Config& config) {
+                               SessionManager& sessions, WarmPool& pool, const Config& config) {
   server.StopAccepting();
   server.CloseIdleConnections();
   auto deadline =
@@ -84,6 +85,10 @@ asio::awaitable<void> Shutdown(asio::io_context& io, HttpServer& server, Executi
   if (service.running() > 0) {
     spdlog::warn("shutting down: killing {} execution(s) still running", service.running());
     service.KillAll();
+  }
+  if (sessions.count() > 0) {
+    spdlog::info("shutting down: ending {} session(s)", sessions.count());
+    co_await sessions.DestroyAll();
   }
   auto hard_deadline = std::chrono::steady_clock::now() + 5s;
   while ((service.running() > 0 || server.open_connections() > 0) &&
@@ -173,7 +178,8 @@ int Serve() {
   Admission admission(io.get_executor(), c.max_concurrent_executions,
                       std::chrono::seconds(c.execution_queue_timeout_sec));
   Metrics metrics(c.max_concurrent_executions);
-  ApiHandlers handlers(c, *executor, **store, service, admission, metrics);
+  SessionManager sessions(io.get_executor(), c, *executor, **store, service.spec());
+  ApiHandlers handlers(c, *executor, **store, service, sessions, admission, metrics);
   HttpServerOptions http;
   http.host = c.host;
   http.port = c.port;
@@ -212,7 +218,7 @@ int Serve() {
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("received signal {}: shutting down", sig);
-    asio::co_spawn(io, Shutdown(io, server, service, pool, c), asio::detached);
+    asio::co_spawn(io, Shutdown(io, server, service, sessions, pool, c), asio::detached);
   });
   io.run();
   return 0;
