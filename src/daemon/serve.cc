@@ -179,6 +179,7 @@ int Serve() {
                       std::chrono::seconds(c.execution_queue_timeout_sec));
   Metrics metrics(c.max_concurrent_executions);
   SessionManager sessions(io.get_executor(), c, *executor, **store, service.spec());
+  metrics.CountSessionsWith([&sessions] { return sessions.count(); });
   ApiHandlers handlers(c, *executor, **store, service, sessions, admission, metrics);
   HttpServerOptions http;
   http.host = c.host;

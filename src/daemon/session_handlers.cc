@@ -70,6 +70,12 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex) {
   if (auto* e = std::get_if<ApiError>(&files)) co_return co_await ex.Respond(ApiErrorResponse(*e));
 
   const std::string operation = "session_create";
+  if (auto full = sessions_.CapacityError()) {
+    metrics_.Rejected(operation, 503, "capacity");
+    HttpResponse r = ApiErrorResponse(*full);
+    r.headers.emplace_back("Retry-After", std::to_string(config_.capacity_retry_after_sec));
+    co_return co_await ex.Respond(std::move(r));
+  }
   std::optional<Admission::Permit> permit = co_await Admit(ex, operation);
   if (!permit) co_return;
   auto t0 = std::chrono::steady_clock::now();
@@ -79,7 +85,13 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex) {
   bool ok = std::holds_alternative<SessionSummary>(created);
   metrics_.Finished(operation, ok ? "ok" : "error",
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  if (!ok) co_return co_await ex.Respond(ApiErrorResponse(std::get<ApiError>(created)));
+  if (!ok) {
+    HttpResponse r = ApiErrorResponse(std::get<ApiError>(created));
+    if (r.status == 503) {  // filled up while this one waited for its slot
+      r.headers.emplace_back("Retry-After", std::to_string(config_.capacity_retry_after_sec));
+    }
+    co_return co_await ex.Respond(std::move(r));
+  }
   co_await ex.Respond(JsonResponse(201, SessionCreatedJson(std::get<SessionSummary>(created))));
 }
 

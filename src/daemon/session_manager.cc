@@ -74,7 +74,24 @@ ApiError SessionManager::EndedDuringCall(const Session& s) const {
   return {410, "Session '" + s.id + "' ended during this call (deleted, or its TTL ran out)"};
 }
 
+std::optional<ApiError> SessionManager::CapacityError() const {
+  if (sessions_.size() + creating_ < config_.max_sessions) return std::nullopt;
+  return ApiError{
+      503, "Executor capacity unavailable (sessions): " + std::to_string(config_.max_sessions) +
+               " sessions are live on this replica (MAX_SESSIONS); delete one or wait "
+               "for one to expire."};
+}
+
 asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::Create(
+    std::vector<StagedFile> files, int64_t ttl_seconds) {
+  if (auto full = CapacityError()) co_return *full;
+  ++creating_;
+  auto created = co_await CreateSandbox(std::move(files), ttl_seconds);
+  --creating_;
+  co_return created;
+}
+
+asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSandbox(
     std::vector<StagedFile> files, int64_t ttl_seconds) {
   const ApiError internal{500, "Internal Server Error"};
   auto id = NewSessionId();

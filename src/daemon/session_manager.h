@@ -49,6 +49,8 @@ class SessionManager {
                  FileStore& store, const SandboxSpec& spec);
 
   bool supported() const { return executor_.supports_sessions(); }
+  // 503 (api.md "Overload") when MAX_SESSIONS sessions are live or being created.
+  std::optional<ApiError> CapacityError() const;
   static ApiError NotFound(const std::string& id);
 
   asio::awaitable<std::variant<SessionSummary, ApiError>> Create(std::vector<StagedFile> files,
@@ -93,6 +95,8 @@ class SessionManager {
   // Waits for the session's current call; nullptr when it does not exist (or ended meanwhile).
   asio::awaitable<SessionPtr> Acquire(const std::string& id);
   void Release(const SessionPtr& s);
+  asio::awaitable<std::variant<SessionSummary, ApiError>> CreateSandbox(
+      std::vector<StagedFile> files, int64_t ttl_seconds);
   asio::awaitable<void> End(SessionPtr s);
   asio::awaitable<void> ExpireAt(SessionPtr s);
   ApiError EndedDuringCall(const Session& s) const;
@@ -109,6 +113,7 @@ class SessionManager {
   FileStore& store_;
   SandboxSpec spec_;
   std::map<std::string, SessionPtr> sessions_;
+  size_t creating_ = 0;  // sessions being set up, counted against MAX_SESSIONS
 };
 
 }  // namespace ci

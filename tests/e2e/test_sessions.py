@@ -280,3 +280,20 @@ class SessionReaperTest(SessionCase):
         self.assertNotIn(sid, [s["session_id"] for s in r.json["sessions"]])
         rc, _ = new.stop()
         self.assertEqual(rc, 0)
+
+
+class SessionCapacityTest(SessionCase):
+    daemon_env = {"MAX_SESSIONS": "2", "CAPACITY_RETRY_AFTER_SEC": "7"}
+
+    def test_sessions_beyond_the_limit_are_503(self):
+        first, second = self.create(), self.create()
+        r = self.create(expect_status=503)
+        self.assertDetail(r, 503, prefix="Executor capacity unavailable (sessions): ")
+        self.assertEqual(r.header("Retry-After"), "7")
+        metrics = self.client.get("/metrics").body.decode()
+        self.assertIn("code_interpreter_sessions_active 2\n", metrics)
+        self.assertIn('code_interpreter_executions_rejected_total{operation="session_create",'
+                      'status="503",reason="capacity"} 1\n', metrics)
+        self.client.delete(f"/v1/sessions/{first}")
+        self.create()  # room again
+        self.assertEqual(self.bash(second, "echo ok")["stdout"], "ok\n")
