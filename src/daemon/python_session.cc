@@ -112,20 +112,21 @@ def serve(conn, g, number, devnull, watchdog_log):
     signal.setitimer(signal.ITIMER_REAL, timeout)
     status = 1
     try:
-        status = run_cell(request, g, number)
-    except KeyboardInterrupt:
-        pass  # the alarm fired between the cell and here
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        limit_cpu(0)
-        faulthandler.cancel_dump_traceback_later()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        for target in (0, 1, 2):
-            os.dup2(devnull, target)
+        try:
+            status = run_cell(request, g, number)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            limit_cpu(0)
+    except BaseException:
+        pass  # the one-shot alarm (or a CPU signal) landed after the cell had its answer
+    faulthandler.cancel_dump_traceback_later()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    for target in (0, 1, 2):
+        os.dup2(devnull, target)
     conn.sendall(status.to_bytes(4, 'little', signed=True))
 
 

@@ -79,7 +79,7 @@ class SessionManager {
     std::string file_id;
   };
   struct Session {
-    Session(const asio::any_io_executor& ex) : expiry(ex), idle(ex) {}
+    explicit Session(const asio::any_io_executor& ex) : expiry(ex), idle(ex) {}
     std::string id;
     std::unique_ptr<Sandbox> sandbox;
     SessionSummary summary;
