@@ -319,7 +319,7 @@ asio::awaitable<Result<Response>> EngineClient::Request(std::string_view method_
 
 asio::awaitable<Result<Response>> EngineClient::StreamLines(std::string_view method_view,
                                                             std::string_view path_view,
-                                                            LineSink on_line,
+                                                            const LineSink& on_line,
                                                             std::chrono::milliseconds total,
                                                             std::chrono::milliseconds idle) {
   std::string method(method_view), path(path_view);

@@ -76,9 +76,10 @@ class EngineClient {
   // each line goes to `on_line` at once; when it returns false the connection is closed (for a
   // pull, that cancels it). A non-2xx answer's body is returned in the Response (up to 1 MiB),
   // a 2xx one's is left empty. `total` bounds the whole call, `idle` each wait for more bytes.
-  // Views only, as for Request.
+  // Views and references only, as for Request: `on_line` is the caller's named local.
   asio::awaitable<Result<Response>> StreamLines(std::string_view method, std::string_view path,
-                                                LineSink on_line, std::chrono::milliseconds total,
+                                                const LineSink& on_line,
+                                                std::chrono::milliseconds total,
                                                 std::chrono::milliseconds idle);
   // POST with `Connection: Upgrade, Upgrade: tcp`; on 101 or 200 returns the raw stream (bytes
   // read past the headers come first). The headers are bounded by the timeout, the stream not.

@@ -172,7 +172,12 @@ asio::awaitable<Status> ImageWatch::Check() {
 }
 
 Status ImageWatch::Usable() const {
-  if (phase_ == Phase::kMissing || phase_ == Phase::kPulling) return Describe();
+  // Without the progress: the same text for every execution refused during one pull.
+  if (phase_ == Phase::kPulling) {
+    return Status::Error("Executor image " + o_.image +
+                         " not available locally: pulling it (progress in /health and the log)");
+  }
+  if (phase_ == Phase::kMissing) return Describe();
   return Status();
 }
 
