@@ -144,8 +144,9 @@ int Serve() {
   asio::io_context io(1);
   std::unique_ptr<Executor> executor;
   if (c.executor_backend == "docker") {
-    // The Engine is pinged and the image checked by the first health check (/health names a
-    // missing image); an invalid DOCKER_* or PYTHON_EXECUTOR_DOCKER_* value stops startup.
+    // The Engine is pinged and the image checked by the first health check; a missing image is
+    // pulled in the background (/health says so meanwhile) and watched every 60 s. An invalid
+    // DOCKER_* or PYTHON_EXECUTOR_DOCKER_* value stops startup.
     auto options = docker::DockerOptionsFromEnv([](const char* name) { return std::getenv(name); });
     if (!options.ok()) {
       spdlog::critical("{}", options.status().message());

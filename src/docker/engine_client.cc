@@ -9,6 +9,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <limits>
 #include <variant>
 
 #include "core/json.h"
@@ -168,6 +169,84 @@ asio::awaitable<Result<std::unique_ptr<RawStream>>> Upgrade(Stream& s,
   co_return raw;
 }
 
+// Reads a streamed answer's body as it arrives and splits it into lines (StreamLines).
+template <typename Stream>
+asio::awaitable<Result<Response>> ReadLines(Stream& s, http::request<http::string_body>& req,
+                                            const LineSink& on_line,
+                                            std::chrono::milliseconds total,
+                                            std::chrono::milliseconds idle, std::string what) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + total;
+  // Each wait is bounded by the idle timeout and by what is left of the total.
+  auto arm = [&] {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    s.expires_after(std::max(std::chrono::milliseconds(1), std::min(left, idle)));
+  };
+  auto failed = [&](const char* doing, const error_code& ec) {
+    if (ec == beast::error::timeout) {
+      if (Clock::now() >= deadline) {
+        return Status::Error(what + ": not finished within " + std::to_string(total.count()) +
+                             " ms");
+      }
+      return Status::Error(what + ": nothing received for " + std::to_string(idle.count()) + " ms");
+    }
+    return Status::Error(what + ": " + doing + ": " + ec.message());
+  };
+  error_code ec;
+  arm();
+  co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return failed("sending", ec);
+  beast::flat_buffer buf;
+  http::response_parser<http::buffer_body> parser;
+  // Not boost::none: Boost 1.74 compares a Content-Length against it as "over the limit".
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+  arm();
+  co_await http::async_read_header(s, buf, parser, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return failed("reading the answer", ec);
+  Response r;
+  r.status = static_cast<int>(parser.get().result_int());
+  if (auto it = parser.get().find("Api-Version"); it != parser.get().end()) {
+    r.api_version = std::string(it->value());
+  }
+  constexpr size_t kMaxErrorBody = 1 << 20;
+  std::string chunk(64 << 10, '\0');
+  std::string line;
+  bool cut = false;  // the current line passed kMaxStreamLine: the rest of it is dropped
+  bool stopped = false;
+  while (!parser.is_done() && !stopped) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    parser.get().body().more = true;
+    arm();
+    co_await http::async_read_some(s, buf, parser, asio::redirect_error(use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) co_return failed("reading the answer", ec);
+    std::string_view got(chunk.data(), chunk.size() - parser.get().body().size);
+    if (!r.ok()) {
+      r.body.append(got.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, r.body.size())));
+      continue;
+    }
+    while (!got.empty() && !stopped) {
+      size_t nl = got.find('\n');
+      std::string_view piece = got.substr(0, nl);
+      if (!cut) {
+        size_t room = kMaxStreamLine - line.size();
+        if (piece.size() > room) cut = true;
+        line.append(piece.substr(0, room));
+      }
+      if (nl == std::string_view::npos) break;
+      got.remove_prefix(nl + 1);
+      stopped = !on_line(line);
+      line.clear();
+      cut = false;
+    }
+  }
+  if (r.ok() && !stopped && !line.empty()) on_line(line);
+  error_code ignored;
+  beast::get_lowest_layer(s).socket().shutdown(asio::socket_base::shutdown_both, ignored);
+  co_return r;
+}
+
 }  // namespace
 
 Status HttpError(const std::string& what, const Response& r) {
@@ -234,6 +313,25 @@ asio::awaitable<Result<Response>> EngineClient::Request(std::string_view method_
   auto req = MakeRequest(verb, target, std::move(json_body));
   Result<Response> r = Status::Error("unreachable");
   auto op = std::visit([&](auto& stream) { return Exchange(stream, req, timeout, what); }, *conn);
+  r = co_await std::move(op);
+  co_return r;
+}
+
+asio::awaitable<Result<Response>> EngineClient::StreamLines(std::string_view method_view,
+                                                            std::string_view path_view,
+                                                            const LineSink& on_line,
+                                                            std::chrono::milliseconds total,
+                                                            std::chrono::milliseconds idle) {
+  std::string method(method_view), path(path_view);
+  std::string what = "docker " + method + " " + path.substr(0, path.find('?'));
+  if (api_version_.empty()) co_return Status::Error(what + ": API version not negotiated");
+  auto conn = co_await Connect(ex_, endpoint_, std::min(timeout_, total));
+  if (!conn.ok()) co_return conn.status();
+  std::string target = endpoint_.base_path + "/v" + api_version_ + path;
+  auto req = MakeRequest(http::string_to_verb(method), target, {});
+  Result<Response> r = Status::Error("unreachable");
+  auto op = std::visit(
+      [&](auto& stream) { return ReadLines(stream, req, on_line, total, idle, what); }, *conn);
   r = co_await std::move(op);
   co_return r;
 }

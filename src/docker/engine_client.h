@@ -7,6 +7,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/buffer.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,6 +32,12 @@ struct Response {
 
 // "<what>: <message of the {"message"} body, else the body text> (HTTP <status>)".
 Status HttpError(const std::string& what, const Response& r);
+
+// One line of a streamed answer (without its '\n'); false stops reading.
+using LineSink = std::function<bool(std::string_view line)>;
+
+// Longer lines of a streamed answer are cut to this length (the rest of the line is dropped).
+inline constexpr size_t kMaxStreamLine = 256 << 10;
 
 // A hijacked connection (exec start): raw bytes both ways, already past the HTTP headers.
 class RawStream {
@@ -65,6 +72,15 @@ class EngineClient {
   asio::awaitable<Result<Response>> Request(std::string_view method, std::string_view path,
                                             std::string_view json_body = {},
                                             std::chrono::milliseconds timeout = {});
+  // A call whose 2xx answer is a stream of lines read as it arrives (image pull progress, chunked):
+  // each line goes to `on_line` at once; when it returns false the connection is closed (for a
+  // pull, that cancels it). A non-2xx answer's body is returned in the Response (up to 1 MiB),
+  // a 2xx one's is left empty. `total` bounds the whole call, `idle` each wait for more bytes.
+  // Views and references only, as for Request: `on_line` is the caller's named local.
+  asio::awaitable<Result<Response>> StreamLines(std::string_view method, std::string_view path,
+                                                const LineSink& on_line,
+                                                std::chrono::milliseconds total,
+                                                std::chrono::milliseconds idle);
   // POST with `Connection: Upgrade, Upgrade: tcp`; on 101 or 200 returns the raw stream (bytes
   // read past the headers come first). The headers are bounded by the timeout, the stream not.
   asio::awaitable<Result<std::unique_ptr<RawStream>>> Hijack(std::string_view path,

@@ -3,16 +3,21 @@
 // so a machine without Docker still passes; scripts/test.sh starts both before the suites.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
 #include <spdlog/spdlog.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include "common/await.h"
 #include "docker/docker_executor.h"
@@ -31,6 +36,9 @@ class DockerTest : public ::testing::Test {
     auto opts = DockerOptionsFromEnv([](const char* n) { return std::getenv(n); });
     ASSERT_TRUE(opts.ok()) << opts.status().message();
     opts_ = *opts;
+    // No watchdog loop here: it would keep the io_context of Await busy forever. Check then
+    // inspects (and pulls) itself.
+    opts_.image_check_period = std::chrono::milliseconds(0);
     executor_ = MakeDockerExecutor(io_.get_executor(), opts_);
     Status s = Await(executor_->Check());
     if (!s.ok() && ci_) FAIL() << "CI=true and no usable dockerd: " << s.message();
@@ -327,6 +335,95 @@ TEST_F(DockerTest, MissingImageIsNamedByCheck) {
   Status s = Await(ex->Check());
   EXPECT_THAT(s.message(), HasSubstr("Executor image code-interpreter-no-such-image:zzz not "
                                      "available locally"));
+}
+
+// tests/docker/fake_registry.py on a free port of 127.0.0.1 (dockerd pulls from it over plain
+// HTTP: loopback registries are insecure by default).
+class FakeRegistry {
+ public:
+  FakeRegistry() {
+    int fds[2];
+    if (::pipe(fds) != 0) return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    std::vector<std::string> args = {"python3", CI_FAKE_REGISTRY, "--print-digest"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawnp(&pid_, "python3", &fa, nullptr, argv.data(), environ) != 0) pid_ = 0;
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(fds[1]);
+    FILE* out = ::fdopen(fds[0], "r");
+    char line[256];
+    while (out != nullptr && std::fgets(line, sizeof line, out) != nullptr) {
+      std::string l(line);
+      if (l.rfind("listening on ", 0) == 0) port_ = std::stoi(l.substr(13));
+      if (l.rfind("digest ", 0) == 0) {
+        digest_ = l.substr(7, l.find_last_not_of("\n") - 6);
+        break;
+      }
+    }
+    if (out != nullptr) std::fclose(out);
+  }
+  ~FakeRegistry() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool ok() const { return port_ > 0 && !digest_.empty(); }
+  std::string host() const { return "127.0.0.1:" + std::to_string(port_); }
+  const std::string& digest() const { return digest_; }
+
+ private:
+  pid_t pid_ = 0;
+  int port_ = 0;
+  std::string digest_;
+};
+
+TEST_F(DockerTest, PullsAMissingImageFromARegistryByTagAndByDigest) {
+  FakeRegistry registry;
+  ASSERT_TRUE(registry.ok()) << "tests/docker/fake_registry.py did not start";
+  EngineClient c(io_.get_executor(), opts_.endpoint, 10s);
+  ASSERT_TRUE(Await(c.Negotiate()).ok());
+  std::string tagged = registry.host() + "/tiny:v1";
+  std::string digested = registry.host() + "/tiny@" + registry.digest();
+  auto remove = [&] {
+    std::string m = "DELETE";
+    for (const auto& ref : {tagged, digested}) {
+      std::string p = "/images/" + ref + "?force=1";
+      Await(c.Request(m, p));
+    }
+  };
+  remove();
+  for (const auto& ref : {tagged, digested}) {
+    DockerExecutorOptions o = opts_;
+    o.image = NormalizeImageRef(ref);
+    auto ex = MakeDockerExecutor(io_.get_executor(), o);
+    Status s = Await(ex->Check());
+    EXPECT_TRUE(s.ok()) << ref << ": " << s.message();
+    std::string m = "GET", p = "/images/" + ref + "/json";
+    auto r = Await(c.Request(m, p));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200) << ref << " is not there after the pull: " << r->body;
+    remove();
+  }
+}
+
+TEST_F(DockerTest, PullErrorIsNamedByCheck) {
+  FakeRegistry registry;
+  ASSERT_TRUE(registry.ok()) << "tests/docker/fake_registry.py did not start";
+  for (const auto& ref : {registry.host() + "/nosuch:v1", registry.host() + "/tiny:nosuchtag"}) {
+    DockerExecutorOptions o = opts_;
+    o.image = ref;
+    auto ex = MakeDockerExecutor(io_.get_executor(), o);
+    Status s = Await(ex->Check());
+    EXPECT_THAT(s.message(),
+                HasSubstr("Executor image " + ref + " not available locally: the pull failed: "));
+    EXPECT_THAT(s.message(), HasSubstr("packaging/executor-image/build.sh"));
+  }
 }
 
 TEST_F(DockerTest, NegotiatesApiVersion) {
