@@ -62,6 +62,15 @@ Result<std::string> WriteTempFile(const std::string& dir, std::string_view conte
 
 }  // namespace
 
+ApiError PrepareFailure(const Status& why) {
+  if (why.unavailable()) {
+    return {503,
+            "Executor capacity unavailable (" + why.unavailable_reason() + "): " + why.message()};
+  }
+  spdlog::error("sandbox could not be started: {} (run `code-interpreter doctor`)", why.message());
+  return {500, "Internal Server Error"};
+}
+
 ExecutionService::ExecutionService(const Config& config, Executor& executor, FileStore& store,
                                    std::string seccomp_profile_json)
     : config_(config),
@@ -151,11 +160,9 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   auto prepared = co_await executor_.Prepare(spec);
   auto t_prepared = Clock::now();
   if (!prepared.ok()) {
-    spdlog::error("sandbox could not be started: {} (run `code-interpreter doctor`)",
-                  prepared.status().message());
     unlink(entry->c_str());
     rmdir(collect_dir.c_str());
-    co_return internal;
+    co_return PrepareFailure(prepared.status());
   }
   std::unique_ptr<Sandbox> sandbox = std::move(prepared).value();
   Sandbox* raw = sandbox.get();

@@ -24,6 +24,10 @@ struct ApiError {
   std::string detail;
 };
 
+// The answer when a sandbox could not be prepared: 503 with the api.md text when the backend is
+// out of capacity (Status::Unavailable), else 500 (the log has the reason).
+ApiError PrepareFailure(const Status& why);
+
 struct OutputFile {
   std::string path;
   std::string file_id;

@@ -154,6 +154,14 @@ asio::awaitable<void> ApiHandlers::Languages(HttpExchange& ex) {
   co_await ex.Respond(JsonResponse(200, LanguagesJson(service_.languages())));
 }
 
+HttpResponse ApiHandlers::ApiErrorResponse(const ApiError& e) const {
+  HttpResponse r = ErrorResponse(e.status, e.detail);
+  if (e.status == 503) {
+    r.headers.emplace_back("Retry-After", std::to_string(config_.capacity_retry_after_sec));
+  }
+  return r;
+}
+
 asio::awaitable<std::optional<std::string>> ApiHandlers::ReadJsonBody(HttpExchange& ex) {
   const uint64_t limit = config_.max_request_body_mb << 20;
   BodyChunk body = co_await ReadWholeBody(ex, limit);
@@ -245,7 +253,8 @@ asio::awaitable<std::string> ApiHandlers::ExecuteBatch(HttpExchange& ex, const R
   auto outcome = co_await run(std::move(sink), on_sandbox);
   co_await ex.UnwatchClient();
   if (auto* e = std::get_if<ApiError>(&outcome)) {
-    co_await ex.Respond(ErrorResponse(e->status, e->detail));
+    if (e->status == 503) metrics_.Rejected("execute", 503, "capacity");
+    co_await ex.Respond(ApiErrorResponse(*e));
     co_return "error";
   }
   const auto& result = std::get<ExecutionResult>(outcome);

@@ -42,6 +42,8 @@ class ApiHandlers {
   // An execution slot, or nullopt after answering 429.
   asio::awaitable<std::optional<Admission::Permit>> Admit(HttpExchange& ex,
                                                           const std::string& operation);
+  // {"detail"} with the status; a 503 (no capacity) carries Retry-After.
+  HttpResponse ApiErrorResponse(const ApiError& e) const;
   // The body within the request size limit, or nullopt after answering 413/400.
   asio::awaitable<std::optional<std::string>> ReadJsonBody(HttpExchange& ex);
 

@@ -12,8 +12,6 @@ namespace {
 
 constexpr std::string_view kPrefix = "/v1/sessions/";
 
-HttpResponse ApiErrorResponse(const ApiError& e) { return ErrorResponse(e.status, e.detail); }
-
 bool IsSessionId(std::string_view id) { return id.rfind("code-session-", 0) == 0; }
 
 }  // namespace
@@ -72,9 +70,7 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex) {
   const std::string operation = "session_create";
   if (auto full = sessions_.CapacityError()) {
     metrics_.Rejected(operation, 503, "capacity");
-    HttpResponse r = ApiErrorResponse(*full);
-    r.headers.emplace_back("Retry-After", std::to_string(config_.capacity_retry_after_sec));
-    co_return co_await ex.Respond(std::move(r));
+    co_return co_await ex.Respond(ApiErrorResponse(*full));
   }
   std::optional<Admission::Permit> permit = co_await Admit(ex, operation);
   if (!permit) co_return;
@@ -85,13 +81,7 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex) {
   bool ok = std::holds_alternative<SessionSummary>(created);
   metrics_.Finished(operation, ok ? "ok" : "error",
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  if (!ok) {
-    HttpResponse r = ApiErrorResponse(std::get<ApiError>(created));
-    if (r.status == 503) {  // filled up while this one waited for its slot
-      r.headers.emplace_back("Retry-After", std::to_string(config_.capacity_retry_after_sec));
-    }
-    co_return co_await ex.Respond(std::move(r));
-  }
+  if (!ok) co_return co_await ex.Respond(ApiErrorResponse(std::get<ApiError>(created)));
   co_await ex.Respond(JsonResponse(201, SessionCreatedJson(std::get<SessionSummary>(created))));
 }
 

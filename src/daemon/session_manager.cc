@@ -107,11 +107,7 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   SandboxSpec spec = spec_;
   spec.session_expires_at = static_cast<int64_t>(s->summary.expires_at) + 1;
   auto prepared = co_await executor_.Prepare(spec);
-  if (!prepared.ok()) {
-    spdlog::error("session sandbox could not be started: {} (run `code-interpreter doctor`)",
-                  prepared.status().message());
-    co_return internal;
-  }
+  if (!prepared.ok()) co_return PrepareFailure(prepared.status());
   s->sandbox = std::move(prepared).value();
   if (!files.empty()) {
     RunPayload stage;

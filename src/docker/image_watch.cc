@@ -174,10 +174,11 @@ asio::awaitable<Status> ImageWatch::Check() {
 Status ImageWatch::Usable() const {
   // Without the progress: the same text for every execution refused during one pull.
   if (phase_ == Phase::kPulling) {
-    return Status::Error("Executor image " + o_.image +
-                         " not available locally: pulling it (progress in /health and the log)");
+    return Status::Unavailable(
+        "image", "Executor image " + o_.image +
+                     " not available locally: pulling it (progress in /health and the log)");
   }
-  if (phase_ == Phase::kMissing) return Describe();
+  if (phase_ == Phase::kMissing) return Status::Unavailable("image", Describe().message());
   return Status();
 }
 
