@@ -98,15 +98,22 @@ class DockerTest : public ::testing::Test {
     return out;
   }
 
-  // Containers of ours matching a `name` filter, through the Engine API (no docker CLI).
-  std::string OurContainers(const std::string& name) {
+  // Containers of ours matching a `name` filter, through the Engine API (no docker CLI);
+  // `this_process`: only those owned by this test process (other daemons share the dockerd).
+  std::string OurContainers(const std::string& name, bool this_process = false) {
     EngineClient c(io_.get_executor(), opts_.endpoint, 10s);
     if (!Await(c.Negotiate()).ok()) return "negotiation failed";
+    std::string owner;
+    if (this_process) {
+      char host[256] = {};
+      ::gethostname(host, sizeof host - 1);
+      owner = "%2C%22code-interpreter.owner%3D" + std::string(host) + "%2F" +
+              std::to_string(::getpid()) + "%22";
+    }
     std::string
         m = "GET",
-        p = "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22app%3Dcode-interpreter%22"
-            "%5D%2C%22name%22%3A%5B%22" +
-            name + "%22%5D%7D";
+        p = "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22app%3Dcode-interpreter%22" +
+            owner + "%5D%2C%22name%22%3A%5B%22" + name + "%22%5D%7D";
     auto r = Await(c.Request(m, p));
     if (!r.ok()) return r.status().message();
     return r->body == "[]\n" ? "" : r->body;
@@ -237,7 +244,7 @@ TEST_F(DockerTest, MemoryLimitIsAnOomVerdict) {
 TEST_F(DockerTest, NoContainerLeftBehind) {
   auto e = Execute({"true"});
   ASSERT_TRUE(e.outcome.ok());
-  EXPECT_EQ(OurContainers("ci-exec-"), "");
+  EXPECT_EQ(OurContainers("ci-exec-", true), "");
 }
 
 // The fork bomb's processes fill the pids limit; the verdict comes from the cgroup's pids.events
