@@ -38,22 +38,24 @@ std::string Where(const Endpoint& ep) { return "docker at " + ep.Describe(); }
 
 bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
-// An error's text. TLS errors (the daemon refusing the session, a bad record) also say which
-// client certificate was offered, the usual cause being a missing or wrong one.
+// An error's text. TLS errors (the daemon refusing the session, a bad record) also name the
+// endpoint and the client certificate offered, the usual cause being a missing or wrong one.
 std::string Why(const Endpoint& ep, const error_code& ec) {
   std::string m = ec.message();
   if (ep.tls && (ec.category() == asio::error::get_ssl_category() ||
                  ec.category() == ssl::error::get_stream_category())) {
     std::string cert = ep.cert_path + "/cert.pem";
-    m += Exists(cert) ? " (TLS; client certificate " + cert + ")"
-                      : " (TLS; no client certificate was offered: " + cert + " does not exist)";
+    m += " (TLS with " + ep.host + ":" + std::to_string(ep.port) + "; " +
+         (Exists(cert) ? "client certificate " + cert
+                       : "no client certificate was offered: " + cert + " does not exist") +
+         ")";
   }
   return m;
 }
 
 // The TLS settings of DOCKER_TLS_VERIFY / DOCKER_TLS (wire-protocols.md B): TLS 1.2 at least;
 // the client certificate cert.pem + key.pem when present (required with verification); with
-// verification, the daemon's certificate checked against ca.pem (and its host, see Connect).
+// verification, the daemon's certificate checked against ca.pem (its host: SetPeerName).
 Result<std::shared_ptr<ssl::context>> LoadTls(const Endpoint& ep) {
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
   if (::SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION) != 1) {
