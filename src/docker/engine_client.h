@@ -1,6 +1,7 @@
 // HTTP/1.1 to the Docker Engine API (wire-protocols.md A.0): one connection per call over the
-// unix socket or tcp, the API version negotiated from /_ping, a deadline on every call, and
-// hijacked connections for exec start. The only translation unit of src/docker/ that uses Beast.
+// unix socket, tcp or tcp + TLS (client certificate, wire-protocols.md B), the API version
+// negotiated from /_ping, a deadline on every call, and hijacked connections for exec start. The
+// only translation unit of src/docker/ that uses Beast (and OpenSSL).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -14,6 +15,10 @@
 
 #include "core/status.h"
 #include "docker/endpoint.h"
+
+namespace boost::asio::ssl {
+class context;
+}  // namespace boost::asio::ssl
 
 namespace ci::docker {
 
@@ -47,7 +52,9 @@ class RawStream {
   virtual asio::awaitable<size_t> ReadSome(asio::mutable_buffer buf,
                                            boost::system::error_code& ec) = 0;
   virtual asio::awaitable<Status> WriteAll(std::string_view data) = 0;
-  // Half-close: the daemon closes the process's stdin and keeps sending output.
+  // Half-close: the daemon closes the process's stdin and keeps sending output. Over TLS, like
+  // the docker CLI (moby's tlsClientCon.CloseWrite), the tcp connection is half-closed under the
+  // TLS session (no close_notify), which the daemon reads as the end of stdin.
   virtual void ShutdownSend() = 0;
   // Closes both directions at once; a pending ReadSome completes with an error.
   virtual void Close() = 0;
@@ -58,7 +65,8 @@ class EngineClient {
   EngineClient(asio::any_io_executor ex, Endpoint endpoint, std::chrono::milliseconds timeout);
 
   // GET /_ping; version = min(daemon Api-Version, 1.50), or DOCKER_API_VERSION when set; refuses
-  // a daemon below 1.41. Must succeed before Request/Hijack are used.
+  // a daemon below 1.41. Must succeed before Request/Hijack are used. With TLS, the first call
+  // loads the certificates from endpoint.cert_path (errors name the files and the endpoint).
   asio::awaitable<Status> Negotiate();
   const std::string& api_version() const { return api_version_; }
   const Endpoint& endpoint() const { return endpoint_; }
@@ -91,6 +99,7 @@ class EngineClient {
   Endpoint endpoint_;
   std::chrono::milliseconds timeout_;
   std::string api_version_;
+  std::shared_ptr<asio::ssl::context> tls_;  // loaded by the first call when endpoint_.tls
 };
 
 }  // namespace ci::docker

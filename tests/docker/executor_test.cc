@@ -13,8 +13,10 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cstdio>
+#include <boost/asio/ip/tcp.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -33,8 +35,9 @@ class DockerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::getenv("DOCKER_TEST_DEBUG") != nullptr) spdlog::set_level(spdlog::level::debug);
-    auto opts = DockerOptionsFromEnv([](const char* n) { return std::getenv(n); });
-    ASSERT_TRUE(opts.ok()) << opts.status().message();
+    auto opts = Options();
+    if (!opts.ok() && ci_) FAIL() << "CI=true: " << opts.status().message();
+    if (!opts.ok()) GTEST_SKIP() << opts.status().message();
     opts_ = *opts;
     // No watchdog loop here: it would keep the io_context of Await busy forever. Check then
     // inspects (and pulls) itself.
@@ -43,6 +46,11 @@ class DockerTest : public ::testing::Test {
     Status s = Await(executor_->Check());
     if (!s.ok() && ci_) FAIL() << "CI=true and no usable dockerd: " << s.message();
     if (!s.ok()) GTEST_SKIP() << "no usable dockerd here: " << s.message();
+  }
+
+  // The executor's options; DockerTlsTest's come from its own DOCKER_* values.
+  virtual Result<DockerExecutorOptions> Options() {
+    return DockerOptionsFromEnv([](const char* n) { return std::getenv(n); });
   }
 
   template <typename T>
@@ -98,15 +106,22 @@ class DockerTest : public ::testing::Test {
     return out;
   }
 
-  // Containers of ours matching a `name` filter, through the Engine API (no docker CLI).
-  std::string OurContainers(const std::string& name) {
+  // Containers of ours matching a `name` filter, through the Engine API (no docker CLI);
+  // `this_process`: only those owned by this test process (other daemons share the dockerd).
+  std::string OurContainers(const std::string& name, bool this_process = false) {
     EngineClient c(io_.get_executor(), opts_.endpoint, 10s);
     if (!Await(c.Negotiate()).ok()) return "negotiation failed";
+    std::string owner;
+    if (this_process) {
+      char host[256] = {};
+      ::gethostname(host, sizeof host - 1);
+      owner = "%2C%22code-interpreter.owner%3D" + std::string(host) + "%2F" +
+              std::to_string(::getpid()) + "%22";
+    }
     std::string
         m = "GET",
-        p = "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22app%3Dcode-interpreter%22"
-            "%5D%2C%22name%22%3A%5B%22" +
-            name + "%22%5D%7D";
+        p = "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22app%3Dcode-interpreter%22" +
+            owner + "%5D%2C%22name%22%3A%5B%22" + name + "%22%5D%7D";
     auto r = Await(c.Request(m, p));
     if (!r.ok()) return r.status().message();
     return r->body == "[]\n" ? "" : r->body;
@@ -237,7 +252,7 @@ TEST_F(DockerTest, MemoryLimitIsAnOomVerdict) {
 TEST_F(DockerTest, NoContainerLeftBehind) {
   auto e = Execute({"true"});
   ASSERT_TRUE(e.outcome.ok());
-  EXPECT_EQ(OurContainers("ci-exec-"), "");
+  EXPECT_EQ(OurContainers("ci-exec-", true), "");
 }
 
 // The fork bomb's processes fill the pids limit; the verdict comes from the cgroup's pids.events
@@ -437,6 +452,187 @@ TEST_F(DockerTest, NegotiatesApiVersion) {
   EXPECT_EQ(r->status, 404);
   EXPECT_THAT(HttpError("inspect", *r).message(),
               HasSubstr("No such container: no-such-container-x (HTTP 404)"));
+}
+
+// tcp + TLS with a client certificate, against the dockerd's TLS listener that
+// tests/docker/start-dockerd.sh sets up: the test PKI in $DOCKER_TLS_DIR
+// (/tmp/code-interpreter-tls; client/ works, ca-only/ has no client certificate, wrong-ca/ an
+// unrelated CA), the listener named in its `host` file. Over tcp the counters come from the
+// in-container exec probe (no host cgroups).
+class DockerTlsTest : public DockerTest {
+ protected:
+  using Env = std::map<std::string, std::string>;
+
+  Result<DockerExecutorOptions> Options() override {
+    const char* d = std::getenv("DOCKER_TLS_DIR");
+    dir_ = d != nullptr && *d != '\0' ? d : "/tmp/code-interpreter-tls";
+    std::ifstream f(dir_ + "/host");
+    std::getline(f, host_);
+    if (host_.empty()) {
+      return Status::Error("no dockerd TLS listener (" + dir_ +
+                           "/host is missing; tests/docker/start-dockerd.sh makes it)");
+    }
+    return OptionsFor({{"DOCKER_TLS_VERIFY", "1"}, {"DOCKER_CERT_PATH", dir_ + "/client"}});
+  }
+
+  // DOCKER_HOST is the TLS listener unless `env` says otherwise; other variables (the image)
+  // come from the environment.
+  Result<DockerExecutorOptions> OptionsFor(Env env) {
+    env.emplace("DOCKER_HOST", host_);
+    return DockerOptionsFromEnv([env](const char* n) -> const char* {
+      if (auto it = env.find(n); it != env.end()) return it->second.c_str();
+      std::string_view name(n);
+      if (name.rfind("DOCKER_", 0) == 0) return nullptr;  // only this test's DOCKER_* values
+      return std::getenv(n);
+    });
+  }
+
+  // Negotiate's status for a client with these DOCKER_* values.
+  Status NegotiateWith(Env env) {
+    auto opts = OptionsFor(std::move(env));
+    if (!opts.ok()) return opts.status();
+    EngineClient c(io_.get_executor(), opts->endpoint, 10s);
+    Status s = Await(c.Negotiate());
+    spdlog::debug("negotiate: {}", s.ok() ? "ok" : s.message());  // DOCKER_TEST_DEBUG=1 shows it
+    return s;
+  }
+
+  std::string dir_, host_;
+};
+
+TEST_F(DockerTlsTest, NegotiatesWithAClientCertificate) {
+  ASSERT_EQ(opts_.endpoint.kind, Endpoint::Kind::kTcp);
+  EXPECT_THAT(opts_.endpoint.Describe(), HasSubstr("(TLS, verified)"));
+  EngineClient c(io_.get_executor(), opts_.endpoint, 5s);
+  ASSERT_TRUE(Await(c.Negotiate()).ok());
+  EXPECT_GE(ParseApiVersion(c.api_version()), kMinApiVersion);
+  std::string m = "GET", p = "/containers/no-such-container-x/json";
+  auto r = Await(c.Request(m, p));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->status, 404);
+  // By name: SNI and the certificate's DNS name (the listener is on 127.0.0.1).
+  std::string by_name = "tcp://localhost:" + host_.substr(host_.rfind(':') + 1);
+  Status s = NegotiateWith({{"DOCKER_HOST", by_name},
+                            {"DOCKER_TLS_VERIFY", "1"},
+                            {"DOCKER_CERT_PATH", dir_ + "/client"}});
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+// Prepare, staging (tar over a hijacked stream, half-closed), a program reading a large stdin
+// to EOF, the exec probe's counters, Collect and Destroy: all over TLS.
+TEST_F(DockerTlsTest, WholeExecutionWithStdinEof) {
+  char dir[] = "/tmp/docker-tls-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string in = std::string(dir) + "/input";
+  std::ofstream(in) << "staged over TLS\n";
+  std::string input;
+  for (int i = 0; i < 20000; ++i) input += "line " + std::to_string(i) + "\n";  // many records
+  auto e = Execute({"python3", "-c",
+                    "import sys, hashlib\n"
+                    "data = sys.stdin.buffer.read()\n"
+                    "print(len(data), hashlib.sha256(data).hexdigest()[:16])\n"
+                    "open('out.txt', 'w').write(open('data/in.txt').read().upper())\n"
+                    "x = bytearray(40 << 20)\n"},
+                   20s, input, {{"data/in.txt", in}}, Spec(), dir);
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.outcome->exit_code, 0) << e.err;
+  std::ofstream(std::string(dir) + "/stdin") << input;
+  std::string sha = Sh("sha256sum " + std::string(dir) + "/stdin | cut -c1-16");
+  EXPECT_EQ(e.out, std::to_string(input.size()) + " " + sha);
+  ASSERT_TRUE(e.collection.ok()) << e.collection.status().message();
+  std::map<std::string, std::string> got;
+  for (const auto& f : e.collection->files) {
+    std::ifstream file(f.host_path);
+    std::stringstream ss;
+    ss << file.rdbuf();
+    got[f.workspace_path] = ss.str();
+  }
+  EXPECT_EQ(got["out.txt"], "STAGED OVER TLS\n");
+  EXPECT_GE(e.report.memory_peak_bytes, 40ull << 20);  // the exec probe, over TLS
+  Sh("rm -rf " + std::string(dir));
+}
+
+TEST_F(DockerTlsTest, TimeoutOverTls) {
+  auto start = std::chrono::steady_clock::now();
+  auto e = Execute({"bash", "-c", "echo started; sleep 100"}, 1000ms);
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_TRUE(e.outcome->timed_out);
+  EXPECT_EQ(e.out, "started\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
+}
+
+TEST_F(DockerTlsTest, MissingClientCertificateIsNamed) {
+  // DOCKER_TLS_VERIFY needs the client certificate: an error before connecting.
+  Status s = NegotiateWith({{"DOCKER_TLS_VERIFY", "1"}, {"DOCKER_CERT_PATH", dir_ + "/ca-only"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("docker at " + host_ + " (TLS, verified)"));
+  EXPECT_THAT(s.message(),
+              HasSubstr(dir_ + "/ca-only/cert.pem and " + dir_ + "/ca-only/key.pem are missing"));
+  EXPECT_THAT(s.message(), HasSubstr("DOCKER_TLS_VERIFY is set"));
+  // Without verification none is offered, and the daemon (--tlsverify) refuses the session.
+  s = NegotiateWith({{"DOCKER_TLS", "1"}, {"DOCKER_CERT_PATH", dir_ + "/ca-only"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("docker at " + host_ + " (TLS, not verified)"));
+  EXPECT_THAT(s.message(), HasSubstr("no client certificate was offered: " + dir_ +
+                                     "/ca-only/cert.pem does not exist"));
+}
+
+TEST_F(DockerTlsTest, WrongCaIsAVerificationError) {
+  Status s = NegotiateWith({{"DOCKER_TLS_VERIFY", "1"}, {"DOCKER_CERT_PATH", dir_ + "/wrong-ca"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("docker at " + host_ +
+                                     " (TLS, verified): the daemon's "
+                                     "certificate did not verify: "));
+  EXPECT_THAT(s.message(), HasSubstr("(CA " + dir_ + "/wrong-ca/ca.pem, host 127.0.0.1)"));
+  EXPECT_THAT(s.message(), HasSubstr("issuer certificate"));  // OpenSSL's reason
+}
+
+// DOCKER_TLS: TLS without verifying the daemon (the unrelated CA does not matter), the client
+// certificate still offered.
+TEST_F(DockerTlsTest, TlsWithoutVerification) {
+  auto opts = OptionsFor({{"DOCKER_TLS", "1"}, {"DOCKER_CERT_PATH", dir_ + "/wrong-ca"}});
+  ASSERT_TRUE(opts.ok()) << opts.status().message();
+  EXPECT_THAT(opts->endpoint.Describe(), HasSubstr("(TLS, not verified)"));
+  opts_ = *opts;
+  executor_ = MakeDockerExecutor(io_.get_executor(), opts_);
+  Status s = Await(executor_->Check());
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto e = Execute({"python3", "-c", "import sys; print(sys.stdin.read().upper())"}, 10s,
+                   std::string("unverified\n"));
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, "UNVERIFIED\n\n");
+}
+
+}  // namespace
+}  // namespace ci::docker
+
+namespace ci::docker {
+namespace {
+
+// A tcp peer that accepts and never speaks: the TLS handshake is bounded by the call's timeout
+// (no dockerd needed).
+TEST(DockerTlsTimeout, SilentPeerTimesOutTheHandshake) {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::socket peer(io);
+  acceptor.async_accept(peer, [](boost::system::error_code) {});
+  std::string host = "tcp://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  auto ep = ResolveEndpoint(
+      [&](const char* n) -> const char* {
+        std::string_view name(n);
+        if (name == "DOCKER_HOST") return host.c_str();
+        if (name == "DOCKER_TLS") return "1";
+        if (name == "DOCKER_CERT_PATH") return "/nonexistent";
+        return nullptr;
+      },
+      [](const std::string&) { return false; });
+  ASSERT_TRUE(ep.ok()) << ep.status().message();
+  EngineClient c(io.get_executor(), *ep, 300ms);
+  auto start = std::chrono::steady_clock::now();
+  Status s = testing_support::AwaitOn(io, c.Negotiate());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_EQ(s.message(),
+            "docker at " + host + " (TLS, not verified): TLS handshake: no answer in time");
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 """The Docker backend as dockerd sees it (issue 4, "Done when"): the executor container carries
 every hardening option, a daemon killed mid-execution leaves no container behind once a new
-daemon's reaper has run, and a missing executor image is pulled (at startup, and again by the
-watchdog when it disappears) from tests/docker/fake_registry.py. Talks to the Engine API over its
-unix socket (no docker CLI). Runs only with --backend docker."""
+daemon's reaper has run, a missing executor image is pulled (at startup, and again by the
+watchdog when it disappears) from tests/docker/fake_registry.py, and a daemon reaches dockerd over
+TLS with a client certificate. Talks to the Engine API over its unix socket (no docker CLI).
+Runs only with --backend docker."""
 
 import http.client
 import json
@@ -366,3 +367,26 @@ class DockerBackendTest(E2ETestCase):
         self.assertTrue(wait_until(lambda: f"pulling executor image {ref} failed again"
                                    in d.log_since(0), 15, interval=0.2), d.log_since(0, tail=30))
         self.assertEqual(d.log_since(0).count(f"pulling executor image {ref} failed after"), 1)
+    # -- TLS ------------------------------------------------------------------------------------
+
+    def test_daemon_over_tls_with_client_certificate(self):
+        """A daemon whose Engine is dockerd's TLS listener (tests/docker/start-dockerd.sh):
+        DOCKER_TLS_VERIFY with the test client certificate; stdin reaches EOF over TLS."""
+        self.require_spawned("starts a daemon of its own")
+        tls_dir = os.environ.get("DOCKER_TLS_DIR") or "/tmp/code-interpreter-tls"
+        try:
+            with open(os.path.join(tls_dir, "host")) as f:
+                host = f.read().strip()
+        except OSError:
+            self.skip_or_fail(f"no dockerd TLS listener ({tls_dir}/host is missing; "
+                              f"tests/docker/start-dockerd.sh makes it)")
+        d = self.start_daemon({"DOCKER_HOST": host, "DOCKER_TLS_VERIFY": "1",
+                               "DOCKER_CERT_PATH": os.path.join(tls_dir, "client"),
+                               "WARM_POOL_SIZE": "0"})
+        client = Client(d.host, d.port, self._exchanges)
+        self.assertTrue(client.health_ok(), f"unhealthy over TLS\n{d.log_since(0, tail=40)}")
+        r = client.post_json("/v1/execute", {"code": "import sys\nprint(len(sys.stdin.read()))",
+                                             "stdin": "x" * 100000, "timeout_ms": 20000},
+                             timeout=60)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual((r.json["stdout"], r.json["exit_code"]), ("100000\n", 0), r)
