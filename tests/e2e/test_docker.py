@@ -297,8 +297,9 @@ class DockerBackendTest(E2ETestCase):
         return client.get("/health").json
 
     def test_missing_image_is_pulled_at_startup_and_again_after_removal(self):
-        # 2 MiB served in 64 KiB pieces 150 ms apart: a pull of ~5 s, long enough to see it.
-        ref = self.start_registry("--layer-kb", "2048", "--delay-ms", "150") + "/tiny:v1"
+        # 4 MiB served in 64 KiB pieces 150 ms apart: a pull of ~10 s, long enough to see it and
+        # to get a byte-count line (one per 5 s at most).
+        ref = self.start_registry("--layer-kb", "4096", "--delay-ms", "150") + "/tiny:v1"
         d, client = self.image_daemon(ref)
 
         pulling = wait_until(lambda: "pulling it" in (self.health(client)["message"] or ""), 10,
@@ -306,14 +307,15 @@ class DockerBackendTest(E2ETestCase):
         self.assertTrue(pulling, f"/health never said the image is being pulled: "
                                  f"{self.health(client)}\n{d.log_since(0, tail=30)}")
         self.assertIn(f"Executor image {ref} not available locally", self.health(client)["message"])
-        # An execution meanwhile fails at once (no hang) and the log says why.
+        # An execution meanwhile is refused at once (no hang) with api.md's capacity answer.
         t0 = time.monotonic()
         res = client.post_json("/v1/execute", {"code": "print(1)"}, timeout=30)
-        self.assertEqual(res.status, 500, res)
         self.assertLess(time.monotonic() - t0, 10, "the execution waited for the pull")
-        self.assertTrue(wait_until(lambda: re.search(
-            rf"sandbox could not be started: Executor image {re.escape(ref)} not available "
-            rf"locally: pulling it", d.log_since(0)), 5), d.log_since(0, tail=30))
+        self.assertEqual(res.status, 503, res)
+        self.assertEqual(res.json["detail"], f"Executor capacity unavailable (image): Executor "
+                                             f"image {ref} not available locally: pulling it "
+                                             f"(progress in /health and the log)")
+        self.assertEqual(res.header("Retry-After"), "10")
 
         ok = wait_until(lambda: self.health(client)["status"] == "ok", PULL_TIMEOUT_S,
                         interval=0.2)
@@ -361,7 +363,8 @@ class DockerBackendTest(E2ETestCase):
                                          rf"packaging/executor-image/build.sh")
         t0 = time.monotonic()
         res = client.post_json("/v1/execute", {"code": "print(1)"}, timeout=30)
-        self.assertEqual(res.status, 500, res)
+        self.assertEqual(res.status, 503, res)
+        self.assertIn("the pull failed", res.json["detail"])
         self.assertLess(time.monotonic() - t0, 10, "the execution hung on the missing image")
         # The watchdog tries again (every 2 s here) without repeating the error line each time.
         self.assertTrue(wait_until(lambda: f"pulling executor image {ref} failed again"
