@@ -826,8 +826,8 @@ class DockerExecutor final : public Executor {
                 spec.cwd,
                 spec.env};
     for (const auto& e : opts_.extra.env) c.env.push_back(e);
-    auto sandbox = std::make_unique<DockerSandbox>(c, spec.limits.pids, opts_.host_cgroups,
-                                                   removals_);
+    auto sandbox =
+        std::make_unique<DockerSandbox>(c, spec.limits.pids, opts_.host_cgroups, removals_);
     auto t_created = std::chrono::steady_clock::now();
     std::string start = "/containers/" + c.id + "/start";
     auto started = co_await client_->Request("POST", start);
