@@ -260,17 +260,21 @@ class DockerSandbox final : public Sandbox {
       explicit RunState(asio::any_io_executor ex) : deadline(std::move(ex)) {}
     };
     auto t0 = Clock::now();
-    // The wrapper first writes the inlined files ("N path1 content1 ... pathN contentN"), then
-    // runs the program. Like local's init: once the program exits, whatever it left behind is
-    // killed, so a background process holding its stdout (`sleep 300 &`) cannot keep the run
-    // going. The wrapper is bash (kill(-1) spares it and PID 1) and passes the status on (128+N
-    // for a death by signal N, as the Engine reports it).
-    std::vector<std::string> argv = {
-        "/bin/bash", "-c",
-        "n=$1; shift; while [ \"$n\" -gt 0 ]; do printf %s \"$2\" > \"$1\" || exit 126; shift 2; "
-        "n=$((n - 1)); done; \"$@\"; s=$?; kill -9 -1 2>/dev/null; exit $s",
-        "ci-run", std::to_string(inline_files->size() / 2)};
-    argv.insert(argv.end(), inline_files->begin(), inline_files->end());
+    // Like local's init: once the program exits, whatever it left behind is killed, so a
+    // background process holding its stdout (`sleep 300 &`) cannot keep the run going. The
+    // wrapper is bash (kill(-1) spares it and PID 1) and passes the status on (128+N for a
+    // death by signal N, as the Engine reports it).
+    std::string run = "\"$@\"; s=$?; kill -9 -1 2>/dev/null; exit $s";
+    std::vector<std::string> argv = {"/bin/bash", "-c", run, "ci-run"};
+    if (!inline_files->empty()) {
+      // Inlined files first ("N path1 content1 ..."), then an exec into the wrapper above, so
+      // that no process the program can see holds the contents in its command line.
+      argv = {"/bin/bash", "-c",
+              "n=$1; shift; while [ \"$n\" -gt 0 ]; do printf %s \"$2\" > \"$1\" || exit 126; "
+              "shift 2; n=$((n - 1)); done; exec /bin/bash -c \"$0\" ci-run \"$@\"",
+              run, std::to_string(inline_files->size() / 2)};
+      argv.insert(argv.end(), inline_files->begin(), inline_files->end());
+    }
     argv.insert(argv.end(), payload.argv.begin(), payload.argv.end());
     auto started = co_await StartExec(c_, argv, true);
     if (!started.ok()) co_return started.status().Context("starting the program");

@@ -90,15 +90,20 @@ class DockerTest : public ::testing::Test {
     return out;
   }
 
-  // Containers of ours matching a `name` filter, through the Engine API (no docker CLI).
-  std::string OurContainers(const std::string& name) {
+  // Containers of ours matching a `name` filter, through the Engine API (no docker CLI);
+  // own_only: only those this process created (the dockerd may be shared with other tests).
+  std::string OurContainers(const std::string& name, bool own_only = false) {
     EngineClient c(io_.get_executor(), opts_.endpoint, 10s);
     if (!Await(c.Negotiate()).ok()) return "negotiation failed";
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    std::string owner = own_only ? "%2C%22code-interpreter.owner%3D" + std::string(host) + "%2F" +
+                                       std::to_string(::getpid()) + "%22"
+                                 : "";
     std::string
         m = "GET",
-        p = "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22app%3Dcode-interpreter%22"
-            "%5D%2C%22name%22%3A%5B%22" +
-            name + "%22%5D%7D";
+        p = "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22app%3Dcode-interpreter%22" +
+            owner + "%5D%2C%22name%22%3A%5B%22" + name + "%22%5D%7D";
     auto r = Await(c.Request(m, p));
     if (!r.ok()) return r.status().message();
     return r->body == "[]\n" ? "" : r->body;
@@ -226,10 +231,16 @@ TEST_F(DockerTest, MemoryLimitIsAnOomVerdict) {
   EXPECT_TRUE(e.report.oom_killed) << e.out << e.err;
 }
 
+// Destroy removes the container in the background; Drain waits for it.
 TEST_F(DockerTest, NoContainerLeftBehind) {
   auto e = Execute({"true"});
   ASSERT_TRUE(e.outcome.ok());
-  EXPECT_EQ(OurContainers("ci-exec-"), "");
+  auto drain = [this]() -> asio::awaitable<bool> {
+    co_await executor_->Drain();
+    co_return true;
+  };
+  Await(drain());
+  EXPECT_EQ(OurContainers("ci-exec-", true), "");
 }
 
 // The fork bomb's processes fill the pids limit; the verdict comes from the cgroup's pids.events
