@@ -11,7 +11,7 @@ packages=(
   # the Python stack inside the sandbox (the onyx data-stack cases)
   python3 python3-numpy python3-pandas python3-matplotlib python3-openpyxl
   # tests and benchmarks: a real HTTP client, the bwrap baseline
-  curl bubblewrap procps
+  curl bubblewrap procps openssl
   # the Docker backend's tests: a real dockerd, and the executor image built with debootstrap
   docker.io debootstrap
 )

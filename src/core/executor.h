@@ -36,6 +36,11 @@ struct RunPayload {
   std::vector<StagedFile> files;            // written into /workspace before the program starts
   std::optional<std::string> stdin_data;    // written, then stdin is closed; nullopt: EOF at once
   std::chrono::milliseconds timeout{2000};  // wall clock, from program start
+  // Session sandboxes only: start the program in a session (setsid) of its own with stdio on
+  // /dev/null and return as soon as it started (no exit code). It and what it starts survive
+  // later Runs and their timeouts, until it exits or the sandbox ends (the persistent Python
+  // interpreter of a session).
+  bool background = false;
 };
 
 struct RunOutcome {
@@ -73,11 +78,16 @@ struct ResourceReport {
   uint64_t cpu_ms = 0;  // whole sandbox, from the cgroup when available
 };
 
+// An execution sandbox serves one Run; a session sandbox (SandboxSpec::session_expires_at) serves
+// Runs one after the other, and Collect at any point between them. When a program ends or times
+// out, every process it left behind is killed; only background programs (RunPayload::background)
+// and their descendants are spared. The workspace and /tmp persist between Runs.
 class Sandbox {
  public:
   virtual ~Sandbox() = default;
   // Stages files, runs the program to its end or its timeout (then kills the program's whole
-  // tree but keeps the sandbox so Collect still works), streaming output to `sink`.
+  // tree but keeps the sandbox so Collect still works), streaming output to `sink`. Output
+  // written after the program's exit by processes it left is not waited for.
   virtual asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) = 0;
   virtual asio::awaitable<Result<Collection>> Collect(CollectLimits limits) = 0;
   // Tears everything down (processes, mounts, cgroups). Safe to call at any point, twice too.
@@ -116,6 +126,8 @@ class Executor {
   // Waits for the cleanup a Destroy left running in the background (docker: container
   // removals), so that nothing is left behind at shutdown.
   virtual asio::awaitable<void> Drain() { co_return; }
+  // Whether Prepare accepts session specs (api.md: 501 otherwise).
+  virtual bool supports_sessions() const { return false; }
 };
 
 }  // namespace ci

@@ -41,6 +41,9 @@ struct SandboxSpec {
   SandboxLimits limits;
   SandboxSecurity security;
   std::string cgroup_root;  // empty: detect (v2 unified, else v1 controllers)
+  // 0: an execution sandbox (one Run). Otherwise a session sandbox (api.md "Sessions"): any
+  // number of Runs, and it ends by itself at this unix time even when the daemon is gone.
+  int64_t session_expires_at = 0;
   // Equal specs make interchangeable sandboxes (the warm pool relies on it).
   bool operator==(const SandboxSpec&) const = default;
 };

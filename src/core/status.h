@@ -14,17 +14,30 @@ class Status {
   Status() = default;
   static Status Error(std::string message) { return Status(std::move(message)); }
   static Status Errno(std::string what, int err);  // "what: strerror(err)"
+  // The backend cannot take work now but may later (image being pulled, quota, no node): the
+  // API answers 503 "Executor capacity unavailable (<reason>): <message>" with Retry-After.
+  static Status Unavailable(std::string reason, std::string message) {
+    Status s(std::move(message));
+    s.unavailable_reason_ = std::move(reason);
+    return s;
+  }
 
   bool ok() const { return !message_.has_value(); }
   const std::string& message() const { return *message_; }
-  // Prefixes context: Status::Error("x").Context("staging") -> "staging: x".
+  bool unavailable() const { return !unavailable_reason_.empty(); }
+  const std::string& unavailable_reason() const { return unavailable_reason_; }
+  // Prefixes context: Status::Error("x").Context("staging") -> "staging: x". Keeps the kind.
   Status Context(const std::string& what) const {
-    return ok() ? *this : Status(what + ": " + *message_);
+    if (ok()) return *this;
+    Status s(what + ": " + *message_);
+    s.unavailable_reason_ = unavailable_reason_;
+    return s;
   }
 
  private:
   explicit Status(std::string message) : message_(std::move(message)) {}
   std::optional<std::string> message_;
+  std::string unavailable_reason_;  // non-empty: Unavailable
 };
 
 template <typename T>

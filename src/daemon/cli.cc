@@ -15,8 +15,8 @@
 
 #include "daemon/config.h"
 #include "daemon/execution_service.h"
-#include "daemon/hardening.h"
 #include "daemon/file_store.h"
+#include "daemon/hardening.h"
 #include "daemon/logging.h"
 #include "runtime/local_executor.h"
 

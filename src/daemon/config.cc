@@ -129,6 +129,7 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Int("EXECUTION_QUEUE_TIMEOUT_SEC", c.execution_queue_timeout_sec, 0, 3600);
   env.Int("EXECUTION_RETRY_AFTER_SEC", c.execution_retry_after_sec, 0, 3600);
   env.Int("CAPACITY_RETRY_AFTER_SEC", c.capacity_retry_after_sec, 0, 3600);
+  env.Int("MAX_SESSIONS", c.max_sessions, 1, 100000);
   env.Int("HEALTH_CHECK_INTERVAL_SEC", c.health_check_interval_sec, 1, 86400);
   env.Double("BACKEND_CHECK_TIMEOUT_SEC", c.backend_check_timeout_sec, 0.1, 600);
   if (!env.error().ok()) return env.error();

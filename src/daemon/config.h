@@ -46,6 +46,7 @@ struct Config {
   uint32_t execution_queue_timeout_sec = 30;
   uint32_t execution_retry_after_sec = 2;
   uint32_t capacity_retry_after_sec = 10;
+  uint32_t max_sessions = 64;  // live sessions on this replica; more -> 503
   uint32_t health_check_interval_sec = 30;
   double backend_check_timeout_sec = 2.5;
 };

@@ -62,6 +62,15 @@ Result<std::string> WriteTempFile(const std::string& dir, std::string_view conte
 
 }  // namespace
 
+ApiError PrepareFailure(const Status& why) {
+  if (why.unavailable()) {
+    return {503,
+            "Executor capacity unavailable (" + why.unavailable_reason() + "): " + why.message()};
+  }
+  spdlog::error("sandbox could not be started: {} (run `code-interpreter doctor`)", why.message());
+  return {500, "Internal Server Error"};
+}
+
 ExecutionService::ExecutionService(const Config& config, Executor& executor, FileStore& store,
                                    std::string seccomp_profile_json)
     : config_(config),
@@ -78,23 +87,32 @@ std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteReques
   plan.code = request.code;
   plan.stdin_data = request.stdin_data;
   plan.timeout = std::chrono::milliseconds(request.timeout_ms);
+  auto inputs = ResolveFiles(request.files, plan.program.entrypoint);
+  if (auto* err = std::get_if<ApiError>(&inputs)) return *err;
+  plan.inputs = std::move(std::get<std::vector<StagedFile>>(inputs));
+  return plan;
+}
+
+std::variant<std::vector<StagedFile>, ApiError> ExecutionService::ResolveFiles(
+    const std::vector<FileRef>& files, std::string_view reserved) const {
   std::vector<std::string> data_paths;
-  for (const auto& f : request.files) {
+  for (const auto& f : files) {
     auto meta = store_.Get(f.file_id);
     if (!meta) {
       return ApiError{404, "File with ID '" + f.file_id + "' not found for path '" + f.path + "'."};
     }
     data_paths.push_back(meta->data_path);
   }
-  for (size_t i = 0; i < request.files.size(); ++i) {
-    auto path = NormalizeWorkspacePath(request.files[i].path, /*entrypoint_reserved=*/false);
+  std::vector<StagedFile> out;
+  for (size_t i = 0; i < files.size(); ++i) {
+    auto path = NormalizeWorkspacePath(files[i].path, /*entrypoint_reserved=*/false);
     if (!path.ok()) return ApiError{422, path.status().message()};
-    if (*path == plan.program.entrypoint) {
+    if (!reserved.empty() && *path == reserved) {
       return ApiError{422, "File path '" + *path + "' is reserved for the execution entrypoint."};
     }
-    plan.inputs.push_back({std::move(path).value(), data_paths[i]});
+    out.push_back({std::move(path).value(), data_paths[i]});
   }
-  return plan;
+  return out;
 }
 
 SandboxSpec ExecutionService::MakeSpec(const Config& config, std::string seccomp_profile_json) {
@@ -142,11 +160,9 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   auto prepared = co_await executor_.Prepare(spec);
   auto t_prepared = Clock::now();
   if (!prepared.ok()) {
-    spdlog::error("sandbox could not be started: {} (run `code-interpreter doctor`)",
-                  prepared.status().message());
     unlink(entry->c_str());
     rmdir(collect_dir.c_str());
-    co_return internal;
+    co_return PrepareFailure(prepared.status());
   }
   std::unique_ptr<Sandbox> sandbox = std::move(prepared).value();
   Sandbox* raw = sandbox.get();

@@ -24,6 +24,10 @@ struct ApiError {
   std::string detail;
 };
 
+// The answer when a sandbox could not be prepared: 503 with the api.md text when the backend is
+// out of capacity (Status::Unavailable), else 500 (the log has the reason).
+ApiError PrepareFailure(const Status& why);
+
 struct OutputFile {
   std::string path;
   std::string file_id;
@@ -53,6 +57,10 @@ class ExecutionService {
   // Validation that needs the file store, in the order of docs/api.md: every file_id resolved
   // (404), then every path checked (422).
   std::variant<ExecutionPlan, ApiError> Plan(const ExecuteRequest& request) const;
+  // The same for a bare list of files: ids resolved (404), paths checked (422); `reserved` (the
+  // entrypoint) may not be written by a file.
+  std::variant<std::vector<StagedFile>, ApiError> ResolveFiles(const std::vector<FileRef>& files,
+                                                               std::string_view reserved) const;
 
   // Runs the plan. `sink` receives output as it is produced. `on_sandbox` is called with a kill
   // function once a sandbox exists (so the caller can kill it when the client leaves).

@@ -22,6 +22,8 @@ namespace ci {
 namespace {
 
 constexpr std::string_view kFilesPrefix = "/v1/files/";
+constexpr std::string_view kSessionsPath = "/v1/sessions";
+constexpr std::string_view kSessionsPrefix = "/v1/sessions/";
 constexpr uint64_t kMultipartOverhead = 1 << 20;  // headers and boundaries around the file part
 
 std::string PercentDecode(std::string_view s) {
@@ -48,20 +50,16 @@ std::string OutcomeOf(const ExecutionResult& result) {
   return result.run.timed_out ? "timed_out" : "ok";
 }
 
-HttpResponse MethodNotAllowed(std::string allow) {
-  HttpResponse r = ErrorResponse(405, "Method Not Allowed");
-  r.headers.emplace_back("Allow", std::move(allow));
-  return r;
-}
-
 }  // namespace
 
 ApiHandlers::ApiHandlers(const Config& config, Executor& executor, FileStore& store,
-                         ExecutionService& service, Admission& admission, Metrics& metrics)
+                         ExecutionService& service, SessionManager& sessions, Admission& admission,
+                         Metrics& metrics)
     : config_(config),
       executor_(executor),
       store_(store),
       service_(service),
+      sessions_(sessions),
       admission_(admission),
       metrics_(metrics) {}
 
@@ -98,6 +96,9 @@ asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
     allowed = "GET, DELETE";
   }
   if (!allowed.empty()) co_return co_await ex.Respond(MethodNotAllowed(allowed));
+  if (path == kSessionsPath || path.compare(0, kSessionsPath.size() + 1, kSessionsPrefix) == 0) {
+    co_return co_await Sessions(ex);
+  }
   co_await ex.Respond(ErrorResponse(404, "Not Found"));
 }
 
@@ -153,33 +154,58 @@ asio::awaitable<void> ApiHandlers::Languages(HttpExchange& ex) {
   co_await ex.Respond(JsonResponse(200, LanguagesJson(service_.languages())));
 }
 
-asio::awaitable<void> ApiHandlers::Execute(HttpExchange& ex, bool stream) {
+HttpResponse ApiHandlers::ApiErrorResponse(const ApiError& e) const {
+  HttpResponse r = ErrorResponse(e.status, e.detail);
+  if (e.status == 503) {
+    r.headers.emplace_back("Retry-After", std::to_string(config_.capacity_retry_after_sec));
+  }
+  return r;
+}
+
+asio::awaitable<std::optional<std::string>> ApiHandlers::ReadJsonBody(HttpExchange& ex) {
   const uint64_t limit = config_.max_request_body_mb << 20;
   BodyChunk body = co_await ReadWholeBody(ex, limit);
   if (body.error == BodyError::kTooLarge) {
-    co_return co_await ex.Respond(ErrorResponse(
+    co_await ex.Respond(ErrorResponse(
         413,
         "Request body exceeds maximum of " + std::to_string(config_.max_request_body_mb) + " MB"));
+    co_return std::nullopt;
   }
   if (body.error != BodyError::kNone) {
-    co_return co_await ex.Respond(ErrorResponse(400, "Invalid request body: incomplete body"));
+    co_await ex.Respond(ErrorResponse(400, "Invalid request body: incomplete body"));
+    co_return std::nullopt;
   }
-  auto request = ParseExecuteRequest(body.data, config_.max_exec_timeout_ms);
-  if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
+  co_return std::move(body.data);
+}
 
-  const std::string operation = stream ? "execute_stream" : "execute";
+asio::awaitable<std::optional<Admission::Permit>> ApiHandlers::Admit(HttpExchange& ex,
+                                                                     const std::string& operation) {
   auto queued_at = std::chrono::steady_clock::now();
   std::optional<Admission::Permit> permit = co_await admission_.Acquire();
-  auto admitted_at = std::chrono::steady_clock::now();
-  metrics_.AdmissionWait(operation, std::chrono::duration<double>(admitted_at - queued_at).count());
+  metrics_.AdmissionWait(
+      operation,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - queued_at).count());
   if (!permit) {
     metrics_.Rejected(operation, 429, "saturated");
     HttpResponse r = ErrorResponse(429,
                                    "Execution capacity on this replica is saturated. Retry after "
                                    "the Retry-After delay.");
     r.headers.emplace_back("Retry-After", std::to_string(config_.execution_retry_after_sec));
-    co_return co_await ex.Respond(std::move(r));
+    co_await ex.Respond(std::move(r));
   }
+  co_return permit;
+}
+
+asio::awaitable<void> ApiHandlers::Execute(HttpExchange& ex, bool stream) {
+  std::optional<std::string> body = co_await ReadJsonBody(ex);
+  if (!body) co_return;
+  auto request = ParseExecuteRequest(*body, config_.max_exec_timeout_ms);
+  if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
+
+  const std::string operation = stream ? "execute_stream" : "execute";
+  std::optional<Admission::Permit> permit = co_await Admit(ex, operation);
+  if (!permit) co_return;
+  auto admitted_at = std::chrono::steady_clock::now();
 
   auto plan = service_.Plan(*request);
   if (auto* err = std::get_if<ApiError>(&plan)) {
@@ -187,12 +213,15 @@ asio::awaitable<void> ApiHandlers::Execute(HttpExchange& ex, bool stream) {
   }
   auto& p = std::get<ExecutionPlan>(plan);
   metrics_.Started(operation);
+  Runner run = [this, &p](OutputSink sink, const KillHook& on_sandbox) {
+    return service_.Execute(std::move(p), std::move(sink), on_sandbox);
+  };
   // No co_await inside ?: — GCC 12 destroys the result of such an expression twice.
   std::string outcome;
   if (stream) {
-    outcome = co_await ExecuteStream(ex, std::move(p));
+    outcome = co_await ExecuteStream(ex, run);
   } else {
-    outcome = co_await ExecuteBatch(ex, std::move(p));
+    outcome = co_await ExecuteBatch(ex, run);
   }
   metrics_.Finished(
       operation, outcome,
@@ -206,7 +235,7 @@ asio::awaitable<void> ApiHandlers::MetricsText(HttpExchange& ex) {
   co_await ex.Respond(std::move(r));
 }
 
-asio::awaitable<std::string> ApiHandlers::ExecuteBatch(HttpExchange& ex, ExecutionPlan plan) {
+asio::awaitable<std::string> ApiHandlers::ExecuteBatch(HttpExchange& ex, const Runner& run) {
   CappedOutput out(config_.max_output_bytes), err(config_.max_output_bytes);
   OutputSink sink = [&](StreamKind kind, std::string_view data) {
     (kind == StreamKind::kStdout ? out : err).Append(data);
@@ -217,13 +246,15 @@ asio::awaitable<std::string> ApiHandlers::ExecuteBatch(HttpExchange& ex, Executi
     gone = true;
     if (kill) kill();
   });
-  auto outcome = co_await service_.Execute(std::move(plan), std::move(sink), [&](auto k) {
+  KillHook on_sandbox = [&](std::function<void()> k) {
     kill = std::move(k);
     if (gone) kill();
-  });
+  };
+  auto outcome = co_await run(std::move(sink), on_sandbox);
   co_await ex.UnwatchClient();
   if (auto* e = std::get_if<ApiError>(&outcome)) {
-    co_await ex.Respond(ErrorResponse(e->status, e->detail));
+    if (e->status == 503) metrics_.Rejected("execute", 503, "capacity");
+    co_await ex.Respond(ApiErrorResponse(*e));
     co_return "error";
   }
   const auto& result = std::get<ExecutionResult>(outcome);
@@ -236,7 +267,7 @@ asio::awaitable<std::string> ApiHandlers::ExecuteBatch(HttpExchange& ex, Executi
   co_return OutcomeOf(result);
 }
 
-asio::awaitable<std::string> ApiHandlers::ExecuteStream(HttpExchange& ex, ExecutionPlan plan) {
+asio::awaitable<std::string> ApiHandlers::ExecuteStream(HttpExchange& ex, const Runner& run) {
   // Built before co_await: GCC 12 miscompiles braced string-literal temporaries in a co_await.
   HeaderList headers{{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
   Status began = co_await ex.BeginStream(200, std::move(headers));
@@ -280,10 +311,11 @@ asio::awaitable<std::string> ApiHandlers::ExecuteStream(HttpExchange& ex, Execut
     bool is_stderr = kind == StreamKind::kStderr;
     push(is_stderr, (is_stderr ? err : out).Push(data));
   };
-  auto outcome = co_await service_.Execute(std::move(plan), std::move(sink), [&](auto k) {
+  KillHook on_sandbox = [&](std::function<void()> k) {
     kill = std::move(k);
     if (gone) kill();
-  });
+  };
+  auto outcome = co_await run(std::move(sink), on_sandbox);
   co_await ex.UnwatchClient();
   push(false, out.Flush());
   push(true, err.Flush());
@@ -390,9 +422,7 @@ asio::awaitable<void> ApiHandlers::DeleteFile(HttpExchange& ex, const std::strin
   if (!store_.Delete(id)) {
     co_return co_await ex.Respond(ErrorResponse(404, "File with ID '" + id + "' not found"));
   }
-  HttpResponse r;
-  r.status = 204;
-  co_await ex.Respond(std::move(r));
+  co_await ex.Respond(NoContent());
 }
 
 }  // namespace ci

@@ -27,4 +27,16 @@ HttpResponse ErrorResponse(int status, std::string_view detail) {
   return JsonResponse(status, "{\"detail\":" + JsonQuote(detail) + "}");
 }
 
+HttpResponse MethodNotAllowed(std::string allow) {
+  HttpResponse r = ErrorResponse(405, "Method Not Allowed");
+  r.headers.emplace_back("Allow", std::move(allow));
+  return r;
+}
+
+HttpResponse NoContent() {
+  HttpResponse r;
+  r.status = 204;
+  return r;
+}
+
 }  // namespace ci

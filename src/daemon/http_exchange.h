@@ -76,5 +76,7 @@ asio::awaitable<BodyChunk> ReadWholeBody(HttpExchange& ex, uint64_t max_total);
 
 HttpResponse JsonResponse(int status, std::string body);
 HttpResponse ErrorResponse(int status, std::string_view detail);  // {"detail": "..."}
+HttpResponse MethodNotAllowed(std::string allow);                 // 405 with Allow
+HttpResponse NoContent();                                         // 204
 
 }  // namespace ci

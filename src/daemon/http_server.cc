@@ -61,6 +61,9 @@ struct Connection : HttpExchange {
   uint64_t body_read = 0;
   // client watch
   bool watching = false;
+  // Set by UnwatchClient: a watcher that has not started waiting yet (co_spawn defers it) must
+  // not start, since the socket cancel cannot reach a wait that does not exist yet.
+  bool unwatched = false;
   asio::steady_timer watch_done;
   std::optional<http::response_serializer<http::empty_body>> stream_serializer;
   std::optional<http::response<http::empty_body>> stream_response;
@@ -188,13 +191,16 @@ struct Connection : HttpExchange {
 
   void WatchClient(std::function<void()> on_gone) override {
     watching = true;
+    unwatched = false;
     asio::co_spawn(
         stream.get_executor(),
         [this, on_gone = std::move(on_gone)]() -> asio::awaitable<void> {
-          beast::error_code ec;
+          beast::error_code ec = asio::error::operation_aborted;
           // Readable means data (a pipelined request: the client is still there) or EOF.
-          co_await stream.socket().async_wait(tcp::socket::wait_read,
-                                              asio::redirect_error(use_awaitable, ec));
+          if (!unwatched) {
+            co_await stream.socket().async_wait(tcp::socket::wait_read,
+                                                asio::redirect_error(use_awaitable, ec));
+          }
           if (ec != asio::error::operation_aborted) {
             char c;
             ssize_t n = ::recv(stream.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -212,6 +218,7 @@ struct Connection : HttpExchange {
 
   asio::awaitable<void> UnwatchClient() override {
     if (!watching) co_return;
+    unwatched = true;
     beast::error_code ec;
     stream.socket().cancel(ec);
     watch_done.expires_at(asio::steady_timer::time_point::max());

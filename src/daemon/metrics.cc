@@ -8,7 +8,8 @@ namespace ci {
 namespace {
 
 const std::vector<double> kBuckets = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
-const char* const kOperations[] = {"execute", "execute_stream", "session_create", "session_bash"};
+const char* const kOperations[] = {"execute",      "execute_stream",  "session_create",
+                                   "session_bash", "session_execute", "session_execute_stream"};
 
 Histogram& Get(std::map<std::string, Histogram>& m, const std::string& key) {
   return m.try_emplace(key, kBuckets).first->second;
@@ -64,6 +65,8 @@ std::string Metrics::Render() const {
     out += fmt::format("code_interpreter_executions_active{{operation=\"{}\"}} {}\n", op,
                        it == active_.end() ? 0 : it->second);
   }
+  Header(out, "code_interpreter_sessions_active", "gauge", "Sessions alive now.");
+  out += fmt::format("code_interpreter_sessions_active {}\n", sessions_ ? sessions_() : 0);
   Header(out, "code_interpreter_executions_limit", "gauge",
          "MAX_CONCURRENT_EXECUTIONS: executions allowed to run at once.");
   out += fmt::format("code_interpreter_executions_limit {}\n", limit_);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,10 +32,14 @@ class Metrics {
   void Rejected(const std::string& operation, int status, const std::string& reason);
   void AdmissionWait(const std::string& operation, double seconds);
 
+  // The live session count, read at each scrape.
+  void CountSessionsWith(std::function<size_t()> count) { sessions_ = std::move(count); }
+
   std::string Render() const;
 
  private:
   uint32_t limit_;
+  std::function<size_t()> sessions_;
   std::map<std::string, int64_t> active_;                              // by operation
   std::map<std::pair<std::string, std::string>, uint64_t> completed_;  // (operation, outcome)
   std::map<std::tuple<std::string, int, std::string>, uint64_t> rejected_;

@@ -28,4 +28,21 @@ struct ExecuteRequest {
 
 Result<ExecuteRequest> ParseExecuteRequest(std::string_view body, int64_t max_timeout_ms);
 
+// POST /v1/sessions: both fields optional, an empty body too.
+struct SessionCreateRequest {
+  std::vector<FileRef> files;
+  int64_t ttl_seconds = 900;
+};
+Result<SessionCreateRequest> ParseSessionCreateRequest(std::string_view body);
+
+// POST /v1/sessions/{id}/bash
+struct BashRequest {
+  std::string cmd;
+  int64_t timeout_ms = 30000;
+};
+Result<BashRequest> ParseBashRequest(std::string_view body, int64_t max_timeout_ms);
+
+// POST /v1/sessions/{id}/files: {"files": [...]} (required).
+Result<std::vector<FileRef>> ParseStageFilesRequest(std::string_view body);
+
 }  // namespace ci

@@ -22,6 +22,32 @@ void WriteMeta(JsonWriter& w, const FileMeta& meta, bool with_upload_time) {
   w.EndObject();
 }
 
+// exit_code is null iff the program timed out or no exit status exists (killed by a signal).
+void WriteExitStatus(JsonWriter& w, const RunOutcome& run) {
+  w.Key("exit_code");
+  if (!run.timed_out && run.exit_code) {
+    w.Int(*run.exit_code);
+  } else {
+    w.Null();
+  }
+  w.Key("timed_out");
+  w.Bool(run.timed_out);
+  w.Key("duration_ms");
+  w.Uint64(run.duration_ms);
+}
+
+void WriteSession(JsonWriter& w, const SessionSummary& s, bool with_created_at) {
+  w.StartObject();
+  WriteField(w, "session_id", s.id);
+  if (with_created_at) {
+    w.Key("created_at");
+    w.Double(s.created_at);
+  }
+  w.Key("expires_at");
+  w.Double(s.expires_at);
+  w.EndObject();
+}
+
 }  // namespace
 
 std::string ExecuteResultJson(const ExecutionResult& result, const OutputSummary& output) {
@@ -32,17 +58,7 @@ std::string ExecuteResultJson(const ExecutionResult& result, const OutputSummary
     WriteField(w, "stdout", *output.stdout_text);
     WriteField(w, "stderr", *output.stderr_text);
   }
-  w.Key("exit_code");
-  // exit_code is null iff the program timed out or no exit status exists (killed by a signal).
-  if (!result.run.timed_out && result.run.exit_code) {
-    w.Int(*result.run.exit_code);
-  } else {
-    w.Null();
-  }
-  w.Key("timed_out");
-  w.Bool(result.run.timed_out);
-  w.Key("duration_ms");
-  w.Uint64(result.run.duration_ms);
+  WriteExitStatus(w, result.run);
   w.Key("files");
   w.StartArray();
   for (const auto& f : result.files) {
@@ -142,6 +158,56 @@ std::string HealthJson(const HealthInfo& info) {
   }
   w.EndArray();
   w.EndObject();
+  w.EndObject();
+  return Finish(buf);
+}
+
+std::string SessionCreatedJson(const SessionSummary& session) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  WriteSession(w, session, /*with_created_at=*/false);
+  return Finish(buf);
+}
+
+std::string SessionListJson(const std::vector<SessionSummary>& sessions) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  w.Key("sessions");
+  w.StartArray();
+  for (const auto& s : sessions) WriteSession(w, s, /*with_created_at=*/true);
+  w.EndArray();
+  w.EndObject();
+  return Finish(buf);
+}
+
+std::string BashResultJson(const RunOutcome& run, const std::string& stdout_text,
+                           const std::string& stderr_text) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  WriteField(w, "stdout", stdout_text);
+  WriteField(w, "stderr", stderr_text);
+  WriteExitStatus(w, run);
+  w.EndObject();
+  return Finish(buf);
+}
+
+std::string WorkspaceFilesJson(const std::vector<WorkspaceFile>& files) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  w.Key("files");
+  w.StartArray();
+  for (const auto& f : files) {
+    w.StartObject();
+    WriteField(w, "path", f.path);
+    w.Key("size_bytes");
+    w.Uint64(f.size);
+    WriteField(w, "file_id", f.file_id);
+    w.EndObject();
+  }
+  w.EndArray();
   w.EndObject();
   return Finish(buf);
 }

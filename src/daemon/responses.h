@@ -8,6 +8,7 @@
 #include "core/executor.h"
 #include "daemon/execution_service.h"
 #include "daemon/file_store.h"
+#include "daemon/session_manager.h"
 
 namespace ci {
 
@@ -36,5 +37,14 @@ struct HealthInfo {
   Enforcement hardening;
 };
 std::string HealthJson(const HealthInfo& info);
+
+// POST /v1/sessions: {"session_id", "expires_at"}; GET /v1/sessions: {"sessions": [...]}.
+std::string SessionCreatedJson(const SessionSummary& session);
+std::string SessionListJson(const std::vector<SessionSummary>& sessions);
+// POST /v1/sessions/{id}/bash
+std::string BashResultJson(const RunOutcome& run, const std::string& stdout_text,
+                           const std::string& stderr_text);
+// GET /v1/sessions/{id}/files
+std::string WorkspaceFilesJson(const std::vector<WorkspaceFile>& files);
 
 }  // namespace ci

@@ -21,6 +21,7 @@
 #include "daemon/http_server.h"
 #include "daemon/logging.h"
 #include "daemon/metrics.h"
+#include "daemon/session_manager.h"
 #include "daemon/warm_pool.h"
 #include "docker/docker_executor.h"
 #include "runtime/local_executor.h"
@@ -72,7 +73,7 @@ asio::awaitable<void> CheckHealth(Executor& executor, ApiHandlers& handlers, con
 // kill them; no sandbox is left behind because every execution awaits its Destroy() and the pool's
 // Drain() waits for what the backend removes in the background.
 asio::awaitable<void> Shutdown(asio::io_context& io, HttpServer& server, ExecutionService& service,
-                               WarmPool& pool, const Config& config) {
+                               SessionManager& sessions, WarmPool& pool, const Config& config) {
   server.StopAccepting();
   server.CloseIdleConnections();
   auto deadline =
@@ -85,6 +86,10 @@ asio::awaitable<void> Shutdown(asio::io_context& io, HttpServer& server, Executi
   if (service.running() > 0) {
     spdlog::warn("shutting down: killing {} execution(s) still running", service.running());
     service.KillAll();
+  }
+  if (sessions.count() > 0) {
+    spdlog::info("shutting down: ending {} session(s)", sessions.count());
+    co_await sessions.DestroyAll();
   }
   auto hard_deadline = std::chrono::steady_clock::now() + 5s;
   while ((service.running() > 0 || server.open_connections() > 0) &&
@@ -140,8 +145,9 @@ int Serve() {
   asio::io_context io(1);
   std::unique_ptr<Executor> executor;
   if (c.executor_backend == "docker") {
-    // The Engine is pinged and the image checked by the first health check (/health names a
-    // missing image); an invalid DOCKER_* or PYTHON_EXECUTOR_DOCKER_* value stops startup.
+    // The Engine is pinged and the image checked by the first health check; a missing image is
+    // pulled in the background (/health says so meanwhile) and watched every 60 s. An invalid
+    // DOCKER_* or PYTHON_EXECUTOR_DOCKER_* value stops startup.
     auto options = docker::DockerOptionsFromEnv([](const char* name) { return std::getenv(name); });
     if (!options.ok()) {
       spdlog::critical("{}", options.status().message());
@@ -174,7 +180,9 @@ int Serve() {
   Admission admission(io.get_executor(), c.max_concurrent_executions,
                       std::chrono::seconds(c.execution_queue_timeout_sec));
   Metrics metrics(c.max_concurrent_executions);
-  ApiHandlers handlers(c, *executor, **store, service, admission, metrics);
+  SessionManager sessions(io.get_executor(), c, *executor, **store, service.spec());
+  metrics.CountSessionsWith([&sessions] { return sessions.count(); });
+  ApiHandlers handlers(c, *executor, **store, service, sessions, admission, metrics);
   HttpServerOptions http;
   http.host = c.host;
   http.port = c.port;
@@ -213,7 +221,7 @@ int Serve() {
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("received signal {}: shutting down", sig);
-    asio::co_spawn(io, Shutdown(io, server, service, pool, c), asio::detached);
+    asio::co_spawn(io, Shutdown(io, server, service, sessions, pool, c), asio::detached);
   });
   io.run();
   return 0;

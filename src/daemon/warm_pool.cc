@@ -46,12 +46,20 @@ asio::awaitable<void> WarmPool::Fill() {
   while (!draining_ && ready_.size() < size_) {
     auto prepared = co_await inner_.Prepare(*spec_);
     if (!prepared.ok()) {
-      // Requests then take the cold path and report the error themselves; retry later.
-      spdlog::warn("warm pool: preparing a sandbox failed: {} (retrying in 1 s)",
-                   prepared.status().message());
+      // Requests then take the cold path and report the error themselves; retry later. The
+      // same failure again (a missing executor image for minutes) is not repeated as a warning.
+      if (prepared.status().message() != last_error_) {
+        spdlog::warn("warm pool: preparing a sandbox failed: {} (retrying every 1 s)",
+                     prepared.status().message());
+      } else {
+        spdlog::debug("warm pool: preparing a sandbox failed again: {}",
+                      prepared.status().message());
+      }
+      last_error_ = prepared.status().message();
       co_await Sleep(std::chrono::seconds(1));
       continue;
     }
+    last_error_.clear();
     std::unique_ptr<Sandbox> sandbox = std::move(prepared).value();
     if (draining_) {
       co_await sandbox->Destroy();

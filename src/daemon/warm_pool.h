@@ -7,6 +7,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <deque>
 #include <memory>
+#include <string>
 
 #include "core/executor.h"
 
@@ -28,6 +29,7 @@ class WarmPool final : public Executor {
   asio::awaitable<Status> Check() override { return inner_.Check(); }
   std::string network_isolation() const override { return inner_.network_isolation(); }
   Enforcement enforcement() const override { return inner_.enforcement(); }
+  bool supports_sessions() const override { return inner_.supports_sessions(); }
 
  private:
   void Refill();
@@ -40,6 +42,7 @@ class WarmPool final : public Executor {
   std::deque<std::unique_ptr<Sandbox>> ready_;
   bool filling_ = false;
   bool draining_ = false;
+  std::string last_error_;  // the last failed fill's, logged once until it changes
 };
 
 }  // namespace ci

@@ -22,6 +22,7 @@
 #include "core/json.h"
 #include "docker/cgroup_probe.h"
 #include "docker/engine_client.h"
+#include "docker/image_watch.h"
 #include "docker/stdcopy.h"
 #include "docker/tar.h"
 
@@ -787,6 +788,12 @@ class DockerExecutor final : public Executor {
         opts_(std::move(opts)),
         client_(std::make_shared<EngineClient>(ex, opts_.endpoint, opts_.api_timeout)),
         reaper_(std::make_shared<ReaperState>()) {
+    ImageWatchOptions io;
+    io.image = opts_.image;
+    io.period = opts_.image_check_period;
+    io.pull_timeout = opts_.pull_timeout;
+    io.pull_idle_timeout = opts_.pull_idle_timeout;
+    image_ = std::make_shared<ImageWatch>(ex, client_, io);
     reaper_->client = client_;
     reaper_->owner = OwnerHere();
     reaper_->started_at = std::chrono::duration_cast<std::chrono::seconds>(
@@ -797,6 +804,8 @@ class DockerExecutor final : public Executor {
   std::string_view name() const override { return "docker"; }
 
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
+    // While the image is missing or being pulled, executions fail at once and say so.
+    if (Status s = image_->Usable(); !s.ok()) co_return s;
     if (Status s = co_await EnsureConnected(); !s.ok()) co_return s;
     ContainerOptions o;
     o.image = opts_.image;
@@ -816,6 +825,11 @@ class DockerExecutor final : public Executor {
     std::string path = "/containers/create?name=" + name;
     auto created = co_await client_->Request("POST", path, body);
     if (!created.ok()) co_return created.status();
+    if (created->status == 404) {
+      // No such image: gone since the watchdog last looked (docker rmi, an image prune).
+      image_->Vanished();
+      if (Status s = image_->Usable(); !s.ok()) co_return s;
+    }
     if (created->status != 201) {
       co_return HttpError("creating the executor container (image " + opts_.image + ")", *created);
     }
@@ -861,17 +875,10 @@ class DockerExecutor final : public Executor {
       reaper_->last = Clock::now();
       asio::co_spawn(ex_, Reap(reaper_), asio::detached);
     }
-    std::string path = "/images/" + opts_.image + "/json";
-    auto r = co_await client_->Request("GET", path);
-    if (!r.ok()) co_return r.status();
-    if (r->status == 404) {
-      co_return Status::Error("Executor image " + opts_.image +
-                              " not available locally (build it with "
-                              "packaging/executor-image/build.sh, or set "
-                              "PYTHON_EXECUTOR_DOCKER_IMAGE)");
-    }
-    if (!r->ok()) co_return HttpError("inspecting image " + opts_.image, *r);
-    co_return Status();
+    // The image: inspected at the first Check, then by its watchdog (every 60 s), which pulls it
+    // when missing; this only reads its state (image_watch.h).
+    Status image = co_await image_->Check();
+    co_return image;
   }
 
   asio::awaitable<void> Drain() override {
@@ -918,6 +925,7 @@ class DockerExecutor final : public Executor {
   bool connected_ = false;
   std::shared_ptr<ReaperState> reaper_;
   std::shared_ptr<Removals> removals_ = std::make_shared<Removals>();
+  std::shared_ptr<ImageWatch> image_;
 };
 
 }  // namespace
@@ -941,6 +949,29 @@ Result<DockerExecutorOptions> DockerOptionsFromEnv(const EnvLookup& getenv) {
                            "': host and container networks are not allowed for sandboxes");
     }
     o.network = net;
+  }
+  // Whole seconds, 1..max; empty: the default.
+  auto seconds = [&](const char* n, int64_t max, std::chrono::milliseconds& out) -> Status {
+    std::string v = get(n);
+    if (v.empty()) return Status();
+    char* end = nullptr;
+    errno = 0;
+    long long x = std::strtoll(v.c_str(), &end, 10);
+    if (errno != 0 || end == v.c_str() || *end != '\0' || x < 1 || x > max) {
+      return Status::Error("invalid environment variable " + std::string(n) + "='" + v +
+                           "': expected whole seconds from 1 to " + std::to_string(max));
+    }
+    out = std::chrono::seconds(x);
+    return Status();
+  };
+  if (Status s = seconds("PYTHON_EXECUTOR_DOCKER_PULL_TIMEOUT_SEC", 86400, o.pull_timeout);
+      !s.ok()) {
+    return s;
+  }
+  if (Status s =
+          seconds("PYTHON_EXECUTOR_DOCKER_IMAGE_CHECK_INTERVAL_SEC", 86400, o.image_check_period);
+      !s.ok()) {
+    return s;
   }
   auto extra = ParseRunArgs(get("PYTHON_EXECUTOR_DOCKER_RUN_ARGS"));
   if (!extra.ok()) return extra.status();

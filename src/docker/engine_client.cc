@@ -1,14 +1,20 @@
 #include "docker/engine_client.h"
 
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
+#include <unistd.h>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/basic_stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <limits>
 #include <variant>
 
 #include "core/json.h"
@@ -18,22 +24,116 @@ namespace {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using asio::use_awaitable;
 using boost::system::error_code;
 using UnixStream = beast::basic_stream<asio::local::stream_protocol>;
 using TcpStream = beast::tcp_stream;
-using AnyStream = std::variant<UnixStream, TcpStream>;
+using TlsStream = ssl::stream<beast::tcp_stream>;
+// Every call is one std::visit over these; the code below is written once for all three.
+using AnyStream = std::variant<UnixStream, TcpStream, TlsStream>;
 
 constexpr uint64_t kMaxBody = 64ull << 20;  // container lists and inspects stay far below
 
 std::string Where(const Endpoint& ep) { return "docker at " + ep.Describe(); }
 
+bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+// An error's text. TLS errors (the daemon refusing the session, a bad record) also name the
+// endpoint and the client certificate offered, the usual cause being a missing or wrong one.
+std::string Why(const Endpoint& ep, const error_code& ec) {
+  std::string m = ec.message();
+  if (ep.tls && (ec.category() == asio::error::get_ssl_category() ||
+                 ec.category() == ssl::error::get_stream_category())) {
+    std::string cert = ep.cert_path + "/cert.pem";
+    m += " (TLS with " + ep.host + ":" + std::to_string(ep.port) + "; " +
+         (Exists(cert) ? "client certificate " + cert
+                       : "no client certificate was offered: " + cert + " does not exist") +
+         ")";
+  }
+  return m;
+}
+
+// The TLS settings of DOCKER_TLS_VERIFY / DOCKER_TLS (wire-protocols.md B): TLS 1.2 at least;
+// the client certificate cert.pem + key.pem when present (required with verification); with
+// verification, the daemon's certificate checked against ca.pem (its host: SetPeerName).
+Result<std::shared_ptr<ssl::context>> LoadTls(const Endpoint& ep) {
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+  if (::SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION) != 1) {
+    return Status::Error(Where(ep) + ": cannot require TLS 1.2");
+  }
+  // An encrypted key fails to load instead of OpenSSL prompting on the terminal.
+  ctx->set_password_callback([](size_t, ssl::context::password_purpose) { return std::string(); });
+  std::string ca = ep.cert_path + "/ca.pem", cert = ep.cert_path + "/cert.pem",
+              key = ep.cert_path + "/key.pem";
+  bool has_cert = Exists(cert), has_key = Exists(key);
+  if ((ep.tls_verify && !(has_cert && has_key)) || has_cert != has_key) {
+    std::string missing = !has_cert && !has_key ? cert + " and " + key : has_cert ? key : cert;
+    return Status::Error(Where(ep) + ": " + missing + (has_cert || has_key ? " is" : " are") +
+                         " missing: the client certificate needs cert.pem and key.pem" +
+                         (ep.tls_verify ? " (DOCKER_TLS_VERIFY is set)" : "") +
+                         "; DOCKER_CERT_PATH names their directory");
+  }
+  error_code ec;
+  if (has_cert) {
+    ctx->use_certificate_chain_file(cert, ec);
+    if (ec) {
+      return Status::Error(Where(ep) + ": loading the client certificate " + cert + ": " +
+                           ec.message());
+    }
+    ctx->use_private_key_file(key, ssl::context::pem, ec);
+    if (ec) {
+      return Status::Error(Where(ep) + ": loading the client key " + key + ": " + ec.message());
+    }
+  }
+  if (ep.tls_verify) {
+    if (!Exists(ca)) {
+      return Status::Error(Where(ep) + ": " + ca +
+                           " is missing: it verifies the daemon's certificate (DOCKER_TLS_VERIFY "
+                           "is set); DOCKER_CERT_PATH names its directory");
+    }
+    ctx->load_verify_file(ca, ec);
+    if (ec) return Status::Error(Where(ep) + ": loading the CA " + ca + ": " + ec.message());
+    ctx->set_verify_mode(ssl::verify_peer);
+  } else {
+    ctx->set_verify_mode(ssl::verify_none);
+  }
+  return ctx;
+}
+
+// SNI for a host name (not for an address), and with verification the certificate must name the
+// DOCKER_HOST host (DNS name or IP address SAN), as the docker CLI checks.
+Status SetPeerName(TlsStream& t, const Endpoint& ep) {
+  error_code ec;
+  asio::ip::make_address(ep.host, ec);
+  bool is_address = !ec;
+  SSL* ssl = t.native_handle();
+  if (!is_address && ::SSL_set_tlsext_host_name(ssl, ep.host.c_str()) != 1) {
+    return Status::Error(Where(ep) + ": cannot set the TLS server name '" + ep.host + "'");
+  }
+  if (!ep.tls_verify) return Status();
+  X509_VERIFY_PARAM* param = ::SSL_get0_param(ssl);
+  int set = is_address ? ::X509_VERIFY_PARAM_set1_ip_asc(param, ep.host.c_str())
+                       : ::X509_VERIFY_PARAM_set1_host(param, ep.host.c_str(), ep.host.size());
+  if (set != 1) return Status::Error(Where(ep) + ": cannot verify TLS for host '" + ep.host + "'");
+  return Status();
+}
+
+std::string HandshakeFailure(TlsStream& t, const Endpoint& ep, const error_code& ec) {
+  if (ec == beast::error::timeout) return Where(ep) + ": TLS handshake: no answer in time";
+  long verify = ::SSL_get_verify_result(t.native_handle());
+  if (ep.tls_verify && verify != X509_V_OK) {
+    return Where(ep) +
+           ": the daemon's certificate did not verify: " + ::X509_verify_cert_error_string(verify) +
+           " (CA " + ep.cert_path + "/ca.pem, host " + ep.host + ")";
+  }
+  return Where(ep) + ": TLS handshake failed: " + Why(ep, ec);
+}
+
 asio::awaitable<Result<AnyStream>> Connect(asio::any_io_executor ex, const Endpoint& ep,
+                                           std::shared_ptr<ssl::context>& tls,
                                            std::chrono::milliseconds timeout) {
   error_code ec;
-  if (ep.tls) {
-    co_return Status::Error(Where(ep) + ": TLS is not supported yet by this build");
-  }
   if (ep.kind == Endpoint::Kind::kUnix) {
     UnixStream s(ex);
     s.expires_after(timeout);
@@ -42,16 +142,27 @@ asio::awaitable<Result<AnyStream>> Connect(asio::any_io_executor ex, const Endpo
     if (ec) co_return Status::Error(Where(ep) + ": connect: " + ec.message());
     co_return AnyStream(std::move(s));
   }
+  if (ep.tls && !tls) {  // once per client; a failure is retried by the next call
+    auto loaded = LoadTls(ep);
+    if (!loaded.ok()) co_return loaded.status();
+    tls = *loaded;
+  }
   asio::ip::tcp::resolver resolver(ex);
   std::string port = std::to_string(ep.port);
   auto results =
       co_await resolver.async_resolve(ep.host, port, asio::redirect_error(use_awaitable, ec));
   if (ec) co_return Status::Error(Where(ep) + ": resolve: " + ec.message());
   TcpStream s(ex);
-  s.expires_after(timeout);
+  s.expires_after(timeout);  // also bounds the TLS handshake
   co_await s.async_connect(results, asio::redirect_error(use_awaitable, ec));
   if (ec) co_return Status::Error(Where(ep) + ": connect: " + ec.message());
-  co_return AnyStream(std::move(s));
+  if (!ep.tls) co_return AnyStream(std::move(s));
+  TlsStream t(std::move(s), *tls);
+  Status named = SetPeerName(t, ep);
+  if (!named.ok()) co_return named;
+  co_await t.async_handshake(ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return Status::Error(HandshakeFailure(t, ep, ec));
+  co_return AnyStream(std::move(t));
 }
 
 http::request<http::string_body> MakeRequest(http::verb verb, const std::string& target,
@@ -69,11 +180,12 @@ http::request<http::string_body> MakeRequest(http::verb verb, const std::string&
 
 template <typename Stream>
 asio::awaitable<Result<Response>> Exchange(Stream& s, http::request<http::string_body>& req,
-                                           std::chrono::milliseconds timeout, std::string what) {
+                                           std::chrono::milliseconds timeout, std::string what,
+                                           const Endpoint& ep) {
   error_code ec;
-  s.expires_after(timeout);
+  beast::get_lowest_layer(s).expires_after(timeout);
   co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(what + ": sending: " + ec.message());
+  if (ec) co_return Status::Error(what + ": sending: " + Why(ep, ec));
   beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
   parser.body_limit(kMaxBody);
@@ -84,7 +196,7 @@ asio::awaitable<Result<Response>> Exchange(Stream& s, http::request<http::string
       co_return Status::Error(what + ": no answer within " + std::to_string(timeout.count()) +
                               " ms");
     }
-    co_return Status::Error(what + ": reading the answer: " + ec.message());
+    co_return Status::Error(what + ": reading the answer: " + Why(ep, ec));
   }
   Response r;
   auto& msg = parser.get();
@@ -101,7 +213,7 @@ class HijackedStream final : public RawStream {
  public:
   HijackedStream(Stream s, beast::flat_buffer leftover)
       : s_(std::move(s)), leftover_(std::move(leftover)) {
-    s_.expires_never();
+    beast::get_lowest_layer(s_).expires_never();
   }
 
   asio::awaitable<size_t> ReadSome(asio::mutable_buffer buf, error_code& ec) override {
@@ -111,28 +223,32 @@ class HijackedStream final : public RawStream {
       leftover_.consume(n);
       co_return n;
     }
-    size_t n = co_await s_.socket().async_read_some(buf, asio::redirect_error(use_awaitable, ec));
-    if (ec == asio::error::eof) ec = {};
+    size_t n = co_await s_.async_read_some(buf, asio::redirect_error(use_awaitable, ec));
+    // A TLS peer closing without close_notify after the output is the end as well.
+    if (ec == asio::error::eof || ec == ssl::error::stream_truncated) ec = {};
     co_return ec ? 0 : n;
   }
 
   asio::awaitable<Status> WriteAll(std::string_view data) override {
     error_code ec;
-    co_await asio::async_write(s_.socket(), asio::buffer(data.data(), data.size()),
+    co_await asio::async_write(s_, asio::buffer(data.data(), data.size()),
                                asio::redirect_error(use_awaitable, ec));
     if (ec) co_return Status::Error("writing to the exec stream: " + ec.message());
     co_return Status();
   }
 
+  // On the socket under TLS too (see the header): TLS's own close_notify cannot be sent without
+  // waiting for the peer's, which would end the output.
   void ShutdownSend() override {
     error_code ignored;
-    s_.socket().shutdown(asio::socket_base::shutdown_send, ignored);
+    beast::get_lowest_layer(s_).socket().shutdown(asio::socket_base::shutdown_send, ignored);
   }
 
   void Close() override {
     error_code ignored;
-    s_.socket().shutdown(asio::socket_base::shutdown_both, ignored);
-    s_.socket().close(ignored);
+    auto& socket = beast::get_lowest_layer(s_).socket();
+    socket.shutdown(asio::socket_base::shutdown_both, ignored);
+    socket.close(ignored);
   }
 
  private:
@@ -144,16 +260,16 @@ template <typename Stream>
 asio::awaitable<Result<std::unique_ptr<RawStream>>> Upgrade(Stream& s,
                                                             http::request<http::string_body>& req,
                                                             std::chrono::milliseconds timeout,
-                                                            std::string what) {
+                                                            std::string what, const Endpoint& ep) {
   error_code ec;
-  s.expires_after(timeout);
+  beast::get_lowest_layer(s).expires_after(timeout);
   co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(what + ": sending: " + ec.message());
+  if (ec) co_return Status::Error(what + ": sending: " + Why(ep, ec));
   beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
   parser.body_limit(kMaxBody);
   co_await http::async_read_header(s, buf, parser, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(what + ": reading the answer: " + ec.message());
+  if (ec) co_return Status::Error(what + ": reading the answer: " + Why(ep, ec));
   int status = static_cast<int>(parser.get().result_int());
   if (status != 101 && status != 200) {
     // An error before the hijack is an ordinary response with a {"message"} body.
@@ -166,6 +282,85 @@ asio::awaitable<Result<std::unique_ptr<RawStream>>> Upgrade(Stream& s,
   std::unique_ptr<RawStream> raw =
       std::make_unique<HijackedStream<Stream>>(std::move(s), std::move(buf));
   co_return raw;
+}
+
+// Reads a streamed answer's body as it arrives and splits it into lines (StreamLines).
+template <typename Stream>
+asio::awaitable<Result<Response>> ReadLines(Stream& s, http::request<http::string_body>& req,
+                                            const LineSink& on_line,
+                                            std::chrono::milliseconds total,
+                                            std::chrono::milliseconds idle, std::string what) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + total;
+  // Each wait is bounded by the idle timeout and by what is left of the total.
+  auto arm = [&] {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    beast::get_lowest_layer(s).expires_after(
+        std::max(std::chrono::milliseconds(1), std::min(left, idle)));
+  };
+  auto failed = [&](const char* doing, const error_code& ec) {
+    if (ec == beast::error::timeout) {
+      if (Clock::now() >= deadline) {
+        return Status::Error(what + ": not finished within " + std::to_string(total.count()) +
+                             " ms");
+      }
+      return Status::Error(what + ": nothing received for " + std::to_string(idle.count()) + " ms");
+    }
+    return Status::Error(what + ": " + doing + ": " + ec.message());
+  };
+  error_code ec;
+  arm();
+  co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return failed("sending", ec);
+  beast::flat_buffer buf;
+  http::response_parser<http::buffer_body> parser;
+  // Not boost::none: Boost 1.74 compares a Content-Length against it as "over the limit".
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+  arm();
+  co_await http::async_read_header(s, buf, parser, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return failed("reading the answer", ec);
+  Response r;
+  r.status = static_cast<int>(parser.get().result_int());
+  if (auto it = parser.get().find("Api-Version"); it != parser.get().end()) {
+    r.api_version = std::string(it->value());
+  }
+  constexpr size_t kMaxErrorBody = 1 << 20;
+  std::string chunk(64 << 10, '\0');
+  std::string line;
+  bool cut = false;  // the current line passed kMaxStreamLine: the rest of it is dropped
+  bool stopped = false;
+  while (!parser.is_done() && !stopped) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    parser.get().body().more = true;
+    arm();
+    co_await http::async_read_some(s, buf, parser, asio::redirect_error(use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) co_return failed("reading the answer", ec);
+    std::string_view got(chunk.data(), chunk.size() - parser.get().body().size);
+    if (!r.ok()) {
+      r.body.append(got.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, r.body.size())));
+      continue;
+    }
+    while (!got.empty() && !stopped) {
+      size_t nl = got.find('\n');
+      std::string_view piece = got.substr(0, nl);
+      if (!cut) {
+        size_t room = kMaxStreamLine - line.size();
+        if (piece.size() > room) cut = true;
+        line.append(piece.substr(0, room));
+      }
+      if (nl == std::string_view::npos) break;
+      got.remove_prefix(nl + 1);
+      stopped = !on_line(line);
+      line.clear();
+      cut = false;
+    }
+  }
+  if (r.ok() && !stopped && !line.empty()) on_line(line);
+  error_code ignored;
+  beast::get_lowest_layer(s).socket().shutdown(asio::socket_base::shutdown_both, ignored);
+  co_return r;
 }
 
 }  // namespace
@@ -192,13 +387,14 @@ EngineClient::EngineClient(asio::any_io_executor ex, Endpoint endpoint,
 
 asio::awaitable<Status> EngineClient::Negotiate() {
   std::string target = endpoint_.base_path + "/_ping";
-  auto conn = co_await Connect(ex_, endpoint_, timeout_);
+  auto conn = co_await Connect(ex_, endpoint_, tls_, timeout_);
   if (!conn.ok()) co_return conn.status();
   auto req = MakeRequest(http::verb::get, target, {});
   std::string what = Where(endpoint_) + ": GET /_ping";
   Result<Response> r = Status::Error("unreachable");
-  // One call for either transport; the awaitable is a named local (GCC 12, see README).
-  auto op = std::visit([&](auto& stream) { return Exchange(stream, req, timeout_, what); }, *conn);
+  // One call for any transport; the awaitable is a named local (GCC 12, see README).
+  auto op = std::visit(
+      [&](auto& stream) { return Exchange(stream, req, timeout_, what, endpoint_); }, *conn);
   r = co_await std::move(op);
   if (!r.ok()) co_return r.status();
   if (!r->ok()) co_return HttpError(what, *r);
@@ -227,13 +423,33 @@ asio::awaitable<Result<Response>> EngineClient::Request(std::string_view method_
   if (timeout.count() <= 0) timeout = timeout_;
   std::string what = "docker " + method + " " + path.substr(0, path.find('?'));
   if (api_version_.empty()) co_return Status::Error(what + ": API version not negotiated");
-  auto conn = co_await Connect(ex_, endpoint_, timeout);
+  auto conn = co_await Connect(ex_, endpoint_, tls_, timeout);
   if (!conn.ok()) co_return conn.status();
   http::verb verb = http::string_to_verb(method);
   std::string target = endpoint_.base_path + "/v" + api_version_ + path;
   auto req = MakeRequest(verb, target, std::move(json_body));
   Result<Response> r = Status::Error("unreachable");
-  auto op = std::visit([&](auto& stream) { return Exchange(stream, req, timeout, what); }, *conn);
+  auto op = std::visit(
+      [&](auto& stream) { return Exchange(stream, req, timeout, what, endpoint_); }, *conn);
+  r = co_await std::move(op);
+  co_return r;
+}
+
+asio::awaitable<Result<Response>> EngineClient::StreamLines(std::string_view method_view,
+                                                            std::string_view path_view,
+                                                            const LineSink& on_line,
+                                                            std::chrono::milliseconds total,
+                                                            std::chrono::milliseconds idle) {
+  std::string method(method_view), path(path_view);
+  std::string what = "docker " + method + " " + path.substr(0, path.find('?'));
+  if (api_version_.empty()) co_return Status::Error(what + ": API version not negotiated");
+  auto conn = co_await Connect(ex_, endpoint_, tls_, std::min(timeout_, total));
+  if (!conn.ok()) co_return conn.status();
+  std::string target = endpoint_.base_path + "/v" + api_version_ + path;
+  auto req = MakeRequest(http::string_to_verb(method), target, {});
+  Result<Response> r = Status::Error("unreachable");
+  auto op = std::visit(
+      [&](auto& stream) { return ReadLines(stream, req, on_line, total, idle, what); }, *conn);
   r = co_await std::move(op);
   co_return r;
 }
@@ -243,14 +459,15 @@ asio::awaitable<Result<std::unique_ptr<RawStream>>> EngineClient::Hijack(
   std::string path(path_view), json_body(body_view);
   std::string what = "docker POST " + path.substr(0, path.find('?'));
   if (api_version_.empty()) co_return Status::Error(what + ": API version not negotiated");
-  auto conn = co_await Connect(ex_, endpoint_, timeout_);
+  auto conn = co_await Connect(ex_, endpoint_, tls_, timeout_);
   if (!conn.ok()) co_return conn.status();
   std::string target = endpoint_.base_path + "/v" + api_version_ + path;
   auto req = MakeRequest(http::verb::post, target, std::move(json_body));
   req.set(http::field::connection, "Upgrade");
   req.set(http::field::upgrade, "tcp");
   Result<std::unique_ptr<RawStream>> r = Status::Error("unreachable");
-  auto op = std::visit([&](auto& stream) { return Upgrade(stream, req, timeout_, what); }, *conn);
+  auto op = std::visit(
+      [&](auto& stream) { return Upgrade(stream, req, timeout_, what, endpoint_); }, *conn);
   r = co_await std::move(op);
   co_return r;
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <utility>
 
@@ -100,9 +101,42 @@ bool Collect(int workspace_fd, std::string_view payload) {
   return Send(Msg::kCollectDone, proto::EncodeCollectDone(truncated));
 }
 
+// A session's sandbox ends at its expiry by itself, so it outlives a crashed daemon by no more
+// than its TTL. Init is PID 1: only a signal it handles reaches it, hence the handler.
+void ArmExpiry(int64_t expires_at) {
+  if (expires_at == 0) return;
+  int64_t left = expires_at - static_cast<int64_t>(::time(nullptr));
+  if (left <= 0) ::_exit(0);
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { ::_exit(0); };
+  ::sigaction(SIGALRM, &sa, nullptr);
+  ::alarm(static_cast<unsigned>(left));
+}
+
+// kPipes: the three descriptors become the next program's stdio (fds 5/6/7). They arrive on the
+// lowest free numbers, often 5..7 themselves in any order, so they are first moved out of the way.
+bool InstallPipes(std::vector<int>& fds) {
+  bool ok = fds.size() == 3;
+  for (int& fd : fds) {
+    int high = ::fcntl(fd, F_DUPFD_CLOEXEC, kProgramStderrFd + 1);
+    ::close(fd);
+    fd = high;
+    ok = ok && high >= 0;
+  }
+  const int targets[] = {kProgramStdinFd, kProgramStdoutFd, kProgramStderrFd};
+  for (size_t i = 0; ok && i < 3; ++i) ok = ::dup2(fds[i], targets[i]) == targets[i];
+  for (int fd : fds) ::close(fd);
+  fds.clear();
+  return ok;
+}
+
+bool HavePipes() { return ::fcntl(kProgramStdoutFd, F_GETFD) >= 0; }
+
 }  // namespace
 
-int RunAgent() {
+int RunAgent(int64_t session_expires_at) {
+  ArmExpiry(session_expires_at);
+  const bool session = session_expires_at != 0;
   ::umask(022);
   // SIGCHLD is consumed through a signalfd so that waiting for the program and for the daemon's
   // messages is one poll(). Blocked here, unblocked again in the program before execve.
@@ -118,11 +152,22 @@ int RunAgent() {
 
   Stager stager(workspace.get());
   bool ran = false;
+  std::vector<pid_t> background;  // session leaders of background programs, spared by kills
   std::string payload;
+  std::vector<int> fds;
   for (;;) {
     Msg type;
-    if (proto::ReadFrame(kAgentFd, &type, &payload) != 0) return 0;  // daemon gone: init exits
+    if (proto::ReadFrame(kAgentFd, &type, &payload, &fds) != 0) return 0;  // daemon gone: exit
+    if (type != Msg::kPipes) {
+      for (int fd : fds) ::close(fd);
+      fds.clear();
+    }
     switch (type) {
+      case Msg::kPipes:
+        if (!InstallPipes(fds) && !Send(Msg::kError, proto::EncodeError("bad pipes message"))) {
+          return 1;
+        }
+        break;
       case Msg::kFileBegin:
         stager.Begin(payload);
         break;
@@ -135,7 +180,8 @@ int RunAgent() {
       case Msg::kRun: {
         proto::RunRequest req;
         std::string error = stager.TakeError();
-        if (error.empty() && ran) error = "the program already ran in this sandbox";
+        if (error.empty() && ran && !session) error = "the program already ran in this sandbox";
+        if (error.empty() && !HavePipes()) error = "no stdio pipes for the program (kPipes first)";
         if (error.empty() && !proto::Decode(payload, &req)) error = "malformed run request";
         if (!error.empty()) {
           if (!Send(Msg::kError, proto::EncodeError(error))) return 1;
@@ -143,7 +189,7 @@ int RunAgent() {
         }
         ran = true;
         bool agent_gone = false;
-        proto::Exited exited = RunProgram(req, sig_fd.get(), &agent_gone);
+        proto::Exited exited = RunProgram(req, sig_fd.get(), &background, &agent_gone);
         if (agent_gone || !Send(Msg::kExited, proto::Encode(exited))) return 0;
         break;
       }

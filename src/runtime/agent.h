@@ -2,16 +2,24 @@
 // the program, collect the workspace, exit). Single-threaded, blocking, exception-free.
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
+#include <vector>
+
 #include "runtime/messages.h"
 
 namespace ci {
 
-// Sends "ready" and serves until kExit or EOF; returns init's exit code.
-int RunAgent();
+// Sends "ready" and serves until kExit or EOF; returns init's exit code. A session sandbox
+// (`session_expires_at` != 0) serves any number of runs and exits at that unix time.
+int RunAgent(int64_t session_expires_at);
 
 // Forks the program (stdio = fds 5/6/7, own process group, rlimits), waits for it or for a kill
-// request on fd 4, then kills and reaps everything else in the sandbox. `agent_gone` is set when
-// fd 4 hit EOF meanwhile.
-proto::Exited RunProgram(const proto::RunRequest& req, int signal_fd, bool* agent_gone);
+// request on fd 4, then kills and reaps everything else in the sandbox but the sessions listed in
+// `background`. `agent_gone` is set when fd 4 hit EOF meanwhile. A background request only starts
+// the program in a session of its own (added to `background`) and returns.
+proto::Exited RunProgram(const proto::RunRequest& req, int signal_fd,
+                         std::vector<pid_t>* background, bool* agent_gone);
 
 }  // namespace ci

@@ -1,10 +1,14 @@
 #include "runtime/frame_io.h"
 
+#include <sys/socket.h>
+
 #include <array>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <cerrno>
+#include <cstring>
 
 namespace ci {
 
@@ -46,6 +50,32 @@ asio::awaitable<Status> WriteFrameAsync(asio::posix::stream_descriptor& sd, prot
   if (ec)
     co_return Status::Error(std::string("sending ") + proto::MsgName(type) + ": " + ec.message());
   co_return Status();
+}
+
+Status SendFdsFrame(asio::posix::stream_descriptor& sd, proto::Msg type,
+                    const std::vector<int>& fds) {
+  unsigned char header[proto::kHeaderSize];
+  proto::EncodeHeader(type, 0, header);
+  std::vector<char> control(CMSG_SPACE(fds.size() * sizeof(int)));
+  struct iovec iov = {header, sizeof header};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+  std::memcpy(CMSG_DATA(c), fds.data(), fds.size() * sizeof(int));
+  ssize_t n;
+  do {
+    n = ::sendmsg(sd.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof header)) {
+    return Status::Errno(std::string("sending ") + proto::MsgName(type), n < 0 ? errno : EAGAIN);
+  }
+  return {};
 }
 
 }  // namespace ci

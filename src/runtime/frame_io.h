@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "runtime/protocol.h"
@@ -24,5 +25,9 @@ struct Frame {
 asio::awaitable<Result<Frame>> ReadFrameAsync(asio::posix::stream_descriptor& sd);
 asio::awaitable<Status> WriteFrameAsync(asio::posix::stream_descriptor& sd, proto::Msg type,
                                         std::string_view payload = {});
+// An empty frame carrying descriptors (SCM_RIGHTS), sent at once without blocking: only used
+// between runs, when the peer has nothing unread on the socket.
+Status SendFdsFrame(asio::posix::stream_descriptor& sd, proto::Msg type,
+                    const std::vector<int>& fds);
 
 }  // namespace ci

@@ -26,6 +26,9 @@ bool WalkDir(int dir_fd, const std::string& prefix, int depth, const FileVisitor
     ::close(dup_fd);
     return false;
   }
+  // A dup shares the directory offset with dir_fd: an earlier walk (a session collects many
+  // times) left it at the end.
+  ::rewinddir(dir);
   bool keep_going = true;
   while (keep_going) {
     struct dirent* e = ::readdir(dir);

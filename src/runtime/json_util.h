@@ -59,6 +59,12 @@ inline bool Get(const rapidjson::Value& o, const char* k, uint64_t* out) {
   *out = it->value.GetUint64();
   return true;
 }
+inline bool Get(const rapidjson::Value& o, const char* k, int64_t* out) {
+  auto it = o.FindMember(k);
+  if (it == o.MemberEnd() || !it->value.IsInt64()) return false;
+  *out = it->value.GetInt64();
+  return true;
+}
 inline bool Get(const rapidjson::Value& o, const char* k, uint32_t* out) {
   uint64_t v = 0;
   if (!Get(o, k, &v) || v > UINT32_MAX) return false;

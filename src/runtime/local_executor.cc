@@ -2,9 +2,8 @@
 #include "runtime/local_executor.h"
 
 #include <signal.h>
-#include <unistd.h>
-
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -41,6 +40,7 @@ class LocalExecutor final : public Executor {
   }
 
   std::string_view name() const override { return "local"; }
+  bool supports_sessions() const override { return true; }
 
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
     if (Status s = Validate(spec); !s.ok()) co_return s.Context("invalid sandbox spec");
@@ -122,8 +122,8 @@ class LocalExecutor final : public Executor {
     auto key = std::make_pair(security.seccomp_log_denied, security.seccomp_profile_json);
     if (auto it = seccomp_cache_.find(key); it != seccomp_cache_.end()) return it->second;
     std::vector<std::string> skipped;
-    Result<std::string> bpf = CompileSeccompProfile(security.seccomp_profile_json,
-                                                    security.seccomp_log_denied, &skipped);
+    Result<std::string> bpf =
+        CompileSeccompProfile(security.seccomp_profile_json, security.seccomp_log_denied, &skipped);
     if (!bpf.ok()) return bpf;
     if (!skipped.empty()) {
       std::string names;

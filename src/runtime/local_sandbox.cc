@@ -59,6 +59,7 @@ LocalSandbox::LocalSandbox(const asio::any_io_executor& ex, ShimHandles handles,
   run_template_.env = spec.env.empty() ? DefaultSandboxEnv() : spec.env;
   run_template_.cwd = spec.cwd;
   run_template_.cpu_time_sec = spec.limits.cpu_time_sec;
+  core_->session = spec.session_expires_at != 0;
 }
 
 LocalSandbox::~LocalSandbox() {

@@ -41,6 +41,8 @@ struct SandboxCore {
   asio::posix::stream_descriptor stderr_r;
   asio::posix::stream_descriptor pidfd;
   State state = State::kStarting;
+  bool session = false;     // serves many runs (SandboxSpec::session_expires_at)
+  bool pipes_used = false;  // the program pipes above served a run: a session needs new ones
   bool reaped = false;
   ResourceReport report;
 

@@ -31,6 +31,7 @@ std::string Encode(const RunRequest& m) {
     json::Strs(w, "env", m.env);
     json::Str(w, "cwd", m.cwd);
     json::U64(w, "cpu_time_sec", m.cpu_time_sec);
+    json::Bool(w, "background", m.background);
   });
 }
 
@@ -88,7 +89,8 @@ bool Decode(std::string_view text, RunRequest* m) {
   rapidjson::Document d;
   return json::Parse(text, &d) && json::Get(d, "argv", &m->argv) && !m->argv.empty() &&
          json::Get(d, "env", &m->env) && json::Get(d, "cwd", &m->cwd) &&
-         json::Get(d, "cpu_time_sec", &m->cpu_time_sec);
+         json::Get(d, "cpu_time_sec", &m->cpu_time_sec) &&
+         json::Get(d, "background", &m->background);
 }
 
 bool Decode(std::string_view text, Exited* m) {

@@ -19,6 +19,7 @@ struct RunRequest {  // kRun
   std::vector<std::string> env;
   std::string cwd;
   uint32_t cpu_time_sec = 0;
+  bool background = false;  // RunPayload::background
 };
 
 struct Exited {  // kExited

@@ -50,6 +50,7 @@ Plan PlanFromSpec(const SandboxSpec& spec, const CgroupLayout& cgroup, std::stri
   p.network_none = spec.security.network_none;
   p.seccomp_bpf = std::move(seccomp_bpf);
   p.cgroup = cgroup;
+  p.session_expires_at = spec.session_expires_at;
   return p;
 }
 
@@ -73,6 +74,7 @@ std::string EncodePlan(const Plan& p) {
   json::Bool(w, "rootless", p.rootless);
   json::U64(w, "cgroup_version", static_cast<uint64_t>(p.cgroup.version));
   json::Str(w, "cgroup_root", p.cgroup.root);
+  json::I64(w, "session_expires_at", p.session_expires_at);
   w.EndObject();
   return std::string(buf.GetString(), buf.GetSize());
 }
@@ -92,7 +94,8 @@ bool DecodePlan(std::string_view text, Plan* p) {
             json::Get(d, "network_none", &p->network_none) &&
             json::Get(d, "seccomp_bpf", &bpf_hex) && Unhex(bpf_hex, &p->seccomp_bpf) &&
             json::Get(d, "rootless", &p->rootless) && json::Get(d, "cgroup_version", &version) &&
-            json::Get(d, "cgroup_root", &p->cgroup.root);
+            json::Get(d, "cgroup_root", &p->cgroup.root) &&
+            json::Get(d, "session_expires_at", &p->session_expires_at);
   // Optional in the wire format: 0 (no cap) when absent.
   if (ok && !json::Get(d, "cpu_percent", &p->cpu_percent)) p->cpu_percent = 0;
   p->cgroup.version = static_cast<int>(version);

@@ -39,6 +39,8 @@ struct Plan {
   // memory and pids limits become rlimits.
   bool rootless = false;
   CgroupLayout cgroup;
+  // SandboxSpec::session_expires_at: init serves many runs and exits at this unix time.
+  int64_t session_expires_at = 0;
 };
 
 // `seccomp_bpf` is the spec's seccomp profile compiled by CompileSeccompProfile (empty when the

@@ -1,5 +1,8 @@
 // Init runs the program: fork, exec, wait, then kill what is left. Init is PID 1, so
-// kill(-1, SIGKILL) reaches every other process of the sandbox but not init itself.
+// kill(-1, SIGKILL) reaches every other process of the sandbox but not init itself. In a session
+// with background programs, leftovers are found in /proc instead, sparing those programs' sessions.
+#include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -7,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -27,21 +32,38 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
   return out;
 }
 
+// Stdio of a background program: /dev/null, so it holds no pipe of any run open.
+bool NullStdio() {
+  int fd = ::open("/dev/null", O_RDWR);
+  if (fd < 0) return false;
+  for (int target = 0; target <= 2; ++target) {
+    if (::dup2(fd, target) < 0) return false;
+  }
+  if (fd > 2) ::close(fd);
+  return true;
+}
+
 [[noreturn]] void ExecProgram(const proto::RunRequest& req, char** argv, char** envp) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::setpgid(0, 0);
-  if (::dup2(kProgramStdinFd, 0) < 0 || ::dup2(kProgramStdoutFd, 1) < 0 ||
-      ::dup2(kProgramStderrFd, 2) < 0) {
-    ::_exit(126);
+  if (req.background) {
+    if (::setsid() < 0 || !NullStdio()) ::_exit(126);
+  } else {
+    ::setpgid(0, 0);
+    if (::dup2(kProgramStdinFd, 0) < 0 || ::dup2(kProgramStdoutFd, 1) < 0 ||
+        ::dup2(kProgramStderrFd, 2) < 0) {
+      ::_exit(126);
+    }
   }
   ::close_range(3, ~0U, 0);
   // Hard limit one second above the soft one: SIGXCPU first (catchable, reported as such), then
-  // SIGKILL if the program ignores it.
+  // SIGKILL if the program ignores it. A background program (a session's interpreter) lives
+  // across many calls and limits the CPU time of each call itself.
   struct rlimit cpu = {req.cpu_time_sec, static_cast<rlim_t>(req.cpu_time_sec) + 1};
   struct rlimit core = {0, 0};
-  if (::setrlimit(RLIMIT_CPU, &cpu) != 0 || ::setrlimit(RLIMIT_CORE, &core) != 0) {
+  if ((!req.background && ::setrlimit(RLIMIT_CPU, &cpu) != 0) ||
+      ::setrlimit(RLIMIT_CORE, &core) != 0) {
     std::fprintf(stderr, "code-interpreter: setrlimit: %s\n", std::strerror(errno));
     ::_exit(126);
   }
@@ -56,25 +78,92 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
   ::_exit(127);
 }
 
-// SIGKILLs everything but init until no child is left; records the program's status on the way.
-void KillAndReapAll(pid_t program, int* status, bool* have_status) {
-  for (;;) {
-    ::kill(-1, SIGKILL);
-    int st = 0;
-    pid_t w = ::waitpid(-1, &st, 0);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return;  // ECHILD: the sandbox is empty
-    if (w == program && !*have_status) {
-      *status = st;
-      *have_status = true;
-    }
+// Bookkeeping of one reaped child: the program's status, or a background program gone.
+void Reaped(pid_t w, int st, pid_t program, int* status, bool* have_status,
+            std::vector<pid_t>* background) {
+  if (w == program && !*have_status) {
+    *status = st;
+    *have_status = true;
   }
+  background->erase(std::remove(background->begin(), background->end(), w), background->end());
+}
+
+// The session id of a live (not zombie) process from /proc/<pid>/stat; -1 otherwise.
+pid_t LiveSessionOf(long pid) {
+  char path[64], buf[512];
+  std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  // "pid (comm) state ppid pgrp session ...": comm may hold anything, so parse after its last ')'.
+  const char* p = std::strrchr(buf, ')');
+  char state = 0;
+  int ppid = 0, pgrp = 0, session = 0;
+  if (p == nullptr || std::sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) != 4) {
+    return -1;
+  }
+  return state == 'Z' || state == 'X' ? -1 : session;
+}
+
+// SIGKILLs every live process but init and the background sessions; true when there was one.
+bool KillAllButBackground(const std::vector<pid_t>& background) {
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return false;
+  bool found = false;
+  while (struct dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 1) continue;
+    pid_t sid = LiveSessionOf(pid);
+    if (sid < 0 || std::find(background.begin(), background.end(), sid) != background.end()) {
+      continue;
+    }
+    ::kill(static_cast<pid_t>(pid), SIGKILL);
+    found = true;
+  }
+  ::closedir(proc);
+  return found;
+}
+
+// Kills everything the program left until nothing but init and the background sessions is left;
+// records the program's status on the way.
+void KillAndReapAll(pid_t program, int* status, bool* have_status, std::vector<pid_t>* background) {
+  for (;;) {
+    int st = 0;
+    if (background->empty()) {
+      ::kill(-1, SIGKILL);
+      pid_t w = ::waitpid(-1, &st, 0);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return;  // ECHILD: the sandbox is empty
+      Reaped(w, st, program, status, have_status, background);
+      continue;
+    }
+    bool left = KillAllButBackground(*background);
+    for (pid_t w; (w = ::waitpid(-1, &st, WNOHANG)) > 0;) {
+      Reaped(w, st, program, status, have_status, background);
+    }
+    if (!left && (program <= 0 || *have_status)) return;
+    ::usleep(1000);  // SIGKILL is asynchronous: let the victims die before looking again
+  }
+}
+
+// CPU time of the children reaped so far, in ms (cumulative: callers take differences).
+uint64_t ChildrenCpuMs(struct rusage* ru) {
+  ::getrusage(RUSAGE_CHILDREN, ru);
+  return static_cast<uint64_t>(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
+         static_cast<uint64_t>(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
 }
 
 }  // namespace
 
-proto::Exited RunProgram(const proto::RunRequest& req, int signal_fd, bool* agent_gone) {
+proto::Exited RunProgram(const proto::RunRequest& req, int signal_fd,
+                         std::vector<pid_t>* background, bool* agent_gone) {
   proto::Exited out;
+  struct rusage ru {};
+  const uint64_t cpu_before = ChildrenCpuMs(&ru);
   std::vector<char*> argv = CStrings(req.argv);
   std::vector<char*> envp = CStrings(req.env);
   pid_t pid = ::fork();
@@ -88,6 +177,11 @@ proto::Exited RunProgram(const proto::RunRequest& req, int signal_fd, bool* agen
   if (pid < 0) {
     out.has_exit_code = true;
     out.exit_code = 126;
+    return out;
+  }
+  if (req.background) {
+    background->push_back(pid);  // its pid is its session id (setsid in the child)
+    (void)proto::WriteFrame(kAgentFd, proto::Msg::kStarted, {});
     return out;
   }
   ::setpgid(pid, pid);  // both sides, whichever runs first
@@ -106,7 +200,7 @@ proto::Exited RunProgram(const proto::RunRequest& req, int signal_fd, bool* agen
       }
       int st = 0;
       for (pid_t w; (w = ::waitpid(-1, &st, WNOHANG)) > 0;) {
-        if (w == pid) status = st, have_status = true;
+        Reaped(w, st, pid, &status, &have_status, background);
       }
     }
     if (!have_status && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -122,17 +216,14 @@ proto::Exited RunProgram(const proto::RunRequest& req, int signal_fd, bool* agen
       }
     }
   }
-  KillAndReapAll(pid, &status, &have_status);
+  KillAndReapAll(pid, &status, &have_status, background);
   if (have_status && WIFEXITED(status)) {
     out.has_exit_code = true;
     out.exit_code = WEXITSTATUS(status);
   } else if (have_status && WIFSIGNALED(status)) {
     out.signal = WTERMSIG(status);
   }
-  struct rusage ru {};
-  ::getrusage(RUSAGE_CHILDREN, &ru);
-  out.cpu_ms = static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
-               static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+  out.cpu_ms = ChildrenCpuMs(&ru) - cpu_before;
   out.max_rss_kb = static_cast<uint64_t>(ru.ru_maxrss);
   return out;
 }

@@ -1,8 +1,10 @@
 #include "runtime/protocol.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace ci::proto {
 namespace {
@@ -21,16 +23,44 @@ int WriteAll(int fd, const void* data, size_t size) {
   return 0;
 }
 
-// ENODATA when EOF comes before the first byte, EPIPE when it cuts a frame.
-int ReadAll(int fd, void* data, size_t size) {
+// Keeps the descriptors of an SCM_RIGHTS message in `fds`, or closes them.
+void TakeFds(struct msghdr& msg, std::vector<int>* fds) {
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const auto* data = reinterpret_cast<const unsigned char*>(CMSG_DATA(c));
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, data + i * sizeof(int), sizeof fd);
+      if (fds != nullptr) {
+        fds->push_back(fd);
+      } else {
+        ::close(fd);
+      }
+    }
+  }
+}
+
+// ENODATA when EOF comes before the first byte, EPIPE when it cuts a frame. recvmsg, so that
+// descriptors passed along with the bytes are not lost (read() would drop them).
+int ReadAll(int fd, void* data, size_t size, std::vector<int>* fds) {
   auto* p = static_cast<unsigned char*>(data);
   size_t done = 0;
   while (done < size) {
-    ssize_t n = ::read(fd, p + done, size - done);
+    alignas(struct cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+    struct iovec iov = {p + done, size - done};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == ENOTSOCK) n = ::read(fd, p + done, size - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno;
     }
+    if (n > 0 && msg.msg_controllen > 0) TakeFds(msg, fds);
     if (n == 0) return done == 0 ? ENODATA : EPIPE;
     done += static_cast<size_t>(n);
   }
@@ -85,6 +115,8 @@ const char* MsgName(Msg type) {
       return "exit";
     case Msg::kError:
       return "error";
+    case Msg::kPipes:
+      return "pipes";
   }
   return "unknown";
 }
@@ -105,14 +137,14 @@ int WriteFrame(int fd, Msg type, std::string_view payload) {
   return WriteAll(fd, payload.data(), payload.size());
 }
 
-int ReadFrame(int fd, Msg* type, std::string* payload) {
+int ReadFrame(int fd, Msg* type, std::string* payload, std::vector<int>* fds) {
   unsigned char header[kHeaderSize];
-  if (int err = ReadAll(fd, header, kHeaderSize); err != 0) return err;
+  if (int err = ReadAll(fd, header, kHeaderSize, fds); err != 0) return err;
   uint32_t length = 0;
   if (!DecodeHeader(header, type, &length)) return EMSGSIZE;
   payload->resize(length);
   if (length == 0) return 0;
-  int err = ReadAll(fd, payload->data(), length);
+  int err = ReadAll(fd, payload->data(), length, fds);
   return err == ENODATA ? EPIPE : err;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ci::proto {
 
@@ -32,6 +33,8 @@ enum class Msg : uint8_t {
   kCollectDone = 20,  // init -> daemon: {truncated}
   kExit = 21,         // daemon -> init: tear down (init exits, the pid namespace dies)
   kError = 22,        // init -> daemon: {message}, an operation failed but init is alive
+  kPipes = 23,        // daemon -> init (sessions): the next program's stdin/stdout/stderr, as
+                      // three fds attached to this empty frame (SCM_RIGHTS)
 };
 
 constexpr size_t kHeaderSize = 5;
@@ -45,7 +48,9 @@ const char* MsgName(Msg type);
 
 // Blocking I/O for the shim side (single-threaded, no asio). Both retry on EINTR and partial
 // transfers. They return 0 on success, ENODATA on a clean EOF before a frame, or an errno.
+// ReadFrame takes descriptors passed with the frame (SCM_RIGHTS, close-on-exec) into `fds`, or
+// closes them when `fds` is null.
 int WriteFrame(int fd, Msg type, std::string_view payload);
-int ReadFrame(int fd, Msg* type, std::string* payload);
+int ReadFrame(int fd, Msg* type, std::string* payload, std::vector<int>* fds = nullptr);
 
 }  // namespace ci::proto

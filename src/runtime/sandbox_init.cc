@@ -117,7 +117,7 @@ void SandboxInitMain(const Plan& plan, int go_fd) {
     SysError e = stage.run();
     if (!e.ok()) FailSetup(stage.name, e.err, e.what);
   }
-  ::_exit(RunAgent());
+  ::_exit(RunAgent(plan.session_expires_at));
 }
 
 }  // namespace ci

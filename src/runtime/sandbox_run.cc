@@ -21,9 +21,10 @@ using Clock = std::chrono::steady_clock;
 
 // What the helper coroutines of one run share with the waiting Run.
 struct RunState {
-  explicit RunState(const Strand& s) : event(s), deadline(s) {}
+  explicit RunState(const Strand& s) : event(s), deadline(s), drain(s) {}
   asio::steady_timer event;  // never expires: cancel() is the "something finished" signal
   asio::steady_timer deadline;
+  asio::steady_timer drain;  // after the exit report: how long output EOF is waited for
   bool stdout_done = false, stderr_done = false, exit_done = false;
   std::optional<proto::Exited> exited;
   Clock::time_point exited_at;
@@ -116,6 +117,41 @@ asio::awaitable<void> EnforceDeadline(std::shared_ptr<SandboxCore> core,
   core->SendKill();  // init is wedged: the whole sandbox goes
 }
 
+// After the exit report every process that wrote to the pipes is gone, except in a session where
+// a background program's children may have inherited them: their output is not waited for.
+asio::awaitable<void> BoundOutputDrain(std::shared_ptr<SandboxCore> core,
+                                       std::shared_ptr<RunState> st) {
+  boost::system::error_code ec;
+  st->drain.expires_after(std::chrono::milliseconds(500));
+  co_await st->drain.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || st->Finished()) co_return;
+  core->stdout_r.cancel(ec);
+  core->stderr_r.cancel(ec);
+}
+
+// A session's runs after the first get fresh pipes: the previous ones reached EOF.
+Status ReplacePipes(SandboxCore& core) {
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
+  UniqueFd in_r(in[0]), in_w(in[1]);
+  if (::pipe2(out, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
+  UniqueFd out_r(out[0]), out_w(out[1]);
+  if (::pipe2(err, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
+  UniqueFd err_r(err[0]), err_w(err[1]);
+  if (Status s = SendFdsFrame(core.agent, Msg::kPipes, {in_r.get(), out_w.get(), err_w.get()});
+      !s.ok()) {
+    return s;
+  }
+  boost::system::error_code ec;
+  for (auto* sd : {&core.stdin_w, &core.stdout_r, &core.stderr_r}) sd->close(ec);
+  core.stdin_w.assign(in_w.release());
+  core.stdout_r.assign(out_r.release());
+  core.stderr_r.assign(err_r.release());
+  for (auto* sd : {&core.stdin_w, &core.stdout_r, &core.stderr_r}) sd->non_blocking(true, ec);
+  core.pipes_used = false;
+  return {};
+}
+
 }  // namespace
 
 asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> core,
@@ -126,21 +162,31 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
     co_return Status::Error("run: the sandbox is not ready (a program already ran, or destroyed)");
   }
   if (payload.argv.empty()) co_return Status::Error("run: empty argv");
+  if (payload.background && !core->session) {
+    co_return Status::Error("run: background programs need a session sandbox");
+  }
+  if (core->pipes_used) {
+    if (Status s = ReplacePipes(*core); !s.ok()) co_return s.Context("run: new program pipes");
+  }
   core->state = SandboxCore::State::kRunning;
+  core->pipes_used = true;
+  // A session takes the next run once this one is over; an execution sandbox only collects.
+  const auto after = core->session ? SandboxCore::State::kReady : SandboxCore::State::kRan;
   for (const StagedFile& file : payload.files) {
     if (Status s = co_await SendFile(*core, file); !s.ok()) {
-      core->state = SandboxCore::State::kRan;
+      core->state = after;
       co_return s.Context("staging " + file.workspace_path);
     }
   }
   request.argv = std::move(payload.argv);
+  request.background = payload.background;
   const std::string encoded = proto::Encode(request);
   Status sent = co_await WriteFrameAsync(core->agent, Msg::kRun, encoded);
   Frame eof;
   eof.eof = true;
   Result<Frame> started = eof;
   if (sent.ok()) started = co_await ReadFrameAsync(core->agent);
-  core->state = SandboxCore::State::kRan;
+  core->state = after;
   if (!started.ok() || started->eof) co_return DeadSandboxError(*core, "program start");
   if (started->type == Msg::kError) {
     std::string message;
@@ -157,11 +203,17 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
   asio::co_spawn(core->strand, PumpOutput(core, st, StreamKind::kStdout, sink), asio::detached);
   asio::co_spawn(core->strand, PumpOutput(core, st, StreamKind::kStderr, sink), asio::detached);
   asio::co_spawn(core->strand, FeedStdin(core, std::move(payload.stdin_data)), asio::detached);
+  bool draining = false;
   while (!st->Finished()) {
+    if (st->exit_done && !draining) {
+      draining = true;
+      asio::co_spawn(core->strand, BoundOutputDrain(core, st), asio::detached);
+    }
     boost::system::error_code ec;
     co_await st->event.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
   st->deadline.cancel();
+  st->drain.cancel();
   boost::system::error_code ignored;
   core->stdin_w.close(ignored);
 

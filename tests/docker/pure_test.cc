@@ -13,6 +13,7 @@
 #include "docker/cgroup_probe.h"
 #include "docker/container_config.h"
 #include "docker/endpoint.h"
+#include "docker/image_watch.h"
 #include "docker/stdcopy.h"
 #include "docker/tar.h"
 
@@ -281,6 +282,71 @@ TEST(ImageRef, Normalised) {
   EXPECT_EQ(NormalizeImageRef("reg.local:5000/team/exec"), "reg.local:5000/team/exec:latest");
   EXPECT_EQ(NormalizeImageRef("reg.local:5000/team/exec:v2"), "reg.local:5000/team/exec:v2");
   EXPECT_EQ(NormalizeImageRef("exec@sha256:abcd"), "exec@sha256:abcd");
+}
+
+TEST(ImageRef, SplitForThePull) {
+  auto split = [](const char* ref) {
+    ImageName n = SplitImageRef(ref);
+    return n.repo + " " + n.tag;
+  };
+  EXPECT_EQ(split("python:latest"), "python latest");
+  EXPECT_EQ(split("reg.local:5000/team/exec:v2"), "reg.local:5000/team/exec v2");
+  EXPECT_EQ(split("reg.local:5000/team/exec"), "reg.local:5000/team/exec latest");
+  EXPECT_EQ(split("exec@sha256:abcd"), "exec sha256:abcd");
+  EXPECT_EQ(split("127.0.0.1:5000/exec:v1@sha256:abcd"), "127.0.0.1:5000/exec sha256:abcd");
+}
+
+TEST(PullProgress, LayerStatusChangesAndAtMostOneByteLineEveryPeriod) {
+  using Clock = PullProgress::Clock;
+  std::vector<std::string> lines;
+  auto t0 = Clock::time_point{} + std::chrono::hours(1);
+  PullProgress p([&](const std::string& l) { lines.push_back(l); }, std::chrono::seconds(5), t0);
+  auto at = [&](int ms) { return t0 + std::chrono::milliseconds(ms); };
+  p.Feed(R"({"status":"Pulling from team/exec","id":"v1"})", at(0));
+  p.Feed(R"({"status":"Pulling fs layer","progressDetail":{},"id":"aaa"})", at(1));
+  p.Feed(R"({"status":"Pulling fs layer","progressDetail":{},"id":"bbb"})", at(2));
+  // 100 progress messages over 12 s: one status line, then a byte line at 5 s and at 10 s.
+  for (int i = 1; i <= 100; ++i) {
+    std::string m = R"({"status":"Downloading","progressDetail":{"current":)" +
+                    std::to_string(i * 10000) +
+                    R"(,"total":1000000},"progress":"[=> ]","id":"aaa"})";
+    p.Feed(m, at(i * 120));
+  }
+  p.Feed(R"({"status":"Download complete","progressDetail":{},"id":"aaa"})", at(12001));
+  p.Feed(R"({"status":"Pull complete","progressDetail":{},"id":"aaa"})", at(12002));
+  p.Feed(R"({"status":"Already exists","progressDetail":{},"id":"bbb"})", at(12003));
+  p.Feed("not json", at(12004));
+  p.Feed(R"({"status":"Digest: sha256:1234"})", at(12005));
+  p.Feed(R"({"status":"Status: Downloaded newer image for team/exec:v1"})", at(12006));
+  EXPECT_THAT(lines, ElementsAre("Pulling from team/exec", "layer aaa: Pulling fs layer",
+                                 "layer bbb: Pulling fs layer", "layer aaa: Downloading",
+                                 "420.0 kB of 1.0 MB downloaded, 0 of 2 layers complete",
+                                 "840.0 kB of 1.0 MB downloaded, 0 of 2 layers complete",
+                                 "layer aaa: Download complete", "layer aaa: Pull complete",
+                                 "layer bbb: Already exists", "Digest: sha256:1234",
+                                 "Status: Downloaded newer image for team/exec:v1"));
+  EXPECT_FALSE(p.error().has_value());
+  EXPECT_EQ(p.Summary(), "1.0 MB of 1.0 MB downloaded, 2 of 2 layers complete");
+}
+
+TEST(PullProgress, AnErrorLineIsTheFailure) {
+  auto t0 = PullProgress::Clock::now();
+  PullProgress a([](const std::string&) {}, std::chrono::seconds(5), t0);
+  a.Feed(R"({"status":"Pulling fs layer","id":"aaa"})", t0);
+  a.Feed(R"({"errorDetail":{"message":"unexpected EOF"},"error":"unexpected EOF"})", t0);
+  ASSERT_TRUE(a.error().has_value());
+  EXPECT_EQ(*a.error(), "unexpected EOF");
+  PullProgress b([](const std::string&) {}, std::chrono::seconds(5), t0);
+  b.Feed(R"({"error":"manifest unknown"})", t0);  // the deprecated field alone
+  ASSERT_TRUE(b.error().has_value());
+  EXPECT_EQ(*b.error(), "manifest unknown");
+}
+
+TEST(HumanBytes, DecimalUnits) {
+  EXPECT_EQ(HumanBytes(999), "999 B");
+  EXPECT_EQ(HumanBytes(1500), "1.5 kB");
+  EXPECT_EQ(HumanBytes(45600000), "45.6 MB");
+  EXPECT_EQ(HumanBytes(1200000000), "1.20 GB");
 }
 
 // Golden files: tests/docker/golden/<name>.json, compared as JSON values. UPDATE_GOLDEN=1

@@ -1,6 +1,8 @@
 """The Docker backend as dockerd sees it (issue 4, "Done when"): the executor container carries
-every hardening option, and a daemon killed mid-execution leaves no container behind once a new
-daemon's reaper has run. Talks to the Engine API over its unix socket (no docker CLI).
+every hardening option, a daemon killed mid-execution leaves no container behind once a new
+daemon's reaper has run, a missing executor image is pulled (at startup, and again by the
+watchdog when it disappears) from tests/docker/fake_registry.py, and a daemon reaches dockerd over
+TLS with a client certificate. Talks to the Engine API over its unix socket (no docker CLI).
 Runs only with --backend docker."""
 
 import http.client
@@ -8,6 +10,8 @@ import json
 import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -17,6 +21,9 @@ from harness import Client, Config, Daemon, E2ETestCase, wait_until
 SANDBOX_USER = "65532:65532"
 REAP_TIMEOUT_S = 15.0
 PROGRAM_PATH = "/workspace/__main__.py"  # what the executor runs, in the process arguments
+FAKE_REGISTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docker",
+                             "fake_registry.py")
+PULL_TIMEOUT_S = 60.0
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -249,3 +256,137 @@ class DockerBackendTest(E2ETestCase):
     def test_killed_daemon_leaves_no_pooled_container_after_restart(self):
         # The warm pool wraps every backend: two ready containers plus the executing one.
         self.kill_mid_execution_then_restart({"WARM_POOL_SIZE": "2"}, expect_at_least=3)
+
+    # -- executor image pull and watchdog -------------------------------------------------------
+
+    def start_registry(self, *args):
+        """tests/docker/fake_registry.py on a free port; returns "127.0.0.1:<port>"."""
+        proc = subprocess.Popen([sys.executable, FAKE_REGISTRY, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+
+        def stop():
+            proc.terminate()
+            proc.wait(10)
+            proc.stdout.close()
+
+        self.addCleanup(stop)
+        line = proc.stdout.readline()
+        m = re.match(r"listening on (\d+)", line)
+        self.assertTrue(m, f"fake registry did not start: {line!r}")
+        return f"127.0.0.1:{m.group(1)}"
+
+    def image_present(self, ref):
+        status, _ = self.engine.request("GET", f"/images/{ref}/json")
+        return status == 200
+
+    def remove_image(self, ref):
+        self.engine.request("DELETE", f"/images/{ref}?force=1")
+
+    def image_daemon(self, ref):
+        """A daemon on `ref` whose image watchdog looks every 2 s (the default is 60)."""
+        self.remove_image(ref)
+        self.addCleanup(self.remove_image, ref)
+        self.assertFalse(self.image_present(ref), f"{ref} could not be removed before the test")
+        d = self.start_daemon({"PYTHON_EXECUTOR_DOCKER_IMAGE": ref,
+                               "PYTHON_EXECUTOR_DOCKER_IMAGE_CHECK_INTERVAL_SEC": "2",
+                               "HEALTH_CHECK_INTERVAL_SEC": "1", "WARM_POOL_SIZE": "0"})
+        return d, Client(d.host, d.port, self._exchanges)
+
+    @staticmethod
+    def health(client):
+        return client.get("/health").json
+
+    def test_missing_image_is_pulled_at_startup_and_again_after_removal(self):
+        # 2 MiB served in 64 KiB pieces 150 ms apart: a pull of ~5 s, long enough to see it.
+        ref = self.start_registry("--layer-kb", "2048", "--delay-ms", "150") + "/tiny:v1"
+        d, client = self.image_daemon(ref)
+
+        pulling = wait_until(lambda: "pulling it" in (self.health(client)["message"] or ""), 10,
+                             interval=0.1)
+        self.assertTrue(pulling, f"/health never said the image is being pulled: "
+                                 f"{self.health(client)}\n{d.log_since(0, tail=30)}")
+        self.assertIn(f"Executor image {ref} not available locally", self.health(client)["message"])
+        # An execution meanwhile fails at once (no hang) and the log says why.
+        t0 = time.monotonic()
+        res = client.post_json("/v1/execute", {"code": "print(1)"}, timeout=30)
+        self.assertEqual(res.status, 500, res)
+        self.assertLess(time.monotonic() - t0, 10, "the execution waited for the pull")
+        self.assertTrue(wait_until(lambda: re.search(
+            rf"sandbox could not be started: Executor image {re.escape(ref)} not available "
+            rf"locally: pulling it", d.log_since(0)), 5), d.log_since(0, tail=30))
+
+        ok = wait_until(lambda: self.health(client)["status"] == "ok", PULL_TIMEOUT_S,
+                        interval=0.2)
+        self.assertTrue(ok, f"/health after the pull: {self.health(client)}\n"
+                            f"{d.log_since(0, tail=40)}")
+        self.assertTrue(self.image_present(ref))
+        log = d.log_since(0)
+        self.assertIn(f"pulling executor image {ref}", log)
+        self.assertRegex(log, rf"pulling {re.escape(ref)}: layer [0-9a-f]{{12}}: Pulling fs layer")
+        self.assertRegex(log, rf"pulling {re.escape(ref)}: layer [0-9a-f]{{12}}: Pull complete")
+        self.assertRegex(log, rf"pulling {re.escape(ref)}: [0-9.]+ [kM]?B of [0-9.]+ [kM]?B "
+                              rf"downloaded")
+        self.assertIn(f"pulled executor image {ref}", log)
+        progress_lines = len(re.findall(rf"pulling {re.escape(ref)}: .* downloaded, \d+ of \d+ "
+                                        rf"layers complete", log))
+        self.assertLessEqual(progress_lines, 3, f"more byte count lines than one per 5 s:\n{log}")
+
+        # Removed while the daemon runs: the watchdog (every 2 s here) pulls it again.
+        mark = d.log_len()
+        self.remove_image(ref)
+        self.assertFalse(self.image_present(ref))
+        again = wait_until(lambda: f"pulled executor image {ref}" in d.log_since(mark),
+                           PULL_TIMEOUT_S, interval=0.2)
+        self.assertTrue(again, f"not pulled again after its removal\n{d.log_since(mark)}")
+        self.assertIn(f"executor image {ref} is not available locally: pulling it",
+                      d.log_since(mark))
+        self.assertTrue(self.image_present(ref))
+        self.assertTrue(wait_until(lambda: self.health(client)["status"] == "ok", 5,
+                                   interval=0.2), self.health(client))
+
+    def test_pull_error_is_logged_and_named_by_health(self):
+        ref = self.start_registry() + "/nosuch:v1"  # the registry answers 404 NAME_UNKNOWN
+        d, client = self.image_daemon(ref)
+        failed = wait_until(lambda: "the pull failed" in (self.health(client)["message"] or ""),
+                            PULL_TIMEOUT_S, interval=0.2)
+        health = self.health(client)
+        self.assertTrue(failed, f"/health: {health}\n{d.log_since(0, tail=30)}")
+        self.assertEqual(health["status"], "error")
+        self.assertIn(f"Executor image {ref} not available locally: the pull failed:",
+                      health["message"])
+        self.assertIn("repository name not known to registry", health["message"])
+        self.assertIn("packaging/executor-image/build.sh", health["message"])
+        self.assertRegex(d.log_since(0), rf"pulling executor image {re.escape(ref)} failed after "
+                                         rf"\d+ s: .*repository name not known to registry.*"
+                                         rf"packaging/executor-image/build.sh")
+        t0 = time.monotonic()
+        res = client.post_json("/v1/execute", {"code": "print(1)"}, timeout=30)
+        self.assertEqual(res.status, 500, res)
+        self.assertLess(time.monotonic() - t0, 10, "the execution hung on the missing image")
+        # The watchdog tries again (every 2 s here) without repeating the error line each time.
+        self.assertTrue(wait_until(lambda: f"pulling executor image {ref} failed again"
+                                   in d.log_since(0), 15, interval=0.2), d.log_since(0, tail=30))
+        self.assertEqual(d.log_since(0).count(f"pulling executor image {ref} failed after"), 1)
+    # -- TLS ------------------------------------------------------------------------------------
+
+    def test_daemon_over_tls_with_client_certificate(self):
+        """A daemon whose Engine is dockerd's TLS listener (tests/docker/start-dockerd.sh):
+        DOCKER_TLS_VERIFY with the test client certificate; stdin reaches EOF over TLS."""
+        self.require_spawned("starts a daemon of its own")
+        tls_dir = os.environ.get("DOCKER_TLS_DIR") or "/tmp/code-interpreter-tls"
+        try:
+            with open(os.path.join(tls_dir, "host")) as f:
+                host = f.read().strip()
+        except OSError:
+            self.skip_or_fail(f"no dockerd TLS listener ({tls_dir}/host is missing; "
+                              f"tests/docker/start-dockerd.sh makes it)")
+        d = self.start_daemon({"DOCKER_HOST": host, "DOCKER_TLS_VERIFY": "1",
+                               "DOCKER_CERT_PATH": os.path.join(tls_dir, "client"),
+                               "WARM_POOL_SIZE": "0"})
+        client = Client(d.host, d.port, self._exchanges)
+        self.assertTrue(client.health_ok(), f"unhealthy over TLS\n{d.log_since(0, tail=40)}")
+        r = client.post_json("/v1/execute", {"code": "import sys\nprint(len(sys.stdin.read()))",
+                                             "stdin": "x" * 100000, "timeout_ms": 20000},
+                             timeout=60)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual((r.json["stdout"], r.json["exit_code"]), ("100000\n", 0), r)

@@ -13,12 +13,12 @@ std::string ErrorOf(std::string_view body) {
 TEST(ParseExecuteRequest, Defaults) {
   auto r = ParseExecuteRequest(R"({"code":"pass"})", 60000);
   ASSERT_TRUE(r.ok());
-EXPECT_EQ(r->code, "pass");
-EXPECT_EQ(r->timeout_ms, 2000);
-EXPECT_TRUE(r->last_line_interactive);
-EXPECT_FALSE(r->stdin_data.has_value());
-EXPECT_TRUE(r->files.empty());
-EXPECT_EQ(r->language, "python");
+  EXPECT_EQ(r->code, "pass");
+  EXPECT_EQ(r->timeout_ms, 2000);
+  EXPECT_TRUE(r->last_line_interactive);
+  EXPECT_FALSE(r->stdin_data.has_value());
+  EXPECT_TRUE(r->files.empty());
+  EXPECT_EQ(r->language, "python");
 }
 
 TEST(ParseExecuteRequest, AllFields) {
@@ -72,6 +72,55 @@ TEST(ParseExecuteRequest, MalformedBodies) {
   EXPECT_EQ(ErrorOf("{\"code\":").rfind("Invalid request body: ", 0), 0u);
   EXPECT_EQ(ErrorOf("{\"code\":\"x\"} trailing").rfind("Invalid request body: ", 0), 0u);
   EXPECT_EQ(ErrorOf("{\"code\":\"\xff\"}").rfind("Invalid request body: ", 0), 0u);
+}
+
+TEST(ParseSessionCreateRequest, EmptyBodyMeansDefaults) {
+  for (std::string_view body : {"", "  \n", "{}"}) {
+    auto r = ParseSessionCreateRequest(body);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->ttl_seconds, 900);
+    EXPECT_TRUE(r->files.empty());
+  }
+}
+
+TEST(ParseSessionCreateRequest, TtlBoundsAndFiles) {
+  auto r =
+      ParseSessionCreateRequest(R"({"ttl_seconds":86400,"files":[{"path":"a","file_id":"b"}]})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->ttl_seconds, 86400);
+  ASSERT_EQ(r->files.size(), 1u);
+  EXPECT_EQ(r->files[0].file_id, "b");
+  EXPECT_EQ(ParseSessionCreateRequest(R"({"ttl_seconds":1})")->ttl_seconds, 1);
+  for (std::string_view bad : {R"({"ttl_seconds":0})", R"({"ttl_seconds":86401})",
+                               R"({"ttl_seconds":1.5})", R"({"ttl_seconds":"9"})"}) {
+    auto e = ParseSessionCreateRequest(bad);
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.status().message(), "ttl_seconds must be an integer between 1 and 86400.");
+  }
+  EXPECT_FALSE(ParseSessionCreateRequest(R"({"files":[{"path":"a"}]})").ok());
+  EXPECT_FALSE(ParseSessionCreateRequest("[1]").ok());
+}
+
+TEST(ParseBashRequest, FieldsAndErrors) {
+  auto r = ParseBashRequest(R"({"cmd":"ls -l"})", 60000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->cmd, "ls -l");
+  EXPECT_EQ(r->timeout_ms, 30000);
+  EXPECT_EQ(ParseBashRequest(R"({"cmd":"x","timeout_ms":5})", 60000)->timeout_ms, 5);
+  EXPECT_EQ(ParseBashRequest("{}", 60000).status().message(), "Field 'cmd' is required.");
+  EXPECT_EQ(ParseBashRequest(R"({"cmd":1})", 60000).status().message(),
+            "Field 'cmd' must be a string.");
+  EXPECT_EQ(ParseBashRequest(R"({"cmd":"a\u0000b"})", 60000).status().message(),
+            "Field 'cmd' must not contain NUL characters.");
+  EXPECT_EQ(ParseBashRequest(R"({"cmd":"x","timeout_ms":60001})", 60000).status().message(),
+            "timeout_ms exceeds maximum of 60000 ms");
+}
+
+TEST(ParseStageFilesRequest, FilesRequired) {
+  EXPECT_EQ(ParseStageFilesRequest("{}").status().message(), "Field 'files' is required.");
+  auto r = ParseStageFilesRequest(R"({"files":[{"path":"x/y","file_id":"z"}]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].path, "x/y");
 }
 
 }  // namespace

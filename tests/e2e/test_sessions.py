@@ -1,0 +1,299 @@
+"""Sessions (docs/api.md "Sessions"): lifecycle, bash state rules, the persistent Python
+interpreter, files in and out, TTL expiry and the reaper. Runs on every backend with sessions."""
+
+import re
+import threading
+import time
+
+from harness import (Client, Config, Daemon, E2ETestCase, host_processes_matching,
+                     unique_sleep_arg, wait_until)
+
+SESSION_ID = re.compile(r"^code-session-[0-9a-f]{32}$")
+STATE_LOST = "This session's Python interpreter had stopped"
+
+
+class SessionCase(E2ETestCase):
+    def create(self, expect_status=201, **body):
+        r = self.client.post_json("/v1/sessions", body)
+        self.assertEqual(r.status, expect_status, r)
+        if expect_status != 201:
+            return r
+        sid = r.json["session_id"]
+        self.addCleanup(lambda: self.client.delete(f"/v1/sessions/{sid}"))
+        return sid
+
+    def bash(self, sid, cmd, expect_status=200, **fields):
+        r = self.client.post_json(f"/v1/sessions/{sid}/bash", dict(cmd=cmd, **fields))
+        self.assertEqual(r.status, expect_status, r)
+        return r.json
+
+    def py(self, sid, code, **fields):
+        return self.execute(code, path=f"/v1/sessions/{sid}/execute", **fields)
+
+
+class SessionLifecycleTest(SessionCase):
+    def test_create_answers_id_and_expiry(self):
+        t0 = time.time()
+        r = self.client.post_json("/v1/sessions", {"ttl_seconds": 120})
+        self.assertEqual(r.status, 201, r)
+        self.addCleanup(lambda: self.client.delete(f"/v1/sessions/{r.json['session_id']}"))
+        self.assertEqual(sorted(r.json), ["expires_at", "session_id"])
+        self.assertRegex(r.json["session_id"], SESSION_ID)
+        self.assertIsInstance(r.json["expires_at"], float)
+        self.assertAlmostEqual(r.json["expires_at"], t0 + 120, delta=15)
+
+    def test_defaults_with_an_empty_body(self):
+        t0 = time.time()
+        r = self.client.request("POST", "/v1/sessions", body=b"")
+        self.assertEqual(r.status, 201, r)
+        self.addCleanup(lambda: self.client.delete(f"/v1/sessions/{r.json['session_id']}"))
+        self.assertAlmostEqual(r.json["expires_at"], t0 + 900, delta=15)
+
+    def test_bad_ttl_is_422(self):
+        for ttl in (0, 86401, -5, 1.5, "60"):
+            r = self.create(expect_status=422, ttl_seconds=ttl)
+            self.assertDetail(r, 422, contains="ttl_seconds")
+
+    def test_unknown_file_is_404_and_bad_path_422(self):
+        r = self.create(expect_status=404,
+                        files=[{"path": "a.txt", "file_id": "00000000-0000-4000-8000-000000000000"}])
+        self.assertDetail(r, 404, contains="00000000-0000-4000-8000-000000000000")
+        fid = self.upload_ok("a.txt", b"x")
+        r = self.create(expect_status=422, files=[{"path": "../escape", "file_id": fid}])
+        self.assertDetail(r, 422)
+
+    def test_delete_then_not_found(self):
+        sid = self.create()
+        r = self.client.delete(f"/v1/sessions/{sid}")
+        self.assertEqual(r.status, 204, r)
+        r = self.client.delete(f"/v1/sessions/{sid}")
+        self.assertDetail(r, 404, detail=f"Session '{sid}' not found")
+        r = self.client.post_json(f"/v1/sessions/{sid}/bash", {"cmd": "true"})
+        self.assertDetail(r, 404, detail=f"Session '{sid}' not found")
+        r = self.client.delete("/v1/sessions/not-a-session")
+        self.assertDetail(r, 404, detail="Session 'not-a-session' not found")
+
+    def test_list_shows_live_sessions(self):
+        sid = self.create(ttl_seconds=300)
+        r = self.client.get("/v1/sessions")
+        self.assertEqual(r.status, 200, r)
+        mine = [s for s in r.json["sessions"] if s["session_id"] == sid]
+        self.assertEqual(len(mine), 1, r.json)
+        self.assertEqual(sorted(mine[0]), ["created_at", "expires_at", "session_id"])
+        self.client.delete(f"/v1/sessions/{sid}")
+        r = self.client.get("/v1/sessions")
+        self.assertNotIn(sid, [s["session_id"] for s in r.json["sessions"]])
+
+    def test_session_ends_at_its_ttl(self):
+        sid = self.create(ttl_seconds=2)
+        self.assertEqual(self.bash(sid, "echo hi")["stdout"], "hi\n")
+        time.sleep(3.5)
+        r = self.client.post_json(f"/v1/sessions/{sid}/bash", {"cmd": "echo hi"})
+        self.assertDetail(r, 404, detail=f"Session '{sid}' not found")
+        self.assertNotIn(sid, [s["session_id"] for s in self.client.get("/v1/sessions")
+                               .json["sessions"]])
+
+    def test_bad_bodies_are_422(self):
+        sid = self.create()
+        for body in ({}, {"cmd": 5}, {"cmd": "true", "timeout_ms": 0},
+                     {"cmd": "true", "timeout_ms": 10 ** 9}):
+            r = self.client.post_json(f"/v1/sessions/{sid}/bash", body)
+            self.assertDetail(r, 422)
+        r = self.client.post_json(f"/v1/sessions/{sid}/execute", {"code": "1", "language": "bash"})
+        self.assertDetail(r, 422, contains="/bash")
+        r = self.client.request("PUT", f"/v1/sessions/{sid}/bash", body=b"{}")
+        self.assertEqual(r.status, 405, r)
+
+
+class SessionBashTest(SessionCase):
+    def test_result_fields_and_exit_code(self):
+        sid = self.create()
+        res = self.bash(sid, "echo out; echo err >&2; exit 3")
+        self.assertEqual(sorted(res), ["duration_ms", "exit_code", "stderr", "stdout", "timed_out"])
+        self.assertEqual((res["stdout"], res["stderr"], res["exit_code"], res["timed_out"]),
+                         ("out\n", "err\n", 3, False))
+
+    def test_workspace_and_tmp_persist_nothing_else_does(self):
+        sid = self.create()
+        mark = unique_sleep_arg()
+        res = self.bash(sid, f"echo a > w.txt; echo b > /tmp/t.txt; export GONE=1; cd /tmp; "
+                             f"sleep {mark} & echo started")
+        self.assertEqual(res["stdout"], "started\n", res)
+        res = self.bash(sid, "pwd; cat w.txt /tmp/t.txt; echo \"[${GONE:-}]\"; cat; "
+                             f"ps -eo args= | grep -c '^sleep {mark}' || true")
+        self.assertEqual(res["stdout"], "/workspace\na\nb\n[]\n0\n", res)
+
+    def test_timeout_kills_the_call_not_the_session(self):
+        sid = self.create()
+        self.bash(sid, "echo kept > keep.txt")
+        t0 = time.monotonic()
+        res = self.bash(sid, "echo before; sleep 30; echo after", timeout_ms=500)
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertTrue(res["timed_out"], res)
+        self.assertIsNone(res["exit_code"])
+        self.assertEqual(res["stdout"], "before\n")
+        self.assertEqual(self.bash(sid, "cat keep.txt")["stdout"], "kept\n")
+
+    def test_calls_of_one_session_run_one_at_a_time(self):
+        sid = self.create()
+        results = []
+
+        def call(i):
+            c = Client(self.host, self.port)
+            r = c.post_json(f"/v1/sessions/{sid}/bash",
+                            {"cmd": f"echo start{i} >> log; sleep 0.3; echo end{i} >> log"})
+            results.append(r.status)
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(results, [200, 200, 200])
+        lines = self.bash(sid, "cat log")["stdout"].split()
+        for i in range(0, 6, 2):  # every start is followed by its own end
+            self.assertEqual(lines[i].replace("start", "end"), lines[i + 1], lines)
+
+
+class SessionPythonTest(SessionCase):
+    def test_state_survives_between_calls(self):
+        sid = self.create()
+        res = self.py(sid, "import math\nx = 40\ndef inc(v):\n    return v + 1\nx")
+        self.assertEqual((res["stdout"], res["exit_code"]), ("40\n", 0), res)
+        res = self.py(sid, "x = inc(x) + 1\nprint(math.sqrt(16))\nx")
+        self.assertEqual(res["stdout"], "4.0\n42\n", res)
+        res = self.py(sid, "x", last_line_interactive=False)
+        self.assertEqual(res["stdout"], "", res)
+
+    def test_errors_keep_the_state(self):
+        sid = self.create()
+        self.py(sid, "y = 'kept'")
+        res = self.py(sid, "1/0")
+        self.assertEqual(res["exit_code"], 1, res)
+        self.assertIn("ZeroDivisionError", res["stderr"])
+        self.assertIn("<cell", res["stderr"])
+        self.assertNotIn('File "<string>"', res["stderr"], "the interpreter's own frames are cut")
+        res = self.py(sid, "import sys\nsys.exit(4)")
+        self.assertEqual(res["exit_code"], 4, res)
+        self.assertEqual(self.py(sid, "y")["stdout"], "'kept'\n")
+
+    def test_stdin_subprocess_output_and_bash_share_the_workspace(self):
+        sid = self.create()
+        res = self.py(sid, "import subprocess, sys\nprint(sys.stdin.read().upper())\n"
+                           "subprocess.run(['echo', 'from a child'])\n"
+                           "open('made.txt', 'w').write('py')", stdin="hello")
+        self.assertEqual(res["stdout"], "HELLO\nfrom a child\n2\n", res)
+        self.assertEqual(self.bash(sid, "cat made.txt")["stdout"], "py")
+
+    def test_timeout_interrupts_and_keeps_state(self):
+        sid = self.create()
+        self.py(sid, "z = 7")
+        res = self.py(sid, "while True:\n    pass", timeout_ms=800)
+        self.assertTrue(res["timed_out"], res)
+        self.assertIsNone(res["exit_code"])
+        res = self.py(sid, "z")
+        self.assertEqual(res["stdout"], "7\n", res)
+        self.assertNotIn(STATE_LOST, res["stderr"])
+
+    def test_stuck_interpreter_is_killed_and_the_next_call_says_state_lost(self):
+        sid = self.create()
+        self.py(sid, "z = 7")
+        # Blocking SIGALRM makes the cell deaf to the interrupt: the watchdog has to kill it.
+        res = self.py(sid, "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, "
+                           "{signal.SIGALRM})\nwhile True:\n    pass", timeout_ms=500)
+        self.assertTrue(res["timed_out"], res)
+        time.sleep(3)  # the grace period
+        res = self.py(sid, "z")
+        self.assertIn(STATE_LOST, res["stderr"], res)
+        self.assertIn("NameError", res["stderr"], res)
+        self.assertEqual(self.py(sid, "z = 1\nz")["stdout"], "1\n", "the new interpreter works")
+
+    def test_files_returned_only_when_changed(self):
+        fid = self.upload_ok("in.txt", b"input")
+        sid = self.create(files=[{"path": "data/in.txt", "file_id": fid}])
+        res = self.py(sid, "print(open('data/in.txt').read())\n_ = open('out.txt', 'w').write('1')")
+        self.assertEqual(res["stdout"], "input\n")
+        self.assertEqual([f["path"] for f in res["files"]], ["out.txt"], res)
+        self.assertEqual(self.download(res["files"][0]["file_id"]).body, b"1")
+        res = self.py(sid, "pass")
+        self.assertEqual(res["files"], [], "nothing changed")
+        res = self.py(sid, "open('out.txt', 'w').write('2')")
+        self.assertEqual([f["path"] for f in res["files"]], ["out.txt"], res)
+        self.assertEqual(self.download(res["files"][0]["file_id"]).body, b"2")
+
+    def test_files_listing_and_staging(self):
+        sid = self.create()
+        fid = self.upload_ok("more.csv", b"a,b\n1,2\n")
+        r = self.client.post_json(f"/v1/sessions/{sid}/files",
+                                  {"files": [{"path": "more.csv", "file_id": fid}]})
+        self.assertEqual(r.status, 204, r)
+        self.bash(sid, "mkdir -p sub && echo x > sub/y.txt")
+        r = self.client.get(f"/v1/sessions/{sid}/files")
+        self.assertEqual(r.status, 200, r)
+        files = {f["path"]: f for f in r.json["files"]}
+        self.assertEqual(sorted(files), ["more.csv", "sub/y.txt"], r.json)
+        self.assertEqual(files["more.csv"]["size_bytes"], 8)
+        self.assertEqual(self.download(files["sub/y.txt"]["file_id"]).body, b"x\n")
+        r = self.client.post_json(f"/v1/sessions/{sid}/files",
+                                  {"files": [{"path": "a", "file_id": "nope"}]})
+        self.assertDetail(r, 404)
+
+    def test_streamed_execute(self):
+        sid = self.create()
+        self.py(sid, "n = 3")
+        res = self.client.sse(f"/v1/sessions/{sid}/execute/stream",
+                              {"code": "import time\nfor i in range(n):\n    print(i, flush=True)\n"
+                                       "    time.sleep(0.2)"})
+        self.assertEqual(res.status, 200)
+        self.assertEqual(res.text("stdout"), "0\n1\n2\n")
+        outputs = [e for e, _, _ in res.events if e == "output"]
+        self.assertGreaterEqual(len(outputs), 2, "output arrives as it is printed")
+        self.assertEqual(res.events[-1][0], "result")
+        self.assertEqual(res.events[-1][1]["exit_code"], 0)
+
+
+class SessionReaperTest(SessionCase):
+    def test_killed_daemon_leaves_no_session_after_restart(self):
+        self.require_spawned("starts and kills daemons of its own")
+        mark = unique_sleep_arg()
+        old = Daemon({"WARM_POOL_SIZE": "0"})
+        self.addCleanup(old.cleanup)
+        old.start()
+        c = Client(old.host, old.port)
+        r = c.post_json("/v1/sessions", {"ttl_seconds": 600})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json["session_id"]
+        # A process the persistent interpreter keeps: it survives calls by design.
+        r = c.post_json(f"/v1/sessions/{sid}/execute",
+                        {"code": f"import subprocess\np = subprocess.Popen(['sleep', '{mark}'])"})
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue(host_processes_matching(f"sleep {mark}"), "the session's sleep runs")
+        old.proc.kill()
+        old.proc.wait(10)
+        new = Daemon({"WARM_POOL_SIZE": "0"})
+        self.addCleanup(new.cleanup)
+        new.start()
+        gone = wait_until(lambda: not host_processes_matching(f"sleep {mark}"), 60, interval=0.25)
+        self.assertTrue(gone, f"the killed daemon's session still runs: "
+                              f"{host_processes_matching(f'sleep {mark}')}")
+        r = Client(new.host, new.port).get("/v1/sessions")
+        self.assertNotIn(sid, [s["session_id"] for s in r.json["sessions"]])
+        rc, _ = new.stop()
+        self.assertEqual(rc, 0)
+
+
+class SessionCapacityTest(SessionCase):
+    daemon_env = {"MAX_SESSIONS": "2", "CAPACITY_RETRY_AFTER_SEC": "7"}
+
+    def test_sessions_beyond_the_limit_are_503(self):
+        first, second = self.create(), self.create()
+        r = self.create(expect_status=503)
+        self.assertDetail(r, 503, prefix="Executor capacity unavailable (sessions): ")
+        self.assertEqual(r.header("Retry-After"), "7")
+        metrics = self.client.get("/metrics").body.decode()
+        self.assertIn("code_interpreter_sessions_active 2\n", metrics)
+        self.assertIn('code_interpreter_executions_rejected_total{operation="session_create",'
+                      'status="503",reason="capacity"} 1\n', metrics)
+        self.client.delete(f"/v1/sessions/{first}")
+        self.create()  # room again
+        self.assertEqual(self.bash(second, "echo ok")["stdout"], "ok\n")

@@ -1,0 +1,153 @@
+// Session sandboxes: many runs in one sandbox, background programs that survive them, leftovers
+// killed after each run, and the sandbox ending by itself at its expiry.
+#include <gmock/gmock.h>
+
+#include <ctime>
+#include <thread>
+
+#include "sandbox_fixture.h"
+
+namespace ci::testing_support {
+namespace {
+
+using namespace std::chrono_literals;
+
+class SessionTest : public SandboxTest {
+ protected:
+  void SetUp() override {
+    SandboxTest::SetUp();
+    SandboxSpec spec = DefaultSpec();
+    spec.session_expires_at = static_cast<int64_t>(std::time(nullptr)) + 600;
+    auto prepared = Await(executor_->Prepare(spec));
+    ASSERT_TRUE(prepared.ok()) << prepared.status().message();
+    sandbox_ = std::move(prepared.value());
+  }
+  void TearDown() override {
+    if (sandbox_) Await(sandbox_->Destroy());
+  }
+
+  struct Call {
+    Result<RunOutcome> outcome = Status::Error("not run");
+    std::string out, err;
+  };
+  Call Run(RunPayload payload) {
+    Call c;
+    c.outcome = Await(sandbox_->Run(std::move(payload), [&](StreamKind k, std::string_view d) {
+      (k == StreamKind::kStdout ? c.out : c.err).append(d);
+    }));
+    return c;
+  }
+
+  std::unique_ptr<Sandbox> sandbox_;
+};
+
+TEST_F(SessionTest, WorkspaceAndTmpPersistButProcessesDoNot) {
+  Call first = Run(Shell("echo one > /workspace/a; echo two > /tmp/b; sleep 300 & echo started"));
+  ASSERT_TRUE(first.outcome.ok()) << first.outcome.status().message();
+  EXPECT_EQ(first.outcome->exit_code, 0);
+  EXPECT_EQ(first.out, "started\n");
+  // Stdin of a later run is fresh too.
+  RunPayload second = Shell("cat /workspace/a /tmp/b; cat; ls /proc | grep -c '^[0-9]'");
+  second.stdin_data = "input\n";
+  Call c = Run(std::move(second));
+  ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
+  // init, bash, ls and grep: the sleep of the first run is gone.
+  EXPECT_EQ(c.out, "one\ntwo\ninput\n4\n");
+}
+
+TEST_F(SessionTest, BackgroundProgramSurvivesRunsAndTimeouts) {
+  RunPayload bg = Shell("echo $$ > /tmp/bg.pid; exec sleep 300");
+  bg.background = true;
+  Call started = Run(std::move(bg));
+  ASSERT_TRUE(started.outcome.ok()) << started.outcome.status().message();
+  EXPECT_FALSE(started.outcome->exit_code.has_value());
+  EXPECT_FALSE(started.outcome->timed_out);
+
+  Call timed_out = Run(Shell("sleep 30 & sleep 30", 300ms));
+  ASSERT_TRUE(timed_out.outcome.ok()) << timed_out.outcome.status().message();
+  EXPECT_TRUE(timed_out.outcome->timed_out);
+
+  Call check = Run(Shell(
+      "for i in 1 2 3 4 5 6 7 8 9 10; do [ -s /tmp/bg.pid ] && break; sleep 0.1; done;"
+      "kill -0 $(cat /tmp/bg.pid) && echo alive; ps -eo comm= 2>/dev/null | sort | tr '\\n' ' '"));
+  ASSERT_TRUE(check.outcome.ok()) << check.outcome.status().message();
+  EXPECT_THAT(check.out, ::testing::StartsWith("alive\n"));
+
+  Call count = Run(Shell("grep -l sleep /proc/[0-9]*/comm 2>/dev/null | wc -l"));
+  ASSERT_TRUE(count.outcome.ok());
+  EXPECT_EQ(count.out, "1\n") << "only the background sleep is left";
+}
+
+TEST_F(SessionTest, BackgroundChildHoldingAPipeDoesNotHoldTheRun) {
+  // A background program's child that inherited a run's stdout (as a persistent interpreter's
+  // subprocess would): the run ends at its exit report, not when that child closes the pipe.
+  // The background program takes a run's stdout over a unix socket and starts a long sleep on it.
+  RunPayload bg = Python(
+      "import socket, subprocess\n"
+      "s = socket.socket(socket.AF_UNIX); s.bind('\\0ci-test'); s.listen()\n"
+      "while True:\n"
+      "    c, _ = s.accept()\n"
+      "    _, fds, _, _ = socket.recv_fds(c, 1, 1)\n"
+      "    subprocess.Popen(['sleep', '300'], stdout=fds[0])\n"
+      "    c.send(b'k'); c.close()\n");
+  bg.background = true;
+  ASSERT_TRUE(Run(std::move(bg)).outcome.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  Call c =
+      Run(Python("import socket, time\n"
+                 "for _ in range(100):\n"
+                 "    try:\n"
+                 "        s = socket.socket(socket.AF_UNIX); s.connect('\\0ci-test'); break\n"
+                 "    except OSError: time.sleep(0.05)\n"
+                 "socket.send_fds(s, [b'x'], [1]); s.recv(1); print('handed over')\n"));
+  ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
+  EXPECT_EQ(c.out, "handed over\n") << c.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
+TEST_F(SessionTest, ManyRunsInOneSandbox) {
+  for (int i = 0; i < 20; ++i) {
+    Call c = Run(Shell("echo -n x >> /workspace/count; wc -c < /workspace/count"));
+    ASSERT_TRUE(c.outcome.ok()) << i << ": " << c.outcome.status().message();
+    EXPECT_EQ(c.out, std::to_string(i + 1) + "\n");
+  }
+  CollectLimits limits;
+  char dir[] = "/tmp/ci-session-collect-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  limits.dest_dir = dir;
+  auto collected = Await(sandbox_->Collect(limits));
+  ASSERT_TRUE(collected.ok()) << collected.status().message();
+  ASSERT_EQ(collected->files.size(), 1u);
+  EXPECT_EQ(collected->files[0].size, 20u);
+  for (const auto& f : collected->files) unlink(f.host_path.c_str());
+  rmdir(dir);
+  // Runs still work after a collect.
+  EXPECT_EQ(Run(Shell("echo after")).out, "after\n");
+}
+
+TEST_F(SandboxTest, SessionSandboxEndsByItselfAtExpiry) {
+  SandboxSpec spec = DefaultSpec();
+  spec.session_expires_at = static_cast<int64_t>(std::time(nullptr)) + 2;
+  auto prepared = Await(executor_->Prepare(spec));
+  ASSERT_TRUE(prepared.ok()) << prepared.status().message();
+  auto sandbox = std::move(prepared.value());
+  std::this_thread::sleep_for(3500ms);
+  auto outcome = Await(sandbox->Run(Shell("echo still here"), [](StreamKind, std::string_view) {}));
+  EXPECT_FALSE(outcome.ok());
+  Await(sandbox->Destroy());
+}
+
+TEST_F(SandboxTest, ExecutionSandboxRefusesSecondRunAndBackground) {
+  auto prepared = Await(executor_->Prepare(DefaultSpec()));
+  ASSERT_TRUE(prepared.ok());
+  auto sandbox = std::move(prepared.value());
+  RunPayload bg = Shell("true");
+  bg.background = true;
+  EXPECT_FALSE(Await(sandbox->Run(std::move(bg), [](StreamKind, std::string_view) {})).ok());
+  EXPECT_TRUE(Await(sandbox->Run(Shell("true"), [](StreamKind, std::string_view) {})).ok());
+  EXPECT_FALSE(Await(sandbox->Run(Shell("true"), [](StreamKind, std::string_view) {})).ok());
+  Await(sandbox->Destroy());
+}
+
+}  // namespace
+}  // namespace ci::testing_support
