@@ -123,6 +123,9 @@ class Executor {
   virtual std::string network_isolation() const = 0;
   // Decided once at construction from what the host provides; cheap to call.
   virtual Enforcement enforcement() const = 0;
+  // Waits for the cleanup a Destroy left running in the background (docker: container
+  // removals), so that nothing is left behind at shutdown.
+  virtual asio::awaitable<void> Drain() { co_return; }
   // Whether Prepare accepts session specs (api.md: 501 otherwise).
   virtual bool supports_sessions() const { return false; }
 };

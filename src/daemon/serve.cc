@@ -70,7 +70,8 @@ asio::awaitable<void> CheckHealth(Executor& executor, ApiHandlers& handlers, con
 }
 
 // SIGTERM/SIGINT: stop accepting, let running executions finish for SHUTDOWN_GRACE_SEC, then
-// kill them; no sandbox is left behind because every execution awaits its Destroy().
+// kill them; no sandbox is left behind because every execution awaits its Destroy() and the pool's
+// Drain() waits for what the backend removes in the background.
 asio::awaitable<void> Shutdown(asio::io_context& io, HttpServer& server, ExecutionService& service,
                                SessionManager& sessions, WarmPool& pool, const Config& config) {
   server.StopAccepting();

@@ -78,6 +78,7 @@ asio::awaitable<void> WarmPool::Drain() {
     ready_.pop_front();
     co_await sandbox->Destroy();
   }
+  co_await inner_.Drain();
 }
 
 }  // namespace ci

@@ -20,8 +20,8 @@ class WarmPool final : public Executor {
 
   // Begins keeping `size` sandboxes of `spec` ready.
   void Start(SandboxSpec spec);
-  // Stops refilling and destroys the pooled sandboxes (shutdown).
-  asio::awaitable<void> Drain();
+  // Stops refilling, destroys the pooled sandboxes and drains the backend (shutdown).
+  asio::awaitable<void> Drain() override;
   size_t ready() const { return ready_.size(); }
 
   std::string_view name() const override { return inner_.name(); }

@@ -1,5 +1,6 @@
 #include "docker/docker_executor.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -157,17 +158,100 @@ asio::awaitable<Status> KillSandboxProcesses(const Container& c) {
   co_return s;
 }
 
+// Files that may travel in the program's exec argv instead of a tar exec: top-level names, valid
+// UTF-8 without NUL (argv strings; the Engine's JSON decoder would replace other bytes), at most
+// kInlineMax together. Returns "path, content" pairs, or nullopt when they must go by tar.
+constexpr size_t kInlineMax = 64 << 10;
+
+bool IsUtf8WithoutNul(std::string_view s) {
+  static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};  // no overlong forms
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;  // continuation bytes
+    uint32_t cp = c;
+    if (c == 0) return false;
+    if (c >= 0x80) {
+      if ((c & 0xe0) == 0xc0) {
+        n = 1, cp = c & 0x1f;
+      } else if ((c & 0xf0) == 0xe0) {
+        n = 2, cp = c & 0x0f;
+      } else if ((c & 0xf8) == 0xf0) {
+        n = 3, cp = c & 0x07;
+      } else {
+        return false;
+      }
+      if (s.size() - i <= n) return false;
+      for (size_t k = 1; k <= n; ++k) {
+        auto t = static_cast<unsigned char>(s[i + k]);
+        if ((t & 0xc0) != 0x80) return false;
+        cp = (cp << 6) | (t & 0x3f);
+      }
+      if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+std::optional<std::vector<std::string>> InlineFiles(const std::vector<StagedFile>& files) {
+  std::vector<std::string> out;
+  size_t total = 0;
+  for (const auto& f : files) {
+    if (f.workspace_path.find('/') != std::string::npos) return std::nullopt;
+    std::ifstream in(f.host_path, std::ios::binary);
+    std::string content(kInlineMax - total + 1, '\0');
+    in.read(content.data(), static_cast<std::streamsize>(content.size()));
+    if (in.bad() || !in.eof()) return std::nullopt;  // unreadable (tar reports it) or too big
+    content.resize(static_cast<size_t>(in.gcount()));
+    if (!IsUtf8WithoutNul(content)) return std::nullopt;
+    total += content.size();
+    out.push_back(f.workspace_path);
+    out.push_back(std::move(content));
+  }
+  return out;
+}
+
+// Container removals in flight: Destroy does not wait for them, Drain does.
+struct Removals {
+  size_t in_flight = 0;
+};
+
+// Counted in `removals` by the caller.
+asio::awaitable<void> Remove(Container c, std::shared_ptr<Removals> removals) {
+  auto t0 = Clock::now();
+  std::string del = "/containers/" + c.id + "?force=1&v=1";
+  auto d = co_await c.client->Request("DELETE", del);
+  --removals->in_flight;
+  spdlog::debug("docker {}: removed in {} ms", c.id.substr(0, 12), (Clock::now() - t0) / 1ms);
+  if (!d.ok()) {
+    spdlog::error("removing container {}: {} (the reaper will retry)", c.id.substr(0, 12),
+                  d.status().message());
+  } else if (!d->ok() && d->status != 404) {
+    spdlog::error("{} (the reaper will retry)",
+                  HttpError("removing container " + c.id.substr(0, 12), *d).message());
+  }
+}
+
 class DockerSandbox final : public Sandbox {
  public:
-  DockerSandbox(Container c, uint32_t pids_limit, bool host_cgroups)
-      : c_(std::move(c)), pids_limit_(pids_limit), host_cgroups_(host_cgroups) {}
+  DockerSandbox(Container c, uint32_t pids_limit, bool host_cgroups,
+                std::shared_ptr<Removals> removals)
+      : c_(std::move(c)),
+        pids_limit_(pids_limit),
+        host_cgroups_(host_cgroups),
+        removals_(std::move(removals)) {}
 
   asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override {
     if (killed_) co_return Status::Error("sandbox killed");
     auto t_stage = Clock::now();
-    Status staged = co_await Stage(payload.files);
-    if (!staged.ok()) co_return staged.Context("staging files");
-    if (killed_) co_return Status::Error("sandbox killed");
+    // Small files (the code) travel in the program's exec; others by a tar exec first.
+    std::optional<std::vector<std::string>> inline_files = InlineFiles(payload.files);
+    if (!inline_files) {
+      Status staged = co_await Stage(payload.files);
+      if (!staged.ok()) co_return staged.Context("staging files");
+      if (killed_) co_return Status::Error("sandbox killed");
+      inline_files.emplace();
+    }
 
     struct RunState {
       std::shared_ptr<RawStream> stream;
@@ -181,8 +265,17 @@ class DockerSandbox final : public Sandbox {
     // background process holding its stdout (`sleep 300 &`) cannot keep the run going. The
     // wrapper is bash (kill(-1) spares it and PID 1) and passes the status on (128+N for a
     // death by signal N, as the Engine reports it).
-    std::vector<std::string> argv = {"/bin/bash", "-c",
-                                     "\"$@\"; s=$?; kill -9 -1 2>/dev/null; exit $s", "ci-run"};
+    std::string run = "\"$@\"; s=$?; kill -9 -1 2>/dev/null; exit $s";
+    std::vector<std::string> argv = {"/bin/bash", "-c", run, "ci-run"};
+    if (!inline_files->empty()) {
+      // Inlined files first ("N path1 content1 ..."), then an exec into the wrapper above, so
+      // that no process the program can see holds the contents in its command line.
+      argv = {"/bin/bash", "-c",
+              "n=$1; shift; while [ \"$n\" -gt 0 ]; do printf %s \"$2\" > \"$1\" || exit 126; "
+              "shift 2; n=$((n - 1)); done; exec /bin/bash -c \"$0\" ci-run \"$@\"",
+              run, std::to_string(inline_files->size() / 2)};
+      argv.insert(argv.end(), inline_files->begin(), inline_files->end());
+    }
     argv.insert(argv.end(), payload.argv.begin(), payload.argv.end());
     auto started = co_await StartExec(c_, argv, true);
     if (!started.ok()) co_return started.status().Context("starting the program");
@@ -269,6 +362,7 @@ class DockerSandbox final : public Sandbox {
 
   asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override {
     if (killed_) co_return Status::Error("sandbox killed");
+    if (NothingToCollect(limits.skip_path)) co_return Collection{};
     std::vector<std::string> cmd = {"tar", "-c", "-C", c_.cwd, "-f", "-", "."};
     auto started = co_await StartExec(c_, cmd, false);
     if (!started.ok()) co_return started.status().Context("collecting files");
@@ -360,18 +454,12 @@ class DockerSandbox final : public Sandbox {
     // pids event: the cgroup's own counters tell. Read from the host they cost nothing, so read
     // them again (anything since Run); through an exec only when Run did not get them.
     if (!killed_ && (host_ || !counters_read_)) co_await ReadCounters(false);
-    auto t_probed = Clock::now();
-    std::string del = "/containers/" + c_.id + "?force=1&v=1";
-    auto d = co_await c_.client->Request("DELETE", del);
-    spdlog::debug("docker {}: destroy: inspect+probe {} ms, remove {} ms", c_.id.substr(0, 12),
-                  (t_probed - t0) / 1ms, (Clock::now() - t_probed) / 1ms);
-    if (!d.ok()) {
-      spdlog::error("removing container {}: {} (the reaper will retry)", c_.id.substr(0, 12),
-                    d.status().message());
-    } else if (!d->ok() && d->status != 404) {
-      spdlog::error("{} (the reaper will retry)",
-                    HttpError("removing container " + c_.id.substr(0, 12), *d).message());
-    }
+    spdlog::debug("docker {}: destroy: inspect+probe {} ms", c_.id.substr(0, 12),
+                  (Clock::now() - t0) / 1ms);
+    // The removal (~100 ms of the Engine's time) runs after the answer: DockerExecutor::Drain
+    // waits for it at shutdown, the reaper removes what a failure or a crash left.
+    ++removals_->in_flight;
+    asio::co_spawn(c_.ex, Remove(c_, removals_), asio::detached);
     co_return report_;
   }
 
@@ -460,6 +548,35 @@ class DockerSandbox final : public Sandbox {
     }
     if (!written.ok()) co_return written;
     co_return pumped;
+  }
+
+  // True when the workspace holds nothing but the entrypoint, as seen from the host through PID
+  // 1's root (local Engine only; names are read, never followed), saving Collect's tar exec.
+  bool NothingToCollect(const std::string& skip_path) const {
+    if (!host_ || init_pid_ <= 0) return false;
+    std::string path = "/proc/" + std::to_string(init_pid_) + "/root" + c_.cwd;
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return false;  // not root here: the tar exec tells
+    DIR* dir = ::fdopendir(fd);
+    if (dir == nullptr) {
+      ::close(fd);
+      return false;
+    }
+    bool nothing = true;
+    for (;;) {
+      errno = 0;
+      const dirent* e = ::readdir(dir);
+      if (e == nullptr) {
+        nothing = nothing && errno == 0;
+        break;
+      }
+      std::string_view name = e->d_name;
+      if (name == "." || name == ".." || (name == skip_path && e->d_type == DT_REG)) continue;
+      nothing = false;
+      break;
+    }
+    ::closedir(dir);
+    return nothing;
   }
 
   // The container's cgroup counters into report_ (flags only ever set), from the host when the
@@ -566,6 +683,7 @@ class DockerSandbox final : public Sandbox {
   Container c_;
   uint32_t pids_limit_;
   bool host_cgroups_;
+  std::shared_ptr<Removals> removals_;
   bool counters_read_ = false;
   bool host_checked_ = false;
   std::optional<HostCgroup> host_;
@@ -726,7 +844,8 @@ class DockerExecutor final : public Executor {
                 spec.cwd,
                 spec.env};
     for (const auto& e : opts_.extra.env) c.env.push_back(e);
-    auto sandbox = std::make_unique<DockerSandbox>(c, spec.limits.pids, opts_.host_cgroups);
+    auto sandbox =
+        std::make_unique<DockerSandbox>(c, spec.limits.pids, opts_.host_cgroups, removals_);
     auto t_created = std::chrono::steady_clock::now();
     std::string start = "/containers/" + c.id + "/start";
     auto started = co_await client_->Request("POST", start);
@@ -760,6 +879,13 @@ class DockerExecutor final : public Executor {
     // when missing; this only reads its state (image_watch.h).
     Status image = co_await image_->Check();
     co_return image;
+  }
+
+  asio::awaitable<void> Drain() override {
+    if (removals_->in_flight > 0) {
+      spdlog::info("waiting for {} container removal(s)", removals_->in_flight);
+    }
+    while (removals_->in_flight > 0) co_await Sleep(10ms);
   }
 
   std::string network_isolation() const override {
@@ -798,6 +924,7 @@ class DockerExecutor final : public Executor {
   std::shared_ptr<EngineClient> client_;
   bool connected_ = false;
   std::shared_ptr<ReaperState> reaper_;
+  std::shared_ptr<Removals> removals_ = std::make_shared<Removals>();
   std::shared_ptr<ImageWatch> image_;
 };
 

@@ -12,8 +12,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <cstdio>
 #include <boost/asio/ip/tcp.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -205,6 +205,28 @@ TEST_F(DockerTest, StagesAndCollectsFiles) {
   std::system(("rm -rf " + std::string(dir)).c_str());
 }
 
+// Small top-level text files ride in the program's exec argv (nothing in any visible command
+// line; stdin untouched); a file argv cannot carry (NUL, invalid UTF-8) sends all by tar.
+TEST_F(DockerTest, SmallFilesInlineOthersByTar) {
+  char dir[] = "/tmp/docker-inline-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string text = std::string(dir) + "/text", quirky = std::string(dir) + "/quirky",
+              binary = std::string(dir) + "/binary";
+  std::ofstream(text) << "x = 'é'\n";
+  std::ofstream(quirky) << "-n $HOME `id` \\ \"'\n";
+  std::ofstream(binary) << std::string("\xff\x00\x01", 3);
+  auto e = Execute({"bash", "-c", "cat m.py -- -n; cat; grep -l 'i[d]`' /proc/[0-9]*/cmdline; ls"},
+                   10s, std::string("in\n"), {{"m.py", text}, {"-n", quirky}});
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, "x = 'é'\n-n $HOME `id` \\ \"'\nin\n-n\nm.py\n") << e.err;
+  EXPECT_EQ(e.outcome->exit_code, 0) << e.err;
+  e = Execute({"od", "-An", "-tx1", "b.bin", "m.py"}, 10s, std::nullopt,
+              {{"b.bin", binary}, {"m.py", text}});
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, " ff 00 01 78 20 3d 20 27 c3 a9 27 0a\n") << e.err;
+  std::system(("rm -rf " + std::string(dir)).c_str());
+}
+
 TEST_F(DockerTest, StreamsChunkByChunk) {
   std::vector<std::chrono::steady_clock::time_point> arrivals;
   auto sandbox = Await(executor_->Prepare(Spec()));
@@ -249,9 +271,15 @@ TEST_F(DockerTest, MemoryLimitIsAnOomVerdict) {
   EXPECT_TRUE(e.report.oom_killed) << e.out << e.err;
 }
 
+// Destroy removes the container in the background; Drain waits for it.
 TEST_F(DockerTest, NoContainerLeftBehind) {
   auto e = Execute({"true"});
   ASSERT_TRUE(e.outcome.ok());
+  auto drain = [this]() -> asio::awaitable<bool> {
+    co_await executor_->Drain();
+    co_return true;
+  };
+  Await(drain());
   EXPECT_EQ(OurContainers("ci-exec-", true), "");
 }
 
