@@ -149,18 +149,20 @@ asio::awaitable<Status> Pump(RawStream& stream, FrameDemuxer& demux,
   }
 }
 
-// Sessions (README "Sessions"). `k` SIGKILLs every live process but PID 1, the shell itself, the
-// pids in $keep and the sessions listed in $bg (the background programs' pids, each its own session
-// id: setsid), read from field 6 of /proc/PID/stat (after the last ')', the name may hold
-// anything); again until a pass finds nothing (children forked meanwhile). Builtins only: it needs
-// no free pid.
+// Sessions (README "Sessions"). `k` stops, then SIGKILLs, every live process but PID 1, the
+// shell itself, the pids in $keep and the sessions listed in $bg (the background programs' pids,
+// each its own session id: setsid), read from field 6 of /proc/PID/stat (after the last ')', the
+// name may hold anything). Each phase is repeated until a pass finds nothing (children forked
+// meanwhile); SIGSTOP first, so a fork bomb cannot refill the slots freed one by one. Builtins
+// only: it needs no free pid.
 constexpr const char* kSessionKillFunction =
-    "k() { local n d p t f; for n in {1..100}; do f=; for d in /proc/[1-9]*; do p=${d#/proc/}; "
-    "[ \"$p\" = 1 ] || [ \"$p\" = $$ ] && continue; "
+    "k() { local s n d p t f; for s in STOP KILL; do for n in {1..100}; do f=; "
+    "for d in /proc/[1-9]*; do p=${d#/proc/}; [ \"$p\" = 1 ] || [ \"$p\" = $$ ] && continue; "
     "read -r t 2>/dev/null < \"$d/stat\" || continue; t=${t##*) }; set -- $t; "
-    "case \"$1\" in Z|X) continue;; esac; case \" $bg \" in *\" ${4:-x} \"*) continue;; esac; "
+    "case \"$s$1\" in *Z|*X|STOPT|STOPt) continue;; esac; "
+    "case \" $bg \" in *\" ${4:-x} \"*) continue;; esac; "
     "case \" $keep \" in *\" $p \"*) continue;; esac; "
-    "kill -9 \"$p\" 2>/dev/null && f=1; done; [ -n \"$f\" ] || return 0; done; }; ";
+    "kill -$s \"$p\" 2>/dev/null && f=1; done; [ -n \"$f\" ] || break; done; done; }; ";
 // A session run: `ci-run <background pids> <cpu seconds> argv...`. The program gets RLIMIT_CPU
 // (soft N, hard N+1 as in container_config.cc) in a subshell of its own. Its stdout and stderr
 // are relayed by two `cat`s, so what holds the exec's stream is known: once the program has
@@ -708,9 +710,9 @@ class DockerSandbox final : public Sandbox {
 };
 
 // The reaper (containers a crash left behind). Every container carries
-// code-interpreter.owner=<hostname>/<daemon pid>. At the first sweep an executor container is
-// removed when its owner is this host and a process that is gone (or ours, from before we
-// started: a daemon restarted in a container gets the same pid); every sweep removes containers
+// code-interpreter.owner=<hostname>/<daemon pid>. At the first sweep an executor or session
+// container is removed when its owner is this host and a process that is gone (or ours, from before
+// we started: a daemon restarted in a container gets the same pid); every sweep removes containers
 // of ours whose code-interpreter.expires-at is past (whoever owns them: sessions, other hosts).
 // Other live daemons' executions on a shared dockerd are left alone.
 constexpr const char* kOwnerLabel = "code-interpreter.owner";

@@ -205,6 +205,27 @@ TEST_F(DockerSessionTest, BackgroundChildHoldingAPipeDoesNotHoldTheRun) {
   EXPECT_EQ(count.out, "3\n") << "PID 1 and the two background children";
 }
 
+// A fork bomb that fills the pids limit and times out: the timeout's kill gets room from a
+// raised limit, spares the background program, and later runs start again.
+TEST_F(DockerSessionTest, ForkBombTimeoutSparesTheBackgroundProgram) {
+  SandboxSpec spec = Spec(600);
+  spec.limits.pids = 32;
+  StartSession(spec);
+  RunPayload bg = Shell("exec sleep 300");
+  bg.background = true;
+  ASSERT_TRUE(Run(std::move(bg)).outcome.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  Call bomb =
+      Run(Python("import os\nwhile True:\n    try: os.fork()\n    except OSError: pass\n", 1500ms));
+  ASSERT_TRUE(bomb.outcome.ok()) << bomb.outcome.status().message();
+  EXPECT_TRUE(bomb.outcome->timed_out);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 8s);
+  Call check = Run(Shell("grep -l '^sleep$' /proc/[0-9]*/comm 2>/dev/null | wc -l"));
+  ASSERT_TRUE(check.outcome.ok()) << check.outcome.status().message();
+  EXPECT_EQ(check.out, "2\n") << "PID 1 and the background sleep; " << check.err << " exit "
+                              << check.outcome->exit_code.value_or(-1);
+}
+
 TEST_F(DockerSessionTest, ManyRunsInOneContainerAndCollectBetween) {
   StartSession();
   char dir[] = "/tmp/ci-dsession-collect-XXXXXX";
