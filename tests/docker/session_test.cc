@@ -27,6 +27,9 @@ class DockerSessionTest : public ::testing::Test {
     auto opts = DockerOptionsFromEnv([](const char* n) { return std::getenv(n); });
     ASSERT_TRUE(opts.ok()) << opts.status().message();
     opts_ = *opts;
+    // No image watchdog: a detached loop would keep the test's io_context busy for ever (each
+    // Check inspects the image itself instead).
+    opts_.image_check_period = std::chrono::milliseconds(0);
     executor_ = MakeDockerExecutor(io_.get_executor(), opts_);
     Status s = Await(executor_->Check());
     if (!s.ok() && ci_) FAIL() << "CI=true and no usable dockerd: " << s.message();
