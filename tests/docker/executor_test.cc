@@ -594,6 +594,7 @@ TEST_F(DockerTlsTest, TlsWithoutVerification) {
   ASSERT_TRUE(opts.ok()) << opts.status().message();
   EXPECT_THAT(opts->endpoint.Describe(), HasSubstr("(TLS, not verified)"));
   opts_ = *opts;
+  opts_.image_check_period = std::chrono::milliseconds(0);  // no watchdog loop (see SetUp)
   executor_ = MakeDockerExecutor(io_.get_executor(), opts_);
   Status s = Await(executor_->Check());
   ASSERT_TRUE(s.ok()) << s.message();
