@@ -139,11 +139,14 @@ CgroupCounters ParseCgroupFiles(const CgroupFiles& files) {
   return c;
 }
 
-const char* const kInContainerProbeScript =
-    "kill -9 -1 2>/dev/null; cd /sys/fs/cgroup || exit 0; "
-    "for f in memory.events pids.events memory.peak cpu.stat memory/memory.oom_control "
-    "memory/memory.max_usage_in_bytes pids/pids.events cpuacct/cpuacct.usage; do "
-    "[ -r \"$f\" ] && echo \"@${f##*/}\" && cat \"$f\"; done; true";
+#define CI_PRINT_COUNTER_FILES                                                         \
+  "cd /sys/fs/cgroup || exit 0; "                                                      \
+  "for f in memory.events pids.events memory.peak cpu.stat memory/memory.oom_control " \
+  "memory/memory.max_usage_in_bytes pids/pids.events cpuacct/cpuacct.usage; do "       \
+  "[ -r \"$f\" ] && echo \"@${f##*/}\" && cat \"$f\"; done; true"
+const char* const kInContainerProbeScript = "kill -9 -1 2>/dev/null; " CI_PRINT_COUNTER_FILES;
+const char* const kInContainerCountersScript = CI_PRINT_COUNTER_FILES;
+#undef CI_PRINT_COUNTER_FILES
 
 CgroupFiles SplitProbeOutput(std::string_view text) {
   CgroupFiles out;

@@ -34,6 +34,8 @@ CgroupCounters ParseCgroupFiles(const CgroupFiles& files);
 // namespace's init and the caller), then prints each counter file it can read as "@<name>" and
 // the contents. v1 (controller directories) and v2 (one directory) alike.
 extern const char* const kInContainerProbeScript;
+// The same without the kill (sessions: background programs live on between runs).
+extern const char* const kInContainerCountersScript;
 // Splits the probe's output back into files.
 CgroupFiles SplitProbeOutput(std::string_view text);
 

@@ -177,6 +177,7 @@ std::string ContainerCreateJson(const SandboxSpec& spec, const ContainerOptions&
   // Hard CPU limit one second above the soft one, as the local runtime: SIGXCPU, then SIGKILL.
   std::vector<Ulimit> ulimits = {{"cpu", spec.limits.cpu_time_sec, spec.limits.cpu_time_sec + 1},
                                  {"core", 0, 0}};
+  if (o.cpu_rlimit_per_run) ulimits[0] = {"cpu", -1, -1};
   for (const auto& u : o.extra.ulimits) {
     std::erase_if(ulimits, [&](const Ulimit& x) { return x.name == u.name; });
     ulimits.push_back(u);

@@ -42,6 +42,9 @@ struct ContainerOptions {
   std::string component = "executor";  // label component=executor|session
   int64_t expires_at = 0;              // unix seconds, label code-interpreter.expires-at
   std::vector<std::string> cmd;        // PID 1, a process that only waits
+  // Sessions: no container-wide RLIMIT_CPU (cpu=-1); each run's wrapper sets the program's own,
+  // so a background program (a persistent interpreter) is not killed by the sum of its calls.
+  bool cpu_rlimit_per_run = false;
   RunArgs extra;
 };
 

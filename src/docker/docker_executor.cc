@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -76,6 +77,10 @@ struct Container {
   std::string user;  // "uid:gid"
   std::string cwd;
   std::vector<std::string> env;
+  // A session sandbox (SandboxSpec::session_expires_at): many runs, background programs spared.
+  bool session = false;
+  uint32_t cpu_time_sec = 0;  // sessions: the program's RLIMIT_CPU, set by the run's wrapper
+  uint32_t pids_limit = 0;
 };
 
 struct StartedExec {
@@ -145,11 +150,81 @@ asio::awaitable<Status> Pump(RawStream& stream, FrameDemuxer& demux,
   }
 }
 
+// Sessions (README "Sessions"). `k` stops, then SIGKILLs, every live process but PID 1, the
+// shell itself, the pids in $keep and the sessions listed in $bg (the background programs' pids,
+// each its own session id: setsid), read from field 6 of /proc/PID/stat (after the last ')', the
+// name may hold anything). Each phase is repeated until a pass finds nothing (children forked
+// meanwhile); SIGSTOP first, so a fork bomb cannot refill the slots freed one by one. Builtins
+// only: it needs no free pid.
+constexpr const char* kSessionKillFunction =
+    "k() { local s n d p t f; for s in STOP KILL; do for n in {1..100}; do f=; "
+    "for d in /proc/[1-9]*; do p=${d#/proc/}; [ \"$p\" = 1 ] || [ \"$p\" = $$ ] && continue; "
+    "read -r t 2>/dev/null < \"$d/stat\" || continue; t=${t##*) }; set -- $t; "
+    "case \"$s$1\" in *Z|*X|STOPT|STOPt) continue;; esac; "
+    "case \" $bg \" in *\" ${4:-x} \"*) continue;; esac; "
+    "case \" $keep \" in *\" $p \"*) continue;; esac; "
+    "kill -$s \"$p\" 2>/dev/null && f=1; done; [ -n \"$f\" ] || break; done; done; }; ";
+// A session run: `ci-run <background pids> <cpu seconds> argv...`. The program gets RLIMIT_CPU
+// (soft N, hard N+1 as in container_config.cc) in a subshell of its own. Its stdout and stderr
+// are relayed by two `cat`s, so what holds the exec's stream is known: once the program has
+// exited and its leftovers are killed, the relays get 500 ms to drain (EOF on fd 7 once both
+// are gone: they alone hold its write end, opened through /proc) and are then killed. Without
+// them a background program's child that inherited the program's stdout would hold the exec's
+// stream, and the Engine would wait 2 s for it on every later exec's exit too (its exit events
+// are handled one after the other per container).
+constexpr const char* kSessionRunScript =
+    "bg=$1 c=$2 keep=; shift 2; exec 7< <(:); exec 8> /proc/$$/fd/7; "
+    "exec 5> >(exec cat 7<&-); o=$!; exec 6> >(exec cat >&2 5>&- 7<&-); e=$!; exec 8>&-; "
+    "(ulimit -S -t \"$c\" 2>/dev/null; ulimit -H -t $((c + 1)) 2>/dev/null; exec \"$@\") "
+    ">&5 2>&6 5>&- 6>&- 7<&-; s=$?; exec 5>&- 6>&-; keep=\"$o $e\"; k; "
+    "read -r -t 0.5 -u 7 _ || [ $? -le 128 ] || kill -9 $o $e 2>/dev/null; exit $s";
+// A background program: its own session, stdio on /dev/null; prints its pid (= session id) once
+// setsid() is done, so the next run's kill cannot miss it. The exec's bash is a session leader
+// (runc), so its `&` child is not a group leader and setsid(1) does not fork.
+constexpr const char* kStartBackgroundScript =
+    "setsid \"$@\" </dev/null >/dev/null 2>&1 & p=$!; for i in {1..400}; do "
+    "read -r t 2>/dev/null < /proc/$p/stat || break; t=${t##*) }; set -- $t; "
+    "[ \"$4\" = \"$p\" ] && break; sleep 0.005; done; echo $p";
+
 // Kills every process of the sandbox user but PID 1: kill(-1) never reaches the namespace's
 // init, nor the caller. PID 1 is our `sleep` (no docker-init, see container_config.cc), so the
 // container and its tmpfs workspace survive for Collect. No pkill needed in the image: the
 // shell's kill builtin does it.
-asio::awaitable<Status> KillSandboxProcesses(const Container& c) {
+// `background` (sessions): the background programs' pids, spared.
+asio::awaitable<Status> KillSandboxProcesses(const Container& c,
+                                             const std::string* background = nullptr) {
+  if (background != nullptr) {
+    // Sessions spare the background programs. The pids limit may be full (a bomb still
+    // running): raise it a little for this exec, as the counters probe does, then restore it.
+    std::string script = std::string(kSessionKillFunction) + "k";
+    std::vector<std::string> cmd = {"/bin/bash", "-c", "bg=$1; " + script, "ci-kill", *background};
+    Status s;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      std::string update = "/containers/" + c.id + "/update", method = "POST";
+      if (attempt > 0) {
+        std::string body = "{\"PidsLimit\":" +
+                           std::to_string(c.pids_limit + 16u * static_cast<uint32_t>(attempt)) +
+                           "}";
+        auto u = co_await c.client->Request(method, update, body);
+        (void)u;
+        co_await Sleep(20ms);
+      }
+      auto started = co_await StartExec(c, cmd, false);
+      if (!started.ok()) {
+        s = started.status().Context("killing the program");
+        continue;
+      }
+      FrameDemuxer ignore([](FrameDemuxer::Stream, std::string_view) {});
+      s = co_await Pump(*started->stream, ignore);
+      if (attempt > 0) {
+        std::string body = "{\"PidsLimit\":" + std::to_string(c.pids_limit) + "}";
+        auto u = co_await c.client->Request(method, update, body);
+        (void)u;
+      }
+      break;
+    }
+    co_return s;
+  }
   std::vector<std::string> cmd = {"/bin/sh", "-c", "kill -9 -1"};
   auto started = co_await StartExec(c, cmd, false);
   if (!started.ok()) co_return started.status().Context("killing the program");
@@ -243,7 +318,17 @@ class DockerSandbox final : public Sandbox {
 
   asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override {
     if (killed_) co_return Status::Error("sandbox killed");
+    if (payload.background && !c_.session) {
+      co_return Status::Error("run: background programs need a session sandbox");
+    }
     auto t_stage = Clock::now();
+    if (payload.background) {
+      Status staged = co_await Stage(payload.files);
+      if (!staged.ok()) co_return staged.Context("staging files");
+      if (killed_) co_return Status::Error("sandbox killed");
+      auto bg = co_await RunBackground(payload.argv);
+      co_return bg;
+    }
     // Small files (the code) travel in the program's exec; others by a tar exec first.
     std::optional<std::vector<std::string>> inline_files = InlineFiles(payload.files);
     if (!inline_files) {
@@ -265,7 +350,10 @@ class DockerSandbox final : public Sandbox {
     // background process holding its stdout (`sleep 300 &`) cannot keep the run going. The
     // wrapper is bash (kill(-1) spares it and PID 1) and passes the status on (128+N for a
     // death by signal N, as the Engine reports it).
-    std::string run = "\"$@\"; s=$?; kill -9 -1 2>/dev/null; exit $s";
+    // A session's wrapper kills leftovers but spares background programs' sessions; it takes
+    // the background list and the CPU seconds before the program's argv.
+    std::string run = c_.session ? std::string(kSessionKillFunction) + kSessionRunScript
+                                 : "\"$@\"; s=$?; kill -9 -1 2>/dev/null; exit $s";
     std::vector<std::string> argv = {"/bin/bash", "-c", run, "ci-run"};
     if (!inline_files->empty()) {
       // Inlined files first ("N path1 content1 ..."), then an exec into the wrapper above, so
@@ -275,6 +363,10 @@ class DockerSandbox final : public Sandbox {
               "shift 2; n=$((n - 1)); done; exec /bin/bash -c \"$0\" ci-run \"$@\"",
               run, std::to_string(inline_files->size() / 2)};
       argv.insert(argv.end(), inline_files->begin(), inline_files->end());
+    }
+    if (c_.session) {
+      argv.push_back(BackgroundList());
+      argv.push_back(std::to_string(c_.cpu_time_sec));
     }
     argv.insert(argv.end(), payload.argv.begin(), payload.argv.end());
     auto started = co_await StartExec(c_, argv, true);
@@ -300,12 +392,13 @@ class DockerSandbox final : public Sandbox {
     st->deadline.expires_after(payload.timeout);
     asio::co_spawn(
         c_.ex,
-        [st, c = c_]() -> asio::awaitable<void> {
+        [st, c = c_, bg = BackgroundList()]() -> asio::awaitable<void> {
           boost::system::error_code ec;
           co_await st->deadline.async_wait(asio::redirect_error(use_awaitable, ec));
           if (ec || st->done) co_return;
           st->timed_out = true;
-          Status k = co_await KillSandboxProcesses(c);
+          const std::string* spared = c.session ? &bg : nullptr;
+          Status k = co_await KillSandboxProcesses(c, spared);
           if (!k.ok()) spdlog::warn("docker {}: {}", c.id.substr(0, 12), k.message());
           if (st->done) co_return;
           st->deadline.expires_after(kKillGrace);
@@ -350,9 +443,13 @@ class DockerSandbox final : public Sandbox {
       out.exit_code.reset();
       if (!out.signal) out.signal = SIGKILL;
     }
-    // Like local: nothing of the program outlives its run; then the cgroup's counters.
-    co_await ReadCounters(true);
+    // Like local: nothing of the program outlives its run; then the cgroup's counters. A session's
+    // wrapper has killed the leftovers already (sparing background programs); its counters are
+    // the container's since its start: the run's CPU time is the difference.
+    uint64_t cpu_before = report_.cpu_ms;
+    co_await ReadCounters(!c_.session);
     out.cpu_ms = report_.cpu_ms;
+    if (c_.session) out.cpu_ms = report_.cpu_ms > cpu_before ? report_.cpu_ms - cpu_before : 0;
     out.max_rss_kb = report_.memory_peak_bytes >> 10;
     spdlog::debug("docker {}: stage {} ms, exec+stream {} ms, inspect {} ms, counters {} ms",
                   c_.id.substr(0, 12), (t0 - t_stage) / 1ms, (t_ended - t0) / 1ms,
@@ -478,6 +575,41 @@ class DockerSandbox final : public Sandbox {
   }
 
  private:
+  std::string BackgroundList() const {
+    std::string out;
+    for (long pid : background_) out += (out.empty() ? "" : " ") + std::to_string(pid);
+    return out;
+  }
+
+  // Session only: starts the program in a session of its own with stdio on /dev/null and returns
+  // once it runs (no exit code); its session is spared by the kills of later runs.
+  asio::awaitable<Result<RunOutcome>> RunBackground(const std::vector<std::string>& program) {
+    auto t0 = Clock::now();
+    std::vector<std::string> argv = {"/bin/bash", "-c", kStartBackgroundScript, "ci-bg"};
+    argv.insert(argv.end(), program.begin(), program.end());
+    auto started = co_await StartExec(c_, argv, false);
+    if (!started.ok()) co_return started.status().Context("starting the background program");
+    active_ = started->stream;
+    std::string text;
+    FrameDemuxer demux([&](FrameDemuxer::Stream, std::string_view b) {
+      if (text.size() < kMaxErrorText) text.append(b);
+    });
+    Status pumped = co_await Pump(*started->stream, demux);
+    started->stream->Close();
+    active_.reset();
+    if (killed_) co_return Status::Error("sandbox killed");
+    if (!pumped.ok()) co_return pumped.Context("starting the background program");
+    char* end = nullptr;
+    long pid = std::strtol(text.c_str(), &end, 10);
+    if (pid <= 1 || end == nullptr || (*end != '\n' && *end != '\0')) {
+      co_return Status::Error("starting the background program: " + text);
+    }
+    background_.push_back(pid);
+    RunOutcome out;
+    out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
+    co_return out;
+  }
+
   // Writes the files as a tar into `tar -x` running in the workspace.
   asio::awaitable<Status> Stage(const std::vector<StagedFile>& files) {
     if (files.empty()) co_return Status();
@@ -643,7 +775,9 @@ class DockerSandbox final : public Sandbox {
   // pids limit is full of a fork bomb's processes), the limit is raised a little through the
   // Engine's update call for the probe's own processes and it is tried again.
   asio::awaitable<std::optional<CgroupCounters>> ProbeInContainer() {
-    std::vector<std::string> cmd = {"/bin/sh", "-c", kInContainerProbeScript};
+    // Sessions: no kill here, background programs live on (each run's wrapper killed the rest).
+    const char* script = c_.session ? kInContainerCountersScript : kInContainerProbeScript;
+    std::vector<std::string> cmd = {"/bin/sh", "-c", script};
     std::string why;
     for (int attempt = 0; attempt < 3; ++attempt) {
       if (attempt > 0) {
@@ -689,15 +823,16 @@ class DockerSandbox final : public Sandbox {
   std::optional<HostCgroup> host_;
   pid_t init_pid_ = 0;
   std::shared_ptr<RawStream> active_;
+  std::vector<long> background_;  // sessions: pids (= session ids) of background programs
   bool killed_ = false;
   bool destroyed_ = false;
   ResourceReport report_;
 };
 
 // The reaper (containers a crash left behind). Every container carries
-// code-interpreter.owner=<hostname>/<daemon pid>. At the first sweep an executor container is
-// removed when its owner is this host and a process that is gone (or ours, from before we
-// started: a daemon restarted in a container gets the same pid); every sweep removes containers
+// code-interpreter.owner=<hostname>/<daemon pid>. At the first sweep an executor or session
+// container is removed when its owner is this host and a process that is gone (or ours, from before
+// we started: a daemon restarted in a container gets the same pid); every sweep removes containers
 // of ours whose code-interpreter.expires-at is past (whoever owns them: sessions, other hosts).
 // Other live daemons' executions on a shared dockerd are left alone.
 constexpr const char* kOwnerLabel = "code-interpreter.owner";
@@ -763,7 +898,8 @@ asio::awaitable<void> Reap(std::shared_ptr<ReaperState> st) {
     int64_t expires_at = expires.empty() ? 0 : std::strtoll(expires.c_str(), nullptr, 10);
     if (expires_at > 0 && expires_at < now) {
       doomed.emplace_back(c["Id"].GetString(), "expired");
-    } else if (startup && label(kComponentLabel) == "executor" &&
+    } else if (startup &&
+               (label(kComponentLabel) == "executor" || label(kComponentLabel) == "session") &&
                OwnerGone(label(kOwnerLabel), st->owner, created, st->started_at)) {
       doomed.emplace_back(c["Id"].GetString(), "left by a daemon that is gone");
     }
@@ -802,6 +938,7 @@ class DockerExecutor final : public Executor {
   }
 
   std::string_view name() const override { return "docker"; }
+  bool supports_sessions() const override { return true; }
 
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
     // While the image is missing or being pulled, executions fail at once and say so.
@@ -820,8 +957,22 @@ class DockerExecutor final : public Executor {
     o.expires_at = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch() + opts_.container_ttl)
                        .count();
+    const bool session = spec.session_expires_at != 0;
+    if (session) {
+      // A session ends by itself at its expiry, daemon or not: PID 1 sleeps until then (the
+      // container stops; the reaper or the daemon removes it).
+      int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+      int64_t left = std::max<int64_t>(1, spec.session_expires_at - now);
+      o.cmd = {"/bin/bash", "-c", "trap '' CHLD; exec sleep " + std::to_string(left)};
+      o.component = "session";
+      o.expires_at = spec.session_expires_at;
+      o.cpu_rlimit_per_run = true;
+    }
     std::string body = ContainerCreateJson(spec, o);
     std::string name = "ci-exec-" + RandomHex(8);
+    if (session) name = "ci-session-" + RandomHex(8);
     std::string path = "/containers/create?name=" + name;
     auto created = co_await client_->Request("POST", path, body);
     if (!created.ok()) co_return created.status();
@@ -844,6 +995,9 @@ class DockerExecutor final : public Executor {
                 spec.cwd,
                 spec.env};
     for (const auto& e : opts_.extra.env) c.env.push_back(e);
+    c.session = session;
+    c.cpu_time_sec = spec.limits.cpu_time_sec;
+    c.pids_limit = spec.limits.pids;
     auto sandbox =
         std::make_unique<DockerSandbox>(c, spec.limits.pids, opts_.host_cgroups, removals_);
     auto t_created = std::chrono::steady_clock::now();

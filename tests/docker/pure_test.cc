@@ -410,6 +410,18 @@ TEST(ContainerCreate, SeccompLimitsNetworkAndRunArgs) {
   ExpectGolden("hardened_custom", ContainerCreateJson(spec, o));
 }
 
+// Sessions: no container-wide RLIMIT_CPU (each run's wrapper sets the program's own), so a
+// background interpreter is not killed by the sum of its calls; everything else as executions.
+TEST(ContainerCreate, SessionHasNoContainerWideCpuLimit) {
+  ContainerOptions o = Options();
+  o.component = "session";
+  o.cpu_rlimit_per_run = true;
+  std::string json = ContainerCreateJson(DefaultSpec(), o);
+  EXPECT_NE(json.find(R"({"Name":"cpu","Soft":-1,"Hard":-1})"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"({"Name":"core","Soft":0,"Hard":0})"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("component":"session")"), std::string::npos) << json;
+}
+
 // --- cgroup counters (cgroup_probe.h) ---
 
 constexpr const char* kId = "56add456c532ff113ec988852f230f51471a5cb226dd726184a9561f785975d8";

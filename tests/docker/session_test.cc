@@ -1,0 +1,341 @@
+// Session sandboxes on the Docker backend, against a real dockerd (mirrors
+// tests/runtime/session_test.cc): many runs in one container, background programs that survive
+// them, leftovers killed after each run, expiry by the container itself, and the reaper.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <thread>
+
+#include "common/await.h"
+#include "docker/docker_executor.h"
+#include "docker/engine_client.h"
+
+namespace ci::docker {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+class DockerSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::getenv("DOCKER_TEST_DEBUG") != nullptr) spdlog::set_level(spdlog::level::debug);
+    auto opts = DockerOptionsFromEnv([](const char* n) { return std::getenv(n); });
+    ASSERT_TRUE(opts.ok()) << opts.status().message();
+    opts_ = *opts;
+    // No image watchdog: a detached loop would keep the test's io_context busy for ever (each
+    // Check inspects the image itself instead).
+    opts_.image_check_period = std::chrono::milliseconds(0);
+    executor_ = MakeDockerExecutor(io_.get_executor(), opts_);
+    Status s = Await(executor_->Check());
+    if (!s.ok() && ci_) FAIL() << "CI=true and no usable dockerd: " << s.message();
+    if (!s.ok()) GTEST_SKIP() << "no usable dockerd here: " << s.message();
+    ASSERT_TRUE(executor_->supports_sessions());
+  }
+  void TearDown() override {
+    if (sandbox_) Await(sandbox_->Destroy());
+  }
+
+  template <typename T>
+  T Await(asio::awaitable<T> a) {
+    return testing_support::AwaitOn(io_, std::move(a));
+  }
+
+  static SandboxSpec Spec(int64_t expires_in = 0) {
+    SandboxSpec spec;
+    spec.env = DefaultSandboxEnv();
+    if (expires_in != 0)
+      spec.session_expires_at = static_cast<int64_t>(std::time(nullptr)) + expires_in;
+    return spec;
+  }
+
+  void StartSession(const SandboxSpec& spec = Spec(600)) {
+    auto prepared = Await(executor_->Prepare(spec));
+    ASSERT_TRUE(prepared.ok()) << prepared.status().message();
+    sandbox_ = std::move(prepared.value());
+  }
+
+  static RunPayload Shell(const std::string& cmd, std::chrono::milliseconds timeout = 10s) {
+    RunPayload p;
+    p.argv = {"bash", "-c", cmd};
+    p.timeout = timeout;
+    return p;
+  }
+  static RunPayload Python(const std::string& code, std::chrono::milliseconds timeout = 10s) {
+    RunPayload p;
+    p.argv = {"python3", "-c", code};
+    p.timeout = timeout;
+    return p;
+  }
+
+  struct Call {
+    Result<RunOutcome> outcome = Status::Error("not run");
+    std::string out, err;
+  };
+  Call Run(RunPayload payload, Sandbox* sandbox = nullptr) {
+    Call c;
+    if (sandbox == nullptr) sandbox = sandbox_.get();
+    c.outcome = Await(sandbox->Run(std::move(payload), [&](StreamKind k, std::string_view d) {
+      (k == StreamKind::kStdout ? c.out : c.err).append(d);
+    }));
+    return c;
+  }
+
+  std::unique_ptr<EngineClient> Client() {
+    auto c = std::make_unique<EngineClient>(io_.get_executor(), opts_.endpoint, 10s);
+    EXPECT_TRUE(Await(c->Negotiate()).ok());
+    return c;
+  }
+
+  // The body of GET /containers/json?all=1 filtered by name ("" when none).
+  std::string OurContainers(const std::string& name) {
+    auto c = Client();
+    std::string
+        m = "GET",
+        p = "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22app%3Dcode-interpreter%22"
+            "%5D%2C%22name%22%3A%5B%22" +
+            name + "%22%5D%7D";
+    auto r = Await(c->Request(m, p));
+    if (!r.ok()) return r.status().message();
+    return r->body == "[]\n" ? "" : r->body;
+  }
+
+  bool ci_ = std::getenv("CI") != nullptr && std::string(std::getenv("CI")) == "true";
+  asio::io_context io_;
+  DockerExecutorOptions opts_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Sandbox> sandbox_;
+};
+
+TEST_F(DockerSessionTest, WorkspaceAndTmpPersistButProcessesDoNot) {
+  StartSession();
+  Call first = Run(Shell("echo one > /workspace/a; echo two > /tmp/b; sleep 300 & echo started"));
+  ASSERT_TRUE(first.outcome.ok()) << first.outcome.status().message();
+  EXPECT_EQ(first.outcome->exit_code, 0);
+  EXPECT_EQ(first.out, "started\n");
+  // Stdin of a later run is fresh too.
+  RunPayload second =
+      Shell("cat /workspace/a /tmp/b; cat; grep -l sleep /proc/[0-9]*/comm | wc -l");
+  second.stdin_data = "input\n";
+  Call c = Run(std::move(second));
+  ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
+  // PID 1 is `sleep <until expiry>`: the first run's `sleep 300` is gone.
+  EXPECT_EQ(c.out, "one\ntwo\ninput\n1\n") << c.err;
+}
+
+TEST_F(DockerSessionTest, BackgroundProgramSurvivesRunsAndTimeouts) {
+  StartSession();
+  RunPayload bg = Shell("echo $$ > /tmp/bg.pid; sleep 200 & exec sleep 300");
+  bg.background = true;
+  auto t0 = std::chrono::steady_clock::now();
+  Call started = Run(std::move(bg));
+  ASSERT_TRUE(started.outcome.ok()) << started.outcome.status().message();
+  EXPECT_FALSE(started.outcome->exit_code.has_value());
+  EXPECT_FALSE(started.outcome->timed_out);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+
+  Call timed_out = Run(Shell("sleep 30 & setsid sleep 31 & sleep 32", 500ms));
+  ASSERT_TRUE(timed_out.outcome.ok()) << timed_out.outcome.status().message();
+  EXPECT_TRUE(timed_out.outcome->timed_out);
+
+  Call ended = Run(Shell("(setsid sleep 33 &); sleep 34 & echo done"));
+  ASSERT_TRUE(ended.outcome.ok()) << ended.outcome.status().message();
+  EXPECT_EQ(ended.out, "done\n");
+
+  Call check =
+      Run(Shell("for i in 1 2 3 4 5 6 7 8 9 10; do [ -s /tmp/bg.pid ] && break; sleep 0.1; done;"
+                "kill -0 $(cat /tmp/bg.pid) && echo alive; "
+                "for f in /proc/[0-9]*/cmdline; do [ $f = /proc/1/cmdline ] && continue; "
+                "tr '\\0' ' ' < $f 2>/dev/null; echo; done | "
+                "grep '^sleep [0-9]' | sort"));
+  ASSERT_TRUE(check.outcome.ok()) << check.outcome.status().message();
+  // The background program and its child only; every other run's sleeps are gone.
+  EXPECT_EQ(check.out, "alive\nsleep 200 \nsleep 300 \n") << check.err;
+}
+
+TEST_F(DockerSessionTest, BackgroundProgramHasNoCpuLimitButRunsDo) {
+  SandboxSpec spec = Spec(600);
+  spec.limits.cpu_time_sec = 1;
+  StartSession(spec);
+  RunPayload bg = Shell("ulimit -t > /tmp/bg.cpu; exec sleep 300");
+  bg.background = true;
+  ASSERT_TRUE(Run(std::move(bg)).outcome.ok());
+  Call c = Run(Shell("sleep 0.2; cat /tmp/bg.cpu; ulimit -St; ulimit -Ht"));
+  ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
+  EXPECT_EQ(c.out, "unlimited\n1\n2\n") << c.err;
+  // A spinning run is stopped by its RLIMIT_CPU (SIGXCPU at 1 s), the session goes on.
+  Call spin = Run(Python("while True: pass"));
+  ASSERT_TRUE(spin.outcome.ok()) << spin.outcome.status().message();
+  EXPECT_EQ(spin.outcome->signal, SIGXCPU);
+  EXPECT_EQ(Run(Shell("echo ok")).out, "ok\n");
+}
+
+TEST_F(DockerSessionTest, BackgroundChildHoldingAPipeDoesNotHoldTheRun) {
+  StartSession();
+  // A background program's child that inherited a run's stdout (as a persistent interpreter's
+  // subprocess would): the run ends soon after its program, not when that child closes the
+  // stream (the Engine alone would hold it 2 s).
+  RunPayload bg = Python(
+      "import socket, subprocess\n"
+      "s = socket.socket(socket.AF_UNIX); s.bind('\\0ci-test'); s.listen()\n"
+      "while True:\n"
+      "    c, _ = s.accept()\n"
+      "    _, fds, _, _ = socket.recv_fds(c, 1, 1)\n"
+      "    subprocess.Popen(['sleep', '300'], stdout=fds[0])\n"
+      "    c.send(b'k'); c.close()\n");
+  bg.background = true;
+  ASSERT_TRUE(Run(std::move(bg)).outcome.ok());
+  for (int i = 0; i < 2; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    Call c =
+        Run(Python("import socket, time\n"
+                   "for _ in range(100):\n"
+                   "    try:\n"
+                   "        s = socket.socket(socket.AF_UNIX); s.connect('\\0ci-test'); break\n"
+                   "    except OSError: time.sleep(0.05)\n"
+                   "socket.send_fds(s, [b'x'], [1]); s.recv(1); print('handed over')\n"));
+    auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
+    EXPECT_EQ(c.out, "handed over\n") << c.err;
+    EXPECT_EQ(c.outcome->exit_code, 0);
+    EXPECT_LT(took, 1800ms) << "i=" << i;
+  }
+  Call count = Run(Shell("grep -l '^sleep$' /proc/[0-9]*/comm 2>/dev/null | wc -l"));
+  EXPECT_EQ(count.out, "3\n") << "PID 1 and the two background children";
+}
+
+// A fork bomb that fills the pids limit and times out: the timeout's kill gets room from a
+// raised limit, spares the background program, and later runs start again.
+TEST_F(DockerSessionTest, ForkBombTimeoutSparesTheBackgroundProgram) {
+  SandboxSpec spec = Spec(600);
+  spec.limits.pids = 32;
+  StartSession(spec);
+  RunPayload bg = Shell("exec sleep 300");
+  bg.background = true;
+  ASSERT_TRUE(Run(std::move(bg)).outcome.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  Call bomb =
+      Run(Python("import os\nwhile True:\n    try: os.fork()\n    except OSError: pass\n", 1500ms));
+  ASSERT_TRUE(bomb.outcome.ok()) << bomb.outcome.status().message();
+  EXPECT_TRUE(bomb.outcome->timed_out);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 8s);
+  Call check = Run(Shell("grep -l '^sleep$' /proc/[0-9]*/comm 2>/dev/null | wc -l"));
+  ASSERT_TRUE(check.outcome.ok()) << check.outcome.status().message();
+  EXPECT_EQ(check.out, "2\n") << "PID 1 and the background sleep; " << check.err << " exit "
+                              << check.outcome->exit_code.value_or(-1);
+}
+
+TEST_F(DockerSessionTest, ManyRunsInOneContainerAndCollectBetween) {
+  StartSession();
+  char dir[] = "/tmp/ci-dsession-collect-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string in = std::string(dir) + "/in";
+  for (int i = 0; i < 12; ++i) {
+    FILE* f = std::fopen(in.c_str(), "w");
+    std::fprintf(f, "%d", i);
+    std::fclose(f);
+    RunPayload p = Shell("echo -n x >> /workspace/count; wc -c < /workspace/count; cat staged/n");
+    p.files = {{"staged/n", in}};
+    Call c = Run(std::move(p));
+    ASSERT_TRUE(c.outcome.ok()) << i << ": " << c.outcome.status().message();
+    EXPECT_EQ(c.out, std::to_string(i + 1) + "\n" + std::to_string(i)) << c.err;
+    if (i % 4 == 3) {
+      CollectLimits limits;
+      limits.dest_dir = dir;
+      auto collected = Await(sandbox_->Collect(limits));
+      ASSERT_TRUE(collected.ok()) << collected.status().message();
+      ASSERT_EQ(collected->files.size(), 2u);
+      for (const auto& f : collected->files) {
+        if (f.workspace_path == "count") {
+          EXPECT_EQ(f.size, static_cast<uint64_t>(i + 1));
+        }
+        unlink(f.host_path.c_str());
+      }
+    }
+  }
+  unlink(in.c_str());
+  rmdir(dir);
+}
+
+TEST_F(DockerSessionTest, LabelledAsASessionAndEndsByItselfAtExpiry) {
+  int64_t expires_at = static_cast<int64_t>(std::time(nullptr)) + 3;
+  SandboxSpec spec = Spec();
+  spec.session_expires_at = expires_at;
+  StartSession(spec);
+  Call c = Run(Shell("echo here"));
+  ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
+  std::string listed = OurContainers("ci-session-");
+  EXPECT_THAT(listed, HasSubstr("\"component\":\"session\""));
+  EXPECT_THAT(listed,
+              HasSubstr("\"code-interpreter.expires-at\":\"" + std::to_string(expires_at) + "\""));
+  std::this_thread::sleep_for(4500ms);
+  auto outcome = Run(Shell("echo still here"));
+  EXPECT_FALSE(outcome.outcome.ok());
+}
+
+TEST_F(DockerSessionTest, ExecutionSandboxRefusesBackground) {
+  auto prepared = Await(executor_->Prepare(Spec()));
+  ASSERT_TRUE(prepared.ok()) << prepared.status().message();
+  sandbox_ = std::move(prepared.value());
+  RunPayload bg = Shell("true");
+  bg.background = true;
+  Call c = Run(std::move(bg));
+  ASSERT_FALSE(c.outcome.ok());
+  EXPECT_THAT(c.outcome.status().message(), HasSubstr("session"));
+  EXPECT_EQ(Run(Shell("echo fine")).out, "fine\n");
+}
+
+// A previous daemon's session (owner gone, expiry in the future) is removed by the first check
+// of a new executor; an expired session container by any sweep; a live daemon's is kept.
+TEST_F(DockerSessionTest, ReaperRemovesExpiredSessionsAndThoseOfADeadDaemon) {
+  auto c = Client();
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  auto create = [&](const std::string& name, const std::string& owner, int64_t expires_at) {
+    std::string m = "POST", p = "/containers/create?name=" + name,
+                body = "{\"Image\":\"" + opts_.image +
+                       "\",\"Cmd\":[\"sleep\",\"infinity\"],\"Labels\":{\"app\":"
+                       "\"code-interpreter\",\"component\":\"session\","
+                       "\"code-interpreter.owner\":\"" +
+                       owner + "\",\"code-interpreter.expires-at\":\"" +
+                       std::to_string(expires_at) + "\"}}";
+    auto r = Await(c->Request(m, p, body));
+    EXPECT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : r.status().message());
+  };
+  std::string suffix = std::to_string(::getpid());
+  int64_t future = static_cast<int64_t>(std::time(nullptr)) + 3600;
+  create("ci-sreap-dead-" + suffix, std::string(host) + "/2147483632", future);
+  create("ci-sreap-expired-" + suffix, std::string(host) + "/1", 1000);
+  create("ci-sreap-alive-" + suffix, std::string(host) + "/1", future);
+  auto fresh = MakeDockerExecutor(io_.get_executor(), opts_);
+  ASSERT_TRUE(Await(fresh->Check()).ok());  // runs until the detached sweep is done too
+  EXPECT_EQ(OurContainers("ci-sreap-dead-"), "");
+  EXPECT_EQ(OurContainers("ci-sreap-expired-"), "");
+  EXPECT_NE(OurContainers("ci-sreap-alive-"), "");
+  std::string m = "DELETE", p = "/containers/ci-sreap-alive-" + suffix + "?force=1";
+  Await(c->Request(m, p));
+}
+
+// A real session container the reaper finds expired (it stopped by itself) is removed.
+TEST_F(DockerSessionTest, ReaperRemovesAnExpiredSessionContainer) {
+  SandboxSpec spec = Spec(2);
+  StartSession(spec);
+  ASSERT_TRUE(Run(Shell("true")).outcome.ok());
+  std::this_thread::sleep_for(3500ms);
+  // (Another daemon's sweep on a shared dockerd may have removed it already: that is fine too.)
+  auto fresh = MakeDockerExecutor(io_.get_executor(), opts_);
+  ASSERT_TRUE(Await(fresh->Check()).ok());
+  // Other tests' sessions may exist concurrently: only look for ours being gone.
+  std::string listed = OurContainers("ci-session-");
+  EXPECT_THAT(listed, ::testing::Not(HasSubstr("\"code-interpreter.expires-at\":\"" +
+                                               std::to_string(spec.session_expires_at) + "\"")));
+  Await(sandbox_->Destroy());  // already gone: must not fail or hang
+  sandbox_.reset();
+}
+
+}  // namespace
+}  // namespace ci::docker
