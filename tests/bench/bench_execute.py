@@ -37,6 +37,20 @@ BWRAP = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/u
 CODE = "print(1)"
 
 
+def target_daemon(ap, args):
+    """(daemon or None, host, port): --url's daemon, or one started from --bin with --env."""
+    if args.url:
+        u = urllib.parse.urlsplit(args.url)
+        return None, u.hostname, u.port or 80
+    if not args.bin:
+        ap.error("give --bin PATH (or CI_DAEMON_BIN) or --url URL")
+    harness.Config.bin_path = os.path.abspath(args.bin)
+    overrides = dict(kv.split("=", 1) for kv in args.env)
+    overrides.setdefault("LOG_LEVEL", "info")  # "listening on" is an info line
+    daemon = harness.Daemon(overrides).start()
+    return daemon, daemon.host, daemon.port
+
+
 def percentile(samples, p):
     """Nearest-rank percentile of a list of seconds, in ms."""
     s = sorted(samples)
@@ -98,18 +112,7 @@ def main():
     if args.runs < 200:
         print("note: docs/performance.md asks for at least 200 runs", file=sys.stderr)
 
-    daemon = None
-    if args.url:
-        u = urllib.parse.urlsplit(args.url)
-        host, port = u.hostname, u.port or 80
-    else:
-        if not args.bin:
-            ap.error("give --bin PATH (or CI_DAEMON_BIN) or --url URL")
-        harness.Config.bin_path = os.path.abspath(args.bin)
-        overrides = dict(kv.split("=", 1) for kv in args.env)
-        overrides.setdefault("LOG_LEVEL", "info")  # "listening on" is an info line
-        daemon = harness.Daemon(overrides).start()
-        host, port = daemon.host, daemon.port
+    daemon, host, port = target_daemon(ap, args)
 
     targets = [("daemon `POST /v1/execute` print(1)", DaemonTarget(host, port)),
                (f"bare `{PYTHON} -c 'print(1)'`", CommandTarget([PYTHON, "-c", CODE]))]

@@ -16,13 +16,12 @@ import json
 import os
 import sys
 import time
-import urllib.parse
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 
 import harness  # noqa: E402
-from bench_execute import percentile  # noqa: E402
+from bench_execute import percentile, target_daemon  # noqa: E402
 
 ALLOCATE = "import numpy as np\na = np.zeros(100 * 2**20 // 8)\na.nbytes"
 TOUCH = "a[0] += 1\nint(a[0])"
@@ -50,18 +49,7 @@ def main():
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
 
-    daemon = None
-    if args.url:
-        u = urllib.parse.urlsplit(args.url)
-        host, port = u.hostname, u.port or 80
-    else:
-        if not args.bin:
-            ap.error("give --bin PATH (or CI_DAEMON_BIN) or --url URL")
-        harness.Config.bin_path = os.path.abspath(args.bin)
-        overrides = dict(kv.split("=", 1) for kv in args.env)
-        overrides.setdefault("LOG_LEVEL", "info")
-        daemon = harness.Daemon(overrides).start()
-        host, port = daemon.host, daemon.port
+    daemon, host, port = target_daemon(ap, args)
     conn = harness.Client(host, port, log=[]).connection(timeout=120)
     try:
         _, created = call(conn, "/v1/sessions", "")
