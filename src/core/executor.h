@@ -57,6 +57,9 @@ struct CollectLimits {
   size_t max_files = 1000;
   uint64_t max_total_bytes = 100ull << 20;
   std::string skip_path = "__main__.py";  // the entrypoint is never collected
+  // Only files modified after this (unix time in ns; 0: all). A session's call collects what it
+  // wrote without copying out a large workspace it left alone.
+  int64_t modified_after_ns = 0;
 };
 
 struct CollectedFile {

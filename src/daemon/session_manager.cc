@@ -24,6 +24,12 @@ using namespace std::chrono_literals;
 
 constexpr std::string_view kIdPrefix = "code-session-";
 
+int64_t UnixNanos() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 double UnixNow() {
   struct timespec ts {};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -213,6 +219,9 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> SessionManager::Execute
   const ApiError internal{500, "Internal Server Error"};
   SessionPtr s = co_await Acquire(id);
   if (!s) co_return NotFound(id);
+  // Files the call may have written; the margin covers the kernel's coarse file timestamps (the
+  // hash check drops what did not change).
+  const int64_t started_ns = UnixNanos() - 2'000'000'000;
   bool fresh = !s->interpreter_started;
   Result<RunOutcome> run = Status::Error("not run");
   // Twice at most: the second time on a new interpreter when the old one had ended.
@@ -244,7 +253,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> SessionManager::Execute
   ExecutionResult result;
   if (run.ok()) {
     bool truncated = false;
-    auto snapshot = co_await Snapshot(*s, &truncated);
+    auto snapshot = co_await Snapshot(*s, started_ns, &truncated);
     if (snapshot.ok()) {
       for (auto& [file, changed] : *snapshot) {
         if (changed) result.files.push_back({file.path, file.file_id});
@@ -274,7 +283,7 @@ void SessionManager::Remember(Session& s, const std::vector<StagedFile>& files) 
 }
 
 asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> SessionManager::Snapshot(
-    Session& s, bool* truncated) {
+    Session& s, int64_t modified_after_ns, bool* truncated) {
   std::string dir = store_.incoming_dir() + "/session-XXXXXX";
   if (mkdtemp(dir.data()) == nullptr) co_return Status::Errno("creating " + dir, errno);
   CollectLimits limits;
@@ -282,6 +291,7 @@ asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> SessionMana
   limits.max_files = config_.max_workspace_files;
   limits.max_total_bytes = config_.workspace_size_mb << 20;
   limits.skip_path = "";
+  limits.modified_after_ns = modified_after_ns;
   auto collection = co_await s.sandbox->Collect(limits);
   if (!collection.ok()) {
     rmdir(dir.c_str());
@@ -314,7 +324,9 @@ asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> SessionMana
     seen[path] = entry;
     out.push_back({WorkspaceFile{path, f.size, entry.file_id}, changed});
   }
-  s.known = std::move(seen);
+  // A whole listing replaces what is known (deleted files drop out); a partial one adds to it.
+  if (modified_after_ns == 0) s.known.clear();
+  for (auto& [path, entry] : seen) s.known[path] = std::move(entry);
   rmdir(dir.c_str());
   co_return out;
 }
@@ -324,7 +336,7 @@ asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> SessionManag
   SessionPtr s = co_await Acquire(id);
   if (!s) co_return NotFound(id);
   bool truncated = false;
-  auto snapshot = co_await Snapshot(*s, &truncated);
+  auto snapshot = co_await Snapshot(*s, /*modified_after_ns=*/0, &truncated);
   Release(s);
   if (s->ended) co_return EndedDuringCall(*s);
   if (!snapshot.ok()) {

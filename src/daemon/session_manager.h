@@ -102,10 +102,10 @@ class SessionManager {
   ApiError EndedDuringCall(const Session& s) const;
   asio::awaitable<Result<RunOutcome>> StartInterpreter(Session& s);
   void Remember(Session& s, const std::vector<StagedFile>& files);
-  // Collects the workspace; returns every file (with ids) and marks those new or changed since
-  // the session last looked.
-  asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> Snapshot(Session& s,
-                                                                                bool* truncated);
+  // Collects the workspace (only files modified after `modified_after_ns` unless 0); returns
+  // them with ids and marks those new or changed since the session last looked.
+  asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> Snapshot(
+      Session& s, int64_t modified_after_ns, bool* truncated);
 
   asio::any_io_executor ex_;
   const Config& config_;

@@ -213,6 +213,11 @@ class DockerSandbox final : public Sandbox {
     if (killed_) co_return Status::Error("sandbox killed");
     if (NothingToCollect(limits.skip_path)) co_return Collection{};
     std::vector<std::string> cmd = {"tar", "-c", "-C", c_.cwd, "-f", "-", "."};
+    if (limits.modified_after_ns != 0) {  // GNU tar: regular files modified after the instant
+      cmd.insert(cmd.begin() + 1,
+                 fmt::format("--newer-mtime=@{}.{:09}", limits.modified_after_ns / 1000000000,
+                             limits.modified_after_ns % 1000000000));
+    }
     auto started = co_await StartExec(c_, cmd, false);
     if (!started.ok()) co_return started.status().Context("collecting files");
     active_ = started->stream;

@@ -74,6 +74,11 @@ bool Collect(int workspace_fd, std::string_view payload) {
   std::string buf(proto::kChunkSize, '\0');
   SysError e = WalkRegularFiles(workspace_fd, [&](const std::string& path, int fd, uint64_t size) {
     if (path == req.skip_path) return true;
+    struct stat st {};
+    if (req.modified_after_ns != 0 && ::fstat(fd, &st) == 0 &&
+        st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec <= req.modified_after_ns) {
+      return true;
+    }
     if (files + 1 > req.max_files || total + size > req.max_total_bytes) {
       truncated = true;
       return false;

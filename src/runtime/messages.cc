@@ -58,6 +58,7 @@ std::string Encode(const CollectRequest& m) {
     json::U64(w, "max_files", m.max_files);
     json::U64(w, "max_total_bytes", m.max_total_bytes);
     json::Str(w, "skip_path", m.skip_path);
+    json::I64(w, "modified_after_ns", m.modified_after_ns);
   });
 }
 
@@ -110,7 +111,8 @@ bool Decode(std::string_view text, CollectRequest* m) {
   rapidjson::Document d;
   return json::Parse(text, &d) && json::Get(d, "max_files", &m->max_files) &&
          json::Get(d, "max_total_bytes", &m->max_total_bytes) &&
-         json::Get(d, "skip_path", &m->skip_path);
+         json::Get(d, "skip_path", &m->skip_path) &&
+         json::Get(d, "modified_after_ns", &m->modified_after_ns);
 }
 
 bool Decode(std::string_view text, CgroupReport* m) {

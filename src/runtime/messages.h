@@ -40,6 +40,7 @@ struct CollectRequest {  // kCollect
   uint64_t max_files = 0;
   uint64_t max_total_bytes = 0;
   std::string skip_path;
+  int64_t modified_after_ns = 0;  // CollectLimits::modified_after_ns
 };
 
 struct CgroupReport {  // kReport

@@ -85,7 +85,8 @@ asio::awaitable<Result<Collection>> CollectOnStrand(std::shared_ptr<SandboxCore>
   if (core->state != SandboxCore::State::kReady && core->state != SandboxCore::State::kRan) {
     co_return Status::Error("collect: the sandbox is not available (running or destroyed)");
   }
-  proto::CollectRequest req{limits.max_files, limits.max_total_bytes, limits.skip_path};
+  proto::CollectRequest req{limits.max_files, limits.max_total_bytes, limits.skip_path,
+                            limits.modified_after_ns};
   const std::string encoded = proto::Encode(req);
   if (Status s = co_await WriteFrameAsync(core->agent, Msg::kCollect, encoded); !s.ok()) {
     co_return s.Context("collect");
