@@ -23,6 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr std::string_view kIdPrefix = "code-session-";
+ApiError Internal() { return {500, "Internal Server Error"}; }  // the log says why
 
 int64_t UnixNanos() {
   struct timespec ts {};
@@ -99,11 +100,10 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::Create(
 
 asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSandbox(
     std::vector<StagedFile> files, int64_t ttl_seconds) {
-  const ApiError internal{500, "Internal Server Error"};
   auto id = NewSessionId();
   if (!id.ok()) {
     spdlog::error("session id: {}", id.status().message());
-    co_return internal;
+    co_return Internal();
   }
   auto s = std::make_shared<Session>(ex_);
   s->id = *id;
@@ -116,18 +116,12 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   if (!prepared.ok()) co_return PrepareFailure(prepared.status());
   s->sandbox = std::move(prepared).value();
   if (!files.empty()) {
-    RunPayload stage;
-    stage.argv = {"true"};
-    stage.files = files;
-    stage.timeout = 30s;
-    OutputSink none = [](StreamKind, std::string_view) {};
-    auto staged = co_await s->sandbox->Run(std::move(stage), std::move(none));
+    Status staged = co_await StageFiles(*s, files);
     if (!staged.ok()) {
-      spdlog::error("staging files into session {}: {}", s->id, staged.status().message());
+      spdlog::error("staging files into session {}: {}", s->id, staged.message());
       co_await s->sandbox->Destroy();
-      co_return internal;
+      co_return Internal();
     }
-    Remember(*s, files);
   }
   sessions_[s->id] = s;
   asio::co_spawn(ex_, ExpireAt(s), asio::detached);
@@ -198,7 +192,7 @@ asio::awaitable<std::variant<RunOutcome, ApiError>> SessionManager::Bash(
   if (s->ended) co_return EndedDuringCall(*s);
   if (!run.ok()) {
     spdlog::warn("session {} bash call failed: {}", id, run.status().message());
-    co_return ApiError{500, "Internal Server Error"};
+    co_return Internal();
   }
   co_return std::move(run).value();
 }
@@ -216,7 +210,6 @@ asio::awaitable<Result<RunOutcome>> SessionManager::StartInterpreter(Session& s)
 
 asio::awaitable<std::variant<ExecutionResult, ApiError>> SessionManager::Execute(
     const std::string& id, SessionCall call, OutputSink sink) {
-  const ApiError internal{500, "Internal Server Error"};
   SessionPtr s = co_await Acquire(id);
   if (!s) co_return NotFound(id);
   // Files the call may have written; the margin covers the kernel's coarse file timestamps (the
@@ -267,10 +260,23 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> SessionManager::Execute
   if (s->ended) co_return EndedDuringCall(*s);
   if (!run.ok()) {
     spdlog::warn("session {} execute call failed: {}", id, run.status().message());
-    co_return internal;
+    co_return Internal();
   }
   result.run = std::move(run).value();
   co_return result;
+}
+
+asio::awaitable<Status> SessionManager::StageFiles(Session& s, std::vector<StagedFile> files) {
+  // Staging rides on a run (both backends stage files before a program); `true` does nothing.
+  RunPayload stage;
+  stage.argv = {"true"};
+  stage.files = files;
+  stage.timeout = 30s;
+  OutputSink none = [](StreamKind, std::string_view) {};
+  auto staged = co_await s.sandbox->Run(std::move(stage), std::move(none));
+  if (!staged.ok()) co_return staged.status();
+  Remember(s, files);
+  co_return Status();
 }
 
 void SessionManager::Remember(Session& s, const std::vector<StagedFile>& files) {
@@ -341,7 +347,7 @@ asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> SessionManag
   if (s->ended) co_return EndedDuringCall(*s);
   if (!snapshot.ok()) {
     spdlog::warn("session {} files: {}", id, snapshot.status().message());
-    co_return ApiError{500, "Internal Server Error"};
+    co_return Internal();
   }
   std::vector<WorkspaceFile> files;
   for (auto& [file, changed] : *snapshot) files.push_back(std::move(file));
@@ -352,18 +358,12 @@ asio::awaitable<std::optional<ApiError>> SessionManager::Stage(const std::string
                                                                std::vector<StagedFile> files) {
   SessionPtr s = co_await Acquire(id);
   if (!s) co_return NotFound(id);
-  RunPayload stage;
-  stage.argv = {"true"};
-  stage.files = files;
-  stage.timeout = 30s;
-  OutputSink none = [](StreamKind, std::string_view) {};
-  auto staged = co_await s->sandbox->Run(std::move(stage), std::move(none));
-  if (staged.ok()) Remember(*s, files);
+  Status staged = co_await StageFiles(*s, files);
   Release(s);
   if (s->ended) co_return EndedDuringCall(*s);
   if (!staged.ok()) {
-    spdlog::warn("session {} staging files: {}", id, staged.status().message());
-    co_return ApiError{500, "Internal Server Error"};
+    spdlog::warn("session {} staging files: {}", id, staged.message());
+    co_return Internal();
   }
   co_return std::nullopt;
 }

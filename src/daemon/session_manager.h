@@ -101,6 +101,8 @@ class SessionManager {
   asio::awaitable<void> ExpireAt(SessionPtr s);
   ApiError EndedDuringCall(const Session& s) const;
   asio::awaitable<Result<RunOutcome>> StartInterpreter(Session& s);
+  asio::awaitable<Status> StageFiles(Session& s, std::vector<StagedFile> files);
+  // Staged inputs count as known, so a call does not return them unless it changed them.
   void Remember(Session& s, const std::vector<StagedFile>& files);
   // Collects the workspace (only files modified after `modified_after_ns` unless 0); returns
   // them with ids and marks those new or changed since the session last looked.
