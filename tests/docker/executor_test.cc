@@ -21,9 +21,8 @@
 #include <sstream>
 #include <vector>
 
-#include "common/await.h"
-#include "docker/docker_executor.h"
 #include "docker/engine_client.h"
+#include "docker_fixture.h"
 
 namespace ci::docker {
 namespace {
@@ -31,33 +30,8 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-class DockerTest : public ::testing::Test {
+class DockerTest : public DockerFixture {
  protected:
-  void SetUp() override {
-    if (std::getenv("DOCKER_TEST_DEBUG") != nullptr) spdlog::set_level(spdlog::level::debug);
-    auto opts = Options();
-    if (!opts.ok() && ci_) FAIL() << "CI=true: " << opts.status().message();
-    if (!opts.ok()) GTEST_SKIP() << opts.status().message();
-    opts_ = *opts;
-    // No watchdog loop here: it would keep the io_context of Await busy forever. Check then
-    // inspects (and pulls) itself.
-    opts_.image_check_period = std::chrono::milliseconds(0);
-    executor_ = MakeDockerExecutor(io_.get_executor(), opts_);
-    Status s = Await(executor_->Check());
-    if (!s.ok() && ci_) FAIL() << "CI=true and no usable dockerd: " << s.message();
-    if (!s.ok()) GTEST_SKIP() << "no usable dockerd here: " << s.message();
-  }
-
-  // The executor's options; DockerTlsTest's come from its own DOCKER_* values.
-  virtual Result<DockerExecutorOptions> Options() {
-    return DockerOptionsFromEnv([](const char* n) { return std::getenv(n); });
-  }
-
-  template <typename T>
-  T Await(asio::awaitable<T> a) {
-    return testing_support::AwaitOn(io_, std::move(a));
-  }
-
   static SandboxSpec Spec() {
     SandboxSpec spec;
     spec.env = DefaultSandboxEnv();
@@ -105,33 +79,6 @@ class DockerTest : public ::testing::Test {
     ::pclose(f);
     return out;
   }
-
-  // Containers of ours matching a `name` filter, through the Engine API (no docker CLI);
-  // `this_process`: only those owned by this test process (other daemons share the dockerd).
-  std::string OurContainers(const std::string& name, bool this_process = false) {
-    EngineClient c(io_.get_executor(), opts_.endpoint, 10s);
-    if (!Await(c.Negotiate()).ok()) return "negotiation failed";
-    std::string owner;
-    if (this_process) {
-      char host[256] = {};
-      ::gethostname(host, sizeof host - 1);
-      owner = "%2C%22code-interpreter.owner%3D" + std::string(host) + "%2F" +
-              std::to_string(::getpid()) + "%22";
-    }
-    std::string
-        m = "GET",
-        p = "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22app%3Dcode-interpreter%22" +
-            owner + "%5D%2C%22name%22%3A%5B%22" + name + "%22%5D%7D";
-    auto r = Await(c.Request(m, p));
-    if (!r.ok()) return r.status().message();
-    return r->body == "[]\n" ? "" : r->body;
-  }
-
-  // In CI the suite must not silently skip: scripts/test.sh starts dockerd and builds the image.
-  bool ci_ = std::getenv("CI") != nullptr && std::string(std::getenv("CI")) == "true";
-  asio::io_context io_;
-  DockerExecutorOptions opts_;
-  std::unique_ptr<Executor> executor_;
 };
 
 TEST_F(DockerTest, HelloWorld) {

@@ -10,9 +10,7 @@
 #include <ctime>
 #include <thread>
 
-#include "common/await.h"
-#include "docker/docker_executor.h"
-#include "docker/engine_client.h"
+#include "docker_fixture.h"
 
 namespace ci::docker {
 namespace {
@@ -20,29 +18,15 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-class DockerSessionTest : public ::testing::Test {
+class DockerSessionTest : public DockerFixture {
  protected:
   void SetUp() override {
-    if (std::getenv("DOCKER_TEST_DEBUG") != nullptr) spdlog::set_level(spdlog::level::debug);
-    auto opts = DockerOptionsFromEnv([](const char* n) { return std::getenv(n); });
-    ASSERT_TRUE(opts.ok()) << opts.status().message();
-    opts_ = *opts;
-    // No image watchdog: a detached loop would keep the test's io_context busy for ever (each
-    // Check inspects the image itself instead).
-    opts_.image_check_period = std::chrono::milliseconds(0);
-    executor_ = MakeDockerExecutor(io_.get_executor(), opts_);
-    Status s = Await(executor_->Check());
-    if (!s.ok() && ci_) FAIL() << "CI=true and no usable dockerd: " << s.message();
-    if (!s.ok()) GTEST_SKIP() << "no usable dockerd here: " << s.message();
+    DockerFixture::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     ASSERT_TRUE(executor_->supports_sessions());
   }
   void TearDown() override {
     if (sandbox_) Await(sandbox_->Destroy());
-  }
-
-  template <typename T>
-  T Await(asio::awaitable<T> a) {
-    return testing_support::AwaitOn(io_, std::move(a));
   }
 
   static SandboxSpec Spec(int64_t expires_in = 0) {
@@ -85,29 +69,6 @@ class DockerSessionTest : public ::testing::Test {
     return c;
   }
 
-  std::unique_ptr<EngineClient> Client() {
-    auto c = std::make_unique<EngineClient>(io_.get_executor(), opts_.endpoint, 10s);
-    EXPECT_TRUE(Await(c->Negotiate()).ok());
-    return c;
-  }
-
-  // The body of GET /containers/json?all=1 filtered by name ("" when none).
-  std::string OurContainers(const std::string& name) {
-    auto c = Client();
-    std::string
-        m = "GET",
-        p = "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22app%3Dcode-interpreter%22"
-            "%5D%2C%22name%22%3A%5B%22" +
-            name + "%22%5D%7D";
-    auto r = Await(c->Request(m, p));
-    if (!r.ok()) return r.status().message();
-    return r->body == "[]\n" ? "" : r->body;
-  }
-
-  bool ci_ = std::getenv("CI") != nullptr && std::string(std::getenv("CI")) == "true";
-  asio::io_context io_;
-  DockerExecutorOptions opts_;
-  std::unique_ptr<Executor> executor_;
   std::unique_ptr<Sandbox> sandbox_;
 };
 
