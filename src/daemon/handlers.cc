@@ -50,6 +50,12 @@ std::string OutcomeOf(const ExecutionResult& result) {
   return result.run.timed_out ? "timed_out" : "ok";
 }
 
+// An execution that did not run: refused for capacity (503, counted as rejected) or failed.
+constexpr std::string_view kUnavailable = "unavailable";
+std::string OutcomeOf(const ApiError& e) {
+  return e.status == 503 ? std::string(kUnavailable) : "error";
+}
+
 }  // namespace
 
 ApiHandlers::ApiHandlers(const Config& config, Executor& executor, FileStore& store,
@@ -223,8 +229,15 @@ asio::awaitable<void> ApiHandlers::Execute(HttpExchange& ex, bool stream) {
   } else {
     outcome = co_await ExecuteBatch(ex, run);
   }
+  Finish(operation, outcome, admitted_at);
+}
+
+void ApiHandlers::Finish(const std::string& operation, const std::string& outcome,
+                         std::chrono::steady_clock::time_point admitted_at) {
+  const bool unavailable = outcome == kUnavailable;
+  if (unavailable) metrics_.Rejected(operation, 503, "capacity");
   metrics_.Finished(
-      operation, outcome,
+      operation, unavailable ? "error" : outcome,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - admitted_at).count());
 }
 
@@ -253,9 +266,8 @@ asio::awaitable<std::string> ApiHandlers::ExecuteBatch(HttpExchange& ex, const R
   auto outcome = co_await run(std::move(sink), on_sandbox);
   co_await ex.UnwatchClient();
   if (auto* e = std::get_if<ApiError>(&outcome)) {
-    if (e->status == 503) metrics_.Rejected("execute", 503, "capacity");
     co_await ex.Respond(ApiErrorResponse(*e));
-    co_return "error";
+    co_return OutcomeOf(*e);
   }
   const auto& result = std::get<ExecutionResult>(outcome);
   std::string stdout_text = out.Text(), stderr_text = err.Text();
@@ -319,8 +331,9 @@ asio::awaitable<std::string> ApiHandlers::ExecuteStream(HttpExchange& ex, const 
   co_await ex.UnwatchClient();
   push(false, out.Flush());
   push(true, err.Flush());
-  std::string metric_outcome = "error";
+  std::string metric_outcome;
   if (auto* e = std::get_if<ApiError>(&outcome)) {
+    metric_outcome = OutcomeOf(*e);
     frames.push_back(SseFrame("error", "{\"message\":" + JsonQuote(e->detail) + "}"));
   } else {
     const auto& result = std::get<ExecutionResult>(outcome);

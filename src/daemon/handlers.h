@@ -36,9 +36,12 @@ class ApiHandlers {
   using KillHook = std::function<void(std::function<void()>)>;
   using Runner = std::function<asio::awaitable<std::variant<ExecutionResult, ApiError>>(
       OutputSink, const KillHook&)>;
-  // Each returns the outcome for the metrics: "ok", "timed_out" or "error".
+  // Each returns the outcome for the metrics: "ok", "timed_out", "error" or "unavailable" (503).
   asio::awaitable<std::string> ExecuteBatch(HttpExchange& ex, const Runner& run);
   asio::awaitable<std::string> ExecuteStream(HttpExchange& ex, const Runner& run);
+  // Records an admitted execution's end; "unavailable" counts as a 503 rejection.
+  void Finish(const std::string& operation, const std::string& outcome,
+              std::chrono::steady_clock::time_point admitted_at);
   // An execution slot, or nullopt after answering 429.
   asio::awaitable<std::optional<Admission::Permit>> Admit(HttpExchange& ex,
                                                           const std::string& operation);

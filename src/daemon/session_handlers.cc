@@ -157,8 +157,7 @@ asio::awaitable<void> ApiHandlers::SessionExecute(HttpExchange& ex, const std::s
   } else {
     outcome = co_await ExecuteBatch(ex, run);
   }
-  metrics_.Finished(operation, outcome,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  Finish(operation, outcome, t0);
 }
 
 asio::awaitable<void> ApiHandlers::SessionFiles(HttpExchange& ex, const std::string& id) {

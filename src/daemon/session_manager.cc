@@ -310,13 +310,13 @@ asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> SessionMana
     std::string path = SanitizeUtf8(f.workspace_path);
     auto hash = HashFile(f.host_path).value_or(0);
     auto known = s.known.find(path);
-    bool unchanged = known != s.known.end() && known->second.size == f.size &&
-                     known->second.hash == hash && !known->second.file_id.empty() &&
-                     store_.Get(known->second.file_id).has_value();
     bool changed =
         known == s.known.end() || known->second.size != f.size || known->second.hash != hash;
-    KnownFile entry{f.size, hash, unchanged ? known->second.file_id : ""};
-    if (unchanged) {
+    // An unchanged file keeps its id while the store still has it; otherwise it is stored anew.
+    bool reuse_id =
+        !changed && !known->second.file_id.empty() && store_.Get(known->second.file_id).has_value();
+    KnownFile entry{f.size, hash, reuse_id ? known->second.file_id : ""};
+    if (reuse_id) {
       unlink(f.host_path.c_str());
     } else {
       auto meta = store_.AdoptFile(f.host_path, path);

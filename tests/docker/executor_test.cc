@@ -70,6 +70,18 @@ class DockerTest : public DockerFixture {
     return e;
   }
 
+  // Workspace path -> bytes of a collection's files.
+  static std::map<std::string, std::string> Contents(const Collection& collection) {
+    std::map<std::string, std::string> got;
+    for (const auto& f : collection.files) {
+      std::ifstream file(f.host_path);
+      std::stringstream ss;
+      ss << file.rdbuf();
+      got[f.workspace_path] = ss.str();
+    }
+    return got;
+  }
+
   std::string Sh(const std::string& cmd) {
     std::string out;
     FILE* f = ::popen(cmd.c_str(), "r");
@@ -138,13 +150,7 @@ TEST_F(DockerTest, StagesAndCollectsFiles) {
   ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
   EXPECT_EQ(e.outcome->exit_code, 0) << e.err;
   ASSERT_TRUE(e.collection.ok()) << e.collection.status().message();
-  std::map<std::string, std::string> got;
-  for (const auto& f : e.collection->files) {
-    std::ifstream file(f.host_path);
-    std::stringstream ss;
-    ss << file.rdbuf();
-    got[f.workspace_path] = ss.str();
-  }
+  std::map<std::string, std::string> got = Contents(*e.collection);
   EXPECT_EQ(got.size(), 3u);
   EXPECT_EQ(got["out/deep/sum.txt"], "2");
   EXPECT_EQ(got[".hidden"], "h");
@@ -515,13 +521,7 @@ TEST_F(DockerTlsTest, WholeExecutionWithStdinEof) {
   std::string sha = Sh("sha256sum " + std::string(dir) + "/stdin | cut -c1-16");
   EXPECT_EQ(e.out, std::to_string(input.size()) + " " + sha);
   ASSERT_TRUE(e.collection.ok()) << e.collection.status().message();
-  std::map<std::string, std::string> got;
-  for (const auto& f : e.collection->files) {
-    std::ifstream file(f.host_path);
-    std::stringstream ss;
-    ss << file.rdbuf();
-    got[f.workspace_path] = ss.str();
-  }
+  std::map<std::string, std::string> got = Contents(*e.collection);
   EXPECT_EQ(got["out.txt"], "STAGED OVER TLS\n");
   EXPECT_GE(e.report.memory_peak_bytes, 40ull << 20);  // the exec probe, over TLS
   Sh("rm -rf " + std::string(dir));

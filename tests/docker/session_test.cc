@@ -10,6 +10,7 @@
 #include <ctime>
 #include <thread>
 
+#include "common/fd_handover.h"
 #include "docker_fixture.h"
 
 namespace ci::docker {
@@ -140,25 +141,12 @@ TEST_F(DockerSessionTest, BackgroundChildHoldingAPipeDoesNotHoldTheRun) {
   // A background program's child that inherited a run's stdout (as a persistent interpreter's
   // subprocess would): the run ends soon after its program, not when that child closes the
   // stream (the Engine alone would hold it 2 s).
-  RunPayload bg = Python(
-      "import socket, subprocess\n"
-      "s = socket.socket(socket.AF_UNIX); s.bind('\\0ci-test'); s.listen()\n"
-      "while True:\n"
-      "    c, _ = s.accept()\n"
-      "    _, fds, _, _ = socket.recv_fds(c, 1, 1)\n"
-      "    subprocess.Popen(['sleep', '300'], stdout=fds[0])\n"
-      "    c.send(b'k'); c.close()\n");
+  RunPayload bg = Python(testing_support::kFdKeeperProgram);
   bg.background = true;
   ASSERT_TRUE(Run(std::move(bg)).outcome.ok());
   for (int i = 0; i < 2; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    Call c =
-        Run(Python("import socket, time\n"
-                   "for _ in range(100):\n"
-                   "    try:\n"
-                   "        s = socket.socket(socket.AF_UNIX); s.connect('\\0ci-test'); break\n"
-                   "    except OSError: time.sleep(0.05)\n"
-                   "socket.send_fds(s, [b'x'], [1]); s.recv(1); print('handed over')\n"));
+    Call c = Run(Python(testing_support::kFdHandOverProgram));
     auto took = std::chrono::steady_clock::now() - t0;
     ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
     EXPECT_EQ(c.out, "handed over\n") << c.err;

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <thread>
 
+#include "common/fd_handover.h"
 #include "sandbox_fixture.h"
 
 namespace ci::testing_support {
@@ -82,24 +83,11 @@ TEST_F(SessionTest, BackgroundChildHoldingAPipeDoesNotHoldTheRun) {
   // A background program's child that inherited a run's stdout (as a persistent interpreter's
   // subprocess would): the run ends at its exit report, not when that child closes the pipe.
   // The background program takes a run's stdout over a unix socket and starts a long sleep on it.
-  RunPayload bg = Python(
-      "import socket, subprocess\n"
-      "s = socket.socket(socket.AF_UNIX); s.bind('\\0ci-test'); s.listen()\n"
-      "while True:\n"
-      "    c, _ = s.accept()\n"
-      "    _, fds, _, _ = socket.recv_fds(c, 1, 1)\n"
-      "    subprocess.Popen(['sleep', '300'], stdout=fds[0])\n"
-      "    c.send(b'k'); c.close()\n");
+  RunPayload bg = Python(testing_support::kFdKeeperProgram);
   bg.background = true;
   ASSERT_TRUE(Run(std::move(bg)).outcome.ok());
   auto t0 = std::chrono::steady_clock::now();
-  Call c =
-      Run(Python("import socket, time\n"
-                 "for _ in range(100):\n"
-                 "    try:\n"
-                 "        s = socket.socket(socket.AF_UNIX); s.connect('\\0ci-test'); break\n"
-                 "    except OSError: time.sleep(0.05)\n"
-                 "socket.send_fds(s, [b'x'], [1]); s.recv(1); print('handed over')\n"));
+  Call c = Run(Python(testing_support::kFdHandOverProgram));
   ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
   EXPECT_EQ(c.out, "handed over\n") << c.err;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
