@@ -139,7 +139,7 @@ bool HavePipes() { return ::fcntl(kProgramStdoutFd, F_GETFD) >= 0; }
 
 }  // namespace
 
-int RunAgent(int64_t session_expires_at) {
+int RunAgent(int64_t session_expires_at, const ProgramUser& user) {
   ArmExpiry(session_expires_at);
   const bool session = session_expires_at != 0;
   ::umask(022);
@@ -194,7 +194,7 @@ int RunAgent(int64_t session_expires_at) {
         }
         ran = true;
         bool agent_gone = false;
-        proto::Exited exited = RunProgram(req, sig_fd.get(), &background, &agent_gone);
+        proto::Exited exited = RunProgram(req, user, sig_fd.get(), &background, &agent_gone);
         if (agent_gone || !Send(Msg::kExited, proto::Encode(exited))) return 0;
         break;
       }

@@ -11,15 +11,24 @@
 
 namespace ci {
 
+// Who the program becomes in init's child before exec. switch_user: init is a user of its own
+// (userns.h), so the child takes the sandbox user's ids and drops init's capabilities; otherwise
+// init already is that user and holds nothing.
+struct ProgramUser {
+  bool switch_user = false;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+};
+
 // Sends "ready" and serves until kExit or EOF; returns init's exit code. A session sandbox
 // (`session_expires_at` != 0) serves any number of runs and exits at that unix time.
-int RunAgent(int64_t session_expires_at);
+int RunAgent(int64_t session_expires_at, const ProgramUser& user);
 
 // Forks the program (stdio = fds 5/6/7, own process group, rlimits), waits for it or for a kill
 // request on fd 4, then kills and reaps everything else in the sandbox but the sessions listed in
 // `background`. `agent_gone` is set when fd 4 hit EOF meanwhile. A background request only starts
 // the program in a session of its own (added to `background`) and returns.
-proto::Exited RunProgram(const proto::RunRequest& req, int signal_fd,
+proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, int signal_fd,
                          std::vector<pid_t>* background, bool* agent_gone);
 
 }  // namespace ci

@@ -40,6 +40,22 @@ SysError DropAllCapabilities() {
   return SysOk();
 }
 
+SysError KeepInitCapabilities() {
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
+    return SysFail("clear ambient capabilities");
+  }
+  cap_t caps = cap_init();
+  if (caps == nullptr) return SysFail("cap_init");
+  const cap_value_t keep[] = {CAP_SETUID, CAP_SETGID, CAP_KILL};
+  int rc = cap_set_flag(caps, CAP_PERMITTED, 3, keep, CAP_SET);
+  if (rc == 0) rc = cap_set_flag(caps, CAP_EFFECTIVE, 3, keep, CAP_SET);
+  if (rc == 0) rc = cap_set_proc(caps);
+  int err = errno;
+  cap_free(caps);
+  if (rc != 0) return SysFailErr(err, "cap_set_proc(setuid, setgid, kill)");
+  return SysOk();
+}
+
 SysError SetNoNewPrivs() {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return SysFail("PR_SET_NO_NEW_PRIVS");
   return SysOk();

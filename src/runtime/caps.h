@@ -14,6 +14,10 @@ SysError DropBoundingSet();
 SysError LockSecurebits();
 // Clears the ambient set and sets permitted/effective/inheritable to empty through libcap.
 SysError DropAllCapabilities();
+// Init's set when it is a user of its own (two ids, see userns.h): CAP_SETUID and CAP_SETGID to
+// start the program as the sandbox user, CAP_KILL to kill whatever the program leaves. Only in
+// the sandbox's user namespace, permitted and effective; nothing inheritable, no ambient.
+SysError KeepInitCapabilities();
 // execve can then never grant privileges (setuid bits, file capabilities); required by seccomp
 // for unprivileged filters anyway.
 SysError SetNoNewPrivs();

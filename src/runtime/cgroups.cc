@@ -219,4 +219,6 @@ std::string RandomCgroupName() {
   return name;
 }
 
+std::string SandboxCgroupName() { return std::to_string(::getpid()) + "-" + RandomCgroupName(); }
+
 }  // namespace ci

@@ -115,8 +115,11 @@ bool DetectCgroups(const std::string& configured_root, CgroupLayout* out, std::s
 bool CgroupV1Usable(const std::string& root);
 std::string CgroupV1Missing(const std::string& root);
 
-// A random 16-hex-digit name for one sandbox's cgroup.
+// A random 16-hex-digit name.
 std::string RandomCgroupName();
+// One sandbox's cgroup name: "<shim pid>-<random>", so that a startup reaper can tell the cgroups
+// of dead shims from those of live ones (cgroup_reaper.h).
+std::string SandboxCgroupName();
 
 // Small file helpers shared by both versions (also used by tests).
 namespace cgfs {

@@ -1,14 +1,18 @@
 // The local Executor: detects cgroups once, then spawns one shim per sandbox.
 #include "runtime/local_executor.h"
 
+#include <pwd.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
 
+#include "runtime/cgroup_reaper.h"
 #include "runtime/cgroups.h"
 #include "runtime/host_checks.h"
 #include "runtime/local_sandbox.h"
@@ -36,7 +40,9 @@ class LocalExecutor final : public Executor {
     detect_error_ = setup.error;
     for (const auto& note : setup.notes) spdlog::info("cgroups: {}", note);
     if (setup.ok) spdlog::debug("cgroups: v{} at {}", layout_.version, layout_.root);
+    if (setup.ok) ReapOrphans();
     DecideRootless();
+    DecideIds();
   }
 
   std::string_view name() const override { return "local"; }
@@ -52,6 +58,7 @@ class LocalExecutor final : public Executor {
     } else if (!detected_ && !no_cgroup_) {
       co_return Status::Error(detect_error_);
     }
+    if (!ids_error_.empty()) co_return Status::Error(ids_error_);
     Result<ShimHandles> shim = SpawnShim(opts_.shim_binary);
     if (!shim.ok()) co_return shim.status().Context("preparing a local sandbox");
     auto sandbox = std::make_unique<LocalSandbox>(ex_, std::move(shim.value()), spec);
@@ -59,6 +66,9 @@ class LocalExecutor final : public Executor {
     if (!bpf.ok()) co_return bpf.status().Context("the sandbox's seccomp profile");
     Plan plan = PlanFromSpec(spec, layout, std::move(bpf).value());
     plan.rootless = rootless_;
+    plan.host_uids = host_uids_;
+    plan.host_gids = host_gids_;
+    plan.id_lock_dir = id_lock_dir_;
     Status started = co_await sandbox->Start(plan, kPrepareTimeout);
     if (!started.ok() && !userns_blocker_.empty()) {
       // AppArmor may let the clone succeed and then refuse every mount inside: name the cause.
@@ -102,6 +112,42 @@ class LocalExecutor final : public Executor {
     } else {
       e.downgrades.push_back({"memory and pids limits (cgroup)", detect_error_,
                               "run as root on a host with cgroup memory and pids controllers"});
+    }
+    e.enforced.push_back("no controlling terminal (own session, no /dev/tty)");
+    e.enforced.push_back("kernel quotas of its own user namespace (open files, signals, inotify)");
+    const auto range = [](IdRange r) {
+      return std::to_string(r.first) + "-" + std::to_string(r.first + r.count - 1);
+    };
+    if (!rootless_) {
+      e.enforced.push_back("own host uid/gid per sandbox (" + range(host_uids_) +
+                           "), owner of its user namespace");
+      e.enforced.push_back("init unreachable by the program (own uid inside)");
+    } else {
+      const std::string fix =
+          "run the daemon as root: each sandbox's user namespace is then "
+          "created by a host uid of its own";
+      e.downgrades.push_back(
+          {"host-wide per-user quotas per sandbox",
+           "the sandboxes' user namespaces belong to the daemon's user, so its per-user counters "
+           "(inotify instances, queued signals, message queue bytes) are shared by its "
+           "sandboxes, each bounded by its namespace's own quotas",
+           fix});
+      if (one_id_reason_.empty()) {
+        e.enforced.push_back("own host uid/gid per sandbox (subordinate ids " + range(host_uids_) +
+                             ")");
+        e.enforced.push_back("init unreachable by the program (own uid inside)");
+      } else {
+        const std::string subid_fix =
+            "give the daemon's user subordinate ids (usermod --add-subuids FIRST-LAST "
+            "--add-subgids FIRST-LAST USER) and install the uidmap package";
+        e.downgrades.push_back({"init unreachable by the program",
+                                one_id_reason_ + ": init and the program share one uid, so the "
+                                                 "program can signal and prlimit init",
+                                subid_fix});
+        e.downgrades.push_back({"own host uid per sandbox",
+                                one_id_reason_ + ": every sandbox runs as the daemon's user",
+                                subid_fix});
+      }
     }
     if (rootless_) {
       HostCheckInputs in;
@@ -156,6 +202,56 @@ class LocalExecutor final : public Executor {
     no_cgroup_ = true;
     layout_ = {};  // version 0: the shim creates none, init sets rlimits
   }
+  // Sandboxes of a daemon killed without its shutdown (or shims killed by a signal) leave their
+  // cgroups behind: remove those whose shim is gone. Live shims' cgroups, of any daemon, stay.
+  void ReapOrphans() {
+    std::vector<std::string> failures;
+    for (const std::string& dir : ReapOrphanCgroups(layout_, &failures)) {
+      spdlog::info("cgroups: removed {}, left by a sandbox whose shim is gone", dir);
+    }
+    for (const std::string& f : failures) spdlog::warn("cgroups: could not remove {}", f);
+  }
+  // Host ids (sandbox_ids.h): as root the configured range; rootless the daemon user's
+  // subordinate ids when it has them and newuidmap/newgidmap are installed, else the one-id map.
+  void DecideIds() {
+    if (!rootless_) {
+      host_uids_ = host_gids_ = opts_.sandbox_ids;
+      id_lock_dir_ =
+          opts_.id_lock_dir.empty() ? "/run/code-interpreter/sandbox-ids" : opts_.id_lock_dir;
+    } else {
+      const uid_t uid = ::geteuid();
+      const struct passwd* pw = ::getpwuid(uid);
+      const std::string user = pw != nullptr ? pw->pw_name : std::to_string(uid);
+      IdRange uids = SubordinateIds(opts_.subuid_file, user, uid);
+      IdRange gids = SubordinateIds(opts_.subgid_file, user, uid);
+      const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+      id_lock_dir_ = !opts_.id_lock_dir.empty() ? opts_.id_lock_dir
+                     : xdg != nullptr && *xdg == '/'
+                         ? std::string(xdg) + "/code-interpreter-sandbox-ids"
+                         : "/tmp/code-interpreter-sandbox-ids-" + std::to_string(uid);
+      if (uids.empty() || gids.empty()) {
+        one_id_reason_ = "the daemon's user (" + user + ") has no subordinate ids in " +
+                         (uids.empty() ? opts_.subuid_file : opts_.subgid_file);
+      } else if (!OnPath("newuidmap") || !OnPath("newgidmap")) {
+        one_id_reason_ = "newuidmap/newgidmap are not installed";
+      } else if (SysError e = PrepareIdLockDir(id_lock_dir_); !e.ok()) {
+        one_id_reason_ = e.what;
+      } else {
+        host_uids_ = uids;
+        host_gids_ = gids;
+      }
+      if (!one_id_reason_.empty()) return;
+    }
+    if (SysError e = PrepareIdLockDir(id_lock_dir_); !e.ok()) {
+      ids_error_ = "sandbox ids: " + e.what + ": " + std::strerror(e.err);
+    }
+  }
+  static bool OnPath(const std::string& name) {
+    for (const char* dir : {"/usr/bin/", "/bin/", "/usr/local/bin/", "/usr/sbin/"}) {
+      if (::access((dir + name).c_str(), X_OK) == 0) return true;
+    }
+    return false;
+  }
 
   asio::any_io_executor ex_;
   LocalExecutorOptions opts_;
@@ -166,6 +262,11 @@ class LocalExecutor final : public Executor {
   bool no_cgroup_ = false;
   std::string no_cgroup_reason_;
   std::string userns_blocker_;  // rootless: the host setting that blocks user namespaces, or ""
+  IdRange host_uids_;
+  IdRange host_gids_;
+  std::string id_lock_dir_;
+  std::string one_id_reason_;  // rootless: why init shares the program's id, or ""
+  std::string ids_error_;      // the lock directory cannot be used: every Prepare fails with it
   std::mutex seccomp_mu_;
   std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;
 };

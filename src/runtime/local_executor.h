@@ -9,6 +9,7 @@
 
 #include "core/executor.h"
 #include "core/status.h"
+#include "runtime/sandbox_ids.h"
 
 namespace ci {
 
@@ -18,6 +19,16 @@ struct LocalExecutorOptions {
   // controllers under /sys/fs/cgroup/<controller>/code-interpreter/. A SandboxSpec's own
   // cgroup_root, when set, wins over this.
   std::string cgroup_root;
+  // As root: the host uids/gids sandboxes take one of each while they live (SANDBOX_ID_RANGE).
+  // Rootless: unused, the daemon user's subordinate ids (/etc/subuid, /etc/subgid) are used.
+  IdRange sandbox_ids = kDefaultSandboxIds;
+  // Where the claims are kept (one lock file per id); "" = /run/code-interpreter/sandbox-ids as
+  // root, $XDG_RUNTIME_DIR/code-interpreter-sandbox-ids or /tmp/code-interpreter-sandbox-ids-<uid>
+  // rootless.
+  std::string id_lock_dir;
+  // Rootless: the files the subordinate ids are read from (tests point them elsewhere).
+  std::string subuid_file = "/etc/subuid";
+  std::string subgid_file = "/etc/subgid";
 };
 
 // Sandboxes' I/O runs on strands of `ex`, so any number of threads may run its io_context.

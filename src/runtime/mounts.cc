@@ -42,8 +42,8 @@ SysError BuildDev(const Plan& plan, const std::string& newroot) {
   const std::string dev = newroot + "/dev";
   CI_SYS_RETURN_IF_ERROR(MountTmpfs(dev, "size=64k,mode=0755", MS_NOSUID | MS_NOEXEC));
   // Binds of the host's nodes: a tmpfs mounted in a user namespace is implicitly nodev, so mknod
-  // there would give unusable nodes.
-  for (const char* name : {"null", "zero", "full", "random", "urandom", "tty"}) {
+  // there would give unusable nodes. No tty, ptmx or console: the sandbox has no terminal.
+  for (const char* name : {"null", "zero", "full", "random", "urandom"}) {
     const std::string src = std::string("/dev/") + name;
     if (::access(src.c_str(), F_OK) != 0) continue;
     CI_SYS_RETURN_IF_ERROR(BindWritable(src, dev + "/" + name));
@@ -66,19 +66,33 @@ SysError BuildDev(const Plan& plan, const std::string& newroot) {
 SysError MaskProcPaths(const std::string& newroot) {
   const std::string proc = newroot + "/proc";
   const std::string null_dev = newroot + "/dev/null";
-  for (const char* name : {"kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger"}) {
+  // Read-only: what a program may read but never change (its own namespace's sysctls included).
+  for (const char* name : {"sys", "irq", "bus", "fs"}) {
+    const std::string path = proc + "/" + name;
+    if (::access(path.c_str(), F_OK) != 0) continue;
+    if (::mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+      return SysFailErr(errno, "bind " + path + " onto itself");
+    }
+    CI_SYS_RETURN_IF_ERROR(RemountReadOnly(path));
+  }
+  // Files that are the host's, not the sandbox's, and that no program needs: kernel memory and
+  // symbols, the kernel's build configuration, the boot id (identifies the host across
+  // sandboxes), timers and scheduler state of every process, keys, and sysrq. Each reads empty.
+  for (const char* name :
+       {"kcore", "kallsyms", "config.gz", "modules", "vmallocinfo", "kpagecount", "kpageflags",
+        "kpagecgroup", "keys", "key-users", "timer_list", "sched_debug", "latency_stats",
+        "sysrq-trigger", "sys/kernel/random/boot_id"}) {
     const std::string path = proc + "/" + name;
     if (::access(path.c_str(), F_OK) != 0) continue;
     if (::mount(null_dev.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) != 0) {
       return SysFailErr(errno, "mask " + path);
     }
   }
-  for (const char* name : {"sys", "irq", "bus"}) {
+  // Host hardware listings: an empty read-only directory instead.
+  for (const char* name : {"acpi", "asound", "scsi"}) {
     const std::string path = proc + "/" + name;
     if (::access(path.c_str(), F_OK) != 0) continue;
-    if (::mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
-      return SysFailErr(errno, "bind " + path + " onto itself");
-    }
+    CI_SYS_RETURN_IF_ERROR(MountTmpfs(path, "size=4k,mode=0555", MS_NOSUID | MS_NODEV | MS_NOEXEC));
     CI_SYS_RETURN_IF_ERROR(RemountReadOnly(path));
   }
   // No sysfs: an empty directory keeps tools that stat /sys quiet.

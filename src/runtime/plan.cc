@@ -72,6 +72,11 @@ std::string EncodePlan(const Plan& p) {
   json::Bool(w, "network_none", p.network_none);
   json::Str(w, "seccomp_bpf", Hex(p.seccomp_bpf));
   json::Bool(w, "rootless", p.rootless);
+  json::U64(w, "host_uid_first", p.host_uids.first);
+  json::U64(w, "host_uid_count", p.host_uids.count);
+  json::U64(w, "host_gid_first", p.host_gids.first);
+  json::U64(w, "host_gid_count", p.host_gids.count);
+  json::Str(w, "id_lock_dir", p.id_lock_dir);
   json::U64(w, "cgroup_version", static_cast<uint64_t>(p.cgroup.version));
   json::Str(w, "cgroup_root", p.cgroup.root);
   json::I64(w, "session_expires_at", p.session_expires_at);
@@ -84,18 +89,23 @@ bool DecodePlan(std::string_view text, Plan* p) {
   if (!json::Parse(text, &d)) return false;
   uint32_t version = 0;
   std::string bpf_hex;
-  bool ok = json::Get(d, "rootfs", &p->rootfs) && json::Get(d, "uid", &p->uid) &&
-            json::Get(d, "gid", &p->gid) && json::Get(d, "hostname", &p->hostname) &&
-            json::Get(d, "memory_bytes", &p->memory_bytes) && json::Get(d, "pids", &p->pids) &&
-            json::Get(d, "workspace_bytes", &p->workspace_bytes) &&
-            json::Get(d, "tmp_bytes", &p->tmp_bytes) &&
-            json::Get(d, "read_only_root", &p->read_only_root) &&
-            json::Get(d, "no_new_privs", &p->no_new_privs) &&
-            json::Get(d, "network_none", &p->network_none) &&
-            json::Get(d, "seccomp_bpf", &bpf_hex) && Unhex(bpf_hex, &p->seccomp_bpf) &&
-            json::Get(d, "rootless", &p->rootless) && json::Get(d, "cgroup_version", &version) &&
-            json::Get(d, "cgroup_root", &p->cgroup.root) &&
-            json::Get(d, "session_expires_at", &p->session_expires_at);
+  bool ok =
+      json::Get(d, "rootfs", &p->rootfs) && json::Get(d, "uid", &p->uid) &&
+      json::Get(d, "gid", &p->gid) && json::Get(d, "hostname", &p->hostname) &&
+      json::Get(d, "memory_bytes", &p->memory_bytes) && json::Get(d, "pids", &p->pids) &&
+      json::Get(d, "workspace_bytes", &p->workspace_bytes) &&
+      json::Get(d, "tmp_bytes", &p->tmp_bytes) &&
+      json::Get(d, "read_only_root", &p->read_only_root) &&
+      json::Get(d, "no_new_privs", &p->no_new_privs) &&
+      json::Get(d, "network_none", &p->network_none) && json::Get(d, "seccomp_bpf", &bpf_hex) &&
+      Unhex(bpf_hex, &p->seccomp_bpf) && json::Get(d, "rootless", &p->rootless) &&
+      json::Get(d, "host_uid_first", &p->host_uids.first) &&
+      json::Get(d, "host_uid_count", &p->host_uids.count) &&
+      json::Get(d, "host_gid_first", &p->host_gids.first) &&
+      json::Get(d, "host_gid_count", &p->host_gids.count) &&
+      json::Get(d, "id_lock_dir", &p->id_lock_dir) && json::Get(d, "cgroup_version", &version) &&
+      json::Get(d, "cgroup_root", &p->cgroup.root) &&
+      json::Get(d, "session_expires_at", &p->session_expires_at);
   // Optional in the wire format: 0 (no cap) when absent.
   if (ok && !json::Get(d, "cpu_percent", &p->cpu_percent)) p->cpu_percent = 0;
   p->cgroup.version = static_cast<int>(version);

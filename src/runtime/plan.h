@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/sandbox_spec.h"
+#include "runtime/sandbox_ids.h"
 
 namespace ci {
 
@@ -38,6 +39,15 @@ struct Plan {
   // sandbox user from the start. Independent of it, cgroup.version 0 means "no cgroup": the
   // memory and pids limits become rlimits.
   bool rootless = false;
+  // Host ids (sandbox_ids.h): the shim claims one index of the ranges (a lock in id_lock_dir);
+  // the program's host uid and gid are their first + index. As root the range is
+  // SANDBOX_ID_RANGE (uids = gids); rootless, the daemon user's subordinate ids. Empty (rootless
+  // without subordinate ids): the one-id map, where init shares the program's id.
+  IdRange host_uids;
+  IdRange host_gids;
+  std::string id_lock_dir;
+  // Init and the program are different users inside (every mode but the one-id map).
+  bool TwoIds() const { return !rootless || !host_uids.empty(); }
   CgroupLayout cgroup;
   // SandboxSpec::session_expires_at: init serves many runs and exits at this unix time.
   int64_t session_expires_at = 0;

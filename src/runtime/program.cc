@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "runtime/agent.h"
+#include "runtime/caps.h"
 #include "runtime/protocol.h"
 #include "runtime/sandbox_init.h"
+#include "runtime/userns.h"
 
 extern char** environ;
 
@@ -43,7 +45,8 @@ bool NullStdio() {
   return true;
 }
 
-[[noreturn]] void ExecProgram(const proto::RunRequest& req, char** argv, char** envp) {
+[[noreturn]] void ExecProgram(const proto::RunRequest& req, const ProgramUser& user, char** argv,
+                              char** envp) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -57,6 +60,14 @@ bool NullStdio() {
     }
   }
   ::close_range(3, ~0U, 0);
+  if (user.switch_user) {
+    SysError e = SwitchToSandboxUser(user.uid, user.gid);
+    if (e.ok()) e = DropAllCapabilities();
+    if (!e.ok()) {
+      std::fprintf(stderr, "code-interpreter: %s: %s\n", e.what.c_str(), std::strerror(e.err));
+      ::_exit(126);
+    }
+  }
   // Hard limit one second above the soft one: SIGXCPU first (catchable, reported as such), then
   // SIGKILL if the program ignores it. A background program (a session's interpreter) lives
   // across many calls and limits the CPU time of each call itself.
@@ -159,7 +170,7 @@ uint64_t ChildrenCpuMs(struct rusage* ru) {
 
 }  // namespace
 
-proto::Exited RunProgram(const proto::RunRequest& req, int signal_fd,
+proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, int signal_fd,
                          std::vector<pid_t>* background, bool* agent_gone) {
   proto::Exited out;
   struct rusage ru {};
@@ -167,7 +178,7 @@ proto::Exited RunProgram(const proto::RunRequest& req, int signal_fd,
   std::vector<char*> argv = CStrings(req.argv);
   std::vector<char*> envp = CStrings(req.env);
   pid_t pid = ::fork();
-  if (pid == 0) ExecProgram(req, argv.data(), envp.data());
+  if (pid == 0) ExecProgram(req, user, argv.data(), envp.data());
   // Init keeps no copy of the program's stdio: the daemon sees EOF once the program's tree is gone.
   ::close(kProgramStdinFd);
   ::close(kProgramStdoutFd);

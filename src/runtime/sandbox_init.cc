@@ -10,6 +10,7 @@
 
 #include "runtime/agent.h"
 #include "runtime/caps.h"
+#include "runtime/kernel_quotas.h"
 #include "runtime/messages.h"
 #include "runtime/mounts.h"
 #include "runtime/netns.h"
@@ -75,24 +76,32 @@ void SandboxInitMain(const Plan& plan, int go_fd) {
   };
   // The containment order, top to bottom. Kernel constraints that fix it:
   // - the death signal before waiting, so a parent dying at any point takes the child along;
+  // - a session of its own, so no controlling terminal is ever reachable (the shim has none
+  //   either: it is spawned with setsid);
   // - namespace root right after the maps (file creation needs a mapped fsuid);
   // - the cgroup namespace after the parent moved us into our cgroup, so it is our "/";
   // - all mounts before pivot_root, the root read-only after it;
   // - lo and hostname while CAP_NET_ADMIN/CAP_SYS_ADMIN are still held;
   // - the bounding set and securebits while CAP_SETPCAP is held, i.e. before leaving uid 0;
+  // - the user namespace's own quotas after the cgroup namespace (itself counted against them);
   // - seccomp last: every earlier stage may need syscalls the profile forbids.
-  // Rootless (plan.rootless): init is the sandbox user from the start (its one mapped id) yet holds
-  // every capability in its new user namespace, so all stages but two run unchanged: there is no
-  // namespace root to become (uid 0 is unmapped), and setgroups is denied (see WriteIdMaps).
+  // Init stays the namespace's root with three capabilities (userns.h, caps.h) whenever the maps
+  // hold two ids; the program is started as the sandbox user by init's child.
+  // Rootless with the one-id map: init is the sandbox user from the start (its one mapped id) yet
+  // holds every capability in its new user namespace, so all stages but two run unchanged: there
+  // is no namespace root to become (uid 0 is unmapped), and setgroups is denied (see
+  // WriteIdMaps); it drops every capability, and the program runs as init's own user.
   // Without a cgroup (cgroup.version 0) the limits become rlimits, set before the program exists.
   const Stage stages[] = {
       {"parent_death_signal",
        [] { return ::prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 ? SysOk() : SysFail("PDEATHSIG"); }},
       {"wait_for_parent", [&] { return AwaitParent(go_fd); }},
+      {"new_session", [] { return ::setsid() >= 0 ? SysOk() : SysFail("setsid"); }},
       {"open_rootfs", [&] { return OpenRootfsDir(plan, &rootfs_fd); }},
-      {"namespace_root", [&] { return plan.rootless ? SysOk() : BecomeNamespaceRoot(); }},
+      {"namespace_root", [&] { return plan.TwoIds() ? BecomeNamespaceRoot() : SysOk(); }},
       {"cgroup_namespace",
        [] { return ::unshare(CLONE_NEWCGROUP) == 0 ? SysOk() : SysFail("unshare cgroup ns"); }},
+      {"user_namespace_quotas", [] { return SetUserNamespaceQuotas(); }},
       {"mount_private", [] { return MakeMountsPrivate(); }},
       {"rootfs", [&] { return BuildRootfs(plan, rootfs_fd, root); }},
       {"scratch_tmpfs", [&] { return MountScratch(plan, root); }},
@@ -105,8 +114,9 @@ void SandboxInitMain(const Plan& plan, int go_fd) {
       {"hostname", [&] { return SetHostname(plan.hostname); }},
       {"bounding_set", [] { return DropBoundingSet(); }},
       {"securebits", [] { return LockSecurebits(); }},
-      {"sandbox_user", [&] { return SwitchToSandboxUser(plan.uid, plan.gid, plan.rootless); }},
-      {"capabilities", [] { return DropAllCapabilities(); }},
+      {"init_user", [&] { return SwitchToInitUser(plan.uid, plan.gid, plan.TwoIds()); }},
+      {"capabilities",
+       [&] { return plan.TwoIds() ? KeepInitCapabilities() : DropAllCapabilities(); }},
       {"no_new_privs", [&] { return plan.no_new_privs ? SetNoNewPrivs() : SysOk(); }},
       {"not_dumpable", [] { return SetNotDumpable(); }},
       {"rlimits", [&] { return plan.cgroup.version == 0 ? SetFallbackRlimits(plan) : SysOk(); }},
@@ -117,7 +127,7 @@ void SandboxInitMain(const Plan& plan, int go_fd) {
     SysError e = stage.run();
     if (!e.ok()) FailSetup(stage.name, e.err, e.what);
   }
-  ::_exit(RunAgent(plan.session_expires_at));
+  ::_exit(RunAgent(plan.session_expires_at, {plan.TwoIds(), plan.uid, plan.gid}));
 }
 
 }  // namespace ci

@@ -6,6 +6,7 @@
 #include "runtime/shim.h"
 
 #include <fcntl.h>
+#include <linux/securebits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,13 +20,14 @@
 
 #include "runtime/cgroups.h"
 #include "runtime/host_checks.h"
+#include "runtime/kernel_quotas.h"
 #include "runtime/messages.h"
 #include "runtime/pidfd.h"
 #include "runtime/protocol.h"
 #include "runtime/rootless.h"
+#include "runtime/sandbox_ids.h"
 #include "runtime/sandbox_init.h"
 #include "runtime/unique_fd.h"
-#include "runtime/userns.h"
 
 namespace ci {
 namespace {
@@ -50,6 +52,31 @@ pid_t CloneSandbox() {
   const unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
                               CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
   return static_cast<pid_t>(::syscall(SYS_clone, flags, nullptr, nullptr, nullptr, nullptr));
+}
+
+// As root, the new user namespace must be owned by the sandbox's own host uid, not by root: the
+// kernel charges what is counted per user inside a namespace (inotify instances, queued signals,
+// message queue bytes, processes) to the namespace's owner as well, so a root-owned namespace
+// would let one sandbox use up root's share on the host. The owner is the creator's effective
+// uid, so the clone runs with euid = `owner`. NO_SETUID_FIXUP keeps the effective capabilities
+// across the switch (the clone may need CAP_SYS_ADMIN where unprivileged user namespaces are
+// off); the real and saved uids stay 0, so euid 0 comes back right after.
+pid_t CloneSandboxOwnedBy(uid_t owner) {
+  if (owner == 0) return CloneSandbox();
+  if (::prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) != 0 ||
+      ::setresuid(-1, owner, -1) != 0) {
+    return -1;
+  }
+  pid_t pid = CloneSandbox();
+  if (pid == 0) return 0;  // init: its stages set every id and securebit of their own
+  int err = errno;
+  if (::setresuid(-1, 0, -1) != 0 || ::prctl(PR_SET_SECUREBITS, 0, 0, 0, 0) != 0) {
+    Log("restoring euid 0 after the clone failed: " + std::string(std::strerror(errno)));
+    if (pid > 0) ::kill(pid, SIGKILL);
+    ::_exit(1);
+  }
+  errno = err;
+  return pid;
 }
 
 // Waits for init to exit. A kKill or EOF on fd 3 (the daemon died) SIGKILLs init, which takes
@@ -102,9 +129,27 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
     return ReportSetupFailure("plan", SysFailErr(EPROTO, "no valid plan on fd 3"));
   }
 
+  // This sandbox's host ids, held (the lock) until the shim exits.
+  IdMaps maps;
+  maps.rootless = plan.rootless;
+  maps.inside_uid = plan.uid;
+  maps.inside_gid = plan.gid;
+  UniqueFd id_lock;
+  if (!plan.host_uids.empty()) {
+    uint32_t index = 0;
+    const uint32_t count =
+        plan.host_gids.count < plan.host_uids.count ? plan.host_gids.count : plan.host_uids.count;
+    if (SysError e = ClaimIdIndex(plan.id_lock_dir, count, &index, &id_lock); !e.ok()) {
+      return ReportSetupFailure("sandbox_ids", e);
+    }
+    maps.program_uid = plan.host_uids.first + index;
+    maps.program_gid = plan.host_gids.first + index;
+  }
+  if (SysError e = SetSandboxRlimits(); !e.ok()) return ReportSetupFailure("rlimits", e);
+
   // No cgroup (version 0) when the daemon found none its user may write: rlimits instead.
   std::unique_ptr<Cgroup> cgroup =
-      plan.cgroup.version == 0 ? MakeNoCgroup() : MakeCgroup(plan.cgroup, RandomCgroupName());
+      plan.cgroup.version == 0 ? MakeNoCgroup() : MakeCgroup(plan.cgroup, SandboxCgroupName());
   if (SysError e = cgroup->Create({plan.memory_bytes, plan.pids, plan.cpu_percent}); !e.ok()) {
     (void)cgroup->Remove();
     return ReportSetupFailure("cgroup", e);
@@ -114,15 +159,14 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
     (void)cgroup->Remove();
     return ReportSetupFailure("go_pipe", SysFail("pipe2"));
   }
-  pid_t init = CloneSandbox();
+  pid_t init = CloneSandboxOwnedBy(plan.rootless ? 0 : maps.program_uid);
   if (init == 0) {
     ::close(go[1]);
     SandboxInitMain(plan, go[0]);
   }
   ::close(go[0]);
   UniqueFd go_write(go[1]);
-  SysError setup =
-      init < 0 ? SysFail("clone") : WriteIdMaps(init, plan.uid, plan.gid, plan.rootless);
+  SysError setup = init < 0 ? SysFail("clone") : WriteIdMaps(init, maps);
   if (init < 0 && plan.rootless) {
     // Unprivileged user namespaces switched off by the host: say which knob and how to fix it.
     HostCheckInputs in;

@@ -85,8 +85,16 @@ Result<ShimHandles> SpawnShim(const std::string& binary) {
   char arg1[] = "shim";
   char* argv[] = {arg0, arg1, nullptr};
   char* envp[] = {nullptr};
+  // A session of its own (setsid): no controlling terminal, so nothing below the shim can open
+  // /dev/tty or push input into the daemon's terminal (TIOCSTI), and outside the daemon's process
+  // group, so a Ctrl-C on a foreground daemon reaches the daemon alone; its shutdown then removes
+  // the sandboxes in order instead of racing shims that die before removing their cgroups.
+  posix_spawnattr_t attr;
+  if (::posix_spawnattr_init(&attr) != 0) return Status::Error("posix_spawnattr_init failed");
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, binary.c_str(), fa.get(), nullptr, argv, envp);
+  int rc = ::posix_spawn(&pid, binary.c_str(), fa.get(), &attr, argv, envp);
+  ::posix_spawnattr_destroy(&attr);
   if (rc != 0) return Status::Errno("spawning the shim " + binary, rc);
   h.pid = pid;
   h.pidfd.reset(PidfdOpen(pid));  // O_CLOEXEC by definition
