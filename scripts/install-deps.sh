@@ -12,6 +12,8 @@ packages=(
   python3 python3-numpy python3-pandas python3-matplotlib python3-openpyxl
   # tests and benchmarks: a real HTTP client, the bwrap baseline
   curl bubblewrap procps openssl
+  # rootless sandboxes with subordinate ids (newuidmap, newgidmap)
+  uidmap
   # the Docker backend's tests: a real dockerd, and the executor image built with debootstrap
   docker.io debootstrap
 )

@@ -15,6 +15,9 @@ Status Validate(const SandboxSpec& spec) {
   if (spec.limits.workspace_bytes == 0 || spec.limits.tmp_bytes == 0) {
     return Status::Error("tmpfs sizes must be positive");
   }
+  if (spec.limits.open_files < 64) return Status::Error("open files limit below 64");
+  if (spec.limits.queued_signals == 0)
+    return Status::Error("queued signals limit must be positive");
   for (const auto& kv : spec.env) {
     if (kv.find('=') == std::string::npos) return Status::Error("env entry without '=': " + kv);
   }

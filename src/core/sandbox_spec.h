@@ -17,6 +17,13 @@ struct SandboxLimits {
   uint32_t cpu_percent = 0;  // CPU bandwidth cap (cpu.max, cfs_quota_us), 100 = one core; 0 = none
   uint64_t workspace_bytes = 100ull << 20;  // tmpfs /workspace
   uint64_t tmp_bytes = 64ull << 20;         // tmpfs /tmp
+  // Per process kernel quotas (rlimits), far below the host's defaults, so that one sandbox
+  // cannot use up what the kernel counts per user: open files, queued signals (~threads-max on
+  // the host), POSIX message queue bytes, locked memory.
+  uint32_t open_files = 1024;                   // RLIMIT_NOFILE
+  uint32_t queued_signals = 1024;               // RLIMIT_SIGPENDING
+  uint64_t message_queue_bytes = 800ull << 10;  // RLIMIT_MSGQUEUE
+  uint64_t locked_memory_bytes = 8ull << 20;    // RLIMIT_MEMLOCK
   bool operator==(const SandboxLimits&) const = default;
 };
 

@@ -17,6 +17,7 @@
 #include "daemon/execution_service.h"
 #include "daemon/file_store.h"
 #include "daemon/hardening.h"
+#include "daemon/local_options.h"
 #include "daemon/logging.h"
 #include "runtime/local_executor.h"
 
@@ -119,8 +120,7 @@ int RunCommand(int argc, char** argv) {
   }
 
   asio::io_context io(1);
-  LocalExecutorOptions options;
-  options.cgroup_root = config->cgroup_root;
+  LocalExecutorOptions options = LocalOptionsFromConfig(*config);
   auto executor = MakeLocalExecutor(io.get_executor(), options);
   ExecutionService service(*config, *executor, **store, std::move(seccomp).value());
   int exit_code = 1;

@@ -74,6 +74,23 @@ class EnvReader {
     out = v;
   }
 
+  // "FIRST-LAST", inclusive, within [min, max].
+  void Range(const char* name, uint32_t& first, uint32_t& count, int64_t min, int64_t max) {
+    const char* raw = getenv_(name);
+    if (raw == nullptr || !error_.ok()) return;
+    char* end = nullptr;
+    errno = 0;
+    long long a = std::strtoll(raw, &end, 10);
+    long long b = *end == '-' ? std::strtoll(end + 1, &end, 10) : -1;
+    if (*raw == '\0' || *end != '\0' || errno == ERANGE || a < min || b > max || b < a) {
+      Fail(
+          name, raw,
+          "FIRST-LAST with " + std::to_string(min) + " <= FIRST <= LAST <= " + std::to_string(max));
+      return;
+    }
+    first = static_cast<uint32_t>(a);
+    count = static_cast<uint32_t>(b - a + 1);
+  }
   const Status& error() const { return error_; }
 
  private:
@@ -115,6 +132,8 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Int("MAX_WORKSPACE_FILES", c.max_workspace_files, 0, 1 << 20);
   env.String("SANDBOX_ROOTFS", c.sandbox_rootfs);
   env.String("CGROUP_ROOT", c.cgroup_root, /*allow_empty=*/true);
+  // Above every id a distribution gives users, and below (uid_t)-1 and the overflow ids.
+  env.Range("SANDBOX_ID_RANGE", c.sandbox_id_first, c.sandbox_id_count, 65536, 4294967294ll);
   env.Bool("STRICT_HARDENING", c.strict_hardening);
   env.String("SECCOMP_PROFILE", c.seccomp_profile);
   env.Bool("SECCOMP_LOG_DENIED", c.seccomp_log_denied);

@@ -29,6 +29,9 @@ struct Config {
   size_t max_workspace_files = 1000;
   std::string sandbox_rootfs = "host";
   std::string cgroup_root;
+  // SANDBOX_ID_RANGE "FIRST-LAST": the host uids/gids root-mode sandboxes take one of each.
+  uint32_t sandbox_id_first = 2147418112;
+  uint32_t sandbox_id_count = 65536;
   bool strict_hardening = false;  // refuse to start when a hardening measure is downgraded
   std::string seccomp_profile = "default";  // default | strict | /absolute/path.json
   bool seccomp_log_denied = false;          // allow and audit-log what the profile denies

@@ -16,6 +16,7 @@
 #include "daemon/execution_service.h"
 #include "daemon/file_store.h"
 #include "daemon/hardening.h"
+#include "daemon/local_options.h"
 #include "daemon/logging.h"
 #include "runtime/host_checks.h"
 #include "runtime/host_probe.h"
@@ -62,8 +63,7 @@ HostFinding SandboxStart(const Config& config) {
       return f;
     }
     asio::io_context io(1);
-    LocalExecutorOptions options;
-    options.cgroup_root = config.cgroup_root;
+    LocalExecutorOptions options = LocalOptionsFromConfig(config);
     auto executor = MakeLocalExecutor(io.get_executor(), options);
     ExecutionService service(config, *executor, **store, std::move(seccomp).value());
     ExecuteRequest request;

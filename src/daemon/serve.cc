@@ -19,6 +19,7 @@
 #include "daemon/handlers.h"
 #include "daemon/hardening.h"
 #include "daemon/http_server.h"
+#include "daemon/local_options.h"
 #include "daemon/logging.h"
 #include "daemon/metrics.h"
 #include "daemon/session_manager.h"
@@ -157,8 +158,7 @@ int Serve() {
                  options->image, options->network);
     executor = docker::MakeDockerExecutor(io.get_executor(), *options);
   } else {
-    LocalExecutorOptions options;
-    options.cgroup_root = c.cgroup_root;
+    LocalExecutorOptions options = LocalOptionsFromConfig(c);
     if (Status s = CheckLocalRuntime(options); !s.ok()) {
       spdlog::error("local runtime check failed: {} (run `code-interpreter doctor` for details)",
                     s.message());

@@ -8,28 +8,29 @@
 
 namespace ci {
 
-// Sized for programs, far below the host defaults (signals ~ threads-max, inotify 128 per user).
-const RlimitQuota kSandboxRlimits[4] = {{RLIMIT_NOFILE, 1024},
-                                        {RLIMIT_SIGPENDING, 1024},
-                                        {RLIMIT_MSGQUEUE, 819200},
-                                        {RLIMIT_MEMLOCK, 8u << 20}};
-
+// Sized for programs, far below the host's 128 inotify instances per user.
 const UserNamespaceQuota kSandboxUserNamespaceQuotas[12] = {
     {"max_inotify_instances", 32}, {"max_inotify_watches", 8192}, {"max_fanotify_groups", 0},
     {"max_fanotify_marks", 0},     {"max_user_namespaces", 0},    {"max_pid_namespaces", 0},
     {"max_net_namespaces", 0},     {"max_mnt_namespaces", 0},     {"max_ipc_namespaces", 0},
     {"max_uts_namespaces", 0},     {"max_cgroup_namespaces", 0},  {"max_time_namespaces", 0}};
 
-SysError SetSandboxRlimits() {
-  for (const RlimitQuota& q : kSandboxRlimits) {
+SysError SetSandboxRlimits(const Plan& plan) {
+  const struct {
+    int resource;
+    const char* name;
+    uint64_t value;
+  } limits[] = {{RLIMIT_NOFILE, "RLIMIT_NOFILE", plan.open_files},
+                {RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING", plan.queued_signals},
+                {RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE", plan.message_queue_bytes},
+                {RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK", plan.locked_memory_bytes}};
+  for (const auto& l : limits) {
     struct rlimit current {};
-    if (::getrlimit(q.resource, &current) != 0) return SysFail("getrlimit");
-    // Never raise what the daemon was given.
-    rlim_t v = q.value < current.rlim_max ? q.value : current.rlim_max;
+    if (::getrlimit(l.resource, &current) != 0) return SysFail("getrlimit");
+    rlim_t v = l.value < current.rlim_max ? l.value : current.rlim_max;
     struct rlimit limit = {v, v};
-    if (::setrlimit(q.resource, &limit) != 0) {
-      return SysFailErr(errno, "setrlimit " + std::to_string(q.resource));
-    }
+    if (::setrlimit(l.resource, &limit) != 0)
+      return SysFailErr(errno, std::string("setrlimit ") + l.name);
   }
   return SysOk();
 }

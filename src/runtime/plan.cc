@@ -45,6 +45,10 @@ Plan PlanFromSpec(const SandboxSpec& spec, const CgroupLayout& cgroup, std::stri
   p.cpu_percent = spec.limits.cpu_percent;
   p.workspace_bytes = spec.limits.workspace_bytes;
   p.tmp_bytes = spec.limits.tmp_bytes;
+  p.open_files = spec.limits.open_files;
+  p.queued_signals = spec.limits.queued_signals;
+  p.message_queue_bytes = spec.limits.message_queue_bytes;
+  p.locked_memory_bytes = spec.limits.locked_memory_bytes;
   p.read_only_root = spec.security.read_only_root;
   p.no_new_privs = spec.security.no_new_privs;
   p.network_none = spec.security.network_none;
@@ -67,6 +71,10 @@ std::string EncodePlan(const Plan& p) {
   json::U64(w, "cpu_percent", p.cpu_percent);
   json::U64(w, "workspace_bytes", p.workspace_bytes);
   json::U64(w, "tmp_bytes", p.tmp_bytes);
+  json::U64(w, "open_files", p.open_files);
+  json::U64(w, "queued_signals", p.queued_signals);
+  json::U64(w, "message_queue_bytes", p.message_queue_bytes);
+  json::U64(w, "locked_memory_bytes", p.locked_memory_bytes);
   json::Bool(w, "read_only_root", p.read_only_root);
   json::Bool(w, "no_new_privs", p.no_new_privs);
   json::Bool(w, "network_none", p.network_none);
@@ -94,7 +102,10 @@ bool DecodePlan(std::string_view text, Plan* p) {
       json::Get(d, "gid", &p->gid) && json::Get(d, "hostname", &p->hostname) &&
       json::Get(d, "memory_bytes", &p->memory_bytes) && json::Get(d, "pids", &p->pids) &&
       json::Get(d, "workspace_bytes", &p->workspace_bytes) &&
-      json::Get(d, "tmp_bytes", &p->tmp_bytes) &&
+      json::Get(d, "tmp_bytes", &p->tmp_bytes) && json::Get(d, "open_files", &p->open_files) &&
+      json::Get(d, "queued_signals", &p->queued_signals) &&
+      json::Get(d, "message_queue_bytes", &p->message_queue_bytes) &&
+      json::Get(d, "locked_memory_bytes", &p->locked_memory_bytes) &&
       json::Get(d, "read_only_root", &p->read_only_root) &&
       json::Get(d, "no_new_privs", &p->no_new_privs) &&
       json::Get(d, "network_none", &p->network_none) && json::Get(d, "seccomp_bpf", &bpf_hex) &&

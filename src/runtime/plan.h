@@ -29,6 +29,11 @@ struct Plan {
   uint32_t cpu_percent = 0;  // v2 cpu.max cap; 0 = unlimited
   uint64_t workspace_bytes = 0;
   uint64_t tmp_bytes = 0;
+  // SandboxLimits' rlimits (kernel_quotas.h), set by the shim before the clone.
+  uint64_t open_files = 0;
+  uint64_t queued_signals = 0;
+  uint64_t message_queue_bytes = 0;
+  uint64_t locked_memory_bytes = 0;
   bool read_only_root = true;
   bool no_new_privs = true;
   bool network_none = true;

@@ -119,7 +119,11 @@ void SandboxInitMain(const Plan& plan, int go_fd) {
        [&] { return plan.TwoIds() ? KeepInitCapabilities() : DropAllCapabilities(); }},
       {"no_new_privs", [&] { return plan.no_new_privs ? SetNoNewPrivs() : SysOk(); }},
       {"not_dumpable", [] { return SetNotDumpable(); }},
-      {"rlimits", [&] { return plan.cgroup.version == 0 ? SetFallbackRlimits(plan) : SysOk(); }},
+      {"rlimits",
+       [&] {
+         CI_SYS_RETURN_IF_ERROR(SetSandboxRlimits(plan));
+         return plan.cgroup.version == 0 ? SetFallbackRlimits(plan) : SysOk();
+       }},
       {"close_fds", [] { return CloseStrayFds(); }},
       {"seccomp", [&] { return LoadSeccomp(plan); }},
   };

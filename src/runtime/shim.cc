@@ -20,7 +20,6 @@
 
 #include "runtime/cgroups.h"
 #include "runtime/host_checks.h"
-#include "runtime/kernel_quotas.h"
 #include "runtime/messages.h"
 #include "runtime/pidfd.h"
 #include "runtime/protocol.h"
@@ -145,7 +144,6 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
     maps.program_uid = plan.host_uids.first + index;
     maps.program_gid = plan.host_gids.first + index;
   }
-  if (SysError e = SetSandboxRlimits(); !e.ok()) return ReportSetupFailure("rlimits", e);
 
   // No cgroup (version 0) when the daemon found none its user may write: rlimits instead.
   std::unique_ptr<Cgroup> cgroup =

@@ -15,6 +15,7 @@ Progress goes to stderr; stdout is TAP only.
 
 import argparse
 import os
+import subprocess
 import sys
 import unittest
 
@@ -27,7 +28,7 @@ import harness  # noqa: E402
 SUITES = {
     "e2e": ["test_api", "test_execute", "test_files", "test_stream", "test_libraries", "test_cli",
             "test_hardening", "test_doctor", "test_sessions"],
-    "hostile": ["test_hostile"],
+    "hostile": ["test_hostile", "test_containment"],
 }
 # Modules that only apply to one backend: added to the e2e suite when it runs against that one,
 # rather than skipping everywhere else.
@@ -70,6 +71,8 @@ def main():
                                       "(default: local when spawning, any with --url)")
     ap.add_argument("-k", action="append", default=[], metavar="PATTERN",
                     help="run only tests whose id contains PATTERN (repeatable)")
+    ap.add_argument("--no-subids", action="store_true",
+                    help="with --as-user: do not grant USER subordinate ids (the one-id map)")
     ap.add_argument("--as-user", metavar="USER",
                     help="start the daemons as this unprivileged user (rootless mode; needs root)")
     ap.add_argument("--list", action="store_true")
@@ -109,6 +112,10 @@ def main():
             if os.geteuid() != 0:
                 ap.error("--as-user needs root (it switches to USER with setpriv)")
             harness.Config.as_user = args.as_user
+            # Subordinate ids, as an administrator gives a rootless daemon's user (README).
+            if not args.no_subids:
+                grant = os.path.join(HERE, "..", "common", "grant-subids.sh")
+                subprocess.run([grant, args.as_user], check=True)
     harness.Config.no_skip = os.environ.get("CI_E2E_NO_SKIP") == "1"
 
     # Anything a test prints must not break the TAP stream.

@@ -12,6 +12,8 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 group=$(id -gn "$user") || exit 1
+# Subordinate ids, as an administrator gives a rootless daemon's user (README "Security model").
+"$(dirname "$0")/../common/grant-subids.sh" "$user" || exit 1
 tmp=$(mktemp -d /tmp/ci-as-user-XXXXXX) || exit 1
 chmod 755 "$tmp"
 # The checkout may live where USER cannot reach it (a 0700 home, say): run copies of the test

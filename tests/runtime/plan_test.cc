@@ -14,8 +14,15 @@ TEST(Plan, FromSpecRoundTrips) {
   spec.rootfs = "/srv/root";
   spec.limits.memory_bytes = 128u << 20;
   spec.limits.pids = 16;
+  spec.limits.open_files = 512;
+  spec.limits.queued_signals = 77;
+  spec.limits.message_queue_bytes = 4096;
+  spec.limits.locked_memory_bytes = 65536;
   const std::string bpf("\x06\x00\x00\x00\x00\x00\xff\x7f", 8);  // ret ALLOW: binary-safe
   Plan p = PlanFromSpec(spec, {1, "/sys/fs/cgroup"}, bpf);
+  p.host_uids = {2000000, 100};
+  p.host_gids = {3000000, 50};
+  p.id_lock_dir = "/run/ids";
   Plan q;
   ASSERT_TRUE(DecodePlan(EncodePlan(p), &q));
   EXPECT_EQ(q.rootfs, "/srv/root");
@@ -27,6 +34,15 @@ TEST(Plan, FromSpecRoundTrips) {
   EXPECT_EQ(q.seccomp_bpf, bpf);
   EXPECT_EQ(q.cgroup.version, 1);
   EXPECT_EQ(q.cgroup.root, "/sys/fs/cgroup");
+  EXPECT_EQ(q.open_files, 512u);
+  EXPECT_EQ(q.queued_signals, 77u);
+  EXPECT_EQ(q.message_queue_bytes, 4096u);
+  EXPECT_EQ(q.locked_memory_bytes, 65536u);
+  EXPECT_EQ(q.host_uids.first, 2000000u);
+  EXPECT_EQ(q.host_uids.count, 100u);
+  EXPECT_EQ(q.host_gids.first, 3000000u);
+  EXPECT_EQ(q.host_gids.count, 50u);
+  EXPECT_EQ(q.id_lock_dir, "/run/ids");
 }
 
 TEST(Plan, RejectsIncompleteJson) {

@@ -97,3 +97,27 @@ TEST(Config, SeccompSettings) {
 
 }  // namespace
 }  // namespace ci
+
+namespace ci {
+namespace {
+
+TEST(Config, SandboxIdRange) {
+  auto d = Load({});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->sandbox_id_first, 2147418112u);
+  EXPECT_EQ(d->sandbox_id_count, 65536u);
+  auto c = Load({{"SANDBOX_ID_RANGE", "300000-300099"}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->sandbox_id_first, 300000u);
+  EXPECT_EQ(c->sandbox_id_count, 100u);
+  for (const char* bad : {"", "300000", "300000-", "5-10", "300099-300000", "1-2-3", "x-y",
+                          "300000-4294967295"}) {
+    auto r = Load({{"SANDBOX_ID_RANGE", bad}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("SANDBOX_ID_RANGE"), std::string::npos);
+    EXPECT_NE(r.status().message().find("FIRST-LAST"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ci
