@@ -1,0 +1,316 @@
+"""The CLI and a foreground daemon in a real terminal (issue #9 items 1 and 8).
+
+A sandboxed program must never reach the terminal the daemon or `code-interpreter run` was started
+from: no /dev/tty, no controlling terminal, TIOCSTI refused. Each test runs `sh -c '<command>;
+read line; echo GOT[$line]'` under a pseudo-terminal: if the program pushed a line into the
+terminal's input queue, the shell's `read` gets it instead of the line the test types afterwards.
+Ctrl-C on a foreground daemon reaches the daemon alone (shims are in sessions of their own): its
+shutdown grace runs, the sandboxes are removed in order and nothing is left behind."""
+
+import glob
+import json
+import os
+import pty
+import re
+import select
+import signal
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.request
+
+from harness import Config
+
+# Tries every way to the terminal, repeatedly for `seconds`: /dev/tty, then TIOCSTI on every
+# open descriptor, plain and with high bits set (the kernel ignores them).
+INJECT = """
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+deadline = time.time() + SECONDS
+line = b"echo INJECTED\\n"
+while True:
+    fds = list(range(0, 64))
+    try:
+        fds.append(os.open("/dev/tty", os.O_RDWR))
+    except OSError as e:
+        print("devtty", e.errno, flush=True) if not os.environ.get("QUIET") else None
+    for fd in fds:
+        for req in (0x5412, 0x100005412):
+            for ch in line:
+                libc.syscall(16, fd, ctypes.c_ulong(req), ctypes.byref(ctypes.c_char(ch)))
+    os.environ["QUIET"] = "1"
+    if time.time() > deadline:
+        break
+    time.sleep(0.05)
+print("tried", flush=True)
+"""
+
+
+class Terminal:
+    """A shell under a pseudo-terminal: `command`, then a `read` that shows what it got."""
+
+    def __init__(self, command, env):
+        # The shell outlives a Ctrl-C (its trap runs once the command ended), the command gets
+        # the default disposition back.
+        argv = ["sh", "-c", "trap : INT; " + command + '; read line; echo "GOT[$line]"']
+        if Config.as_user:
+            pw = __import__("pwd").getpwnam(Config.as_user)
+            argv = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups",
+                    "--"] + argv
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            try:
+                os.execvpe(argv[0], argv, env)
+            finally:
+                os._exit(127)
+        self.output = b""
+
+    def read_until(self, pattern, timeout):
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, self.output):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {pattern!r} in the terminal within {timeout} s: "
+                                     f"{self.output[-3000:]!r}")
+            if select.select([self.fd], [], [], left)[0]:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:  # EIO: the shell is gone
+                    chunk = b""
+                if not chunk:
+                    raise AssertionError(f"the terminal closed before {pattern!r}: "
+                                         f"{self.output[-3000:]!r}")
+                self.output += chunk
+        return re.search(pattern, self.output)
+
+    def type(self, text):
+        os.write(self.fd, text)
+
+    def close(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+        os.close(self.fd)
+
+
+def sandbox_cgroups(pid_prefix=""):
+    """Sandbox cgroup directories on this host (v1 controllers or any v2 parent)."""
+    found = set()
+    for pattern in ("/sys/fs/cgroup/*/code-interpreter/*", "/sys/fs/cgroup/**/code-interpreter/*"):
+        for path in glob.glob(pattern, recursive=True):
+            name = os.path.basename(path)
+            if os.path.isdir(path) and name.startswith(pid_prefix) and name != "daemon":
+                found.add(path)
+    return found
+
+
+def children(parent):
+    """(pid, cmdline) of the processes whose parent is `parent`."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if ppid == parent:
+            out.append((int(d), cmd))
+    return out
+
+
+def shims_of(daemon_pid):
+    return [pid for pid, cmd in children(daemon_pid) if cmd == b"code-interpreter\0shim\0"]
+
+
+class TerminalTest(unittest.TestCase):
+    def setUp(self):
+        if not Config.bin_path:
+            self.skipTest("--url mode: starts its own CLI and daemons (--bin)")
+        if Config.expected_backend not in (None, "local"):
+            self.skipTest("the local backend's terminal and process groups")
+        self.dir = tempfile.mkdtemp(prefix="ci-terminal-")
+        os.chmod(self.dir, 0o755)
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
+        self.bin = Config.daemon_binary()
+        self.env = dict(os.environ, HOST="127.0.0.1", PORT="0", EXECUTOR_BACKEND="local",
+                        FILE_STORAGE_DIR=os.path.join(self.dir, "files"), SHUTDOWN_GRACE_SEC="3",
+                        WARM_POOL_SIZE="0", TERM="dumb")
+        if Config.as_user:
+            os.chown(self.dir, *[getattr(__import__("pwd").getpwnam(Config.as_user), a)
+                                 for a in ("pw_uid", "pw_gid")])
+
+    def terminal(self, command):
+        t = Terminal(command, self.env)
+        self.addCleanup(t.close)
+        return t
+
+    def assert_nothing_injected(self, t):
+        t.type(b"typed-by-the-test\n")
+        m = t.read_until(rb"GOT\[([^\]]*)\]", 30)
+        self.assertEqual(m.group(1), b"typed-by-the-test", t.output[-3000:])
+        self.assertNotIn(b"INJECTED\r\n", t.output.replace(b"echo INJECTED", b""))
+
+    def test_cli_program_cannot_reach_the_terminal(self):
+        code = INJECT.replace("SECONDS", "0.3")
+        script = os.path.join(self.dir, "inject.py")
+        with open(script, "w") as f:
+            f.write(code)
+        os.chmod(script, 0o644)
+        t = self.terminal(f"{self.bin} run --timeout-ms 20000 {script}")
+        t.read_until(rb"tried", 60)
+        self.assertIn(b"devtty 2", t.output)  # ENOENT: no /dev/tty in the sandbox
+        self.assert_nothing_injected(t)
+
+    def start_daemon(self):
+        t = self.terminal(f"exec 2>&1; {self.bin} serve")
+        m = t.read_until(rb"listening on [^\s:]+:(\d+)", 60)
+        return t, int(m.group(1))
+
+    def post(self, port, body, timeout=60):
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/execute",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.load(r)
+
+    def test_foreground_daemon_program_cannot_reach_the_terminal(self):
+        t, port = self.start_daemon()
+        res = self.post(port, {"code": INJECT.replace("SECONDS", "0.3"), "timeout_ms": 20000})
+        self.assertIn("devtty 2\n", res["stdout"], res)
+        self.assertEqual(res["exit_code"], 0, res)
+        t.type(b"\x03")  # Ctrl-C: the daemon stops, the shell's read runs
+        t.read_until(rb"shutdown complete", 30)
+        self.assert_nothing_injected(t)
+
+    def test_ctrl_c_grace_keeps_sandboxes_off_the_terminal_and_leaves_nothing(self):
+        t, port = self.start_daemon()
+        daemon_pid = next(pid for pid, cmd in children(t.pid) if b"serve" in cmd)
+        before = sandbox_cgroups()
+        results = {}
+
+        import threading
+
+        def run():
+            try:
+                results["res"] = self.post(port, {"code": INJECT.replace("SECONDS", "30"),
+                                                  "timeout_ms": 60000}, timeout=90)
+            except Exception as e:  # noqa: BLE001 - the shutdown may cut the answer
+                results["error"] = e
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        # The program is running (and trying the terminal) when Ctrl-C comes.
+        deadline = time.monotonic() + 30
+        while not shims_of(daemon_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertTrue(shims_of(daemon_pid), "no sandbox started")
+        time.sleep(0.5)
+        t.type(b"\x03")
+        # The grace (3 s) passes with the program still trying, then the daemon kills it and
+        # exits; the shell's `read` comes next.
+        self.assert_nothing_injected(t)
+        self.assertIn(b"shutdown complete", t.output)
+        thread.join(30)
+        self.assertFalse(thread.is_alive())
+        self.assertEqual(shims_of(daemon_pid), [])
+        self.assertEqual(sandbox_cgroups() - before, set(), "cgroups left after Ctrl-C")
+
+
+class CgroupReaperTest(unittest.TestCase):
+    """A shim killed without its cleanup leaves an empty cgroup; the next daemon removes it and
+    leaves the cgroups of live sandboxes, of any daemon, alone."""
+
+    def setUp(self):
+        if not Config.bin_path:
+            self.skipTest("--url mode: starts its own daemons (--bin)")
+        if Config.expected_backend not in (None, "local") or Config.as_user or os.geteuid():
+            self.skipTest("the local backend's cgroups need root on this host (rootless "
+                          "sandboxes get no cgroup here: a reported downgrade)")
+        self.dir = tempfile.mkdtemp(prefix="ci-reaper-")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
+        self.procs = []
+        self.addCleanup(self.stop_all)
+
+    def stop_all(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+    def start(self):
+        env = dict(os.environ, HOST="127.0.0.1", PORT="0", EXECUTOR_BACKEND="local",
+                   WARM_POOL_SIZE="0", FILE_STORAGE_DIR=os.path.join(self.dir, "files"))
+        p = subprocess.Popen([Config.bin_path, "serve"], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.procs.append(p)
+        lines = []
+        for line in p.stderr:
+            lines.append(line)
+            m = re.search(r"listening on \S+:(\d+)", line)
+            if m:
+                threading_drain(p)
+                return p, int(m.group(1)), lines
+        self.fail("the daemon did not start: " + "".join(lines))
+
+    def test_orphaned_cgroups_are_removed_at_startup_live_ones_kept(self):
+        a, port_a, _ = self.start()
+        results = {}
+
+        def post(port, key, code, timeout_ms):
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v1/execute",
+                data=json.dumps({"code": code, "timeout_ms": timeout_ms}).encode(),
+                headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    results[key] = r.status
+            except urllib.error.HTTPError as e:
+                results[key] = e.code
+
+        import threading
+        doomed = threading.Thread(target=post, args=(port_a, "doomed", "import time\n"
+                                                      "time.sleep(30)", 40000))
+        doomed.start()
+        deadline = time.monotonic() + 30
+        while not shims_of(a.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        shim = shims_of(a.pid)[0]
+        os.kill(shim, signal.SIGKILL)  # no cleanup: its sandbox dies, its cgroup stays
+        doomed.join(60)
+        orphans = sandbox_cgroups(f"{shim}-")
+        self.assertTrue(orphans, "killing a shim should leave its cgroup behind")
+        # A live sandbox of daemon A while daemon B starts: B must keep its hands off it.
+        live = threading.Thread(target=post, args=(port_a, "live", "import time\n"
+                                                   "time.sleep(4)\nprint('done')", 30000))
+        live.start()
+        deadline = time.monotonic() + 30
+        while not shims_of(a.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        live_shim = shims_of(a.pid)[0]
+        live_cgroups = sandbox_cgroups(f"{live_shim}-")
+        self.assertTrue(live_cgroups)
+        b, _, lines_b = self.start()
+        self.assertEqual(sandbox_cgroups(f"{shim}-"), set(), "the orphans are still there")
+        self.assertEqual(sandbox_cgroups(f"{live_shim}-"), live_cgroups)
+        live.join(60)
+        self.assertEqual(results.get("live"), 200, results)
+
+
+def threading_drain(proc):
+    """Keeps reading a daemon's stderr so it never blocks on a full pipe."""
+    import threading
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
