@@ -105,6 +105,19 @@ HostFinding SandboxStart(const Config& config) {
   return f;
 }
 
+// What the local backend enforces on this host and what it cannot (the same list /health shows):
+// each downgrade is a warning with its fix.
+std::vector<HostFinding> HardeningFindings(const Config& config) {
+  asio::io_context io(1);
+  auto executor = MakeLocalExecutor(io.get_executor(), LocalOptionsFromConfig(config));
+  std::vector<HostFinding> out;
+  for (const Downgrade& d : executor->enforcement().downgrades) {
+    out.push_back({d.measure, false, false, d.reason, d.fix});
+  }
+  if (out.empty()) out.push_back({"every hardening measure", true, false, "enforced here", ""});
+  return out;
+}
+
 }  // namespace
 
 int DoctorCommand(int argc, char** /*argv*/) {
@@ -155,6 +168,9 @@ int DoctorCommand(int argc, char** /*argv*/) {
 
   Section("sandbox root filesystem");
   for (const HostFinding& f : ProbeRootfs(config->sandbox_rootfs)) Print(f, &t);
+
+  Section("hardening downgrades (also listed by /health)");
+  for (const HostFinding& f : HardeningFindings(*config)) Print(f, &t);
 
   Section("sandbox");
   std::fflush(stdout);
