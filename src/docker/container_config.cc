@@ -175,8 +175,16 @@ std::string ContainerCreateJson(const SandboxSpec& spec, const ContainerOptions&
   labels[kComponentLabel] = o.component;
   labels[kExpiresLabel] = std::to_string(o.expires_at);
   // Hard CPU limit one second above the soft one, as the local runtime: SIGXCPU, then SIGKILL.
+  // The kernel quotas of SandboxLimits as the local runtime sets them (soft = hard).
+  const auto same = [](const char* name, uint64_t v) {
+    return Ulimit{name, static_cast<int64_t>(v), static_cast<int64_t>(v)};
+  };
   std::vector<Ulimit> ulimits = {{"cpu", spec.limits.cpu_time_sec, spec.limits.cpu_time_sec + 1},
-                                 {"core", 0, 0}};
+                                 {"core", 0, 0},
+                                 same("nofile", spec.limits.open_files),
+                                 same("sigpending", spec.limits.queued_signals),
+                                 same("msgqueue", spec.limits.message_queue_bytes),
+                                 same("memlock", spec.limits.locked_memory_bytes)};
   if (o.cpu_rlimit_per_run) ulimits[0] = {"cpu", -1, -1};
   for (const auto& u : o.extra.ulimits) {
     std::erase_if(ulimits, [&](const Ulimit& x) { return x.name == u.name; });
