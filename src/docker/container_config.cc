@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/json.h"
+#include "core/proc_masks.h"
 
 namespace ci::docker {
 namespace {
@@ -264,6 +265,16 @@ std::string ContainerCreateJson(const SandboxSpec& spec, const ContainerOptions&
   WriteString(w, "/tmp");
   WriteString(w, "rw,nosuid,nodev,size=" + std::to_string(spec.limits.tmp_bytes) + ",mode=1777");
   w.EndObject();
+  // Replaces Docker's defaults, so its /sys entries are kept (core/proc_masks.h has the rest).
+  std::vector<std::string> masked = {"/sys/firmware", "/sys/devices/virtual/powercap"};
+  for (const char* p : kMaskedProcFiles) masked.push_back(std::string("/proc/") + p);
+  for (const char* p : kEmptyProcDirs) masked.push_back(std::string("/proc/") + p);
+  std::vector<std::string> read_only;
+  for (const char* p : kReadOnlyProcDirs) read_only.push_back(std::string("/proc/") + p);
+  Key(w, "MaskedPaths");
+  WriteStrings(w, masked);
+  Key(w, "ReadonlyPaths");
+  WriteStrings(w, read_only);
   Key(w, "ReadonlyRootfs");
   w.Bool(spec.security.read_only_root);
   // PID 1 must survive `kill -9 -1` from the timeout exec: the kernel never delivers a kill(-1)

@@ -724,7 +724,16 @@ class DockerExecutor final : public Executor {
                   "no_new_privs",
                   "seccomp (when a profile is configured)",
                   "memory and pids limits (docker)",
-                  "rlimit cpu"};
+                  "rlimit cpu",
+                  "kernel quotas as ulimits (open files, signals, message queues, locked memory)",
+                  "no controlling terminal (no tty, TIOCSTI refused by the profile)"};
+    // Every container's program is host uid 65532 (no user namespace per container), so the
+    // counters the kernel keeps per uid are shared by all containers.
+    e.downgrades.push_back(
+        {"own host uid per sandbox",
+         "every container runs as host uid 65532: per-user kernel counters (pipe buffer pages, "
+         "inotify instances, queued signals, processes) are shared by all containers",
+         "use the local backend as root for a host uid per sandbox"});
     if (opts_.network != "none") {
       e.downgrades.push_back(
           {"network isolation",

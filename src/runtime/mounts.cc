@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/proc_masks.h"
 #include "runtime/mount_util.h"
 
 namespace ci {
@@ -66,8 +67,7 @@ SysError BuildDev(const Plan& plan, const std::string& newroot) {
 SysError MaskProcPaths(const std::string& newroot) {
   const std::string proc = newroot + "/proc";
   const std::string null_dev = newroot + "/dev/null";
-  // Read-only: what a program may read but never change (its own namespace's sysctls included).
-  for (const char* name : {"sys", "irq", "bus", "fs"}) {
+  for (const char* name : kReadOnlyProcDirs) {
     const std::string path = proc + "/" + name;
     if (::access(path.c_str(), F_OK) != 0) continue;
     if (::mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
@@ -75,21 +75,14 @@ SysError MaskProcPaths(const std::string& newroot) {
     }
     CI_SYS_RETURN_IF_ERROR(RemountReadOnly(path));
   }
-  // Files that are the host's, not the sandbox's, and that no program needs: kernel memory and
-  // symbols, the kernel's build configuration, the boot id (identifies the host across
-  // sandboxes), timers and scheduler state of every process, keys, and sysrq. Each reads empty.
-  for (const char* name :
-       {"kcore", "kallsyms", "config.gz", "modules", "vmallocinfo", "kpagecount", "kpageflags",
-        "kpagecgroup", "keys", "key-users", "timer_list", "sched_debug", "latency_stats",
-        "sysrq-trigger", "sys/kernel/random/boot_id"}) {
+  for (const char* name : kMaskedProcFiles) {
     const std::string path = proc + "/" + name;
     if (::access(path.c_str(), F_OK) != 0) continue;
     if (::mount(null_dev.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) != 0) {
       return SysFailErr(errno, "mask " + path);
     }
   }
-  // Host hardware listings: an empty read-only directory instead.
-  for (const char* name : {"acpi", "asound", "scsi"}) {
+  for (const char* name : kEmptyProcDirs) {
     const std::string path = proc + "/" + name;
     if (::access(path.c_str(), F_OK) != 0) continue;
     CI_SYS_RETURN_IF_ERROR(MountTmpfs(path, "size=4k,mode=0555", MS_NOSUID | MS_NODEV | MS_NOEXEC));
