@@ -57,10 +57,10 @@ SysError SetFallbackRlimits(const Plan& plan) {
   // RLIMIT_NPROC is checked at fork/clone against the tasks (threads included, like pids.max) of
   // the caller's real uid. Since Linux 5.14 that count is kept per (user namespace, uid): the
   // sandbox's own namespace counts only its uid 65532, i.e. exactly this sandbox (init too with
-  // the one-id map), which is what pids.max counts. Each ancestor namespace is checked too, against the limit its
-  // creator had: the daemon's user as a whole stays bounded by the daemon's own RLIMIT_NPROC.
-  // (Before 5.14 the count was per host uid: all sandboxes of the daemon's user, and the daemon's
-  // own threads, would share it.)
+  // the one-id map), which is what pids.max counts. Each ancestor namespace is checked too, against
+  // the limit its creator had: the daemon's user as a whole stays bounded by the daemon's own
+  // RLIMIT_NPROC. (Before 5.14 the count was per host uid: all sandboxes of the daemon's user, and
+  // the daemon's own threads, would share it.)
   const rlim_t nproc = static_cast<rlim_t>(plan.pids);
   struct rlimit nproc_limit = {nproc, nproc};
   if (::setrlimit(RLIMIT_NPROC, &nproc_limit) != 0) return SysFail("setrlimit RLIMIT_NPROC");

@@ -1,6 +1,7 @@
 #include "runtime/sandbox_init.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -36,7 +37,18 @@ SysError AwaitParent(int go_fd) {
   if (n < 0) return SysFail("read the go signal");
   // EOF: the parent died before "go"; PDEATHSIG was set first, so nothing can slip between.
   if (n == 0 || byte != 'G') return SysFailErr(ECHILD, "the shim parent exited before go");
-  ::close(go_fd);
+  return SysOk();
+}
+
+// The kernel clears the death signal on every change of the effective or file system ids
+// (namespace_root, init_user), so it is set again once they are final. The shim holds the go
+// pipe's write end for its whole life: a hang-up means it died before the signal was back.
+SysError RearmParentDeathSignal(int go_fd) {
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return SysFail("PDEATHSIG");
+  struct pollfd p = {go_fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)) != 0) {
+    return SysFailErr(ECHILD, "the shim parent exited during setup");
+  }
   return SysOk();
 }
 
@@ -75,7 +87,8 @@ void SandboxInitMain(const Plan& plan, int go_fd) {
     std::function<SysError()> run;
   };
   // The containment order, top to bottom. Kernel constraints that fix it:
-  // - the death signal before waiting, so a parent dying at any point takes the child along;
+  // - the death signal before waiting, so a parent dying at any point takes the child along, and
+  //   again after the last id change (which clears it);
   // - a session of its own, so no controlling terminal is ever reachable (the shim has none
   //   either: it is spawned with setsid);
   // - namespace root right after the maps (file creation needs a mapped fsuid);
@@ -117,6 +130,7 @@ void SandboxInitMain(const Plan& plan, int go_fd) {
       {"init_user", [&] { return SwitchToInitUser(plan.uid, plan.gid, plan.TwoIds()); }},
       {"capabilities",
        [&] { return plan.TwoIds() ? KeepInitCapabilities() : DropAllCapabilities(); }},
+      {"parent_death_signal_again", [&] { return RearmParentDeathSignal(go_fd); }},
       {"no_new_privs", [&] { return plan.no_new_privs ? SetNoNewPrivs() : SysOk(); }},
       {"not_dumpable", [] { return SetNotDumpable(); }},
       {"rlimits",

@@ -186,7 +186,8 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
     (void)cgroup->Remove();
     return 1;
   }
-  go_write.reset();
+  // go_write stays open while the shim lives: init checks it for a hang-up once it re-armed its
+  // death signal (a credential change clears it), to know the shim did not die in between.
   // Init holds the agent socket and the program's stdio now; without our copies, the daemon sees
   // EOF on them as soon as the sandbox is gone.
   for (int fd : {kAgentFd, kProgramStdinFd, kProgramStdoutFd, kProgramStderrFd}) ::close(fd);

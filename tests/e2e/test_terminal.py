@@ -17,11 +17,12 @@ import signal
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 import urllib.request
 
-from harness import Config
+from harness import Config, host_processes_matching, unique_sleep_arg
 
 # Tries every way to the terminal, repeatedly for `seconds`: /dev/tty, then TIOCSTI on every
 # open descriptor, plain and with high bits set (the kernel ignores them).
@@ -129,6 +130,14 @@ def children(parent):
     return out
 
 
+def parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+
+
 def shims_of(daemon_pid):
     return [pid for pid, cmd in children(daemon_pid) if cmd == b"code-interpreter\0shim\0"]
 
@@ -199,8 +208,6 @@ class TerminalTest(unittest.TestCase):
         before = sandbox_cgroups()
         results = {}
 
-        import threading
-
         def run():
             try:
                 results["res"] = self.post(port, {"code": INJECT.replace("SECONDS", "30"),
@@ -262,18 +269,21 @@ class CgroupReaperTest(unittest.TestCase):
             lines.append(line)
             m = re.search(r"listening on \S+:(\d+)", line)
             if m:
-                threading_drain(p)
-                return p, int(m.group(1)), lines
+                # Keep reading its log so that it never blocks on a full pipe.
+                threading.Thread(target=p.stderr.read, daemon=True).start()
+                return p, int(m.group(1))
         self.fail("the daemon did not start: " + "".join(lines))
 
-    def test_orphaned_cgroups_are_removed_at_startup_live_ones_kept(self):
-        a, port_a, _ = self.start()
-        results = {}
+    def post_in_background(self, daemon, port, seconds, results, key):
+        """Starts `sleep <unique>` as a bash execution on a thread; returns the thread, the
+        sleep's argument and the pid of the shim of its sandbox once it runs."""
+        sleep = unique_sleep_arg()
 
-        def post(port, key, code, timeout_ms):
+        def post():
             req = urllib.request.Request(
                 f"http://127.0.0.1:{port}/v1/execute",
-                data=json.dumps({"code": code, "timeout_ms": timeout_ms}).encode(),
+                data=json.dumps({"code": f"sleep {sleep}", "language": "bash",
+                                 "timeout_ms": seconds * 1000}).encode(),
                 headers={"Content-Type": "application/json"})
             try:
                 with urllib.request.urlopen(req, timeout=60) as r:
@@ -281,36 +291,36 @@ class CgroupReaperTest(unittest.TestCase):
             except urllib.error.HTTPError as e:
                 results[key] = e.code
 
-        import threading
-        doomed = threading.Thread(target=post, args=(port_a, "doomed", "import time\n"
-                                                      "time.sleep(30)", 40000))
-        doomed.start()
+        thread = threading.Thread(target=post, daemon=True)
+        thread.start()
         deadline = time.monotonic() + 30
-        while not shims_of(a.pid) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            # sleep -> ... -> init -> shim -> daemon (its language probes have shims too)
+            for line in host_processes_matching(f"sleep {sleep}"):
+                pid = int(line.split()[0])
+                while pid and parent_of(pid) not in (None, 1, daemon.pid):
+                    pid = parent_of(pid)
+                if pid and parent_of(pid) == daemon.pid:
+                    return thread, sleep, pid
             time.sleep(0.05)
-        shim = shims_of(a.pid)[0]
+        self.fail("the execution did not start")
+
+    def test_orphaned_cgroups_are_removed_at_startup_live_ones_kept(self):
+        a, port_a = self.start()
+        results = {}
+        doomed, sleep, shim = self.post_in_background(a, port_a, 40, results, "doomed")
         os.kill(shim, signal.SIGKILL)  # no cleanup: its sandbox dies, its cgroup stays
         doomed.join(60)
-        orphans = sandbox_cgroups(f"{shim}-")
-        self.assertTrue(orphans, "killing a shim should leave its cgroup behind")
+        self.assertEqual(results.get("doomed"), 500, results)
+        # Init's death signal held through its id changes: the whole sandbox died with the shim.
+        self.assertEqual(host_processes_matching(f"sleep {sleep}"), [])
+        self.assertTrue(sandbox_cgroups(f"{shim}-"), "killing a shim should leave its cgroup")
         # A live sandbox of daemon A while daemon B starts: B must keep its hands off it.
-        live = threading.Thread(target=post, args=(port_a, "live", "import time\n"
-                                                   "time.sleep(4)\nprint('done')", 30000))
-        live.start()
-        deadline = time.monotonic() + 30
-        while not shims_of(a.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        live_shim = shims_of(a.pid)[0]
+        live, _, live_shim = self.post_in_background(a, port_a, 4, results, "live")
         live_cgroups = sandbox_cgroups(f"{live_shim}-")
         self.assertTrue(live_cgroups)
-        b, _, lines_b = self.start()
+        self.start()
         self.assertEqual(sandbox_cgroups(f"{shim}-"), set(), "the orphans are still there")
         self.assertEqual(sandbox_cgroups(f"{live_shim}-"), live_cgroups)
         live.join(60)
-        self.assertEqual(results.get("live"), 200, results)
-
-
-def threading_drain(proc):
-    """Keeps reading a daemon's stderr so it never blocks on a full pipe."""
-    import threading
-    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        self.assertEqual(results.get("live"), 200, results)  # timed out after 4 s, as asked
