@@ -334,7 +334,10 @@ class DockerSandbox final : public Sandbox {
  private:
   std::string BackgroundList() const {
     std::string out;
-    for (long pid : background_) out += (out.empty() ? "" : " ") + std::to_string(pid);
+    for (long pid : background_) {
+      if (!out.empty()) out += ' ';
+      out += std::to_string(pid);  // appended: `" " + string&&` trips GCC 12 -Werror=restrict
+    }
     return out;
   }
 
