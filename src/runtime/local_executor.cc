@@ -78,31 +78,34 @@ class LocalExecutor final : public Executor {
     return "none: own network namespace, loopback only";
   }
 
-  Enforcement enforcement() const override {
+  // From the Plan that Prepare would send the shim for this spec, and the host facts decided at
+  // construction: each measure is what init or the shim applies for a plan field or
+  // unconditionally (sandbox_init.cc, shim.cc).
+  Enforcement enforcement(const SandboxSpec& spec) const override {
+    Result<std::string> bpf = CompiledSeccomp(spec.security);
+    Plan plan = PlanFromSpec(spec, layout_, bpf.ok() ? bpf.value() : std::string());
+    plan.rootless = rootless_;
+    using K = MeasureKind;
     Enforcement e;
-    e.enforced = {"user namespace", "pid namespace",   "mount namespace", "network namespace",
-                  "read-only root", "no capabilities", "no_new_privs",    "rlimit cpu"};
-    if (no_cgroup_) {
-      const std::string fix =
-          "run as root, or run under systemd with Delegate=yes on a cgroup v2 host";
-      e.enforced.push_back("memory limit (RLIMIT_DATA, per process)");
-      e.enforced.push_back("process limit (RLIMIT_NPROC, per sandbox)");
-      e.downgrades.push_back({"memory limit (cgroup)",
-                              no_cgroup_reason_ + "; RLIMIT_DATA per process instead: an "
-                                                  "allocation over it fails (MemoryError), "
-                                                  "no memory_limit verdict",
-                              fix});
-      e.downgrades.push_back({"pids limit (cgroup)",
-                              no_cgroup_reason_ + "; RLIMIT_NPROC instead: fork fails with "
-                                                  "EAGAIN, no pids_limit verdict",
-                              fix});
-    } else if (detected_) {
-      e.enforced.push_back("memory and pids limits (cgroup v" + std::to_string(layout_.version) +
-                           ")");
-    } else {
-      e.downgrades.push_back({"memory and pids limits (cgroup)", detect_error_,
-                              "run as root on a host with cgroup memory and pids controllers"});
+    e.enforced = {{K::kUserNamespace, 0, plan.rootless ? "one id: the daemon's user" : ""},
+                  {K::kPidNamespace},
+                  {K::kMountNamespace},
+                  {K::kNetworkNamespace, 0, "loopback only"},
+                  {K::kNoCapabilities},
+                  {K::kCpuTime, spec.limits.cpu_time_sec, "RLIMIT_CPU"}};
+    if (plan.read_only_root) e.enforced.push_back({K::kReadOnlyRoot});
+    if (plan.no_new_privs) e.enforced.push_back({K::kNoNewPrivs});
+    const Measure seccomp{K::kSeccomp, 0, spec.security.seccomp_profile_name + " profile"};
+    if (!bpf.ok()) {
+      e.downgrades.push_back({MeasureName(seccomp), bpf.status().message(), "fix the profile"});
+    } else if (!plan.seccomp_bpf.empty() && spec.security.seccomp_log_denied) {
+      e.downgrades.push_back({MeasureName(seccomp),
+                              "SECCOMP_LOG_DENIED=true: denied calls are logged and allowed",
+                              "unset SECCOMP_LOG_DENIED once the profile is debugged"});
+    } else if (!plan.seccomp_bpf.empty()) {
+      e.enforced.push_back(seccomp);
     }
+    AddLimits(plan, e);
     if (rootless_) {
       HostCheckInputs in;
       in.rootless = true;
@@ -114,9 +117,51 @@ class LocalExecutor final : public Executor {
   }
 
  private:
+  // Memory, pids and CPU cap: the plan's cgroup (version 0: none, init's rlimits instead).
+  void AddLimits(const Plan& plan, Enforcement& e) const {
+    using K = MeasureKind;
+    const Measure cap{K::kCpuCap, plan.cpu_percent, "cgroup"};
+    if (plan.cgroup.version > 0) {
+      const std::string how = "cgroup v" + std::to_string(plan.cgroup.version);
+      e.enforced.push_back({K::kMemoryLimit, plan.memory_bytes, how});
+      e.enforced.push_back({K::kPidsLimit, plan.pids, how});
+      if (plan.cpu_percent == 0) return;
+      if (std::string why = CpuCapUnavailable(plan.cgroup); why.empty()) {
+        e.enforced.push_back({K::kCpuCap, plan.cpu_percent, how});
+      } else {
+        e.downgrades.push_back({MeasureName(cap), why + ": every sandbox start is refused",
+                                "enable the cpu controller for the sandboxes' cgroups, or unset "
+                                "CPU_QUOTA_PERCENT"});
+      }
+      return;
+    }
+    const std::string fix =
+        "run as root, or run under systemd with Delegate=yes on a cgroup v2 host";
+    if (no_cgroup_) {
+      e.enforced.push_back({K::kMemoryLimit, plan.memory_bytes, "RLIMIT_DATA, per process"});
+      e.enforced.push_back({K::kPidsLimit, plan.pids, "RLIMIT_NPROC, per sandbox"});
+      e.downgrades.push_back({"memory limit (cgroup)",
+                              no_cgroup_reason_ + "; RLIMIT_DATA per process instead: an "
+                                                  "allocation over it fails (MemoryError), "
+                                                  "no memory_limit verdict",
+                              fix});
+      e.downgrades.push_back({"pids limit (cgroup)",
+                              no_cgroup_reason_ + "; RLIMIT_NPROC instead: fork fails with "
+                                                  "EAGAIN, no pids_limit verdict",
+                              fix});
+      if (plan.cpu_percent > 0) {
+        e.downgrades.push_back(
+            {MeasureName(cap), no_cgroup_reason_ + "; no CPU cap without one", fix});
+      }
+    } else {
+      e.downgrades.push_back({"memory and pids limits (cgroup)", detect_error_,
+                              "run as root on a host with cgroup memory and pids controllers"});
+    }
+  }
+
   // Compiling takes milliseconds and every sandbox of a daemon uses the same profile or two, so
   // each (profile text, log mode) is compiled once and the BPF bytes are reused.
-  Result<std::string> CompiledSeccomp(const SandboxSecurity& security) {
+  Result<std::string> CompiledSeccomp(const SandboxSecurity& security) const {
     if (security.seccomp_profile_json.empty()) return std::string();
     std::lock_guard lock(seccomp_mu_);
     auto key = std::make_pair(security.seccomp_log_denied, security.seccomp_profile_json);
@@ -165,9 +210,9 @@ class LocalExecutor final : public Executor {
   bool rootless_ = false;
   bool no_cgroup_ = false;
   std::string no_cgroup_reason_;
-  std::string userns_blocker_;  // rootless: the host setting that blocks user namespaces, or ""
-  std::mutex seccomp_mu_;
-  std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;
+  std::string userns_blocker_;     // rootless: the host setting that blocks user namespaces, or ""
+  mutable std::mutex seccomp_mu_;  // enforcement() compiles too (const)
+  mutable std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;
 };
 
 }  // namespace

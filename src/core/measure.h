@@ -1,0 +1,46 @@
+// A hardening measure as a typed value: what a backend applies to every sandbox of a spec. The
+// backends derive their report (/health `hardening.enforced`, the startup log, STRICT_HARDENING)
+// from the very translation they run (local: the shim Plan; docker: the ContainerCreate body),
+// so the report cannot claim what the sandbox does not get. Tests compare each kind with what is
+// really in force inside a sandbox (tests/runtime/enforcement_test.cc,
+// tests/docker/executor_test.cc EnforcementReportIsWhatIsInForce).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ci {
+
+// A new kind needs its label in measure.cc and a probe in both enforcement tests (each fails on
+// a kind it cannot check, so no report line goes unproven).
+enum class MeasureKind {
+  kUserNamespace,
+  kPidNamespace,
+  kMountNamespace,
+  kNetworkNamespace,  // only loopback inside
+  kReadOnlyRoot,
+  kNoCapabilities,  // every capability set empty
+  kNoNewPrivs,
+  kSeccomp,      // detail: the profile ("default profile")
+  kMemoryLimit,  // amount: bytes, swap included
+  kPidsLimit,    // amount: processes and threads of the whole sandbox
+  kCpuCap,       // amount: percent of one CPU (CFS bandwidth)
+  kCpuTime,      // amount: seconds of CPU per program (RLIMIT_CPU)
+};
+
+struct Measure {
+  Measure(MeasureKind k, uint64_t a = 0, std::string d = {})  // NOLINT: {kind, amount, detail}
+      : kind(k), amount(a), detail(std::move(d)) {}
+  MeasureKind kind;
+  uint64_t amount = 0;  // the limit's value for the limit kinds (see above), else 0
+  std::string detail;   // how it is applied: "cgroup v1", "RLIMIT_DATA, per process", "docker"
+  bool operator==(const Measure&) const = default;
+};
+
+// Its line in /health and the log: "memory limit 256 MiB (cgroup v1)", "CPU cap 50% (docker)".
+std::string MeasureName(const Measure& m);
+std::vector<std::string> MeasureNames(const std::vector<Measure>& measures);
+
+}  // namespace ci
