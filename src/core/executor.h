@@ -101,14 +101,6 @@ class Sandbox {
   virtual void Kill() = 0;
 };
 
-// A hardening measure this backend cannot honour on this host (architecture.md "downgrade"):
-// logged once at startup with the fix, shown by /health, refused under STRICT_HARDENING=true.
-struct Downgrade {
-  std::string measure;  // "memory limit (cgroup)"
-  std::string reason;   // "no cgroup memory controller is available to this user"
-  std::string fix;      // "run as root, or give the daemon a delegated cgroup v2 subtree"
-};
-
 // What the backend enforces on every sandbox of a spec here, and what it cannot.
 struct Enforcement {
   std::vector<Measure> enforced;  // derived from the backend's own translation of the spec

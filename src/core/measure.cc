@@ -64,4 +64,9 @@ std::vector<std::string> MeasureNames(const std::vector<Measure>& measures) {
   return names;
 }
 
+Downgrade SeccompLogOnly(const Measure& seccomp) {
+  return {MeasureName(seccomp), "SECCOMP_LOG_DENIED=true: denied calls are logged and allowed",
+          "unset SECCOMP_LOG_DENIED once the profile is debugged"};
+}
+
 }  // namespace ci

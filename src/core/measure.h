@@ -43,4 +43,16 @@ struct Measure {
 std::string MeasureName(const Measure& m);
 std::vector<std::string> MeasureNames(const std::vector<Measure>& measures);
 
+// A hardening measure this backend cannot honour on this host (architecture.md "downgrade"):
+// logged once at startup with the fix, shown by /health, refused under STRICT_HARDENING=true.
+struct Downgrade {
+  std::string measure;  // "memory limit (cgroup)"
+  std::string reason;   // "no cgroup memory controller is available to this user"
+  std::string fix;      // "run as root, or give the daemon a delegated cgroup v2 subtree"
+};
+
+// SECCOMP_LOG_DENIED (SandboxSecurity::seccomp_log_denied): the profile's denials are logged and
+// let through, the same downgrade on every backend. `seccomp` is the measure it replaces.
+Downgrade SeccompLogOnly(const Measure& seccomp);
+
 }  // namespace ci

@@ -162,6 +162,29 @@ std::string NormalizeImageRef(std::string_view ref) {
   return r + ":latest";
 }
 
+std::string LogOnlySeccompProfile(std::string_view profile_json) {
+  rapidjson::Document d;
+  std::string why;
+  // The daemon compiled the profile at startup; one that does not parse is passed on for dockerd
+  // to refuse by name.
+  if (!ParseJson(profile_json, d, why) || !d.IsObject()) return std::string(profile_json);
+  auto to_log = [&](rapidjson::Value& action) {
+    if (action.IsString() && std::string_view(action.GetString()) != "SCMP_ACT_ALLOW") {
+      action.SetString("SCMP_ACT_LOG", d.GetAllocator());
+    }
+  };
+  if (d.HasMember("defaultAction")) to_log(d["defaultAction"]);
+  if (d.HasMember("syscalls") && d["syscalls"].IsArray()) {
+    for (auto& rule : d["syscalls"].GetArray()) {
+      if (rule.IsObject() && rule.HasMember("action")) to_log(rule["action"]);
+    }
+  }
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  d.Accept(w);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
 ContainerCreate ContainerCreateFromSpec(const SandboxSpec& spec, const ContainerOptions& o) {
   ContainerCreate c;
   c.image = o.image;
@@ -184,7 +207,11 @@ ContainerCreate ContainerCreateFromSpec(const SandboxSpec& spec, const Container
   c.cap_drop = {"ALL"};
   if (spec.security.no_new_privs) c.security_opt.push_back("no-new-privileges");
   if (!spec.security.seccomp_profile_json.empty()) {
-    c.security_opt.push_back("seccomp=" + spec.security.seccomp_profile_json);
+    c.seccomp_log_only = spec.security.seccomp_log_denied;
+    std::string opt = "seccomp=";  // appended, not `"..." + string&&` (GCC 12 -Wrestrict)
+    opt += c.seccomp_log_only ? LogOnlySeccompProfile(spec.security.seccomp_profile_json)
+                              : spec.security.seccomp_profile_json;
+    c.security_opt.push_back(std::move(opt));
   }
   c.seccomp_profile_name = spec.security.seccomp_profile_name;
   c.pids_limit = spec.limits.pids;
@@ -328,7 +355,7 @@ std::vector<Measure> ContainerMeasures(const ContainerCreate& c) {
   if (has(c.cap_drop, "ALL")) m.push_back({K::kNoCapabilities, 0, "docker CapDrop ALL"});
   if (c.readonly_rootfs) m.push_back({K::kReadOnlyRoot, 0, "docker"});
   if (has(c.security_opt, "no-new-privileges")) m.push_back({K::kNoNewPrivs, 0, "docker"});
-  if (has(c.security_opt, "seccomp=")) {
+  if (has(c.security_opt, "seccomp=") && !c.seccomp_log_only) {
     m.push_back({K::kSeccomp, 0, c.seccomp_profile_name + " profile"});
   }
   if (c.memory > 0) {

@@ -86,12 +86,16 @@ struct ContainerCreate {
   bool cpu_rlimit_per_run = false;
   uint32_t cpu_time_per_run_sec = 0;
   std::string seccomp_profile_name;  // the spec's, for the report ("default")
+  bool seccomp_log_only = false;  // SECCOMP_LOG_DENIED: the profile's denials became SCMP_ACT_LOG
 };
 
 ContainerCreate ContainerCreateFromSpec(const SandboxSpec& spec, const ContainerOptions& options);
 // Compact JSON, members in a fixed order (golden-testable).
 std::string ContainerCreateJson(const ContainerCreate& body);
 std::string ContainerCreateJson(const SandboxSpec& spec, const ContainerOptions& options);
+// The OCI seccomp profile with every action but SCMP_ACT_ALLOW (default and rules) turned into
+// SCMP_ACT_LOG: allowed and logged by the kernel audit, as the local runtime's log mode.
+std::string LogOnlySeccompProfile(std::string_view profile_json);
 // What dockerd applies to a container created with `body` (with the per-run wrapper's RLIMIT_CPU
 // for sessions): its part of the backend's Enforcement.
 std::vector<Measure> ContainerMeasures(const ContainerCreate& body);

@@ -697,7 +697,12 @@ class DockerExecutor final : public Executor {
   // Read from the ContainerCreate body that Prepare sends for this spec.
   Enforcement enforcement(const SandboxSpec& spec) const override {
     Enforcement e;
-    e.enforced = ContainerMeasures(ContainerCreateFromSpec(spec, OptionsFor(spec)));
+    const ContainerCreate body = ContainerCreateFromSpec(spec, OptionsFor(spec));
+    e.enforced = ContainerMeasures(body);
+    if (body.seccomp_log_only) {
+      e.downgrades.push_back(
+          SeccompLogOnly({MeasureKind::kSeccomp, 0, body.seccomp_profile_name + " profile"}));
+    }
     if (opts_.network != "none") {
       e.downgrades.push_back(
           {"network isolation",

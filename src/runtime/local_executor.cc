@@ -99,9 +99,7 @@ class LocalExecutor final : public Executor {
     if (!bpf.ok()) {
       e.downgrades.push_back({MeasureName(seccomp), bpf.status().message(), "fix the profile"});
     } else if (!plan.seccomp_bpf.empty() && spec.security.seccomp_log_denied) {
-      e.downgrades.push_back({MeasureName(seccomp),
-                              "SECCOMP_LOG_DENIED=true: denied calls are logged and allowed",
-                              "unset SECCOMP_LOG_DENIED once the profile is debugged"});
+      e.downgrades.push_back(SeccompLogOnly(seccomp));
     } else if (!plan.seccomp_bpf.empty()) {
       e.enforced.push_back(seccomp);
     }

@@ -358,6 +358,22 @@ TEST_F(DockerTest, EnforcementReportIsWhatIsInForce) {
   }
 }
 
+// SECCOMP_LOG_DENIED: the profile's denials are let through (and logged), as on local; the
+// report says so with a downgrade.
+TEST_F(DockerTest, LogDeniedSeccompLetsDeniedCallsThrough) {
+  SandboxSpec spec = Spec();
+  spec.security.seccomp_profile_json =
+      R"({"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdirat","mkdir"],"action":"SCMP_ACT_ERRNO"}]})";
+  spec.security.seccomp_profile_name = "default";
+  spec.security.seccomp_log_denied = true;
+  const Enforcement report = executor_->enforcement(spec);
+  ASSERT_EQ(report.downgrades.size(), 1u);
+  EXPECT_EQ(report.downgrades[0].measure, "seccomp (default profile)");
+  auto e = Execute({"bash", "-c", "mkdir /tmp/d && echo mkdir-ok"}, 10s, std::nullopt, {}, spec);
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, "mkdir-ok\n") << e.err;
+}
+
 TEST_F(DockerTest, MemoryLimitIsAnOomVerdict) {
   SandboxSpec spec = Spec();
   spec.limits.memory_bytes = 64ull << 20;

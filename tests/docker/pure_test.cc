@@ -452,6 +452,22 @@ TEST(ContainerCreate, MeasuresAreReadFromTheBody) {
               ::testing::Not(::testing::Contains("network namespace (loopback only)")));
 }
 
+// SECCOMP_LOG_DENIED on docker as on local: every denial becomes SCMP_ACT_LOG, and the report
+// names it a downgrade instead of an enforced seccomp filter.
+TEST(ContainerCreate, LogDeniedMakesTheProfileLogOnly) {
+  EXPECT_EQ(LogOnlySeccompProfile(
+                R"({"defaultAction":"SCMP_ACT_ERRNO","syscalls":[{"names":["read"],"action":)"
+                R"("SCMP_ACT_ALLOW"},{"names":["mkdir"],"action":"SCMP_ACT_ERRNO"}]})"),
+            R"({"defaultAction":"SCMP_ACT_LOG","syscalls":[{"names":["read"],"action":)"
+            R"("SCMP_ACT_ALLOW"},{"names":["mkdir"],"action":"SCMP_ACT_LOG"}]})");
+  SandboxSpec spec = DefaultSpec();
+  spec.security.seccomp_profile_json = R"({"defaultAction":"SCMP_ACT_ERRNO"})";
+  spec.security.seccomp_log_denied = true;
+  ContainerCreate c = ContainerCreateFromSpec(spec, Options());
+  EXPECT_THAT(c.security_opt, ::testing::Contains(R"(seccomp={"defaultAction":"SCMP_ACT_LOG"})"));
+  for (const Measure& m : ContainerMeasures(c)) EXPECT_NE(m.kind, MeasureKind::kSeccomp);
+}
+
 // --- cgroup counters (cgroup_probe.h) ---
 
 constexpr const char* kId = "56add456c532ff113ec988852f230f51471a5cb226dd726184a9561f785975d8";
