@@ -64,6 +64,10 @@ std::vector<std::string> MeasureNames(const std::vector<Measure>& measures) {
   return names;
 }
 
+Measure SeccompMeasure(const std::string& profile_name) {
+  return {MeasureKind::kSeccomp, 0, profile_name.empty() ? "" : profile_name + " profile"};
+}
+
 Downgrade SeccompLogOnly(const Measure& seccomp) {
   return {MeasureName(seccomp), "SECCOMP_LOG_DENIED=true: denied calls are logged and allowed",
           "unset SECCOMP_LOG_DENIED once the profile is debugged"};

@@ -51,6 +51,10 @@ struct Downgrade {
   std::string fix;      // "run as root, or give the daemon a delegated cgroup v2 subtree"
 };
 
+// The seccomp filter of a named profile (SandboxSecurity::seccomp_profile_name): "seccomp
+// (default profile)"; "seccomp" when unnamed.
+Measure SeccompMeasure(const std::string& profile_name);
+
 // SECCOMP_LOG_DENIED (SandboxSecurity::seccomp_log_denied): the profile's denials are logged and
 // let through, the same downgrade on every backend. `seccomp` is the measure it replaces.
 Downgrade SeccompLogOnly(const Measure& seccomp);

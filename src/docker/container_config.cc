@@ -356,7 +356,7 @@ std::vector<Measure> ContainerMeasures(const ContainerCreate& c) {
   if (c.readonly_rootfs) m.push_back({K::kReadOnlyRoot, 0, "docker"});
   if (has(c.security_opt, "no-new-privileges")) m.push_back({K::kNoNewPrivs, 0, "docker"});
   if (has(c.security_opt, "seccomp=") && !c.seccomp_log_only) {
-    m.push_back({K::kSeccomp, 0, c.seccomp_profile_name + " profile"});
+    m.push_back(SeccompMeasure(c.seccomp_profile_name));
   }
   if (c.memory > 0) {
     m.push_back({K::kMemoryLimit, static_cast<uint64_t>(c.memory),

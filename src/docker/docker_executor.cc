@@ -700,8 +700,7 @@ class DockerExecutor final : public Executor {
     const ContainerCreate body = ContainerCreateFromSpec(spec, OptionsFor(spec));
     e.enforced = ContainerMeasures(body);
     if (body.seccomp_log_only) {
-      e.downgrades.push_back(
-          SeccompLogOnly({MeasureKind::kSeccomp, 0, body.seccomp_profile_name + " profile"}));
+      e.downgrades.push_back(SeccompLogOnly(SeccompMeasure(body.seccomp_profile_name)));
     }
     if (opts_.network != "none") {
       e.downgrades.push_back(

@@ -95,7 +95,7 @@ class LocalExecutor final : public Executor {
                   {K::kCpuTime, spec.limits.cpu_time_sec, "RLIMIT_CPU"}};
     if (plan.read_only_root) e.enforced.push_back({K::kReadOnlyRoot});
     if (plan.no_new_privs) e.enforced.push_back({K::kNoNewPrivs});
-    const Measure seccomp{K::kSeccomp, 0, spec.security.seccomp_profile_name + " profile"};
+    const Measure seccomp = SeccompMeasure(spec.security.seccomp_profile_name);
     if (!bpf.ok()) {
       e.downgrades.push_back({MeasureName(seccomp), bpf.status().message(), "fix the profile"});
     } else if (!plan.seccomp_bpf.empty() && spec.security.seccomp_log_denied) {
