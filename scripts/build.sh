@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# Configures (once) and builds into ./build.
+# Configures (once) and builds into ./build. `--release`: a release build (-O3, NDEBUG, warnings
+# still errors) of the code-interpreter binary only, into ./build-release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--release" ]; then
+  if [ ! -f build-release/build.ninja ]; then
+    meson setup build-release --buildtype=release >&2
+  fi
+  ninja -C build-release code-interpreter >&2
+  exit 0
+fi
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=debugoptimized >&2
 fi

@@ -5,6 +5,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
+# A release build (-O3, NDEBUG) of the binary too, warnings still errors: optimisation brings
+# warnings (and assert-only variables) that the debugoptimized build never shows.
+scripts/build.sh --release || { echo "0 passed, 1 failed"; exit 1; }
 # dockerd and the executor image for the docker, e2e-docker and hostile-docker tests. Without
 # them those tests skip, except under CI=true where they fail (so CI never skips them silently).
 tests/docker/start-dockerd.sh || echo "warning: no dockerd or executor image; Docker tests will" \

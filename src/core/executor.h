@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/measure.h"
 #include "core/sandbox_spec.h"
 #include "core/status.h"
 
@@ -100,18 +101,9 @@ class Sandbox {
   virtual void Kill() = 0;
 };
 
-// A hardening measure this backend cannot honour on this host (architecture.md "downgrade"):
-// logged once at startup with the fix, shown by /health, refused under STRICT_HARDENING=true.
-struct Downgrade {
-  std::string measure;  // "memory limit (cgroup)"
-  std::string reason;   // "no cgroup memory controller is available to this user"
-  std::string fix;      // "run as root, or give the daemon a delegated cgroup v2 subtree"
-};
-
-// What the backend enforces on every sandbox here, and what it cannot.
+// What the backend enforces on every sandbox of a spec here, and what it cannot.
 struct Enforcement {
-  std::vector<std::string>
-      enforced;  // short names: "user namespace", "seccomp", "memory (cgroup v1)"
+  std::vector<Measure> enforced;  // derived from the backend's own translation of the spec
   std::vector<Downgrade> downgrades;
 };
 
@@ -124,8 +116,9 @@ class Executor {
   virtual asio::awaitable<Status> Check() = 0;
   // How the network is isolated ("none: own network namespace, loopback only").
   virtual std::string network_isolation() const = 0;
-  // Decided once at construction from what the host provides; cheap to call.
-  virtual Enforcement enforcement() const = 0;
+  // What every sandbox of `spec` gets here, from the same translation Prepare runs and the host
+  // facts decided at construction; cheap to call.
+  virtual Enforcement enforcement(const SandboxSpec& spec) const = 0;
   // Waits for the cleanup a Destroy left running in the background (docker: container
   // removals), so that nothing is left behind at shutdown.
   virtual asio::awaitable<void> Drain() { co_return; }

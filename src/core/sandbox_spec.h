@@ -32,6 +32,7 @@ struct SandboxSecurity {
   bool read_only_root = true;
   bool network_none = true;          // own network namespace holding only `lo`
   std::string seccomp_profile_json;  // OCI seccomp JSON (policies/); empty = no filter
+  std::string seccomp_profile_name;  // how reports name it: "default", "strict", "file /x.json"
   bool seccomp_log_denied = false;   // denied calls are allowed and logged (debugging a profile)
   bool operator==(const SandboxSecurity&) const = default;
 };

@@ -108,10 +108,13 @@ HostFinding SandboxStart(const Config& config) {
 // What the local backend enforces on this host and what it cannot (the same list /health shows):
 // each downgrade is a warning with its fix.
 std::vector<HostFinding> HardeningFindings(const Config& config) {
+  std::vector<HostFinding> out;
+  auto seccomp = LoadSeccompProfile(config);
+  if (!seccomp.ok()) return {{"SECCOMP_PROFILE", false, true, seccomp.status().message(), ""}};
   asio::io_context io(1);
   auto executor = MakeLocalExecutor(io.get_executor(), LocalOptionsFromConfig(config));
-  std::vector<HostFinding> out;
-  for (const Downgrade& d : executor->enforcement().downgrades) {
+  const SandboxSpec spec = ExecutionService::MakeSpec(config, std::move(seccomp).value());
+  for (const Downgrade& d : executor->enforcement(spec).downgrades) {
     out.push_back({d.measure, false, false, d.reason, d.fix});
   }
   if (out.empty()) out.push_back({"every hardening measure", true, false, "enforced here", ""});

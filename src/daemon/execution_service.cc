@@ -127,6 +127,10 @@ SandboxSpec ExecutionService::MakeSpec(const Config& config, std::string seccomp
   spec.limits.tmp_bytes = config.tmp_size_mb << 20;
   spec.cgroup_root = config.cgroup_root;
   spec.security.seccomp_profile_json = std::move(seccomp_profile_json);
+  spec.security.seccomp_profile_name =
+      config.seccomp_profile == "default" || config.seccomp_profile == "strict"
+          ? config.seccomp_profile
+          : "file " + config.seccomp_profile;
   spec.security.seccomp_log_denied = config.seccomp_log_denied;
   return spec;
 }

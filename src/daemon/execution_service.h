@@ -78,9 +78,10 @@ class ExecutionService {
   const std::vector<Language>& languages() const { return languages_; }
   const SandboxSpec& spec() const { return spec_; }
   const Config& config() const { return config_; }
+  // The sandbox every execution of this configuration gets.
+  static SandboxSpec MakeSpec(const Config& config, std::string seccomp_profile_json);
 
  private:
-  static SandboxSpec MakeSpec(const Config& config, std::string seccomp_profile_json);
   std::vector<OutputFile> SaveOutputs(const ExecutionPlan& plan, const Collection& collection,
                                       const std::string& collect_dir) const;
 

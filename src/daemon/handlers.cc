@@ -10,7 +10,6 @@
 
 #include "core/json.h"
 #include "daemon/async_event.h"
-#include "daemon/hardening.h"
 #include "daemon/multipart.h"
 #include "daemon/output_buffer.h"
 #include "daemon/request_parsing.h"
@@ -122,7 +121,7 @@ HealthInfo ApiHandlers::Info(const Status& backend) const {
   if (!info.ok) info.message = backend.message();
   info.backend = std::string(executor_.name());
   info.network_isolation = executor_.network_isolation();
-  info.hardening = DaemonEnforcement(executor_, config_);
+  info.hardening = executor_.enforcement(service_.spec());
   return info;
 }
 

@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -45,34 +44,6 @@ Result<std::string> LoadSeccompProfile(const Config& config) {
                                            "logged by the kernel audit"
                                          : "");
   return text;
-}
-
-Enforcement DaemonEnforcement(const Executor& executor, const Config& config) {
-  Enforcement e = executor.enforcement();
-  std::string profile = config.seccomp_profile == "default" || config.seccomp_profile == "strict"
-                            ? config.seccomp_profile
-                            : "file " + config.seccomp_profile;
-  if (config.cpu_quota_percent > 0) {
-    // The cap lives in the sandbox's cgroup: without one (a cgroup downgrade) it cannot hold.
-    bool cgroups = std::none_of(e.downgrades.begin(), e.downgrades.end(), [](const Downgrade& d) {
-      return d.measure.find("cgroup") != std::string::npos;
-    });
-    std::string measure = "CPU cap " + std::to_string(config.cpu_quota_percent) + "% (cgroup)";
-    if (cgroups) {
-      e.enforced.push_back(measure);
-    } else {
-      e.downgrades.push_back({measure, "the sandboxes get no cgroup on this host",
-                              "run as root, or give the daemon a delegated cgroup v2 subtree"});
-    }
-  }
-  if (config.seccomp_log_denied) {
-    e.downgrades.push_back({"seccomp filtering (" + profile + " profile)",
-                            "SECCOMP_LOG_DENIED=true: denied calls are logged and allowed",
-                            "unset SECCOMP_LOG_DENIED once the profile is debugged"});
-  } else {
-    e.enforced.push_back("seccomp (" + profile + " profile)");
-  }
-  return e;
 }
 
 }  // namespace ci

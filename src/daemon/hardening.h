@@ -1,9 +1,9 @@
-// The hardening profile the daemon applies to every sandbox, resolved once at startup.
+// The seccomp profile the daemon gives every sandbox, resolved once at startup. What is enforced
+// is each backend's report (Executor::enforcement of the daemon's spec): the daemon adds nothing.
 #pragma once
 
 #include <string>
 
-#include "core/executor.h"
 #include "core/status.h"
 #include "daemon/config.h"
 
@@ -14,9 +14,5 @@ namespace ci {
 // path. Compiled once to prove it loads (names this libseccomp does not know are logged at debug);
 // an error names SECCOMP_PROFILE and must stop startup.
 Result<std::string> LoadSeccompProfile(const Config& config);
-
-// What every sandbox gets: the backend's own measures plus the daemon's seccomp profile (a
-// downgrade when SECCOMP_LOG_DENIED lets denied calls through).
-Enforcement DaemonEnforcement(const Executor& executor, const Config& config);
 
 }  // namespace ci

@@ -145,7 +145,7 @@ std::string HealthJson(const HealthInfo& info) {
   w.StartObject();
   w.Key("enforced");
   w.StartArray();
-  for (const auto& e : info.hardening.enforced) WriteString(w, e);
+  for (const std::string& e : MeasureNames(info.hardening.enforced)) WriteString(w, e);
   w.EndArray();
   w.Key("downgrades");
   w.StartArray();

@@ -115,7 +115,10 @@ Status ReportDowngrades(const Enforcement& e, bool strict) {
                          "fix them or unset STRICT_HARDENING");
   }
   std::string enforced;
-  for (const auto& m : e.enforced) enforced += (enforced.empty() ? "" : ", ") + m;
+  for (const std::string& m : MeasureNames(e.enforced)) {
+    if (!enforced.empty()) enforced += ", ";
+    enforced += m;
+  }
   spdlog::info("hardening enforced: {}", enforced);
   return Status();
 }
@@ -165,10 +168,6 @@ int Serve() {
     }
     executor = MakeLocalExecutor(io.get_executor(), options);
   }
-  if (Status s = ReportDowngrades(DaemonEnforcement(*executor, c), c.strict_hardening); !s.ok()) {
-    spdlog::critical("{}", s.message());
-    return 2;
-  }
   auto seccomp = LoadSeccompProfile(c);
   if (!seccomp.ok()) {
     spdlog::critical("{}", seccomp.status().message());
@@ -176,6 +175,12 @@ int Serve() {
   }
   WarmPool pool(io.get_executor(), *executor, c.warm_pool_size);
   ExecutionService service(c, pool, **store, std::move(seccomp).value());
+  // Before any sandbox exists (the warm pool starts below): the report is of this very spec.
+  if (Status s = ReportDowngrades(executor->enforcement(service.spec()), c.strict_hardening);
+      !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 2;
+  }
   pool.Start(service.spec());
   Admission admission(io.get_executor(), c.max_concurrent_executions,
                       std::chrono::seconds(c.execution_queue_timeout_sec));

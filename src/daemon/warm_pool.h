@@ -28,7 +28,9 @@ class WarmPool final : public Executor {
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override;
   asio::awaitable<Status> Check() override { return inner_.Check(); }
   std::string network_isolation() const override { return inner_.network_isolation(); }
-  Enforcement enforcement() const override { return inner_.enforcement(); }
+  Enforcement enforcement(const SandboxSpec& spec) const override {
+    return inner_.enforcement(spec);
+  }
   bool supports_sessions() const override { return inner_.supports_sessions(); }
 
  private:

@@ -163,61 +163,122 @@ std::string NormalizeImageRef(std::string_view ref) {
   return r + ":latest";
 }
 
-std::string ContainerCreateJson(const SandboxSpec& spec, const ContainerOptions& o) {
-  std::string ids = std::to_string(spec.uid) + ":" + std::to_string(spec.gid);
-  std::vector<std::string> env = spec.env;
+std::string LogOnlySeccompProfile(std::string_view profile_json) {
+  rapidjson::Document d;
+  std::string why;
+  // The daemon compiled the profile at startup; one that does not parse is passed on for dockerd
+  // to refuse by name.
+  if (!ParseJson(profile_json, d, why) || !d.IsObject()) return std::string(profile_json);
+  auto to_log = [&](rapidjson::Value& action) {
+    if (action.IsString() && std::string_view(action.GetString()) != "SCMP_ACT_ALLOW") {
+      action.SetString("SCMP_ACT_LOG", d.GetAllocator());
+    }
+  };
+  if (d.HasMember("defaultAction")) to_log(d["defaultAction"]);
+  if (d.HasMember("syscalls") && d["syscalls"].IsArray()) {
+    for (auto& rule : d["syscalls"].GetArray()) {
+      if (rule.IsObject() && rule.HasMember("action")) to_log(rule["action"]);
+    }
+  }
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  d.Accept(w);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+ContainerCreate ContainerCreateFromSpec(const SandboxSpec& spec, const ContainerOptions& o) {
+  ContainerCreate c;
+  c.image = o.image;
+  c.cmd = o.cmd;
+  c.user = std::to_string(spec.uid) + ":" + std::to_string(spec.gid);
+  c.working_dir = spec.cwd;
+  c.hostname = spec.hostname;
+  c.env = spec.env;
   for (const auto& e : o.extra.env) {
     std::string key = e.substr(0, e.find('=') + 1);
-    std::erase_if(env, [&](const std::string& x) { return x.rfind(key, 0) == 0; });
-    env.push_back(e);
+    std::erase_if(c.env, [&](const std::string& x) { return x.rfind(key, 0) == 0; });
+    c.env.push_back(e);
   }
-  std::map<std::string, std::string> labels = o.extra.labels;
-  labels[kAppLabel] = kAppValue;
-  labels[kComponentLabel] = o.component;
-  labels[kExpiresLabel] = std::to_string(o.expires_at);
-  // Hard CPU limit one second above the soft one, as the local runtime: SIGXCPU, then SIGKILL.
-  // The kernel quotas of SandboxLimits as the local runtime sets them (soft = hard).
+  c.labels = o.extra.labels;
+  c.labels[kAppLabel] = kAppValue;
+  c.labels[kComponentLabel] = o.component;
+  c.labels[kExpiresLabel] = std::to_string(o.expires_at);
+  c.network_disabled = o.network == "none";
+  c.network_mode = o.network;
+  c.cap_drop = {"ALL"};
+  if (spec.security.no_new_privs) c.security_opt.push_back("no-new-privileges");
+  if (!spec.security.seccomp_profile_json.empty()) {
+    c.seccomp_log_only = spec.security.seccomp_log_denied;
+    std::string opt = "seccomp=";  // appended, not `"..." + string&&` (GCC 12 -Wrestrict)
+    opt += c.seccomp_log_only ? LogOnlySeccompProfile(spec.security.seccomp_profile_json)
+                              : spec.security.seccomp_profile_json;
+    c.security_opt.push_back(std::move(opt));
+  }
+  c.seccomp_profile_name = spec.security.seccomp_profile_name;
+  c.pids_limit = spec.limits.pids;
+  c.memory = static_cast<int64_t>(spec.limits.memory_bytes);
+  c.memory_swap = c.memory;
+  if (spec.limits.cpu_percent > 0) {
+    // The local runtime's cpu.max: percent of one CPU per 100 ms period.
+    c.cpu_period = 100'000;
+    c.cpu_quota = int64_t{spec.limits.cpu_percent} * 1000;
+  }
+  // Hard CPU limit one second above the soft one, as the local runtime: SIGXCPU, then SIGKILL;
+  // the kernel quotas of SandboxLimits as the local runtime sets them (soft = hard).
   const auto same = [](const char* name, uint64_t v) {
     return Ulimit{name, static_cast<int64_t>(v), static_cast<int64_t>(v)};
   };
-  std::vector<Ulimit> ulimits = {{"cpu", spec.limits.cpu_time_sec, spec.limits.cpu_time_sec + 1},
-                                 {"core", 0, 0},
-                                 same("nofile", spec.limits.open_files),
-                                 same("sigpending", spec.limits.queued_signals),
-                                 same("msgqueue", spec.limits.message_queue_bytes),
-                                 same("memlock", spec.limits.locked_memory_bytes)};
-  if (o.cpu_rlimit_per_run) ulimits[0] = {"cpu", -1, -1};
+  c.ulimits = {{"cpu", spec.limits.cpu_time_sec, spec.limits.cpu_time_sec + 1},
+               {"core", 0, 0},
+               same("nofile", spec.limits.open_files),
+               same("sigpending", spec.limits.queued_signals),
+               same("msgqueue", spec.limits.message_queue_bytes),
+               same("memlock", spec.limits.locked_memory_bytes)};
+  if (o.cpu_rlimit_per_run) {
+    c.ulimits[0] = {"cpu", -1, -1};
+    c.cpu_rlimit_per_run = true;
+    c.cpu_time_per_run_sec = spec.limits.cpu_time_sec;
+  }
   for (const auto& u : o.extra.ulimits) {
-    std::erase_if(ulimits, [&](const Ulimit& x) { return x.name == u.name; });
-    ulimits.push_back(u);
+    std::erase_if(c.ulimits, [&](const Ulimit& x) { return x.name == u.name; });
+    c.ulimits.push_back(u);
   }
-  std::vector<std::string> security;
-  if (spec.security.no_new_privs) security.push_back("no-new-privileges");
-  if (!spec.security.seccomp_profile_json.empty()) {
-    security.push_back("seccomp=" + spec.security.seccomp_profile_json);
-  }
-  std::string id_opts = ",uid=" + std::to_string(spec.uid) + ",gid=" + std::to_string(spec.gid);
+  std::string ids = ",uid=" + std::to_string(spec.uid) + ",gid=" + std::to_string(spec.gid);
+  c.tmpfs["/workspace"] =
+      "rw,nosuid,nodev,size=" + std::to_string(spec.limits.workspace_bytes) + ",mode=0755" + ids;
+  c.tmpfs["/tmp"] = "rw,nosuid,nodev,size=" + std::to_string(spec.limits.tmp_bytes) + ",mode=1777";
+  c.readonly_rootfs = spec.security.read_only_root;
+  // Replaces Docker's defaults, so its /sys entries are kept (core/proc_masks.h has the rest).
+  c.masked_paths = {"/sys/firmware", "/sys/devices/virtual/powercap"};
+  for (const char* p : kMaskedProcFiles) c.masked_paths.push_back(std::string("/proc/") + p);
+  for (const char* p : kEmptyProcDirs) c.masked_paths.push_back(std::string("/proc/") + p);
+  for (const char* p : kReadOnlyProcDirs) c.readonly_paths.push_back(std::string("/proc/") + p);
+  c.extra_hosts = o.extra.extra_hosts;
+  c.dns = o.extra.dns;
+  return c;
+}
 
+std::string ContainerCreateJson(const ContainerCreate& c) {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
   w.StartObject();
   Key(w, "Image");
-  WriteString(w, o.image);
+  WriteString(w, c.image);
   Key(w, "Cmd");
-  WriteStrings(w, o.cmd);
+  WriteStrings(w, c.cmd);
   Key(w, "Entrypoint");
   WriteStrings(w, {});
   Key(w, "User");
-  WriteString(w, ids);
+  WriteString(w, c.user);
   Key(w, "WorkingDir");
-  WriteString(w, spec.cwd);
+  WriteString(w, c.working_dir);
   Key(w, "Hostname");
-  WriteString(w, spec.hostname);
+  WriteString(w, c.hostname);
   Key(w, "Env");
-  WriteStrings(w, env);
+  WriteStrings(w, c.env);
   Key(w, "Labels");
   w.StartObject();
-  for (const auto& [k, v] : labels) {
+  for (const auto& [k, v] : c.labels) {
     WriteString(w, k);
     WriteString(w, v);
   }
@@ -227,26 +288,30 @@ std::string ContainerCreateJson(const SandboxSpec& spec, const ContainerOptions&
     w.Bool(false);
   }
   Key(w, "NetworkDisabled");
-  w.Bool(o.network == "none");
+  w.Bool(c.network_disabled);
   Key(w, "HostConfig");
   w.StartObject();
   Key(w, "NetworkMode");
-  WriteString(w, o.network);
+  WriteString(w, c.network_mode);
   Key(w, "CapDrop");
-  WriteStrings(w, {"ALL"});
+  WriteStrings(w, c.cap_drop);
   Key(w, "SecurityOpt");
-  WriteStrings(w, security);
+  WriteStrings(w, c.security_opt);
   Key(w, "Privileged");
   w.Bool(false);
   Key(w, "PidsLimit");
-  w.Int64(spec.limits.pids);
+  w.Int64(c.pids_limit);
   Key(w, "Memory");
-  w.Int64(static_cast<int64_t>(spec.limits.memory_bytes));
-  Key(w, "MemorySwap");  // the total of memory and swap: equal means no swap
-  w.Int64(static_cast<int64_t>(spec.limits.memory_bytes));
+  w.Int64(c.memory);
+  Key(w, "MemorySwap");
+  w.Int64(c.memory_swap);
+  Key(w, "CpuPeriod");  // 0: dockerd's default (no cap without a quota)
+  w.Int64(c.cpu_period);
+  Key(w, "CpuQuota");
+  w.Int64(c.cpu_quota);
   Key(w, "Ulimits");
   w.StartArray();
-  for (const auto& u : ulimits) {
+  for (const auto& u : c.ulimits) {
     w.StartObject();
     Key(w, "Name");
     WriteString(w, u.name);
@@ -259,24 +324,17 @@ std::string ContainerCreateJson(const SandboxSpec& spec, const ContainerOptions&
   w.EndArray();
   Key(w, "Tmpfs");
   w.StartObject();
-  WriteString(w, "/workspace");
-  WriteString(w, "rw,nosuid,nodev,size=" + std::to_string(spec.limits.workspace_bytes) +
-                     ",mode=0755" + id_opts);
-  WriteString(w, "/tmp");
-  WriteString(w, "rw,nosuid,nodev,size=" + std::to_string(spec.limits.tmp_bytes) + ",mode=1777");
+  for (const char* mount : {"/workspace", "/tmp"}) {
+    WriteString(w, mount);
+    WriteString(w, c.tmpfs.at(mount));
+  }
   w.EndObject();
-  // Replaces Docker's defaults, so its /sys entries are kept (core/proc_masks.h has the rest).
-  std::vector<std::string> masked = {"/sys/firmware", "/sys/devices/virtual/powercap"};
-  for (const char* p : kMaskedProcFiles) masked.push_back(std::string("/proc/") + p);
-  for (const char* p : kEmptyProcDirs) masked.push_back(std::string("/proc/") + p);
-  std::vector<std::string> read_only;
-  for (const char* p : kReadOnlyProcDirs) read_only.push_back(std::string("/proc/") + p);
   Key(w, "MaskedPaths");
-  WriteStrings(w, masked);
+  WriteStrings(w, c.masked_paths);
   Key(w, "ReadonlyPaths");
-  WriteStrings(w, read_only);
+  WriteStrings(w, c.readonly_paths);
   Key(w, "ReadonlyRootfs");
-  w.Bool(spec.security.read_only_root);
+  w.Bool(c.readonly_rootfs);
   // PID 1 must survive `kill -9 -1` from the timeout exec: the kernel never delivers a kill(-1)
   // to its namespace's init, but with Init (tini) the init's child would die and the container
   // with it (wire-protocols.md A.4). So no docker-init; PID 1 is our waiting command itself.
@@ -285,9 +343,9 @@ std::string ContainerCreateJson(const SandboxSpec& spec, const ContainerOptions&
   Key(w, "AutoRemove");
   w.Bool(false);
   Key(w, "ExtraHosts");
-  WriteStrings(w, o.extra.extra_hosts);
+  WriteStrings(w, c.extra_hosts);
   Key(w, "Dns");
-  WriteStrings(w, o.extra.dns);
+  WriteStrings(w, c.dns);
   Key(w, "RestartPolicy");
   w.StartObject();
   Key(w, "Name");
@@ -296,6 +354,57 @@ std::string ContainerCreateJson(const SandboxSpec& spec, const ContainerOptions&
   w.EndObject();
   w.EndObject();
   return std::string(buf.GetString(), buf.GetSize());
+}
+
+std::string ContainerCreateJson(const SandboxSpec& spec, const ContainerOptions& o) {
+  return ContainerCreateJson(ContainerCreateFromSpec(spec, o));
+}
+
+std::vector<Measure> ContainerMeasures(const ContainerCreate& c) {
+  using K = MeasureKind;
+  auto has = [](const std::vector<std::string>& v, std::string_view prefix) {
+    return std::any_of(v.begin(), v.end(), [&](const std::string& x) {
+      return x.compare(0, prefix.size(), prefix) == 0;
+    });
+  };
+  // Every container has its own pid and mount namespace (no PidMode in the body); a user
+  // namespace only with dockerd's userns-remap, which is not ours to claim.
+  std::vector<Measure> m = {{K::kPidNamespace, 0, "docker"}, {K::kMountNamespace, 0, "docker"}};
+  if (c.network_mode == "none") m.push_back({K::kNetworkNamespace, 0, "loopback only"});
+  if (has(c.cap_drop, "ALL")) m.push_back({K::kNoCapabilities, 0, "docker CapDrop ALL"});
+  if (c.readonly_rootfs) m.push_back({K::kReadOnlyRoot, 0, "docker"});
+  if (has(c.security_opt, "no-new-privileges")) m.push_back({K::kNoNewPrivs, 0, "docker"});
+  if (has(c.security_opt, "seccomp=") && !c.seccomp_log_only) {
+    m.push_back(SeccompMeasure(c.seccomp_profile_name));
+  }
+  if (c.memory > 0) {
+    m.push_back({K::kMemoryLimit, static_cast<uint64_t>(c.memory),
+                 c.memory_swap == c.memory ? "docker, no swap" : "docker"});
+  }
+  if (c.pids_limit > 0) m.push_back({K::kPidsLimit, static_cast<uint64_t>(c.pids_limit), "docker"});
+  if (c.cpu_quota > 0 && c.cpu_period > 0) {
+    m.push_back(
+        {K::kCpuCap, static_cast<uint64_t>(c.cpu_quota * 100 / c.cpu_period), "docker CpuQuota"});
+  }
+  // No Tty in the body: nothing in the container has a controlling terminal.
+  m.push_back({K::kNoTerminal, 0, "docker, no tty"});
+  const std::pair<const char*, K> quotas[] = {{"nofile", K::kOpenFilesLimit},
+                                              {"sigpending", K::kQueuedSignalsLimit},
+                                              {"msgqueue", K::kMessageQueueLimit},
+                                              {"memlock", K::kLockedMemoryLimit}};
+  for (const Ulimit& u : c.ulimits) {
+    for (const auto& [name, kind] : quotas) {
+      if (u.name == name && u.soft >= 0 && u.soft == u.hard) {
+        m.push_back({kind, static_cast<uint64_t>(u.soft), "docker ulimit"});
+      }
+    }
+    if (u.name == "cpu" && u.soft >= 0) {
+      m.push_back({K::kCpuTime, static_cast<uint64_t>(u.soft), "RLIMIT_CPU"});
+    } else if (u.name == "cpu" && c.cpu_rlimit_per_run) {
+      m.push_back({K::kCpuTime, c.cpu_time_per_run_sec, "RLIMIT_CPU, set per call"});
+    }
+  }
+  return m;
 }
 
 }  // namespace ci::docker

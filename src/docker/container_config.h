@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/measure.h"
 #include "core/sandbox_spec.h"
 #include "core/status.h"
 
@@ -54,8 +55,52 @@ inline constexpr const char* kAppValue = "code-interpreter";
 inline constexpr const char* kComponentLabel = "component";
 inline constexpr const char* kExpiresLabel = "code-interpreter.expires-at";
 
+// The ContainerCreate body as values: what dockerd is asked to apply. Built from the spec once;
+// the JSON sent and the enforcement report are both read from it.
+struct ContainerCreate {
+  std::string image;
+  std::vector<std::string> cmd;
+  std::string user;  // "uid:gid"
+  std::string working_dir;
+  std::string hostname;
+  std::vector<std::string> env;
+  std::map<std::string, std::string> labels;
+  bool network_disabled = true;
+  // HostConfig
+  std::string network_mode = "none";
+  std::vector<std::string> cap_drop;
+  std::vector<std::string> security_opt;  // "no-new-privileges", "seccomp=<profile JSON>"
+  int64_t pids_limit = 0;
+  int64_t memory = 0;
+  int64_t memory_swap = 0;  // memory + swap: equal to memory means no swap
+  // CFS bandwidth, CpuQuota µs of CPU per CpuPeriod µs (0, 0: no cap). Not NanoCpus, which
+  // dockerd refuses above the host's CPU count; the local runtime's cpu.max has no such bound.
+  int64_t cpu_period = 0;
+  int64_t cpu_quota = 0;
+  std::vector<Ulimit> ulimits;
+  std::map<std::string, std::string> tmpfs;  // mount point -> options
+  bool readonly_rootfs = true;
+  std::vector<std::string> masked_paths;    // /dev/null or an empty tmpfs over each
+  std::vector<std::string> readonly_paths;
+  std::vector<std::string> extra_hosts;
+  std::vector<std::string> dns;
+  // Sessions: RLIMIT_CPU set by each run's wrapper instead of a container-wide ulimit.
+  bool cpu_rlimit_per_run = false;
+  uint32_t cpu_time_per_run_sec = 0;
+  std::string seccomp_profile_name;  // the spec's, for the report ("default")
+  bool seccomp_log_only = false;  // SECCOMP_LOG_DENIED: the profile's denials became SCMP_ACT_LOG
+};
+
+ContainerCreate ContainerCreateFromSpec(const SandboxSpec& spec, const ContainerOptions& options);
 // Compact JSON, members in a fixed order (golden-testable).
+std::string ContainerCreateJson(const ContainerCreate& body);
 std::string ContainerCreateJson(const SandboxSpec& spec, const ContainerOptions& options);
+// The OCI seccomp profile with every action but SCMP_ACT_ALLOW (default and rules) turned into
+// SCMP_ACT_LOG: allowed and logged by the kernel audit, as the local runtime's log mode.
+std::string LogOnlySeccompProfile(std::string_view profile_json);
+// What dockerd applies to a container created with `body` (with the per-run wrapper's RLIMIT_CPU
+// for sessions): its part of the backend's Enforcement.
+std::vector<Measure> ContainerMeasures(const ContainerCreate& body);
 
 // "python" -> "python:latest"; "reg:5000/a/b" -> "reg:5000/a/b:latest"; tags and digests kept.
 std::string NormalizeImageRef(std::string_view ref);

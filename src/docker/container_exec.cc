@@ -74,7 +74,10 @@ std::string RandomHex(size_t bytes) {
 
 std::string StringArray(const std::vector<std::string>& v) {
   std::string s = "[";
-  for (const auto& x : v) s += (s.size() > 1 ? "," : "") + JsonQuote(x);
+  for (const auto& x : v) {
+    if (s.size() > 1) s += ',';
+    s += JsonQuote(x);  // appended: `"," + string&&` trips GCC 12's false -Werror=restrict
+  }
   return s + "]";
 }
 

@@ -334,7 +334,10 @@ class DockerSandbox final : public Sandbox {
  private:
   std::string BackgroundList() const {
     std::string out;
-    for (long pid : background_) out += (out.empty() ? "" : " ") + std::to_string(pid);
+    for (long pid : background_) {
+      if (!out.empty()) out += ' ';
+      out += std::to_string(pid);  // appended: `" " + string&&` trips GCC 12 -Werror=restrict
+    }
     return out;
   }
 
@@ -613,33 +616,8 @@ class DockerExecutor final : public Executor {
     // While the image is missing or being pulled, executions fail at once and say so.
     if (Status s = image_->Usable(); !s.ok()) co_return s;
     if (Status s = co_await EnsureConnected(); !s.ok()) co_return s;
-    ContainerOptions o;
-    o.image = opts_.image;
-    o.network = opts_.network;
-    o.extra = opts_.extra;
-    o.extra.labels[kOwnerLabel] = reaper_->owner;
-    // PID 1 only waits, with SIGCHLD ignored so the kernel reaps the orphans reparented to it:
-    // zombies would keep their pids charged and a fork bomb's remains would fill the pids limit
-    // for good (no exec could start). Not tini: kill(-1) would reach its child and end the
-    // container. bash, because dash does not pass an ignored SIGCHLD on to exec.
-    o.cmd = {"/bin/bash", "-c", "trap '' CHLD; exec sleep infinity"};
-    o.expires_at = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch() + opts_.container_ttl)
-                       .count();
     const bool session = spec.session_expires_at != 0;
-    if (session) {
-      // A session ends by itself at its expiry, daemon or not: PID 1 sleeps until then (the
-      // container stops; the reaper or the daemon removes it).
-      int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
-      int64_t left = std::max<int64_t>(1, spec.session_expires_at - now);
-      o.cmd = {"/bin/bash", "-c", "trap '' CHLD; exec sleep " + std::to_string(left)};
-      o.component = "session";
-      o.expires_at = spec.session_expires_at;
-      o.cpu_rlimit_per_run = true;
-    }
-    std::string body = ContainerCreateJson(spec, o);
+    std::string body = ContainerCreateJson(ContainerCreateFromSpec(spec, OptionsFor(spec)));
     std::string name = "ci-exec-" + RandomHex(8);
     if (session) name = "ci-session-" + RandomHex(8);
     std::string path = "/containers/create?name=" + name;
@@ -716,21 +694,18 @@ class DockerExecutor final : public Executor {
     return "docker network " + opts_.network;
   }
 
-  Enforcement enforcement() const override {
+  // Read from the ContainerCreate body that Prepare sends for this spec.
+  Enforcement enforcement(const SandboxSpec& spec) const override {
     Enforcement e;
-    e.enforced = {"container (docker)",
-                  "read-only root",
-                  "no capabilities",
-                  "no_new_privs",
-                  "seccomp (when a profile is configured)",
-                  "memory and pids limits (docker)",
-                  "rlimit cpu",
-                  "kernel quotas as ulimits (open files, signals, message queues, locked memory)",
-                  "no controlling terminal (no tty, TIOCSTI refused by the profile)"};
+    const ContainerCreate body = ContainerCreateFromSpec(spec, OptionsFor(spec));
+    e.enforced = ContainerMeasures(body);
+    if (body.seccomp_log_only) {
+      e.downgrades.push_back(SeccompLogOnly(SeccompMeasure(body.seccomp_profile_name)));
+    }
     // Every container's program is host uid 65532 (no user namespace per container), so the
     // counters the kernel keeps per uid are shared by all containers.
     e.downgrades.push_back(
-        {"own host uid per sandbox",
+        {MeasureName({MeasureKind::kOwnHostIds}),
          "every container runs as host uid 65532: per-user kernel counters (pipe buffer pages, "
          "inotify instances, queued signals, processes) are shared by all containers",
          "use the local backend as root for a host uid per sandbox"});
@@ -744,6 +719,36 @@ class DockerExecutor final : public Executor {
   }
 
  private:
+  // The container's options for `spec` (Prepare's and enforcement()'s).
+  ContainerOptions OptionsFor(const SandboxSpec& spec) const {
+    ContainerOptions o;
+    o.image = opts_.image;
+    o.network = opts_.network;
+    o.extra = opts_.extra;
+    o.extra.labels[kOwnerLabel] = reaper_->owner;
+    // PID 1 only waits, with SIGCHLD ignored so the kernel reaps the orphans reparented to it:
+    // zombies would keep their pids charged and a fork bomb's remains would fill the pids limit
+    // for good (no exec could start). Not tini: kill(-1) would reach its child and end the
+    // container. bash, because dash does not pass an ignored SIGCHLD on to exec.
+    o.cmd = {"/bin/bash", "-c", "trap '' CHLD; exec sleep infinity"};
+    o.expires_at = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch() + opts_.container_ttl)
+                       .count();
+    if (spec.session_expires_at != 0) {
+      // A session ends by itself at its expiry, daemon or not: PID 1 sleeps until then (the
+      // container stops; the reaper or the daemon removes it).
+      int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+      int64_t left = std::max<int64_t>(1, spec.session_expires_at - now);
+      o.cmd = {"/bin/bash", "-c", "trap '' CHLD; exec sleep " + std::to_string(left)};
+      o.component = "session";
+      o.expires_at = spec.session_expires_at;
+      o.cpu_rlimit_per_run = true;
+    }
+    return o;
+  }
+
   asio::awaitable<Status> EnsureConnected() {
     if (connected_) co_return Status();
     Status s = co_await client_->Negotiate();

@@ -145,6 +145,20 @@ std::string CgroupV1Missing(const std::string& root) {
   return "no cgroup v1 memory and pids mounts under " + root;
 }
 
+std::string CpuCapUnavailable(const CgroupLayout& layout) {
+  if (layout.version == 1) {
+    if (cgfs::Exists(layout.root + "/cpu/cpu.cfs_quota_us")) return "";
+    return "no cgroup v1 cpu controller with CFS bandwidth control at " + layout.root + "/cpu";
+  }
+  if (layout.version == 2) {
+    for (const std::string& c : cgfs::ReadWords(layout.root + "/cgroup.subtree_control")) {
+      if (c == "cpu") return "";
+    }
+    return "the cpu controller is not enabled in " + layout.root + "/cgroup.subtree_control";
+  }
+  return "the sandboxes get no cgroup";
+}
+
 CgroupSetup SetUpCgroupsOnce(const std::string& configured_root) {
   if (!configured_root.empty()) return SetUpCgroups(configured_root, {});
   // Thread-safe one-time initialisation; the daemon moves itself at most once per process.

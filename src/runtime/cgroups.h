@@ -115,6 +115,11 @@ bool DetectCgroups(const std::string& configured_root, CgroupLayout* out, std::s
 bool CgroupV1Usable(const std::string& root);
 std::string CgroupV1Missing(const std::string& root);
 
+// Empty when sandboxes' cgroups of this layout take a CPU cap (Cgroup::Create refuses one
+// otherwise): v1 a cpu controller with CFS bandwidth control, v2 cpu enabled in the parent's
+// subtree_control. Else why not.
+std::string CpuCapUnavailable(const CgroupLayout& layout);
+
 // A random 16-hex-digit name.
 std::string RandomCgroupName();
 // One sandbox's cgroup name: "<shim pid>-<random>", so that a startup reaper can tell the cgroups

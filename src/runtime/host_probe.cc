@@ -90,10 +90,13 @@ std::vector<HostFinding> ProbeCgroups(const std::string& configured_root) {
   CgroupLayout layout;
   std::string why;
   const bool usable = DetectCgroups(configured_root, &layout, &why);
+  // Appended, not `"v" + std::to_string(...)`: GCC 12 -O3 reports a false -Werror=restrict on
+  // `const char* + std::string&&` (GCC bug 105651).
+  std::string found = "v";
+  found.append(std::to_string(layout.version)).append(" at ").append(layout.root);
+  found.append(configured_root.empty() ? " (detected)" : " (CGROUP_ROOT)");
   out.push_back(Finding("cgroup controllers for sandboxes (memory, pids)", usable, true,
-                        usable ? "v" + std::to_string(layout.version) + " at " + layout.root +
-                                     (configured_root.empty() ? " (detected)" : " (CGROUP_ROOT)")
-                               : why,
+                        usable ? found : why,
                         "see the detail; without cgroups memory and process limits are weaker"));
   CgroupV2Probe p = ProbeCgroupV2({});
   if (p.error.empty()) {

@@ -88,67 +88,35 @@ class LocalExecutor final : public Executor {
     return "none: own network namespace, loopback only";
   }
 
-  Enforcement enforcement() const override {
+  // From the Plan that Prepare would send the shim for this spec, and the host facts decided at
+  // construction: each measure is what init or the shim applies for a plan field or
+  // unconditionally (sandbox_init.cc, shim.cc).
+  Enforcement enforcement(const SandboxSpec& spec) const override {
+    Result<std::string> bpf = CompiledSeccomp(spec.security);
+    Plan plan = PlanFromSpec(spec, layout_, bpf.ok() ? bpf.value() : std::string());
+    plan.rootless = rootless_;
+    plan.host_uids = host_uids_;
+    plan.host_gids = host_gids_;
+    using K = MeasureKind;
     Enforcement e;
-    e.enforced = {"user namespace", "pid namespace",   "mount namespace", "network namespace",
-                  "read-only root", "no capabilities", "no_new_privs",    "rlimit cpu"};
-    if (no_cgroup_) {
-      const std::string fix =
-          "run as root, or run under systemd with Delegate=yes on a cgroup v2 host";
-      e.enforced.push_back("memory limit (RLIMIT_DATA, per process)");
-      e.enforced.push_back("process limit (RLIMIT_NPROC, per sandbox)");
-      e.downgrades.push_back({"memory limit (cgroup)",
-                              no_cgroup_reason_ + "; RLIMIT_DATA per process instead: an "
-                                                  "allocation over it fails (MemoryError), "
-                                                  "no memory_limit verdict",
-                              fix});
-      e.downgrades.push_back({"pids limit (cgroup)",
-                              no_cgroup_reason_ + "; RLIMIT_NPROC instead: fork fails with "
-                                                  "EAGAIN, no pids_limit verdict",
-                              fix});
-    } else if (detected_) {
-      e.enforced.push_back("memory and pids limits (cgroup v" + std::to_string(layout_.version) +
-                           ")");
-    } else {
-      e.downgrades.push_back({"memory and pids limits (cgroup)", detect_error_,
-                              "run as root on a host with cgroup memory and pids controllers"});
+    e.enforced = {{K::kUserNamespace, 0, plan.TwoIds() ? "" : "one id: the daemon's user"},
+                  {K::kPidNamespace},
+                  {K::kMountNamespace},
+                  {K::kNetworkNamespace, 0, "loopback only"},
+                  {K::kNoCapabilities},
+                  {K::kCpuTime, spec.limits.cpu_time_sec, "RLIMIT_CPU"}};
+    if (plan.read_only_root) e.enforced.push_back({K::kReadOnlyRoot});
+    if (plan.no_new_privs) e.enforced.push_back({K::kNoNewPrivs});
+    const Measure seccomp = SeccompMeasure(spec.security.seccomp_profile_name);
+    if (!bpf.ok()) {
+      e.downgrades.push_back({MeasureName(seccomp), bpf.status().message(), "fix the profile"});
+    } else if (!plan.seccomp_bpf.empty() && spec.security.seccomp_log_denied) {
+      e.downgrades.push_back(SeccompLogOnly(seccomp));
+    } else if (!plan.seccomp_bpf.empty()) {
+      e.enforced.push_back(seccomp);
     }
-    e.enforced.push_back("no controlling terminal (own session, no /dev/tty)");
-    e.enforced.push_back("kernel quotas of its own user namespace (open files, signals, inotify)");
-    const auto range = [](IdRange r) {
-      return std::to_string(r.first) + "-" + std::to_string(r.first + r.count - 1);
-    };
-    if (!rootless_) {
-      e.enforced.push_back("own host uid/gid per sandbox (" + range(host_uids_) +
-                           "), owner of its user namespace");
-      e.enforced.push_back("init unreachable by the program (own uid inside)");
-    } else {
-      const std::string fix =
-          "run the daemon as root: each sandbox's user namespace is then "
-          "created by a host uid of its own";
-      e.downgrades.push_back(
-          {"host-wide per-user quotas per sandbox",
-           "the sandboxes' user namespaces belong to the daemon's user, so its per-user counters "
-           "(inotify instances, queued signals, message queue bytes) are shared by its "
-           "sandboxes, each bounded by its namespace's own quotas",
-           fix});
-      if (one_id_reason_.empty()) {
-        e.enforced.push_back("own host uid/gid per sandbox (subordinate ids " + range(host_uids_) +
-                             ")");
-        e.enforced.push_back("init unreachable by the program (own uid inside)");
-      } else {
-        const std::string subid_fix =
-            "give the daemon's user subordinate ids (usermod --add-subuids FIRST-LAST "
-            "--add-subgids FIRST-LAST USER) and install the uidmap package";
-        e.downgrades.push_back({"init unreachable by the program",
-                                one_id_reason_ + ": init and the program share one uid, so the "
-                                                 "program can signal and prlimit init",
-                                subid_fix});
-        e.downgrades.push_back({"own host uid per sandbox",
-                                one_id_reason_ + ": every sandbox runs as the daemon's user",
-                                subid_fix});
-      }
-    }
+    AddLimits(plan, e);
+    AddIdsAndQuotas(plan, e);
     if (rootless_) {
       HostCheckInputs in;
       in.rootless = true;
@@ -160,9 +128,94 @@ class LocalExecutor final : public Executor {
   }
 
  private:
+  // The sandbox's ids (sandbox_ids.h), init's identity (userns.h) and the kernel quotas
+  // (kernel_quotas.h), from the plan's fields.
+  void AddIdsAndQuotas(const Plan& plan, Enforcement& e) const {
+    using K = MeasureKind;
+    e.enforced.push_back({K::kNoTerminal, 0, "own session, no /dev/tty"});
+    e.enforced.push_back({K::kOpenFilesLimit, plan.open_files, "RLIMIT_NOFILE"});
+    e.enforced.push_back({K::kQueuedSignalsLimit, plan.queued_signals, "RLIMIT_SIGPENDING"});
+    e.enforced.push_back({K::kMessageQueueLimit, plan.message_queue_bytes, "RLIMIT_MSGQUEUE"});
+    e.enforced.push_back({K::kLockedMemoryLimit, plan.locked_memory_bytes, "RLIMIT_MEMLOCK"});
+    e.enforced.push_back({K::kUserNamespaceQuotas, 0, "inotify 32, no nested namespaces"});
+    const std::string range =
+        plan.host_uids.empty()
+            ? std::string()
+            : std::to_string(plan.host_uids.first) + "-" +
+                  std::to_string(plan.host_uids.first + plan.host_uids.count - 1);
+    if (!plan.rootless) {
+      e.enforced.push_back({K::kOwnHostIds, 0, range + ", owner of its user namespace"});
+      e.enforced.push_back({K::kInitUnreachable, 0, "own uid inside"});
+      return;
+    }
+    e.downgrades.push_back(
+        {"user namespace owned by the sandbox's own uid",
+         "the sandboxes' user namespaces belong to the daemon's user, so its per-user counters "
+         "(inotify instances, queued signals, message queue bytes) are shared by its sandboxes, "
+         "each bounded by its namespace's own quotas",
+         "run the daemon as root: each sandbox's user namespace is then created by a host uid of "
+         "its own"});
+    if (plan.TwoIds()) {
+      e.enforced.push_back({K::kOwnHostIds, 0, "subordinate ids " + range});
+      e.enforced.push_back({K::kInitUnreachable, 0, "own uid inside"});
+      return;
+    }
+    const std::string fix =
+        "give the daemon's user subordinate ids (usermod --add-subuids FIRST-LAST --add-subgids "
+        "FIRST-LAST USER) and install the uidmap package";
+    e.downgrades.push_back({MeasureName({K::kInitUnreachable}),
+                            one_id_reason_ + ": init and the program share one uid, so the "
+                                             "program can signal and prlimit init",
+                            fix});
+    e.downgrades.push_back({MeasureName({K::kOwnHostIds}),
+                            one_id_reason_ + ": every sandbox runs as the daemon's user", fix});
+  }
+
+  // Memory, pids and CPU cap: the plan's cgroup (version 0: none, init's rlimits instead).
+  void AddLimits(const Plan& plan, Enforcement& e) const {
+    using K = MeasureKind;
+    const Measure cap{K::kCpuCap, plan.cpu_percent, "cgroup"};
+    if (plan.cgroup.version > 0) {
+      const std::string how = "cgroup v" + std::to_string(plan.cgroup.version);
+      e.enforced.push_back({K::kMemoryLimit, plan.memory_bytes, how});
+      e.enforced.push_back({K::kPidsLimit, plan.pids, how});
+      if (plan.cpu_percent == 0) return;
+      if (std::string why = CpuCapUnavailable(plan.cgroup); why.empty()) {
+        e.enforced.push_back({K::kCpuCap, plan.cpu_percent, how});
+      } else {
+        e.downgrades.push_back({MeasureName(cap), why + ": every sandbox start is refused",
+                                "enable the cpu controller for the sandboxes' cgroups, or unset "
+                                "CPU_QUOTA_PERCENT"});
+      }
+      return;
+    }
+    const std::string fix =
+        "run as root, or run under systemd with Delegate=yes on a cgroup v2 host";
+    if (no_cgroup_) {
+      e.enforced.push_back({K::kMemoryLimit, plan.memory_bytes, "RLIMIT_DATA, per process"});
+      e.enforced.push_back({K::kPidsLimit, plan.pids, "RLIMIT_NPROC, per sandbox"});
+      e.downgrades.push_back({"memory limit (cgroup)",
+                              no_cgroup_reason_ + "; RLIMIT_DATA per process instead: an "
+                                                  "allocation over it fails (MemoryError), "
+                                                  "no memory_limit verdict",
+                              fix});
+      e.downgrades.push_back({"pids limit (cgroup)",
+                              no_cgroup_reason_ + "; RLIMIT_NPROC instead: fork fails with "
+                                                  "EAGAIN, no pids_limit verdict",
+                              fix});
+      if (plan.cpu_percent > 0) {
+        e.downgrades.push_back(
+            {MeasureName(cap), no_cgroup_reason_ + "; no CPU cap without one", fix});
+      }
+    } else {
+      e.downgrades.push_back({"memory and pids limits (cgroup)", detect_error_,
+                              "run as root on a host with cgroup memory and pids controllers"});
+    }
+  }
+
   // Compiling takes milliseconds and every sandbox of a daemon uses the same profile or two, so
   // each (profile text, log mode) is compiled once and the BPF bytes are reused.
-  Result<std::string> CompiledSeccomp(const SandboxSecurity& security) {
+  Result<std::string> CompiledSeccomp(const SandboxSecurity& security) const {
     if (security.seccomp_profile_json.empty()) return std::string();
     std::lock_guard lock(seccomp_mu_);
     auto key = std::make_pair(security.seccomp_log_denied, security.seccomp_profile_json);
@@ -265,10 +318,10 @@ class LocalExecutor final : public Executor {
   IdRange host_uids_;
   IdRange host_gids_;
   std::string id_lock_dir_;
-  std::string one_id_reason_;  // rootless: why init shares the program's id, or ""
-  std::string ids_error_;      // the lock directory cannot be used: every Prepare fails with it
-  std::mutex seccomp_mu_;
-  std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;
+  std::string one_id_reason_;      // rootless: why init shares the program's id, or ""
+  std::string ids_error_;          // the lock directory cannot be used: every Prepare fails with it
+  mutable std::mutex seccomp_mu_;  // enforcement() compiles too (const)
+  mutable std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;
 };
 
 }  // namespace

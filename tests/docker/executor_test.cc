@@ -18,9 +18,12 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <vector>
 
+#include "core/json.h"
+#include "core/policies.h"
 #include "docker/engine_client.h"
 #include "docker_fixture.h"
 
@@ -213,6 +216,186 @@ TEST_F(DockerTest, HardeningProbe) {
   EXPECT_THAT(e.out, HasSubstr("65532\n"));
   EXPECT_THAT(e.out, HasSubstr("rootfs-ro"));
   EXPECT_THAT(e.out, HasSubstr("lo\nmkdir-denied"));  // loopback only
+}
+
+// The report against what is really in force: dockerd's inspect of the container the executor
+// created for the spec (HostConfig), and a probe inside it. Every reported measure is checked; a
+// kind without a check here fails. Before the CPU cap was translated, the container's
+// cpu.cfs_quota_us was -1 although /health listed the cap.
+TEST_F(DockerTest, EnforcementReportIsWhatIsInForce) {
+  SandboxSpec spec = Spec();
+  spec.security.seccomp_profile_json = std::string(*EmbeddedPolicy("seccomp-executor"));
+  spec.security.seccomp_profile_name = "default";
+  spec.limits.cpu_percent = 50;
+  spec.limits.memory_bytes = 200ull << 20;
+  spec.limits.pids = 48;
+  spec.limits.cpu_time_sec = 7;
+  const Enforcement report = executor_->enforcement(spec);
+  std::string names;
+  for (const std::string& n : MeasureNames(report.enforced)) names += n + "; ";
+  SCOPED_TRACE("reported: " + names);
+
+  auto sandbox = Await(executor_->Prepare(spec));
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status().message();
+  // The one live container of this process: inspect it.
+  rapidjson::Document list, inspect;
+  std::string why;
+  ASSERT_TRUE(ParseJson(OurContainers("ci-exec-", true), list, why)) << why;
+  ASSERT_TRUE(list.IsArray() && list.Size() == 1u);
+  auto client = Client();
+  std::string m = "GET", path = "/containers/" + std::string(list[0]["Id"].GetString()) + "/json";
+  auto r = Await(client->Request(m, path));
+  ASSERT_TRUE(r.ok() && r->ok());
+  ASSERT_TRUE(ParseJson(r->body, inspect, why)) << why;
+  const auto& host = inspect["HostConfig"];
+  auto has_opt = [&](const std::string& prefix) {
+    for (const auto& o : host["SecurityOpt"].GetArray()) {
+      if (std::string(o.GetString()).rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  };
+
+  std::string out;
+  RunPayload p;
+  p.argv = {"bash", "-c",
+            "for k in Seccomp NoNewPrivs CapEff CapPrm CapBnd; do "
+            "printf '%s=%s\\n' $k \"$(grep \"^$k:\" /proc/self/status | cut -f2)\"; done; "
+            "for n in pid mnt net; do printf 'ns_%s=%s\\n' $n \"$(readlink /proc/self/ns/$n)\"; "
+            "done; printf 'ifaces=%s\\n' \"$(ls /sys/class/net | tr '\\n' ' ')\"; "
+            "touch /usr/x 2>/dev/null && echo usr=writable || echo usr=read-only; "
+            "printf 'ulimit_t=%s\\n' \"$(ulimit -t)\"; cg=/sys/fs/cgroup; "
+            "if [ -f $cg/cpu.max ]; then printf 'cpu=%s\\n' \"$(cat $cg/cpu.max)\"; "
+            "printf 'mem=%s\\n' \"$(cat $cg/memory.max)\"; printf 'pids=%s\\n' \"$(cat "
+            "$cg/pids.max)\"; else printf 'cpu=%s %s\\n' \"$(cat $cg/cpu/cpu.cfs_quota_us)\" "
+            "\"$(cat $cg/cpu/cpu.cfs_period_us)\"; printf 'mem=%s\\n' \"$(cat "
+            "$cg/memory/memory.limit_in_bytes)\"; printf 'pids=%s\\n' \"$(cat "
+            "$cg/pids/pids.max)\"; fi; "
+            "for l in 'open files:nofile' 'pending signals:sigpending' 'msgqueue size:msgqueue' "
+            "'locked memory:memlock'; do printf 'limit_%s=%s\\n' \"${l#*:}\" \"$(grep \"^Max "
+            "${l%:*}\" /proc/self/limits | awk '{print $(NF-2)}')\"; done; "
+            "(exec 3<>/dev/tty) 2>/dev/null && echo tty=reachable || echo tty=none; "
+            "printf 'tty_nr=%s\\n' \"$(cut -d' ' -f7 /proc/self/stat)\""};
+  auto outcome = Await((*sandbox)->Run(std::move(p), [&](StreamKind k, std::string_view d) {
+    if (k == StreamKind::kStdout) out.append(d);
+  }));
+  Await((*sandbox)->Destroy());
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  SCOPED_TRACE("probe: " + out);
+  std::map<std::string, std::string> in;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (size_t eq = line.find('='); eq != std::string::npos)
+      in[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  auto host_ns = [](const std::string& n) {
+    char buf[64] = {};
+    ssize_t len = ::readlink(("/proc/self/ns/" + n).c_str(), buf, sizeof buf - 1);
+    return std::string(buf, len > 0 ? static_cast<size_t>(len) : 0);
+  };
+
+  std::set<MeasureKind> checked;
+  for (const Measure& me : report.enforced) {
+    SCOPED_TRACE(MeasureName(me));
+    checked.insert(me.kind);
+    switch (me.kind) {
+      case MeasureKind::kPidNamespace:
+        EXPECT_EQ(std::string(host["PidMode"].GetString()), "");
+        EXPECT_NE(in["ns_pid"], host_ns("pid"));
+        break;
+      case MeasureKind::kMountNamespace:
+        EXPECT_NE(in["ns_mnt"], host_ns("mnt"));
+        break;
+      case MeasureKind::kNetworkNamespace:
+        EXPECT_EQ(std::string(host["NetworkMode"].GetString()), "none");
+        EXPECT_NE(in["ns_net"], host_ns("net"));
+        EXPECT_EQ(in["ifaces"], "lo ");
+        break;
+      case MeasureKind::kReadOnlyRoot:
+        EXPECT_TRUE(host["ReadonlyRootfs"].GetBool());
+        EXPECT_EQ(in["usr"], "read-only");
+        break;
+      case MeasureKind::kNoCapabilities:
+        EXPECT_EQ(std::string(host["CapDrop"][0].GetString()), "ALL");
+        for (const char* set : {"CapEff", "CapPrm", "CapBnd"}) {
+          EXPECT_EQ(in[set], "0000000000000000") << set;
+        }
+        break;
+      case MeasureKind::kNoNewPrivs:
+        EXPECT_TRUE(has_opt("no-new-privileges"));
+        EXPECT_EQ(in["NoNewPrivs"], "1");
+        break;
+      case MeasureKind::kSeccomp:
+        EXPECT_TRUE(has_opt("seccomp="));
+        EXPECT_EQ(in["Seccomp"], "2");
+        EXPECT_EQ(me.detail, "default profile");
+        break;
+      case MeasureKind::kMemoryLimit:
+        EXPECT_EQ(me.amount, 200ull << 20);
+        EXPECT_EQ(host["Memory"].GetInt64(), 200ll << 20);
+        EXPECT_EQ(host["MemorySwap"].GetInt64(), 200ll << 20);
+        EXPECT_EQ(in["mem"], std::to_string(200ull << 20));
+        break;
+      case MeasureKind::kPidsLimit:
+        EXPECT_EQ(me.amount, 48u);
+        EXPECT_EQ(host["PidsLimit"].GetInt64(), 48);
+        EXPECT_EQ(in["pids"], "48");
+        break;
+      case MeasureKind::kCpuCap:
+        EXPECT_EQ(me.amount, 50u);
+        EXPECT_EQ(host["CpuQuota"].GetInt64(), 50000);
+        EXPECT_EQ(host["CpuPeriod"].GetInt64(), 100000);
+        EXPECT_EQ(in["cpu"], "50000 100000");
+        break;
+      case MeasureKind::kCpuTime:
+        EXPECT_EQ(me.amount, 7u);
+        EXPECT_EQ(in["ulimit_t"], "7");
+        break;
+      case MeasureKind::kOpenFilesLimit:
+        EXPECT_EQ(in["limit_nofile"], std::to_string(me.amount));
+        break;
+      case MeasureKind::kQueuedSignalsLimit:
+        EXPECT_EQ(in["limit_sigpending"], std::to_string(me.amount));
+        break;
+      case MeasureKind::kMessageQueueLimit:
+        EXPECT_EQ(in["limit_msgqueue"], std::to_string(me.amount));
+        break;
+      case MeasureKind::kLockedMemoryLimit:
+        EXPECT_EQ(in["limit_memlock"], std::to_string(me.amount));
+        break;
+      case MeasureKind::kNoTerminal:
+        EXPECT_EQ(in["tty"], "none");
+        EXPECT_EQ(in["tty_nr"], "0");
+        break;
+      default:
+        ADD_FAILURE() << "no check for this measure kind: add one here";
+    }
+  }
+  for (MeasureKind k :
+       {MeasureKind::kPidNamespace, MeasureKind::kMountNamespace, MeasureKind::kNetworkNamespace,
+        MeasureKind::kReadOnlyRoot, MeasureKind::kNoCapabilities, MeasureKind::kNoNewPrivs,
+        MeasureKind::kSeccomp, MeasureKind::kMemoryLimit, MeasureKind::kPidsLimit,
+        MeasureKind::kCpuCap, MeasureKind::kCpuTime, MeasureKind::kOpenFilesLimit,
+        MeasureKind::kQueuedSignalsLimit, MeasureKind::kMessageQueueLimit,
+        MeasureKind::kLockedMemoryLimit, MeasureKind::kNoTerminal}) {
+    EXPECT_TRUE(checked.count(k)) << "not reported: " << MeasureName(Measure(k));
+  }
+}
+
+// SECCOMP_LOG_DENIED: the profile's denials are let through (and logged), as on local; the
+// report says so with a downgrade.
+TEST_F(DockerTest, LogDeniedSeccompLetsDeniedCallsThrough) {
+  SandboxSpec spec = Spec();
+  spec.security.seccomp_profile_json =
+      R"({"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdirat","mkdir"],"action":"SCMP_ACT_ERRNO"}]})";
+  spec.security.seccomp_profile_name = "default";
+  spec.security.seccomp_log_denied = true;
+  const Enforcement report = executor_->enforcement(spec);
+  ASSERT_EQ(report.downgrades.size(), 2u);  // and the shared host uid of every container
+  EXPECT_EQ(report.downgrades[0].measure, "seccomp (default profile)");
+  EXPECT_EQ(report.downgrades[1].measure, "own host uid/gid per sandbox");
+  auto e = Execute({"bash", "-c", "mkdir /tmp/d && echo mkdir-ok"}, 10s, std::nullopt, {}, spec);
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, "mkdir-ok\n") << e.err;
 }
 
 TEST_F(DockerTest, MemoryLimitIsAnOomVerdict) {

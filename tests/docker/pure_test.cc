@@ -399,6 +399,7 @@ TEST(ContainerCreate, SeccompLimitsNetworkAndRunArgs) {
   spec.limits.cpu_time_sec = 10;
   spec.limits.workspace_bytes = 10ull << 20;
   spec.limits.tmp_bytes = 5ull << 20;
+  spec.limits.cpu_percent = 50;  // CpuQuota 50000 per CpuPeriod 100000, as local's cpu.max
   ContainerOptions o = Options();
   o.network = "isolated-net";
   o.component = "session";
@@ -420,6 +421,51 @@ TEST(ContainerCreate, SessionHasNoContainerWideCpuLimit) {
   EXPECT_NE(json.find(R"({"Name":"cpu","Soft":-1,"Hard":-1})"), std::string::npos) << json;
   EXPECT_NE(json.find(R"({"Name":"core","Soft":0,"Hard":0})"), std::string::npos) << json;
   EXPECT_NE(json.find(R"("component":"session")"), std::string::npos) << json;
+}
+
+// The report is read from the body: a CPU cap only with CpuQuota, seccomp only with a profile
+// (never "when configured"), RLIMIT_CPU as the body's ulimit or the session wrapper's.
+TEST(ContainerCreate, MeasuresAreReadFromTheBody) {
+  SandboxSpec spec = DefaultSpec();
+  auto names = [](const ContainerCreate& c) { return MeasureNames(ContainerMeasures(c)); };
+  ContainerCreate plain = ContainerCreateFromSpec(spec, Options());
+  EXPECT_THAT(names(plain), ::testing::ElementsAre(
+                                "pid namespace (docker)", "mount namespace (docker)",
+                                "network namespace (loopback only)",
+                                "no capabilities (docker CapDrop ALL)", "read-only root (docker)",
+                                "no_new_privs (docker)", "memory limit 256 MiB (docker, no swap)",
+                                "pids limit 64 (docker)", "CPU time limit 5 s (RLIMIT_CPU)"));
+  spec.limits.cpu_percent = 50;
+  spec.security.seccomp_profile_json = R"({"defaultAction":"SCMP_ACT_ALLOW"})";
+  spec.security.seccomp_profile_name = "strict";
+  ContainerCreate hardened = ContainerCreateFromSpec(spec, Options());
+  EXPECT_EQ(hardened.cpu_quota, 50000);
+  EXPECT_EQ(hardened.cpu_period, 100000);
+  EXPECT_THAT(names(hardened), ::testing::IsSupersetOf(
+                                   {"seccomp (strict profile)", "CPU cap 50% (docker CpuQuota)"}));
+  ContainerOptions session = Options();
+  session.cpu_rlimit_per_run = true;
+  session.network = "isolated-net";
+  auto session_names = names(ContainerCreateFromSpec(spec, session));
+  EXPECT_THAT(session_names, ::testing::Contains("CPU time limit 5 s (RLIMIT_CPU, set per call)"));
+  EXPECT_THAT(session_names,
+              ::testing::Not(::testing::Contains("network namespace (loopback only)")));
+}
+
+// SECCOMP_LOG_DENIED on docker as on local: every denial becomes SCMP_ACT_LOG, and the report
+// names it a downgrade instead of an enforced seccomp filter.
+TEST(ContainerCreate, LogDeniedMakesTheProfileLogOnly) {
+  EXPECT_EQ(LogOnlySeccompProfile(
+                R"({"defaultAction":"SCMP_ACT_ERRNO","syscalls":[{"names":["read"],"action":)"
+                R"("SCMP_ACT_ALLOW"},{"names":["mkdir"],"action":"SCMP_ACT_ERRNO"}]})"),
+            R"({"defaultAction":"SCMP_ACT_LOG","syscalls":[{"names":["read"],"action":)"
+            R"("SCMP_ACT_ALLOW"},{"names":["mkdir"],"action":"SCMP_ACT_LOG"}]})");
+  SandboxSpec spec = DefaultSpec();
+  spec.security.seccomp_profile_json = R"({"defaultAction":"SCMP_ACT_ERRNO"})";
+  spec.security.seccomp_log_denied = true;
+  ContainerCreate c = ContainerCreateFromSpec(spec, Options());
+  EXPECT_THAT(c.security_opt, ::testing::Contains(R"(seccomp={"defaultAction":"SCMP_ACT_LOG"})"));
+  for (const Measure& m : ContainerMeasures(c)) EXPECT_NE(m.kind, MeasureKind::kSeccomp);
 }
 
 // --- cgroup counters (cgroup_probe.h) ---

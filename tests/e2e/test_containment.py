@@ -166,7 +166,7 @@ class ContainmentTest(E2ETestCase):
     def per_sandbox_ids(self):
         """False when /health says sandboxes share one host uid (rootless without subordinate
         ids, docker): per-uid counters are then shared, as reported."""
-        return not self.downgraded("own host uid per sandbox")
+        return not self.downgraded("own host uid/gid per sandbox")
 
     def test_inotify_instances_are_the_sandboxs_own(self):
         libc = ctypes.CDLL(None, use_errno=True)
@@ -217,7 +217,7 @@ class ContainmentTest(E2ETestCase):
         if self.per_sandbox_ids():
             self.assertIn("pipe 65536\n", other["stdout"], other)
         else:
-            self.assertTrue(self.downgraded("own host uid per sandbox"))
+            self.assertTrue(self.downgraded("own host uid/gid per sandbox"))
 
     def test_rlimits_are_the_sandboxs_own(self):
         res = self.execute("import resource as r\nfor n in ('NOFILE','SIGPENDING','MSGQUEUE',"

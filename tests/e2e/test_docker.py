@@ -95,6 +95,32 @@ def owner_label(pid):
     return f"code-interpreter.owner={socket.gethostname()}/{pid}"
 
 
+class DockerHardeningReportTest(E2ETestCase):
+    """/health on docker lists what the containers really get, each measure once (issue 9: it
+    claimed a CPU cap the containers did not have, cpu.cfs_quota_us -1, and two seccomp lines)."""
+    daemon_env = {"CPU_QUOTA_PERCENT": "50"}
+
+    def setUp(self):
+        if Config.expected_backend != "docker":
+            self.skipTest("runs with --backend docker only (the daemon's EXECUTOR_BACKEND)")
+        super().setUp()
+
+    def test_reported_cpu_cap_and_seccomp_hold_inside_the_container(self):
+        enforced = self.client.get("/health").json["hardening"]["enforced"]
+        self.assertEqual(len(enforced), len(set(enforced)), enforced)
+        self.assertIn("CPU cap 50% (docker CpuQuota)", enforced)
+        self.assertEqual([e for e in enforced if e.startswith("seccomp")],
+                         ["seccomp (default profile)"])
+        res = self.execute(
+            "import os\n"
+            "cg = '/sys/fs/cgroup'\n"
+            "if os.path.exists(cg + '/cpu.max'): print(open(cg + '/cpu.max').read().strip())\n"
+            "else: print(open(cg + '/cpu/cpu.cfs_quota_us').read().strip(),"
+            " open(cg + '/cpu/cpu.cfs_period_us').read().strip())\n"
+            "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp:')][0])\n")
+        self.assertEqual(res.get("stdout"), "50000 100000\n2\n", res)
+
+
 class DockerBackendTest(E2ETestCase):
     def setUp(self):
         if Config.expected_backend != "docker":

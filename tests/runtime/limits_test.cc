@@ -129,9 +129,11 @@ TEST_F(SandboxTest, CpuSpinIsStoppedByRlimit) {
 TEST_F(SandboxTest, CpuCapThrottlesASpin) {
   if (Rootless() && WithoutCgroup()) {
     // No cgroup for an unprivileged user here: the cap cannot hold, and the executor says so.
+    SandboxSpec spec = DefaultSpec();
+    spec.limits.cpu_percent = 20;
     bool reported = false;
-    for (const auto& d : executor_->enforcement().downgrades) {
-      reported |= d.measure.find("cgroup") != std::string::npos;
+    for (const auto& d : executor_->enforcement(spec).downgrades) {
+      reported |= d.measure == "CPU cap 20% (cgroup)";
     }
     EXPECT_TRUE(reported);
     return;

@@ -18,7 +18,7 @@ bool SandboxTest::Rootless() {
 }
 
 bool SandboxTest::WithoutCgroup() const {
-  for (const Downgrade& d : executor_->enforcement().downgrades) {
+  for (const Downgrade& d : executor_->enforcement(DefaultSpec()).downgrades) {
     if (d.measure == "memory limit (cgroup)") return true;
   }
   return false;

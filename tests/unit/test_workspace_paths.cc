@@ -82,7 +82,10 @@ TEST(WorkspacePathsTest, RejectsOverlongComponentsAndPaths) {
   EXPECT_EQ(Error("a/" + std::string(256, 'x') + "/b"), "File path component is too long.");
 
   std::string path;  // 20 components of 200 bytes + 19 slashes = 4019 bytes
-  for (int i = 0; i < 20; ++i) path += (i ? "/" : "") + std::string(200, 'a' + i);
+  for (int i = 0; i < 20; ++i) {
+    if (i > 0) path += '/';
+    path.append(200, static_cast<char>('a' + i));  // not `"/" + string&&`: GCC 12 -Wrestrict
+  }
   ASSERT_EQ(path.size(), 4019u);
   EXPECT_EQ(Normalized(path + "/" + std::string(76, 'z')).size(), 4096u);
   EXPECT_EQ(Error(path + "/" + std::string(77, 'z')), "File path is too long.");
