@@ -81,8 +81,9 @@ class ExecutionService {
 
  private:
   static SandboxSpec MakeSpec(const Config& config, std::string seccomp_profile_json);
+  // Outputs the store could not keep are left out and set *truncated.
   std::vector<OutputFile> SaveOutputs(const ExecutionPlan& plan, const Collection& collection,
-                                      const std::string& collect_dir) const;
+                                      const std::string& collect_dir, bool* truncated) const;
 
   const Config& config_;
   Executor& executor_;
