@@ -74,39 +74,37 @@ bool Collect(int workspace_fd, std::string_view payload) {
   uint64_t files = 0, total = 0;
   bool truncated = false, sent_ok = true;
   std::string buf(proto::kChunkSize, '\0');
-  SysError e = WalkRegularFiles(
-      workspace_fd,
-      [&](const std::string& path, int fd, uint64_t size) {
-        if (path == req.skip_path) return true;
-        struct stat st {};
-        if (req.modified_after_ns != 0 && ::fstat(fd, &st) == 0 &&
-            st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec <= req.modified_after_ns) {
-          return true;
-        }
-        if (files + 1 > req.max_files) {
-          truncated = true;
-          return false;  // nothing more can fit
-        }
-        if (size > req.max_total_bytes - total) {
-          truncated = true;
-          return true;  // a smaller file may still fit
-        }
-        if (!(sent_ok = Send(Msg::kFileBegin, proto::Encode(proto::FileHeader{path, size})))) {
-          return false;
-        }
-        uint64_t left = size;  // never more than announced, even if the file grew
-        while (left > 0) {
-          ssize_t n = ::read(fd, buf.data(), left < buf.size() ? left : buf.size());
-          if (n < 0 && errno == EINTR) continue;
-          if (n <= 0) break;
-          if (!(sent_ok = Send(Msg::kFileChunk, std::string_view(buf.data(), n)))) return false;
-          left -= static_cast<uint64_t>(n);
-        }
-        ++files;
-        total += size - left;
-        return (sent_ok = Send(Msg::kFileEnd));
-      },
-      &truncated);
+  auto visit = [&](const std::string& path, int fd, uint64_t size) {
+    if (path == req.skip_path) return true;
+    struct stat st {};
+    if (req.modified_after_ns != 0 && ::fstat(fd, &st) == 0 &&
+        st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec <= req.modified_after_ns) {
+      return true;
+    }
+    if (files + 1 > req.max_files) {
+      truncated = true;
+      return false;  // nothing more can fit
+    }
+    if (size > req.max_total_bytes - total) {
+      truncated = true;
+      return true;  // a smaller file may still fit
+    }
+    if (!(sent_ok = Send(Msg::kFileBegin, proto::Encode(proto::FileHeader{path, size})))) {
+      return false;
+    }
+    uint64_t left = size;  // never more than announced, even if the file grew
+    while (left > 0) {
+      ssize_t n = ::read(fd, buf.data(), left < buf.size() ? left : buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      if (!(sent_ok = Send(Msg::kFileChunk, std::string_view(buf.data(), n)))) return false;
+      left -= static_cast<uint64_t>(n);
+    }
+    ++files;
+    total += size - left;
+    return (sent_ok = Send(Msg::kFileEnd));
+  };
+  SysError e = WalkRegularFiles(workspace_fd, visit, &truncated);  // deep directories: truncated
   if (!sent_ok) return false;
   if (!e.ok()) {
     return Send(Msg::kError,
