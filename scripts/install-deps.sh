@@ -10,8 +10,9 @@ packages=(
   libnl-3-dev libnl-route-3-dev libssl-dev libgtest-dev libgmock-dev
   # the Python stack inside the sandbox (the onyx data-stack cases)
   python3 python3-numpy python3-pandas python3-matplotlib python3-openpyxl
-  # tests and benchmarks: a real HTTP client, the bwrap baseline
-  curl bubblewrap procps openssl
+  # tests and benchmarks: real HTTP clients (curl; httpx sends a whole body before reading the
+  # answer, as the onyx suite does), the bwrap baseline
+  curl python3-httpx bubblewrap procps openssl
   # rootless sandboxes with subordinate ids (newuidmap, newgidmap)
   uidmap
   # the Docker backend's tests: a real dockerd, and the executor image built with debootstrap

@@ -30,6 +30,9 @@ using OutputSink = std::function<void(StreamKind, std::string_view)>;
 struct StagedFile {
   std::string workspace_path;  // relative, already validated ("data/in.csv")
   std::string host_path;       // where the bytes are on the daemon's side (file store data file)
+  // Keeps host_path in place while any copy of this lives (the file store's pin, so a file
+  // deleted through the API during staging is still staged whole).
+  std::shared_ptr<const void> hold = nullptr;
 };
 
 struct RunPayload {
@@ -71,7 +74,7 @@ struct CollectedFile {
 
 struct Collection {
   std::vector<CollectedFile> files;
-  bool truncated = false;  // max_files or max_total_bytes reached
+  bool truncated = false;  // a file was left out: a limit reached, or nested too deep to walk
 };
 
 // What the isolation layer saw, read after the sandbox is gone (cgroup events and peaks).

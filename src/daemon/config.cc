@@ -139,6 +139,7 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Bool("SECCOMP_LOG_DENIED", c.seccomp_log_denied);
   env.String("FILE_STORAGE_DIR", c.file_storage_dir);
   env.Int("MAX_FILE_SIZE_MB", c.max_file_size_mb, 1, 1 << 20);
+  env.Int("FILE_STORAGE_MAX_MB", c.file_storage_max_mb, 1, 1ll << 30);
   env.Int("FILE_TTL_SEC", c.file_ttl_sec, 1, kMaxU32);
   env.Int("MAX_REQUEST_BODY_MB", c.max_request_body_mb, 1, 4096);
   env.Int("HTTP_READ_TIMEOUT_SEC", c.http_read_timeout_sec, 1, 3600);

@@ -38,6 +38,7 @@ struct Config {
   // files
   std::string file_storage_dir = "/tmp/code-interpreter-files";
   uint64_t max_file_size_mb = 100;
+  uint64_t file_storage_max_mb = 10240;  // the store's disk use, all files together
   uint64_t file_ttl_sec = 3600;
   // HTTP
   uint64_t max_request_body_mb = 16;

@@ -95,13 +95,15 @@ std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteReques
 
 std::variant<std::vector<StagedFile>, ApiError> ExecutionService::ResolveFiles(
     const std::vector<FileRef>& files, std::string_view reserved) const {
-  std::vector<std::string> data_paths;
+  // Pinned, so that a delete while the execution waits or stages does not pull the bytes away
+  // (a delete after this point removes the id; the execution still sees the file).
+  std::vector<std::shared_ptr<const FileStore::Pinned>> pins;
   for (const auto& f : files) {
-    auto meta = store_.Get(f.file_id);
-    if (!meta) {
+    auto pin = store_.Pin(f.file_id);
+    if (!pin) {
       return ApiError{404, "File with ID '" + f.file_id + "' not found for path '" + f.path + "'."};
     }
-    data_paths.push_back(meta->data_path);
+    pins.push_back(std::move(pin));
   }
   std::vector<StagedFile> out;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -110,7 +112,7 @@ std::variant<std::vector<StagedFile>, ApiError> ExecutionService::ResolveFiles(
     if (!reserved.empty() && *path == reserved) {
       return ApiError{422, "File path '" + *path + "' is reserved for the execution entrypoint."};
     }
-    out.push_back({std::move(path).value(), data_paths[i]});
+    out.push_back({std::move(path).value(), pins[i]->path(), pins[i]});
   }
   return out;
 }
@@ -210,7 +212,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   }
   result.run = std::move(run).value();
   result.files_truncated = collection->truncated;
-  result.files = SaveOutputs(plan, *collection, collect_dir);
+  result.files = SaveOutputs(plan, *collection, collect_dir, &result.files_truncated);
   spdlog::debug("timing: prepare {} ms, run {} ms, collect {} ms, destroy {} ms, save {} ms",
                 (t_prepared - t0) / 1ms, (t_ran - t_prepared) / 1ms, (t_collected - t_ran) / 1ms,
                 (t_destroyed - t_collected) / 1ms, ms_since(t_destroyed));
@@ -220,7 +222,8 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
 
 std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
                                                       const Collection& collection,
-                                                      const std::string& collect_dir) const {
+                                                      const std::string& collect_dir,
+                                                      bool* truncated) const {
   std::vector<OutputFile> out;
   for (const auto& f : collection.files) {
     bool unchanged = false;
@@ -233,11 +236,19 @@ std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
     }
     // A program may name files with any bytes; the API speaks UTF-8 JSON.
     std::string path = SanitizeUtf8(f.workspace_path);
-    auto meta = store_.AdoptFile(f.host_path, path);
+    bool store_full = false;
+    auto meta = store_.AdoptFile(f.host_path, path, &store_full);
     if (!meta.ok()) {
-      spdlog::error("saving output {} from {}: {}", f.workspace_path, collect_dir,
-                    meta.status().message());
+      // Left out whole, and the response says files are missing (files_truncated).
+      if (store_full) {
+        spdlog::warn("output {} not kept: the file store is full (FILE_STORAGE_MAX_MB={})", path,
+                     config_.file_storage_max_mb);
+      } else {
+        spdlog::error("saving output {} from {}: {}", f.workspace_path, collect_dir,
+                      meta.status().message());
+      }
       unlink(f.host_path.c_str());
+      *truncated = true;
       continue;
     }
     out.push_back({path, meta->file_id});

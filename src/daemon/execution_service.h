@@ -82,8 +82,9 @@ class ExecutionService {
   static SandboxSpec MakeSpec(const Config& config, std::string seccomp_profile_json);
 
  private:
+  // Outputs the store could not keep are left out and set *truncated.
   std::vector<OutputFile> SaveOutputs(const ExecutionPlan& plan, const Collection& collection,
-                                      const std::string& collect_dir) const;
+                                      const std::string& collect_dir, bool* truncated) const;
 
   const Config& config_;
   Executor& executor_;

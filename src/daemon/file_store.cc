@@ -139,26 +139,37 @@ Result<int> OpenRegularNoFollow(const std::string& path, struct stat* st) {
   return fd;
 }
 
-// Copies everything readable from `in` into a new file `to`, fsynced.
+// Copies everything readable from `in` into a new file `to`, zeros as holes, fsynced.
 Status CopyFd(int in, const std::string& from, const std::string& to) {
   int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (out < 0) return Status::Errno("creating " + to, errno);
+  SparseWriter writer(out, to);
   Status s;
-  char buf[1 << 16];
+  std::string buf(1 << 16, '\0');
   while (s.ok()) {
-    ssize_t n = ::read(in, buf, sizeof buf);
+    ssize_t n = ::read(in, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       s = Status::Errno("reading " + from, errno);
     } else if (n == 0) {
       break;
     } else {
-      s = WriteAll(out, std::string_view(buf, static_cast<size_t>(n)));
+      s = writer.Write(std::string_view(buf.data(), static_cast<size_t>(n)));
     }
   }
+  if (s.ok()) s = writer.Finish();
   if (s.ok() && ::fsync(out) != 0) s = Status::Errno("fsync " + to, errno);
   ::close(out);
   return s;
+}
+
+// Disk bytes a stored file counts against the quota: its data blocks and its metadata.
+uint64_t StoreCharge(const struct stat& st) {
+  return static_cast<uint64_t>(st.st_blocks) * 512 + FileStore::kMetaCharge;
+}
+
+Status StoreFullError(uint64_t quota) {
+  return Status::Error("file storage is full (quota " + std::to_string(quota / kMiB) + " MB)");
 }
 
 // Entry names of `dir` except "." and "..".
@@ -189,9 +200,10 @@ bool FileStore::IsValidId(std::string_view id) {
   return true;
 }
 
-FileStore::FileStore(std::string dir) : dir_(std::move(dir)), tmp_dir_(dir_ + "/.tmp") {}
+FileStore::FileStore(std::string dir, uint64_t quota_bytes)
+    : dir_(std::move(dir)), tmp_dir_(dir_ + "/.tmp"), quota_(quota_bytes) {}
 
-Result<std::unique_ptr<FileStore>> FileStore::Open(const std::string& dir) {
+Result<std::unique_ptr<FileStore>> FileStore::Open(const std::string& dir, uint64_t quota_bytes) {
   if (dir.empty()) return Status::Error("file store directory is not set");
   std::error_code ec;
   fs::path path = fs::absolute(dir, ec);
@@ -212,7 +224,7 @@ Result<std::unique_ptr<FileStore>> FileStore::Open(const std::string& dir) {
     if (!S_ISDIR(st.st_mode)) return Status::Error(d + " is not a directory");
   }
 
-  std::unique_ptr<FileStore> store(new FileStore(abs));
+  std::unique_ptr<FileStore> store(new FileStore(abs, quota_bytes));
   // A crash leaves temp files (never visible under an id) and possibly one half of a
   // data/metadata pair; neither can be completed, so both go.
   Result<std::vector<std::string>> temps = ListNames(store->tmp_dir_);
@@ -238,6 +250,13 @@ Result<std::unique_ptr<FileStore>> FileStore::Open(const std::string& dir) {
   for (const std::string& id : meta) {
     if (!data.contains(id)) ::unlink(store->MetaPath(id).c_str());
   }
+  // What is already stored counts against the quota.
+  for (const std::string& id : data) {
+    struct stat st;
+    if (!meta.contains(id) || ::lstat(store->DataPath(id).c_str(), &st) != 0) continue;
+    store->charges_[id] = StoreCharge(st);
+    store->stored_ += StoreCharge(st);
+  }
   return store;
 }
 
@@ -256,7 +275,11 @@ Result<std::unique_ptr<FileStore::Upload>> FileStore::BeginUpload(uint64_t max_b
 }
 
 FileStore::Upload::Upload(FileStore* store, int fd, std::string temp_path, uint64_t max_bytes)
-    : store_(store), fd_(fd), temp_path_(std::move(temp_path)), max_bytes_(max_bytes) {}
+    : store_(store),
+      fd_(fd),
+      temp_path_(std::move(temp_path)),
+      max_bytes_(max_bytes),
+      writer_(fd, "upload") {}
 
 FileStore::Upload::~Upload() { Discard(); }
 
@@ -265,51 +288,86 @@ void FileStore::Upload::Discard() {
   fd_ = -1;
   if (!finished_) ::unlink(temp_path_.c_str());
   finished_ = true;
+  store_->Release(std::exchange(reserved_, 0));
+}
+
+Status FileStore::Upload::Fail(Status why) {
+  error_ = std::move(why);
+  // Free the disk space now rather than when the caller gets around to destroying us.
+  Discard();
+  return error_;
 }
 
 Status FileStore::Upload::Write(std::string_view data) {
   if (!error_.ok()) return error_;
   if (finished_) return Status::Error("upload already finished");
-  if (data.size() > max_bytes_ - written_) {
-    error_ =
-        Status::Error("File size exceeds maximum of " + std::to_string(max_bytes_ / kMiB) + " MB");
-    // Free the disk space now rather than when the caller gets around to destroying us.
-    Discard();
-    return error_;
+  if (data.size() > max_bytes_ - writer_.size()) {
+    return Fail(
+        Status::Error("File size exceeds maximum of " + std::to_string(max_bytes_ / kMiB) + " MB"));
   }
-  if (Status s = WriteAll(fd_, data); !s.ok()) {
-    error_ = s.Context("writing upload");
-    Discard();
-    return error_;
+  // Reserve the most this piece can take (every byte, a partial block at each end, metadata)
+  // before writing it; then keep only what it really took (zero blocks are holes).
+  constexpr uint64_t kBlock = SparseWriter::kBlock;
+  const uint64_t most = writer_.allocated() + data.size() + 2 * kBlock + kMetaCharge;
+  if (most > reserved_) {
+    if (!store_->Reserve(most - reserved_)) {
+      store_full_ = true;
+      return Fail(StoreFullError(store_->quota_));
+    }
+    reserved_ = most;
   }
-  written_ += data.size();
+  if (Status s = writer_.Write(data); !s.ok()) return Fail(s.Context("writing upload"));
+  const uint64_t taken = writer_.allocated() + kBlock + kMetaCharge;  // + the pending block
+  if (taken < reserved_) store_->Release(std::exchange(reserved_, taken) - taken);
   return Status();
 }
 
 Result<FileMeta> FileStore::Upload::Commit(std::string filename) {
   if (!error_.ok()) return error_;
   if (finished_) return Status::Error("upload already finished");
+  if (Status s = writer_.Finish(); !s.ok()) return Fail(s.Context("writing upload"));
   // The data must be on disk before its rename can make it visible.
-  if (::fsync(fd_) != 0) {
-    error_ = Status::Errno("fsync upload", errno);
-    Discard();
-    return error_;
-  }
+  if (::fsync(fd_) != 0) return Fail(Status::Errno("fsync upload", errno));
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return Fail(Status::Errno("stat upload", errno));
   ::close(fd_);
   fd_ = -1;
   std::lock_guard lock(store_->mu_);
-  Result<FileMeta> meta = store_->PublishLocked(temp_path_, std::move(filename), written_);
+  // The reservation becomes the file's real charge (the lock is held: no Release()).
+  store_->reserved_ -= std::exchange(reserved_, 0);
+  Result<FileMeta> meta =
+      store_->PublishLocked(temp_path_, std::move(filename), writer_.size(), StoreCharge(st));
   if (meta.ok()) {
     finished_ = true;
   } else {
     error_ = meta.status();
-    Discard();
+    Discard();  // nothing is reserved any more, so it does not take the lock we hold
   }
   return meta;
 }
 
+bool FileStore::Reserve(uint64_t more) {
+  std::lock_guard lock(mu_);
+  if (quota_ != kNoQuota && (stored_ + reserved_ > quota_ || more > quota_ - stored_ - reserved_)) {
+    return false;
+  }
+  reserved_ += more;
+  return true;
+}
+
+void FileStore::Release(uint64_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard lock(mu_);
+  reserved_ -= std::min(bytes, reserved_);
+}
+
+uint64_t FileStore::used_bytes() const {
+  std::lock_guard lock(mu_);
+  return stored_ + reserved_;
+}
+
 Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::string filename,
-                                          uint64_t size) {
+                                          uint64_t size, uint64_t charge) {
   FileMeta meta;
   // A collision of 122 random bits will not happen, but checking is cheap and rename would
   // silently replace another file.
@@ -349,10 +407,14 @@ Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::str
     return Status::Errno("moving data into place", err);
   }
   FsyncDir(dir_);
+  charges_[meta.file_id] = charge;
+  stored_ += charge;
   return meta;
 }
 
-Result<FileMeta> FileStore::AdoptFile(const std::string& host_path, std::string filename) {
+Result<FileMeta> FileStore::AdoptFile(const std::string& host_path, std::string filename,
+                                      bool* store_full) {
+  if (store_full != nullptr) *store_full = false;
   struct stat src;
   Result<int> fd = OpenRegularNoFollow(host_path, &src);
   if (!fd.ok()) return fd.status().Context("adopting file");
@@ -397,8 +459,12 @@ Result<FileMeta> FileStore::AdoptFile(const std::string& host_path, std::string 
   }
 
   std::lock_guard lock(mu_);
-  Result<FileMeta> meta =
-      PublishLocked(*temp, std::move(filename), static_cast<uint64_t>(final_st.st_size));
+  const uint64_t charge = StoreCharge(final_st);
+  const bool over = quota_ != kNoQuota && stored_ + reserved_ + charge > quota_;
+  if (over && store_full != nullptr) *store_full = true;
+  Result<FileMeta> meta = over ? Result<FileMeta>(StoreFullError(quota_))
+                               : PublishLocked(*temp, std::move(filename),
+                                               static_cast<uint64_t>(final_st.st_size), charge);
   if (!meta.ok()) {
     if (!renamed || ::rename(temp->c_str(), host_path.c_str()) != 0) ::unlink(temp->c_str());
     return meta.status().Context("adopting file");
@@ -457,6 +523,25 @@ std::optional<FileMeta> FileStore::Get(std::string_view id) const {
   return LoadLocked(CanonicalId(id));
 }
 
+FileStore::Pinned::~Pinned() {
+  if (linked_) ::unlink(path_.c_str());
+}
+
+std::shared_ptr<const FileStore::Pinned> FileStore::Pin(std::string_view id) const {
+  if (!IsValidId(id)) return nullptr;
+  std::lock_guard lock(mu_);
+  std::optional<FileMeta> meta = LoadLocked(CanonicalId(id));
+  if (!meta) return nullptr;
+  // Under mu_ no Delete can come between the check above and the link.
+  Result<std::string> link = NewTempPath("pin");
+  if (link.ok() && ::link(meta->data_path.c_str(), link->c_str()) == 0) {
+    return std::shared_ptr<const Pinned>(new Pinned(std::move(*meta), std::move(*link), true));
+  }
+  // A filesystem without hard links: readers use the data file itself.
+  std::string path = meta->data_path;
+  return std::shared_ptr<const Pinned>(new Pinned(std::move(*meta), std::move(path), false));
+}
+
 std::vector<FileMeta> FileStore::List() const {
   std::vector<FileMeta> out;
   std::lock_guard lock(mu_);
@@ -481,6 +566,10 @@ bool FileStore::Delete(std::string_view id) {
   // Data first: a crash in between leaves metadata without data, which reads as absent.
   ::unlink(DataPath(canonical).c_str());
   ::unlink(MetaPath(canonical).c_str());
+  if (auto it = charges_.find(canonical); it != charges_.end()) {
+    stored_ -= std::min(stored_, it->second);
+    charges_.erase(it);
+  }
   return true;
 }
 

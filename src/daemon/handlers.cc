@@ -43,6 +43,12 @@ std::string FileSizeError(uint64_t max_mb) {
   return "File size exceeds maximum of " + std::to_string(max_mb) + " MB";
 }
 
+// 507 Insufficient Storage: the request was fine, the store has no room for it.
+std::string StoreFullError(uint64_t max_mb) {
+  return "File storage is full (FILE_STORAGE_MAX_MB=" + std::to_string(max_mb) +
+         "): delete stored files or raise FILE_STORAGE_MAX_MB";
+}
+
 // The metrics' outcome of an execution that ran: the program's own failure is still "ok" for
 // the service; only a timeout is told apart.
 std::string OutcomeOf(const ExecutionResult& result) {
@@ -405,6 +411,11 @@ asio::awaitable<void> ApiHandlers::UploadFile(HttpExchange& ex) {
   }
   if (parse.ok()) parse = parser.Finish();
   if (!parse.ok() && committed) store_.Delete(committed->file_id);
+  if (!parse.ok() && upload && upload->store_full()) {
+    spdlog::warn("[{}] upload refused: the file store is full ({} of {} MB used)",
+                 ex.head().request_id, store_.used_bytes() >> 20, config_.file_storage_max_mb);
+    co_return co_await ex.Respond(ErrorResponse(507, StoreFullError(config_.file_storage_max_mb)));
+  }
   if (!parse.ok() && parse.message() == size_error) {
     co_return co_await ex.Respond(ErrorResponse(413, size_error));
   }
@@ -420,13 +431,14 @@ asio::awaitable<void> ApiHandlers::ListFiles(HttpExchange& ex) {
 }
 
 asio::awaitable<void> ApiHandlers::GetFile(HttpExchange& ex, const std::string& id) {
-  auto meta = store_.Get(id);
-  if (!meta)
+  // Pinned until the response is sent: a delete meanwhile cannot turn it into a 500.
+  auto pin = store_.Pin(id);
+  if (!pin)
     co_return co_await ex.Respond(ErrorResponse(404, "File with ID '" + id + "' not found"));
   HttpResponse r;
   r.content_type = "application/octet-stream";
-  r.file_path = meta->data_path;
-  r.headers.emplace_back("Content-Disposition", AttachmentContentDisposition(meta->filename));
+  r.file_path = pin->path();
+  r.headers.emplace_back("Content-Disposition", AttachmentContentDisposition(pin->meta().filename));
   co_await ex.Respond(std::move(r));
 }
 

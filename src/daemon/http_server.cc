@@ -14,8 +14,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <set>
+#include <vector>
 
 #include "daemon/logging.h"
 
@@ -29,6 +31,10 @@ using asio::use_awaitable;
 
 constexpr size_t kHeaderLimit = 16 * 1024;
 constexpr size_t kBodyChunk = 64 * 1024;
+// Lingering close: how much of an unread request body is read and dropped, and for how long,
+// before the connection closes (nginx: lingering_time 30 s).
+constexpr uint64_t kLingerMaxBytes = uint64_t{1} << 30;
+constexpr std::chrono::seconds kLingerTime{30};
 
 }  // namespace
 
@@ -271,7 +277,28 @@ struct Connection : HttpExchange {
     }
     beast::error_code ec;
     stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    co_await LingerOnUnreadBody();
     stream.close();
+  }
+
+  // After an answer given without reading the whole body (413, 507, a bad header), closing at
+  // once makes the kernel reset the connection while the client is still sending, and most
+  // clients (httpx, requests) then report a broken pipe instead of the answer. So, as nginx's
+  // lingering close, the rest is read and dropped first, within bounds, until the client closes.
+  asio::awaitable<void> LingerOnUnreadBody() {
+    if (!parser || parser->is_done()) co_return;
+    idle = true;  // shutdown may cut it short (CloseIdleConnections)
+    stream.expires_after(kLingerTime);
+    std::vector<char> buf(kBodyChunk);
+    uint64_t dropped = 0;
+    while (dropped < kLingerMaxBytes) {
+      beast::error_code ec;
+      size_t n = co_await stream.async_read_some(asio::buffer(buf),
+                                                 asio::redirect_error(use_awaitable, ec));
+      if (ec) break;  // the client closed (EOF), or the time is up
+      dropped += n;
+    }
+    spdlog::debug("[{}] dropped {} unread body bytes before closing", request.request_id, dropped);
   }
 
   void FillRequestHead() {

@@ -140,7 +140,7 @@ int Serve() {
         c.executor_backend);
     return 2;
   }
-  auto store = FileStore::Open(c.file_storage_dir);
+  auto store = FileStore::Open(c.file_storage_dir, c.file_storage_max_mb << 20);
   if (!store.ok()) {
     spdlog::critical("FILE_STORAGE_DIR: {}", store.status().message());
     return 2;

@@ -323,6 +323,7 @@ asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> SessionMana
       if (!meta.ok()) {
         spdlog::error("saving session file {}: {}", path, meta.status().message());
         unlink(f.host_path.c_str());
+        *truncated = true;  // left out: the listing says files are missing
         continue;
       }
       entry.file_id = meta->file_id;

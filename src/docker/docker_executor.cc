@@ -16,10 +16,12 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "core/json.h"
+#include "core/sparse_writer.h"
 #include "docker/cgroup_probe.h"
 #include "docker/container_exec.h"
 #include "docker/engine_client.h"
@@ -212,7 +214,10 @@ class DockerSandbox final : public Sandbox {
   asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override {
     if (killed_) co_return Status::Error("sandbox killed");
     if (NothingToCollect(limits.skip_path)) co_return Collection{};
-    std::vector<std::string> cmd = {"tar", "-c", "-C", c_.cwd, "-f", "-", "."};
+    // --sparse: a file with holes travels as its data and a map (GNU 'S' members), so a huge
+    // sparse file costs the stream, and the host's disk, what it costs the workspace.
+    std::vector<std::string> cmd = {"tar", "-c", "--sparse", "--format=gnu", "-C", c_.cwd,
+                                    "-f",  "-",  "."};
     if (limits.modified_after_ns != 0) {  // GNU tar: regular files modified after the instant
       cmd.insert(cmd.begin() + 1,
                  fmt::format("--newer-mtime=@{}.{:09}", limits.modified_after_ns / 1000000000,
@@ -224,40 +229,45 @@ class DockerSandbox final : public Sandbox {
     Collection out;
     uint64_t total = 0;
     int fd = -1;
+    std::optional<SparseWriter> writer;  // on fd: zeros and holes stay holes on the host
     bool skipping = false;
     Status write_error;
     TarReader reader(
         {[&](const std::string& path, uint64_t size) {
            skipping = path == limits.skip_path || path.empty();
            if (skipping) return true;
-           if (out.files.size() + 1 > limits.max_files || total + size > limits.max_total_bytes) {
+           if (out.files.size() + 1 > limits.max_files) {
              out.truncated = true;
              return false;
            }
+           // By apparent size; one that does not fit is passed over (its data is read, which
+           // --sparse keeps to what the workspace really holds) and smaller ones still come.
+           if (size > limits.max_total_bytes - total) {
+             out.truncated = true;
+             skipping = true;
+             return true;
+           }
            std::string host = limits.dest_dir + "/collected-XXXXXX";
-           fd = ::mkstemp(host.data());
+           fd = ::mkostemp(host.data(), O_CLOEXEC);
            if (fd < 0) {
              write_error = Status::Errno("creating a file in " + limits.dest_dir, errno);
              return false;
            }
+           writer.emplace(fd, host);
            out.files.push_back({path, host, size});
            total += size;
            return true;
          },
-         [&](std::string_view data) -> Status {
-           while (!skipping && !data.empty()) {
-             ssize_t n = ::write(fd, data.data(), data.size());
-             if (n < 0 && errno == EINTR) continue;
-             if (n < 0) return Status::Errno("writing " + out.files.back().host_path, errno);
-             data.remove_prefix(static_cast<size_t>(n));
-           }
-           return Status();
-         },
+         [&](std::string_view data) -> Status { return skipping ? Status() : writer->Write(data); },
          [&]() -> Status {
-           if (!skipping && fd >= 0) ::close(fd);
+           if (skipping || fd < 0) return Status();
+           Status s = writer->Finish();
+           writer.reset();
+           ::close(fd);
            fd = -1;
-           return Status();
-         }});
+           return s;
+         },
+         [&](uint64_t n) -> Status { return skipping ? Status() : writer->Hole(n); }});
     Status tar_error;
     std::string stderr_text;
     FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view bytes) {

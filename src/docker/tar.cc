@@ -1,5 +1,6 @@
 #include "docker/tar.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -8,6 +9,9 @@ namespace ci::docker {
 namespace {
 
 constexpr size_t kBlock = 512;
+// A sparse map longer than this is not from a workspace of ordinary size (each piece of data
+// between holes is an entry): refused rather than held in memory.
+constexpr size_t kMaxSparsePieces = size_t{1} << 18;
 
 void Octal(char* field, size_t width, uint64_t value) {
   // width-1 zero-padded octal digits and a NUL, as GNU tar writes them.
@@ -108,8 +112,8 @@ std::string TarTrailer() { return std::string(2 * kBlock, '\0'); }
 
 Status TarReader::Feed(std::string_view bytes) {
   while (!bytes.empty() && !stopped_ && !finished_) {
-    if (mode_ == Mode::kHeader) {
-      if (padding_ > 0) {  // the previous member's padding, after its data
+    if (mode_ == Mode::kHeader || mode_ == Mode::kSparseMap) {
+      if (mode_ == Mode::kHeader && padding_ > 0) {  // the previous member's padding
         size_t n = std::min<uint64_t>(padding_, bytes.size());
         padding_ -= n;
         bytes.remove_prefix(n);
@@ -119,7 +123,7 @@ Status TarReader::Feed(std::string_view bytes) {
       header_.append(bytes.substr(0, n));
       bytes.remove_prefix(n);
       if (header_.size() < kBlock) break;
-      Status s = OnHeader();
+      Status s = mode_ == Mode::kHeader ? OnHeader() : OnSparseExtension();
       header_.clear();
       if (!s.ok()) return s;
       continue;
@@ -129,14 +133,14 @@ Status TarReader::Feed(std::string_view bytes) {
     bytes.remove_prefix(n);
     remaining_ -= n;
     if (mode_ == Mode::kFile) {
-      if (Status s = cb_.data(piece); !s.ok()) return s;
+      if (Status s = FileData(piece); !s.ok()) return s;
     } else if (mode_ == Mode::kLongName || mode_ == Mode::kPax) {
       if (meta_.size() + piece.size() > (1u << 20)) return Status::Error("tar record too long");
       meta_.append(piece);
     }
     if (remaining_ > 0) continue;
     if (mode_ == Mode::kFile) {
-      if (Status s = cb_.end(); !s.ok()) return s;
+      if (Status s = FileEnd(); !s.ok()) return s;
     } else if (mode_ == Mode::kLongName) {
       next_path_ = CString(meta_.data(), meta_.size());
     } else if (mode_ == Mode::kPax) {
@@ -191,6 +195,21 @@ Status TarReader::OnHeader() {
       return Status();
     }
     mode_ = Mode::kFile;
+  } else if (type == 'S') {
+    auto norm = Normalise(path);
+    if (!norm.ok()) return norm.status();
+    sparse_path_ = std::move(norm).value();
+    real_size_ = ParseOctal(std::string_view(header_).substr(483, 12));
+    stored_size_ = size;
+    pieces_.clear();
+    if (Status s = AddSparseEntries(386, 4); !s.ok()) return s;
+    remaining_ = 0;
+    padding_ = 0;
+    if (header_[482] != '\0') {  // more of the map follows in blocks of its own
+      mode_ = Mode::kSparseMap;
+      return Status();
+    }
+    return StartSparseData();
   } else if (type == '1' || type == '2' || type == '3' || type == '4' || type == '6') {
     remaining_ = 0;  // links and devices carry no data
     mode_ = Mode::kSkip;
@@ -200,9 +219,101 @@ Status TarReader::OnHeader() {
   padding_ = Pad(remaining_);  // skipped once the data is consumed and headers resume
   if (remaining_ == 0) {
     if (mode_ == Mode::kFile) {
-      if (Status s = cb_.end(); !s.ok()) return s;
+      if (Status s = FileEnd(); !s.ok()) return s;
     }
     mode_ = Mode::kHeader;
+  }
+  return Status();
+}
+
+Status TarReader::AddSparseEntries(size_t at, size_t count) {
+  for (size_t k = 0; k < count; ++k) {
+    const size_t entry = at + 24 * k;
+    if (header_[entry] == '\0') break;  // unused entries are all NUL
+    if (pieces_.size() >= kMaxSparsePieces) return Status::Error("tar sparse map too long");
+    pieces_.push_back({ParseOctal(std::string_view(header_).substr(entry, 12)),
+                       ParseOctal(std::string_view(header_).substr(entry + 12, 12))});
+  }
+  return Status();
+}
+
+Status TarReader::OnSparseExtension() {
+  // 21 entries of 24 bytes, then the flag saying whether another such block follows.
+  if (Status s = AddSparseEntries(0, 21); !s.ok()) return s;
+  if (header_[504] != '\0') return Status();
+  return StartSparseData();
+}
+
+Status TarReader::StartSparseData() {
+  // The pieces must be in order, inside the file, and add up to the data in the archive: the
+  // data is then placed exactly, and nothing reads past the member.
+  uint64_t end = 0, sum = 0;
+  for (const Piece& p : pieces_) {
+    if (p.offset < end || p.length > real_size_ || p.offset > real_size_ - p.length) {
+      return Status::Error("malformed tar sparse map for " + sparse_path_);
+    }
+    end = p.offset + p.length;
+    sum += p.length;
+  }
+  if (sum != stored_size_) return Status::Error("malformed tar sparse map for " + sparse_path_);
+  sparse_ = true;
+  piece_ = 0;
+  logical_ = 0;
+  if (!cb_.begin(sparse_path_, real_size_)) {
+    sparse_ = false;
+    stopped_ = true;
+    return Status();
+  }
+  mode_ = Mode::kFile;
+  remaining_ = stored_size_;
+  padding_ = Pad(stored_size_);
+  if (remaining_ == 0) {
+    mode_ = Mode::kHeader;
+    return FileEnd();
+  }
+  return Status();
+}
+
+Status TarReader::FileData(std::string_view piece) {
+  if (!sparse_) return cb_.data(piece);
+  while (!piece.empty()) {
+    if (piece_ >= pieces_.size()) return Status::Error("tar sparse data beyond its map");
+    const Piece& p = pieces_[piece_];
+    if (logical_ < p.offset) {
+      if (Status s = Hole(p.offset - logical_); !s.ok()) return s;
+      logical_ = p.offset;
+    }
+    const uint64_t left = p.offset + p.length - logical_;
+    if (left == 0) {
+      ++piece_;
+      continue;
+    }
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(left, piece.size()));
+    if (Status s = cb_.data(piece.substr(0, n)); !s.ok()) return s;
+    logical_ += n;
+    piece.remove_prefix(n);
+  }
+  return Status();
+}
+
+Status TarReader::FileEnd() {
+  if (sparse_) {
+    sparse_ = false;
+    pieces_.clear();
+    if (logical_ < real_size_) {
+      if (Status s = Hole(real_size_ - logical_); !s.ok()) return s;
+    }
+  }
+  return cb_.end();
+}
+
+Status TarReader::Hole(uint64_t n) {
+  if (cb_.hole) return cb_.hole(n);
+  static const std::string kZeros(64 * 1024, '\0');
+  while (n > 0) {
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(n, kZeros.size()));
+    if (Status s = cb_.data(std::string_view(kZeros).substr(0, k)); !s.ok()) return s;
+    n -= k;
   }
   return Status();
 }

@@ -65,23 +65,29 @@ class Stager {
   std::string error_;
 };
 
-// Streams the workspace's regular files within the limits; false when fd 4 broke.
+// Streams the workspace's regular files within the limits; false when fd 4 broke. A file that
+// does not fit (by its apparent size: a sparse file counts whole) is left out and the walk goes
+// on, so one huge file does not hide the small ones; leaving anything out sets truncated.
 bool Collect(int workspace_fd, std::string_view payload) {
   proto::CollectRequest req;
   if (!proto::Decode(payload, &req)) return Send(Msg::kError, proto::EncodeError("bad collect"));
   uint64_t files = 0, total = 0;
   bool truncated = false, sent_ok = true;
   std::string buf(proto::kChunkSize, '\0');
-  SysError e = WalkRegularFiles(workspace_fd, [&](const std::string& path, int fd, uint64_t size) {
+  auto visit = [&](const std::string& path, int fd, uint64_t size) {
     if (path == req.skip_path) return true;
     struct stat st {};
     if (req.modified_after_ns != 0 && ::fstat(fd, &st) == 0 &&
         st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec <= req.modified_after_ns) {
       return true;
     }
-    if (files + 1 > req.max_files || total + size > req.max_total_bytes) {
+    if (files + 1 > req.max_files) {
       truncated = true;
-      return false;
+      return false;  // nothing more can fit
+    }
+    if (size > req.max_total_bytes - total) {
+      truncated = true;
+      return true;  // a smaller file may still fit
     }
     if (!(sent_ok = Send(Msg::kFileBegin, proto::Encode(proto::FileHeader{path, size})))) {
       return false;
@@ -97,7 +103,8 @@ bool Collect(int workspace_fd, std::string_view payload) {
     ++files;
     total += size - left;
     return (sent_ok = Send(Msg::kFileEnd));
-  });
+  };
+  SysError e = WalkRegularFiles(workspace_fd, visit, &truncated);  // deep directories: truncated
   if (!sent_ok) return false;
   if (!e.ok()) {
     return Send(Msg::kError,

@@ -10,11 +10,9 @@
 namespace ci {
 namespace {
 
-constexpr int kMaxDepth = 64;  // bounds the fds held open by the walk
-
 // Returns false to stop the whole walk.
 bool WalkDir(int dir_fd, const std::string& prefix, int depth, const FileVisitor& visit,
-             SysError* error) {
+             SysError* error, bool* pruned) {
   int dup_fd = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
   if (dup_fd < 0) {
     *error = SysFail("dup directory fd");
@@ -39,9 +37,12 @@ bool WalkDir(int dir_fd, const std::string& prefix, int depth, const FileVisitor
     struct stat st {};
     if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (S_ISDIR(st.st_mode)) {
-      if (depth >= kMaxDepth) continue;
+      if (depth >= kMaxWalkDepth) {
+        *pruned = true;
+        continue;
+      }
       UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (sub.valid()) keep_going = WalkDir(sub.get(), rel, depth + 1, visit, error);
+      if (sub.valid()) keep_going = WalkDir(sub.get(), rel, depth + 1, visit, error, pruned);
     } else if (S_ISREG(st.st_mode)) {
       // O_NONBLOCK: should the entry be swapped for a fifo after the lstat, open cannot hang.
       UniqueFd f(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
@@ -95,9 +96,10 @@ SysError CreateFileBelow(int root_dir, const std::string& path, int* fd) {
   return SysOk();
 }
 
-SysError WalkRegularFiles(int root_dir, const FileVisitor& visit) {
+SysError WalkRegularFiles(int root_dir, const FileVisitor& visit, bool* pruned) {
   SysError error;
-  WalkDir(root_dir, "", 0, visit, &error);
+  bool ignored = false;
+  WalkDir(root_dir, "", 0, visit, &error, pruned != nullptr ? pruned : &ignored);
   return error;
 }
 

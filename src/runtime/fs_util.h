@@ -21,8 +21,10 @@ SysError CreateFileBelow(int root_dir, const std::string& path, int* fd);
 
 // Visits every regular file below root_dir (depth-first, never following symlinks, skipping
 // devices, fifos and sockets). `visit` gets the relative path, an open read-only fd and the size;
-// it returns false to stop the walk.
+// it returns false to stop the walk. Directories nested deeper than kMaxWalkDepth are not
+// entered (the walk holds an fd per level); *pruned is set when one was left out.
+constexpr int kMaxWalkDepth = 64;
 using FileVisitor = std::function<bool(const std::string& path, int fd, uint64_t size)>;
-SysError WalkRegularFiles(int root_dir, const FileVisitor& visit);
+SysError WalkRegularFiles(int root_dir, const FileVisitor& visit, bool* pruned = nullptr);
 
 }  // namespace ci

@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <optional>
 #include <string>
 
+#include "core/sparse_writer.h"
 #include "runtime/frame_io.h"
 #include "runtime/local_sandbox.h"
 
@@ -36,6 +38,7 @@ class Receiver {
     int fd = ::mkostemp(path.data(), O_CLOEXEC);
     if (fd < 0) return Status::Errno("creating a file in " + limits_.dest_dir, errno);
     file_.reset(fd);
+    writer_.emplace(fd, path);  // zeros (a sparse file's holes) cost the host no disk
     current_ = {h.path, path, 0};
     return {};
   }
@@ -45,18 +48,15 @@ class Receiver {
     total_ += data.size();
     if (total_ > limits_.max_total_bytes) return Status::Error("init exceeded max_total_bytes");
     current_.size += data.size();
-    while (!data.empty()) {
-      ssize_t n = ::write(file_.get(), data.data(), data.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Status::Errno("writing " + current_.host_path, errno);
-      data.remove_prefix(static_cast<size_t>(n));
-    }
-    return {};
+    return writer_->Write(data);
   }
 
   Status End() {
     if (!file_.valid()) return Status::Error("file end outside a file from init");
+    Status s = writer_->Finish();
+    writer_.reset();
     file_.reset();
+    if (!s.ok()) return s;
     result_.files.push_back(std::move(current_));
     current_ = {};
     return {};
@@ -73,6 +73,7 @@ class Receiver {
   Collection result_;
   CollectedFile current_;
   UniqueFd file_;
+  std::optional<SparseWriter> writer_;  // on file_
   uint64_t total_ = 0;
   bool committed_ = false;
 };

@@ -1,7 +1,10 @@
 """The file store API and files staged into / collected from executions."""
 
+import json
 import os
 import re
+import subprocess
+import threading
 import uuid
 
 from harness import E2ETestCase
@@ -302,3 +305,207 @@ class StagedFilesTest(E2ETestCase):
         r = self.client.post_json("/v1/execute", {
             "code": "print(1)", "files": [{"path": "x", "file_id": "../../etc/passwd"}]})
         self.assertDetail(r, 404, "File with ID '../../etc/passwd' not found for path 'x'.")
+
+
+def store_disk_bytes(store_dir):
+    """What the file store really occupies on disk (allocated blocks, holes excluded)."""
+    total = 0
+    for dp, _, names in os.walk(store_dir):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(dp, name)).st_blocks * 512
+            except FileNotFoundError:
+                pass  # a temp file that went away meanwhile
+    return total
+
+
+def store_temp_files(store_dir):
+    return [os.path.join(dp, f) for dp, _, fs in os.walk(os.path.join(store_dir, ".tmp"))
+            for f in fs]
+
+
+class SparseOutputsTest(E2ETestCase):
+    """A sparse file costs the sandbox nothing; it must cost the host's disk nothing either."""
+
+    def test_sparse_outputs_do_not_fill_the_host_disk(self):
+        self.require_spawned("looks at the daemon's file store on disk")
+        before = store_disk_bytes(self.daemon.store_dir)
+        code = ("for i in range(3):\n"
+                "    with open(f'big{i}.bin', 'wb') as f:\n"
+                "        f.write(b'x')\n"
+                "        f.truncate(30 << 20)\n"
+                "print('ok')")
+        ids = []
+        for _ in range(3):  # three small requests: 270 MB apparent
+            res = self.execute(code)
+            self.assertEqual(res["stdout"], "ok\n", res)
+            self.assertEqual(sorted(f["path"] for f in res["files"]),
+                             ["big0.bin", "big1.bin", "big2.bin"], res)
+            self.assertFalse(res["files_truncated"], res)
+            ids += [f["file_id"] for f in res["files"]]
+        grown = store_disk_bytes(self.daemon.store_dir) - before
+        self.assertLess(grown, 2 << 20, f"270 MB of sparse outputs took {grown} bytes of disk")
+        sizes = {f["file_id"]: f["size_bytes"] for f in self.client.get("/v1/files").json["files"]}
+        for fid in ids:
+            self.assertEqual(sizes.get(fid), 30 << 20, "the stored file lost its apparent size")
+        body = self.download(ids[0]).body
+        self.assertEqual(len(body), 30 << 20)
+        self.assertTrue(body[:1] == b"x" and body.count(0) == len(body) - 1, "contents differ")
+        for fid in ids:
+            self.client.delete(f"/v1/files/{fid}")
+
+
+class CollectionLimitsTest(E2ETestCase):
+    """What does not fit is left out, the rest still comes, and the response says so."""
+
+    def test_file_over_the_byte_limit_does_not_hide_small_ones(self):
+        # 50 GiB sparse files between small ones: whatever order the walk takes, one comes
+        # before a small file.
+        code = ("for i in range(3):\n"
+                "    open(f'small{i}.txt', 'w').write(str(i))\n"
+                "    if i < 2:\n"
+                "        with open(f'huge{i}.bin', 'wb') as f:\n"
+                "            f.truncate(50 << 30)\n"
+                "print('ok')")
+        res = self.execute(code)
+        self.assertEqual(res["stdout"], "ok\n", res)
+        self.assertEqual(sorted(f["path"] for f in res["files"]),
+                         ["small0.txt", "small1.txt", "small2.txt"], res)
+        self.assertTrue(res["files_truncated"], "files were left out but files_truncated is false")
+        for f in res["files"]:
+            self.client.delete(f"/v1/files/{f['file_id']}")
+
+    def test_deeply_nested_file_is_returned_or_reported(self):
+        deep = "/".join(["d"] * 70) + "/deep.txt"
+        res = self.execute(f"import os\nos.makedirs(os.path.dirname({deep!r}))\n"
+                           f"open({deep!r}, 'w').write('deep')\n"
+                           "open('top.txt', 'w').write('top')")
+        paths = {f["path"] for f in res["files"]}
+        self.assertIn("top.txt", paths, res)
+        self.assertTrue(deep in paths or res["files_truncated"],
+                        f"a file 70 directories deep was dropped silently: {res}")
+        for f in res["files"]:
+            self.client.delete(f"/v1/files/{f['file_id']}")
+
+
+class StoreQuotaTest(E2ETestCase):
+    """FILE_STORAGE_MAX_MB caps the store: what does not fit is refused whole, with a reason."""
+    daemon_env = {"FILE_STORAGE_MAX_MB": "4"}
+
+    def setUp(self):
+        super().setUp()
+        for f in self.client.get("/v1/files").json["files"]:
+            self.client.delete(f"/v1/files/{f['file_id']}")
+
+    def assertNothingHalfWritten(self, expect_ids):
+        listed = sorted(f["file_id"] for f in self.client.get("/v1/files").json["files"])
+        self.assertEqual(listed, sorted(expect_ids), "the store lists what it refused")
+        if self.daemon:
+            self.assertEqual(store_temp_files(self.daemon.store_dir), [],
+                             "a refused file was left in the store's temp directory")
+
+    def test_upload_over_the_quota_is_507_and_leaves_nothing(self):
+        first = self.upload_ok("a.bin", os.urandom(3 << 20))
+        r = self.client.upload("b.bin", os.urandom(2 << 20))
+        self.assertDetail(r, 507, contains="FILE_STORAGE_MAX_MB")
+        self.assertNothingHalfWritten([first])
+        # Room again once a file is deleted.
+        self.assertEqual(self.client.delete(f"/v1/files/{first}").status, 204)
+        second = self.upload_ok("b.bin", os.urandom(2 << 20))
+        self.assertNothingHalfWritten([second])
+
+    def test_outputs_over_the_quota_are_left_out_and_reported(self):
+        first = self.upload_ok("a.bin", os.urandom(3 << 20))
+        res = self.execute("import os\nopen('small.txt', 'w').write('s')\n"
+                           "open('out.bin', 'wb').write(os.urandom(2 << 20))\nprint('ok')")
+        self.assertEqual(res["stdout"], "ok\n", res)
+        self.assertEqual([f["path"] for f in res["files"]], ["small.txt"], res)
+        self.assertTrue(res["files_truncated"], "an output was left out but not reported")
+        self.assertNothingHalfWritten([first, res["files"][0]["file_id"]])
+
+
+class DeleteRaceTest(E2ETestCase):
+    """A file deleted while an execution stages it (or while it downloads): the request either
+    sees it whole or answers 404, never 500."""
+
+    def test_delete_during_staging_and_download(self):
+        data = os.urandom(4 << 20)
+        seen = {}
+        for _ in range(20):
+            fid = self.upload_ok("in.bin", data)
+            out = {}
+
+            def execute():
+                out["exec"] = self.client.post_json("/v1/execute", {
+                    "code": "import os\nprint(os.path.getsize('in.bin'))",
+                    "files": [{"path": "in.bin", "file_id": fid}]})
+
+            def download():
+                out["get"] = self.download(fid)
+
+            threads = [threading.Thread(target=execute), threading.Thread(target=download)]
+            for t in threads:
+                t.start()
+            self.client.delete(f"/v1/files/{fid}")
+            for t in threads:
+                t.join()
+            r = out["exec"]
+            self.assertIn(r.status, (200, 404), f"execute racing a delete: {r!r}")
+            if r.status == 200:
+                self.assertEqual(r.json["stdout"], f"{len(data)}\n", r)
+            g = out["get"]
+            self.assertIn(g.status, (200, 404), f"download racing a delete: {g!r}")
+            if g.status == 200:
+                self.assertTrue(g.body == data, "a download racing a delete got other bytes")
+            seen[(r.status, g.status)] = seen.get((r.status, g.status), 0) + 1
+        self.assertHealthy()
+
+
+# Debian's interpreter, where apt's python3-httpx lives (scripts/install-deps.sh): the test
+# runner itself may be another Python.
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+HTTPX_POST = """
+import httpx, json, sys
+url, kind, mb = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    if kind == "upload":
+        r = httpx.post(url + "/v1/files", files={"file": ("big.bin", b"\\0" * (mb << 20))},
+                       timeout=120)
+    else:
+        body = b'{"code": "' + b"#" * (mb << 20) + b'"}'
+        r = httpx.post(url + "/v1/execute", content=body,
+                       headers={"content-type": "application/json"}, timeout=120)
+    print(json.dumps({"status": r.status_code, "body": r.text}))
+except Exception as e:
+    print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+"""
+
+
+class RealClientLimitsTest(E2ETestCase):
+    """Over-limit bodies from a client that sends the whole body before reading the answer
+    (httpx, requests): the answer must reach it, not a broken pipe."""
+
+    def post_with_httpx(self, kind, mb):
+        probe = subprocess.run([DEBIAN_PYTHON, "-c", "import httpx"], capture_output=True)
+        if probe.returncode != 0:
+            self.skip_or_fail(f"{DEBIAN_PYTHON} has no httpx (apt install python3-httpx)")
+        out = subprocess.run([DEBIAN_PYTHON, "-c", HTTPX_POST, f"http://{self.host}:{self.port}",
+                              kind, str(mb)], capture_output=True, text=True, timeout=300)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        got = json.loads(out.stdout)
+        self.assertNotIn("error", got, f"httpx got no answer to a {mb} MB {kind}")
+        return got
+
+    def test_101mb_upload_gets_413_with_detail(self):
+        # The onyx suite's test_upload_file_size_limit, against the default 100 MB limit.
+        got = self.post_with_httpx("upload", 101)
+        self.assertEqual(got["status"], 413, got)
+        self.assertEqual(json.loads(got["body"]), {"detail": "File size exceeds maximum of 100 MB"})
+        self.assertHealthy()
+
+    def test_json_body_over_the_limit_gets_413_with_detail(self):
+        got = self.post_with_httpx("json", 20)  # MAX_REQUEST_BODY_MB is 16 by default
+        self.assertEqual(got["status"], 413, got)
+        self.assertIn("detail", json.loads(got["body"]), got)
+        self.assertHealthy()

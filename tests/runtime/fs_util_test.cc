@@ -69,5 +69,28 @@ TEST_F(FsUtilTest, WalkSeesRegularFilesOnly) {
                                                   testing::Pair(".env", 3u)));
 }
 
+TEST_F(FsUtilTest, WalkSaysWhenItLeftADeepDirectoryOut) {
+  fs::path deep = root_;
+  for (int i = 0; i < kMaxWalkDepth + 5; ++i) deep /= "d";
+  fs::create_directories(deep);
+  std::ofstream(deep / "deep.txt") << "x";
+  std::ofstream(root_ / "top.txt") << "t";
+  std::map<std::string, uint64_t> seen;
+  auto visit = [&](const std::string& p, int, uint64_t size) {
+    seen[p] = size;
+    return true;
+  };
+  bool pruned = false;
+  ASSERT_TRUE(WalkRegularFiles(dir_.get(), visit, &pruned).ok());
+  EXPECT_TRUE(pruned) << "a directory below the depth limit was left out silently";
+  EXPECT_EQ(seen.count("top.txt"), 1u);
+  // Within the limit nothing is pruned.
+  fs::remove_all(root_ / "d");
+  fs::create_directories(root_ / "a/b");
+  pruned = false;
+  ASSERT_TRUE(WalkRegularFiles(dir_.get(), visit, &pruned).ok());
+  EXPECT_FALSE(pruned);
+}
+
 }  // namespace
 }  // namespace ci

@@ -27,6 +27,7 @@ TEST(Config, OnyxDefaults) {
   EXPECT_EQ(c->file_storage_dir, "/tmp/code-interpreter-files");
   EXPECT_EQ(c->max_file_size_mb, 100u);
   EXPECT_EQ(c->file_ttl_sec, 3600u);
+  EXPECT_EQ(c->file_storage_max_mb, 10240u);
   EXPECT_EQ(c->max_concurrent_executions, 16u);
   EXPECT_DOUBLE_EQ(c->backend_check_timeout_sec, 2.5);
 }
@@ -73,6 +74,7 @@ TEST(Config, InvalidValuesNameTheVariable) {
   expect_error({{"FILE_STORAGE_DIR", ""}}, "FILE_STORAGE_DIR");
   expect_error({{"STRICT_HARDENING", "maybe"}}, "STRICT_HARDENING");
   expect_error({{"CPU_QUOTA_PERCENT", "-5"}}, "CPU_QUOTA_PERCENT");
+  expect_error({{"FILE_STORAGE_MAX_MB", "0"}}, "FILE_STORAGE_MAX_MB");
 }
 
 }  // namespace

@@ -327,6 +327,136 @@ TEST_F(FileStoreTest, AdoptFileRefusesSymlinksAndDirectories) {
   EXPECT_EQ(Entries(dir_), std::set<std::string>{".tmp"});
 }
 
+uint64_t DiskBytes(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+TEST_F(FileStoreTest, ZerosAreStoredAsHoles) {
+  // 64 MiB of which 5 bytes are not zero: the upload costs a few blocks, and reads back whole.
+  Result<std::unique_ptr<FileStore::Upload>> up = store_->BeginUpload(100 * kMiB);
+  ASSERT_TRUE(up.ok());
+  const std::string zeros(kMiB, '\0');
+  ASSERT_TRUE((*up)->Write("start").ok());
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE((*up)->Write(zeros).ok());
+  Result<FileMeta> meta = (*up)->Commit("sparse.bin");
+  ASSERT_TRUE(meta.ok()) << meta.status().message();
+  EXPECT_EQ(meta->size_bytes, 64 * kMiB + 5);
+  EXPECT_LE(DiskBytes(meta->data_path), 64u * 1024);
+  EXPECT_EQ(ReadFile(meta->data_path), "start" + std::string(64 * kMiB, '\0'));
+  EXPECT_LE(store_->used_bytes(), 128u * 1024);  // the quota counts disk use, not apparent size
+
+  // A copy from another filesystem keeps the holes too.
+  if (!fs::is_directory("/dev/shm")) return;
+  std::string src = "/dev/shm/file_store_test_sparse." + std::to_string(getpid());
+  {
+    std::ofstream out(src, std::ios::binary);
+    out << "x";
+  }
+  ASSERT_EQ(truncate(src.c_str(), 32 * kMiB), 0);
+  Result<FileMeta> adopted = store_->AdoptFile(src, "copied.bin");
+  ASSERT_TRUE(adopted.ok()) << adopted.status().message();
+  EXPECT_EQ(adopted->size_bytes, 32 * kMiB);
+  EXPECT_LE(DiskBytes(adopted->data_path), 64u * 1024);
+}
+
+class FileStoreQuotaTest : public FileStoreTest {
+ protected:
+  void SetUp() override {
+    FileStoreTest::SetUp();
+    store_.reset();
+    auto s = FileStore::Open(dir_, kQuota);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    store_ = std::move(s).value();
+  }
+  static constexpr uint64_t kQuota = 2 * kMiB;
+  // Random bytes: nothing for the store to leave as a hole.
+  static std::string Dense(size_t n) {
+    std::string out(n, '\0');
+    uint32_t x = 12345;
+    for (char& c : out) c = static_cast<char>((x = x * 1103515245 + 12345) >> 24);
+    return out;
+  }
+};
+
+TEST_F(FileStoreQuotaTest, UploadOverTheQuotaIsRefusedWholeAndFreesItsSpace) {
+  FileMeta first = Upload(Dense(kMiB + kMiB / 2), "first.bin");
+  ASSERT_FALSE(first.file_id.empty());
+  const uint64_t used = store_->used_bytes();
+  EXPECT_GE(used, kMiB + kMiB / 2);
+
+  Result<std::unique_ptr<FileStore::Upload>> up = store_->BeginUpload(10 * kMiB);
+  ASSERT_TRUE(up.ok());
+  Status s;
+  for (int i = 0; i < 16 && s.ok(); ++i) s = (*up)->Write(Dense(64 * 1024));
+  ASSERT_FALSE(s.ok()) << "1 MiB more went into a 2 MiB store holding 1.5 MiB";
+  EXPECT_TRUE((*up)->store_full());
+  EXPECT_NE(s.message().find("file storage is full"), std::string::npos) << s.message();
+  EXPECT_FALSE((*up)->Commit("second.bin").ok());
+  up->reset();
+  // Nothing of it is left: not listed, no temp file, no reservation.
+  EXPECT_EQ(store_->List().size(), 1u);
+  EXPECT_TRUE(Entries(store_->incoming_dir()).empty());
+  EXPECT_EQ(store_->used_bytes(), used);
+
+  // Deleting frees the quota again.
+  ASSERT_TRUE(store_->Delete(first.file_id));
+  EXPECT_EQ(store_->used_bytes(), 0u);
+  EXPECT_FALSE(Upload(Dense(kMiB + kMiB / 2), "third.bin").file_id.empty());
+}
+
+TEST_F(FileStoreQuotaTest, AdoptOverTheQuotaIsRefusedAndTheSourceKept) {
+  std::string a = store_->incoming_dir() + "/a";
+  WriteFile(a, Dense(kMiB + kMiB / 2));
+  ASSERT_TRUE(store_->AdoptFile(a, "a").ok());
+  std::string b = store_->incoming_dir() + "/b";
+  WriteFile(b, Dense(kMiB));
+  bool full = false;
+  Result<FileMeta> meta = store_->AdoptFile(b, "b", &full);
+  ASSERT_FALSE(meta.ok());
+  EXPECT_TRUE(full);
+  EXPECT_TRUE(fs::exists(b)) << "the caller decides what happens to a refused file";
+  EXPECT_EQ(store_->List().size(), 1u);
+  // A sparse file of the same apparent size costs no blocks and fits.
+  std::string c = store_->incoming_dir() + "/c";
+  WriteFile(c, "c");
+  ASSERT_EQ(truncate(c.c_str(), 8 * kMiB), 0);
+  EXPECT_TRUE(store_->AdoptFile(c, "c", &full).ok());
+  EXPECT_FALSE(full);
+}
+
+TEST_F(FileStoreQuotaTest, FilesAlreadyStoredCountAfterReopening) {
+  ASSERT_FALSE(Upload(Dense(kMiB + kMiB / 2), "kept.bin").file_id.empty());
+  const uint64_t used = store_->used_bytes();
+  store_.reset();
+  auto s = FileStore::Open(dir_, kQuota);
+  ASSERT_TRUE(s.ok());
+  store_ = std::move(s).value();
+  EXPECT_EQ(store_->used_bytes(), used);
+  Result<std::unique_ptr<FileStore::Upload>> up = store_->BeginUpload(10 * kMiB);
+  ASSERT_TRUE(up.ok());
+  EXPECT_FALSE((*up)->Write(Dense(kMiB)).ok());
+  EXPECT_TRUE((*up)->store_full());
+}
+
+TEST_F(FileStoreTest, PinnedBytesSurviveADelete) {
+  FileMeta meta = Upload("staged bytes", "in.bin");
+  std::shared_ptr<const FileStore::Pinned> pin = store_->Pin(meta.file_id);
+  ASSERT_NE(pin, nullptr);
+  EXPECT_EQ(pin->meta().file_id, meta.file_id);
+  EXPECT_NE(pin->path(), meta.data_path);
+  ASSERT_TRUE(store_->Delete(meta.file_id));
+  EXPECT_FALSE(store_->Get(meta.file_id).has_value());
+  EXPECT_EQ(ReadFile(pin->path()), "staged bytes");  // the reader still has them
+  const std::string path = pin->path();
+  pin.reset();
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_TRUE(Entries(store_->incoming_dir()).empty());
+  EXPECT_EQ(store_->Pin(meta.file_id), nullptr);
+  EXPECT_EQ(store_->Pin("not-an-id"), nullptr);
+}
+
 TEST_F(FileStoreTest, CrashLeftoversAreAbsentAndCleanedOnOpen) {
   FileMeta kept = Upload("kept", "kept.txt");
   // A data file without metadata, metadata without data, a half-written temp file, a stray
