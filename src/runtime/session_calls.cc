@@ -150,6 +150,7 @@ void CallServerStarted(CallServer* server, const std::vector<pid_t>& background,
   server->pid = fd >= 0 && !background.empty() ? background.back() : 0;
   server->cpu_limit_sec = cpu_limit_sec;
   server->window_start_ms = SandboxCpuMs();
+  server->idle_ms = 0;
 }
 
 void RunEnded(CallServer* server, bool was_call, uint64_t run_cpu_ms) {
@@ -163,7 +164,7 @@ void RunEnded(CallServer* server, bool was_call, uint64_t run_cpu_ms) {
 void AwaitAgentWatchingCpu(CallServer* server, std::vector<pid_t>* background) {
   for (;;) {
     if (!Serving(*server, *background) || server->cpu_limit_sec == 0) return;
-    if (Since(server->window_start_ms) > uint64_t{server->cpu_limit_sec} * 1000) {
+    if (server->idle_ms + Since(server->window_start_ms) > uint64_t{server->cpu_limit_sec} * 1000) {
       KillServer(server, background);
       return;
     }
@@ -175,8 +176,14 @@ void AwaitAgentWatchingCpu(CallServer* server, std::vector<pid_t>* background) {
 proto::Exited ServeCall(const proto::RunRequest& req, int signal_fd, CallServer* server,
                         std::vector<pid_t>* background, bool* agent_gone) {
   proto::Exited out;
-  const bool serving = Serving(*server, *background);
+  const uint64_t limit_ms = uint64_t{req.cpu_time_sec} * 1000;
+  bool serving = Serving(*server, *background);
   if (!serving) EndServer(server, background, false, nullptr, nullptr);  // gone: forget its fd
+  server->idle_ms += Since(server->window_start_ms);
+  if (serving && limit_ms > 0 && server->idle_ms > limit_ms) {  // burnt it while no call ran
+    KillServer(server, background);
+    serving = false;
+  }
   const bool sent = serving && SendCall(server->fd, req.call);
   // The server has the call's stdio now; init keeps no copy (EOF once the call's writers end).
   ::close(kProgramStdinFd);
@@ -188,8 +195,7 @@ proto::Exited ServeCall(const proto::RunRequest& req, int signal_fd, CallServer*
     out.no_server = true;
     return out;
   }
-  const uint64_t limit_ms = uint64_t{req.cpu_time_sec} * 1000;
-  const uint64_t start = server->window_start_ms;
+  const uint64_t start = SandboxCpuMs();
   int status = 0;
   bool have_status = false;
   unsigned char answer[5];

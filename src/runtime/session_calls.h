@@ -3,8 +3,9 @@
 // interpreter, made by socketpair: no name anything else could connect to), hands it each call's
 // request with the call's stdio attached (SCM_RIGHTS), and bounds the call from outside the
 // interpreter: the daemon's kill at the call's timeout, and the CPU time of the whole sandbox
-// since the previous call ended, measured here from /proc, against the spec's CPU limit. Between
-// runs the same CPU rule is watched, so a thread a cell left spinning cannot burn CPU unbounded.
+// during the call, measured here from /proc, against the spec's CPU limit. The CPU the sandbox
+// uses while no call runs (a thread or process a cell left spinning) adds up over the server's
+// life against the same limit, watched between runs too, so it cannot burn CPU unbounded.
 #pragma once
 
 #include <sys/types.h>
@@ -21,9 +22,12 @@ struct CallServer {
   pid_t pid = 0;  // its pid, also its session id (it is a background program); 0: none
   int fd = -1;    // init's end of its socket
   uint32_t cpu_limit_sec = 0;
-  // Sandbox CPU (SandboxCpuMs) when the CPU window began: the end of the previous call, moved on
+  // Sandbox CPU (SandboxCpuMs) when the idle window began: the end of the previous call, moved on
   // by the CPU of each other run since (bash calls have their own RLIMIT_CPU).
   uint64_t window_start_ms = 0;
+  // CPU the sandbox used while no call ran, over the server's whole life: past the CPU limit the
+  // server is killed. Not charged to the next call alone: frequent calls would each reset it.
+  uint64_t idle_ms = 0;
 };
 
 // CPU time in ms of every process the sandbox has had but init: user + system time of each live
@@ -40,8 +44,8 @@ void CallServerStarted(CallServer* server, const std::vector<pid_t>& background,
 void RunEnded(CallServer* server, bool was_call, uint64_t run_cpu_ms);
 
 // Waits until init's socket with the daemon is readable; meanwhile, every 250 ms, kills the
-// server (and everything else but init) once the sandbox's CPU since the window began exceeds the
-// limit: the next call then finds no server and starts a new one, saying the state is lost.
+// server (and everything else but init) once its idle CPU exceeds the limit: the next call then
+// finds no server and starts a new one, saying the state is lost.
 void AwaitAgentWatchingCpu(CallServer* server, std::vector<pid_t>* background);
 
 // kRun with a call: sends it to the server, reports kStarted, waits for its answer, its death, a
