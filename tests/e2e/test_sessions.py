@@ -373,11 +373,12 @@ class SessionInterpreterIsolationTest(SessionCase):
         self.assertEqual(res["exit_code"], 0, res)
         self.assertIn("found 1\n", res["stdout"], "the probe saw the interpreter")
         self.assertIn("reached []\n", res["stdout"], res)
-        res = self.py(sid, "import subprocess\n"
-                           "r = subprocess.run(['ps', '-eo', 'args='], capture_output=True, "
-                           "text=True)\n"
-                           f"print(sum(a.startswith('sleep {mark}') for a in r.stdout.splitlines()))"
-                           "\nx")
+        res = self.py(sid, "import os\n"
+                           "def cmdline(p):\n"
+                           "    try:\n        return open(f'/proc/{p}/cmdline', 'rb').read()\n"
+                           "    except OSError:\n        return b''\n"
+                           f"print(sum(cmdline(p) == b'sleep\\0{mark}\\0' "
+                           "for p in os.listdir('/proc') if p.isdigit()))\nx")
         self.assertEqual(res["stdout"], "0\n41\n", "nothing was injected, the state is intact")
         self.assertEqual(host_processes_matching(f"sleep {mark}"), [])
 
