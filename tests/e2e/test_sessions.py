@@ -185,6 +185,13 @@ class SessionPythonTest(SessionCase):
         self.assertEqual(res["stdout"], "HELLO\nfrom a child\n2\n", res)
         self.assertEqual(self.bash(sid, "cat made.txt")["stdout"], "py")
 
+    def test_large_stdin_reaches_the_cell(self):
+        sid = self.create()
+        data = "line\n" * 40000  # beyond a pipe's buffer
+        res = self.py(sid, "import sys\nlen(sys.stdin.read())", stdin=data)
+        self.assertEqual(res["stdout"], f"{len(data)}\n", res)
+        self.assertEqual(self.py(sid, "len(input())", stdin="abc")["stdout"], "3\n")
+
     def test_timeout_interrupts_and_keeps_state(self):
         sid = self.create()
         self.py(sid, "z = 7")
