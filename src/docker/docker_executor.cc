@@ -564,6 +564,7 @@ class DockerSandbox final : public Sandbox {
     co_await ReadCounters(false);
     out.cpu_ms = report_.cpu_ms > cpu_start ? report_.cpu_ms - cpu_start : 0;
     out.oom_killed = oom_kills_ > oom_start;
+    out.max_rss_kb = report_.memory_peak_bytes >> 10;  // the container's peak so far
     out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
     s->window_start_ms = report_.cpu_ms;
     switch (end) {

@@ -105,6 +105,20 @@ bool SendCall(int fd, const std::string& call) {
   return true;
 }
 
+// The server's peak resident set (VmHWM of /proc/<pid>/status), in KiB; 0 when unreadable.
+uint64_t PeakRssKb(pid_t pid) {
+  char path[64], buf[4096];
+  std::snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(pid));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* at = std::strstr(buf, "VmHWM:");
+  return at == nullptr ? 0 : std::strtoull(at + 6, nullptr, 10);
+}
+
 void StatusInto(int status, bool have_status, proto::Exited* out) {
   if (have_status && WIFEXITED(status)) {
     out->has_exit_code = true;
@@ -203,6 +217,7 @@ proto::Exited ServeCall(const proto::RunRequest& req, int signal_fd, CallServer*
   std::string payload;
   for (;;) {
     out.cpu_ms = Since(start);
+    out.max_rss_kb = std::max(out.max_rss_kb, PeakRssKb(server->pid));
     if (limit_ms > 0 && out.cpu_ms >= limit_ms) {  // reported as a SIGKILL past the CPU limit
       EndServer(server, background, true, &status, &have_status);
       out.signal = SIGKILL;
