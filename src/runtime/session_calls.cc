@@ -191,6 +191,10 @@ proto::Exited ServeCall(const proto::RunRequest& req, int signal_fd, CallServer*
                         std::vector<pid_t>* background, bool* agent_gone) {
   proto::Exited out;
   const uint64_t limit_ms = uint64_t{req.cpu_time_sec} * 1000;
+  int reaped = 0;  // a server that died since the last run is seen as gone, not written to
+  for (pid_t w; (w = ::waitpid(-1, &reaped, WNOHANG)) > 0;) {
+    background->erase(std::remove(background->begin(), background->end(), w), background->end());
+  }
   bool serving = Serving(*server, *background);
   if (!serving) EndServer(server, background, false, nullptr, nullptr);  // gone: forget its fd
   server->idle_ms += Since(server->window_start_ms);
