@@ -74,7 +74,9 @@ def feed(fd, data):
 
 class StreamChannel:
     def __init__(self):
-        self.control = os.dup(0)
+        # Private copies (not inherited): a cell that closes or redirects fds 1 and 2 gets them
+        # back at the next call, and the markers always reach the exec's streams.
+        self.control, self.out, self.err = os.dup(0), os.dup(1), os.dup(2)
         os.dup2(DEVNULL, 0)
         os.write(1, b'%d\n' % os.getpid())
 
@@ -95,12 +97,14 @@ class StreamChannel:
             threading.Thread(target=feed, args=(w, data), daemon=True).start()
         os.dup2(r, 0)
         os.close(r)
+        os.dup2(self.out, 1)
+        os.dup2(self.err, 2)
         return request
 
     def answer(self, status, flags):
         os.dup2(DEVNULL, 0)
         mark = b'\x1e' + self.nonce + b'%03d%d\n' % (status & 0xff, flags)
-        for fd in (1, 2):
+        for fd in (self.out, self.err):
             os.write(fd, mark)
 
 

@@ -63,7 +63,7 @@ bool NullStdio() {
   ::close_range(call_socket >= 0 ? kCallSocketFd + 1 : 3, ~0U, 0);
   // Hard limit one second above the soft one: SIGXCPU first (catchable, reported as such), then
   // SIGKILL if the program ignores it. A background program (a session's interpreter) lives
-  // across many calls and limits the CPU time of each call itself.
+  // across many calls: init bounds each call's CPU instead (session_calls.h).
   struct rlimit cpu = {req.cpu_time_sec, static_cast<rlim_t>(req.cpu_time_sec) + 1};
   struct rlimit core = {0, 0};
   if ((!req.background && ::setrlimit(RLIMIT_CPU, &cpu) != 0) ||

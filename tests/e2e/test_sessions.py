@@ -192,6 +192,12 @@ class SessionPythonTest(SessionCase):
         self.assertEqual(res["stdout"], f"{len(data)}\n", res)
         self.assertEqual(self.py(sid, "len(input())", stdin="abc")["stdout"], "3\n")
 
+    def test_cell_closing_its_stdio_does_not_break_the_session(self):
+        sid = self.create()
+        self.py(sid, "import os\nkept = 5\nos.close(1)\nos.close(2)")
+        res = self.py(sid, "print('back')\nkept")
+        self.assertEqual((res["stdout"], res["verdict"]), ("back\n5\n", "ok"), res)
+
     def test_timeout_interrupts_and_keeps_state(self):
         sid = self.create()
         self.py(sid, "z = 7")
@@ -205,7 +211,8 @@ class SessionPythonTest(SessionCase):
     def test_stuck_interpreter_is_killed_and_the_next_call_says_state_lost(self):
         sid = self.create()
         self.py(sid, "z = 7")
-        # Blocking SIGALRM makes the cell deaf to the interrupt: the watchdog has to kill it.
+        # Blocking SIGALRM makes the cell deaf to the interrupt: the runtime kills it after the
+        # grace.
         res = self.py(sid, "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, "
                            "{signal.SIGALRM})\nwhile True:\n    pass", timeout_ms=500)
         self.assertTrue(res["timed_out"], res)
