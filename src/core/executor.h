@@ -45,6 +45,17 @@ struct RunPayload {
   // later Runs and their timeouts, until it exits or the sandbox ends (the persistent Python
   // interpreter of a session).
   bool background = false;
+  // With `background`: the program serves calls (the persistent interpreter). It gets a channel
+  // only the runtime holds (local: a socket inherited from init; docker: its exec's stdin and
+  // output, held by the daemon), never a name another process of the sandbox could connect to.
+  bool serves_calls = false;
+  // Sessions: instead of starting argv, hand this request, the run's stdio and stdin_data to the
+  // program serving calls, and wait for its answer. The runtime bounds the call from outside:
+  // `timeout` (then the server and everything else in the sandbox is killed), and the sandbox's
+  // CPU time since the previous run ended against the spec's cpu_time_sec (the same kill). While
+  // no run is active, a server whose sandbox uses more CPU than that is killed too (a thread a
+  // cell left spinning). See python_session.h for the request and the answer.
+  std::optional<std::string> call{};
 };
 
 struct RunOutcome {
@@ -54,6 +65,10 @@ struct RunOutcome {
   uint64_t cpu_ms = 0;           // user + system time of the program's tree
   uint64_t max_rss_kb = 0;
   uint64_t duration_ms = 0;  // wall clock of the program
+  // Calls only: no program served it (none started, or it had ended): nothing ran.
+  bool no_server = false;
+  // Calls only: the isolation layer's OOM killer killed a process of the sandbox during it.
+  bool oom_killed = false;
 };
 
 struct CollectLimits {

@@ -5,33 +5,107 @@
 namespace ci {
 namespace {
 
-// One connection per call: [u32 length][request JSON] with the client's fds 0, 1, 2 attached;
-// the server answers b"A" once it took the call, then the cell's status as an i32. Timeouts:
-// SIGALRM raises KeyboardInterrupt when the call's time is up; if the interpreter is stuck where
-// Python cannot interrupt it, faulthandler's watchdog thread (C, no GIL needed) ends the process
-// after a grace period — the next call then starts a new interpreter and says the state is lost.
-constexpr std::string_view kServer = R"PY(import ast, builtins, faulthandler, json, linecache, os
-import resource, signal, socket, sys
+// The server. Its only channel is one it inherited: a socket on fd 3 (local), one end of a socket
+// pair whose other end init holds; each call is [u32 length][request JSON] with the call's stdin,
+// stdout and stderr attached (SCM_RIGHTS), answered with [i32 status][u8 flags]. Otherwise
+// (docker) it is its exec's stdio, held by the daemon: each call is [u32 length][request JSON]
+// [u32 length][stdin][32-byte nonce] on stdin; the cell writes to the exec's stdout and stderr
+// directly, and the call ends with a marker on both (kMarkerStart, the nonce, the status as three
+// digits, the flags as one, a newline): each stream is ordered, the two are not. Flag 1: the
+// cell was interrupted at its timeout (SIGALRM -> KeyboardInterrupt; the state survives).
+// Everything else is bounded from outside (python_session.h). Non-dumpable first: no other
+// process of the sandbox user may open /proc/<pid>/fd of it, ptrace it or read its memory.
+constexpr std::string_view kServer = R"PY(import ast, builtins, ctypes, json, linecache, os
+import signal, socket, stat, sys, threading
 
-ADDRESS = '\0code-interpreter-python'
-GRACE_SEC = 2.0
+if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+    os.write(2, b'code-interpreter: prctl(PR_SET_DUMPABLE) failed\n')
+    os._exit(125)
+DEVNULL = os.open(os.devnull, os.O_RDWR)
+ALARMED = False
 
 
-def recv_request(conn):
-    head, fds, _, _ = socket.recv_fds(conn, 4, 3)
-    while len(head) < 4:
-        more = conn.recv(4 - len(head))
+def read_exact(read, n):
+    data = b''
+    while len(data) < n:
+        more = read(n - len(data))
         if not more:
             raise EOFError
-        head += more
-    size = int.from_bytes(head, 'little')
-    body = b''
-    while len(body) < size:
-        more = conn.recv(min(1 << 20, size - len(body)))
-        if not more:
+        data += more
+    return data
+
+
+class SocketChannel:
+    def __init__(self):
+        os.set_inheritable(3, False)
+        self.sock = socket.socket(fileno=3)
+
+    def receive(self):
+        head, fds, _, _ = socket.recv_fds(self.sock, 4, 3)
+        if not head:
             raise EOFError
-        body += more
-    return json.loads(body), fds
+        try:
+            head += read_exact(self.sock.recv, 4 - len(head))
+            request = json.loads(read_exact(self.sock.recv, int.from_bytes(head, 'little')))
+            if len(fds) != 3:
+                raise EOFError
+            for fd, target in zip(fds, (0, 1, 2)):
+                os.dup2(fd, target)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return request
+
+    def answer(self, status, flags):
+        for target in (0, 1, 2):
+            os.dup2(DEVNULL, target)
+        self.sock.sendall(status.to_bytes(4, 'little', signed=True) + bytes([flags]))
+
+
+def feed(fd, data):
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class StreamChannel:
+    def __init__(self):
+        # Private copies (not inherited): a cell that closes or redirects fds 1 and 2 gets them
+        # back at the next call, and the markers always reach the exec's streams.
+        self.control, self.out, self.err = os.dup(0), os.dup(1), os.dup(2)
+        os.dup2(DEVNULL, 0)
+        os.write(1, b'%d\n' % os.getpid())
+
+    def read(self, n):
+        return os.read(self.control, n)
+
+    def receive(self):
+        size = int.from_bytes(read_exact(self.read, 4), 'little')
+        request = json.loads(read_exact(self.read, size))
+        size = int.from_bytes(read_exact(self.read, 4), 'little')
+        data = read_exact(self.read, size)
+        self.nonce = read_exact(self.read, 32)
+        r, w = os.pipe()
+        if len(data) <= 4096:  # fits the pipe: no thread (a cell may count them)
+            os.write(w, data)
+            os.close(w)
+        else:
+            threading.Thread(target=feed, args=(w, data), daemon=True).start()
+        os.dup2(r, 0)
+        os.close(r)
+        os.dup2(self.out, 1)
+        os.dup2(self.err, 2)
+        return request
+
+    def answer(self, status, flags):
+        os.dup2(DEVNULL, 0)
+        mark = b'\x1e' + self.nonce + b'%03d%d\n' % (status & 0xff, flags)
+        for fd in (self.out, self.err):
+            os.write(fd, mark)
 
 
 def report(exc, tb):
@@ -50,11 +124,9 @@ def report(exc, tb):
 
 
 def on_alarm(signum, frame):
+    global ALARMED
+    ALARMED = True
     raise KeyboardInterrupt
-
-
-def on_xcpu(signum, frame):
-    raise RuntimeError('CPU time limit of this call exceeded')
 
 
 def run_cell(request, g, number):
@@ -87,151 +159,63 @@ def run_cell(request, g, number):
         return 1
 
 
-def limit_cpu(seconds):
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = int(usage.ru_utime + usage.ru_stime) + 1 + seconds if seconds else hard
-    if hard != resource.RLIM_INFINITY:
-        soft = min(soft, hard)
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-
-
-def serve(conn, g, number, devnull, watchdog_log):
-    request, fds = recv_request(conn)
-    if len(fds) != 3:
-        return
-    for fd, target in zip(fds, (0, 1, 2)):
-        os.dup2(fd, target)
-        os.close(fd)
-    conn.sendall(b'A')
+def serve(request, g, number):
+    global ALARMED
+    ALARMED = False
     sys.stdin = open(0, 'r', closefd=False)
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-    timeout = request['timeout_ms'] / 1000.0
-    faulthandler.dump_traceback_later(timeout + GRACE_SEC, exit=True, file=watchdog_log)
-    limit_cpu(request['cpu_time_sec'])
-    signal.setitimer(signal.ITIMER_REAL, timeout)
+    signal.setitimer(signal.ITIMER_REAL, request['timeout_ms'] / 1000.0)
     status = 1
     try:
         try:
             status = run_cell(request, g, number)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            limit_cpu(0)
     except BaseException:
-        pass  # the one-shot alarm (or a CPU signal) landed after the cell had its answer
-    faulthandler.cancel_dump_traceback_later()
+        pass  # the one-shot alarm landed after the cell had its answer
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:
             pass
-    for target in (0, 1, 2):
-        os.dup2(devnull, target)
-    conn.sendall(status.to_bytes(4, 'little', signed=True))
+    return status, 1 if ALARMED else 0
 
 
 def main():
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        server.bind(ADDRESS)
+        local = stat.S_ISSOCK(os.fstat(3).st_mode)
     except OSError:
-        return  # an interpreter already serves this session
-    server.listen(16)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    watchdog_log = open(os.devnull, 'w')
+        local = False
+    channel = SocketChannel() if local else StreamChannel()
     signal.signal(signal.SIGALRM, on_alarm)
-    signal.signal(signal.SIGXCPU, on_xcpu)
     os.chdir('/workspace')
     sys.argv[:] = ['']
     sys.path.insert(0, '/workspace')
     g = {'__name__': '__main__', '__builtins__': builtins}
     number = 0
     while True:
-        conn, _ = server.accept()
-        number += 1
         try:
-            serve(conn, g, number, devnull, watchdog_log)
-        except (OSError, EOFError, ValueError, KeyboardInterrupt):
-            pass
-        finally:
-            conn.close()
+            request = channel.receive()
+        except (OSError, EOFError, ValueError):
+            os._exit(0)  # the channel ended (the session, or the runtime gave up on us)
+        number += 1
+        status, flags = serve(request, g, number)
+        channel.answer(status, flags)
 
 
 main()
 )PY";
 
-constexpr std::string_view kClient = R"PY(import os, signal, socket, sys, time
-
-ADDRESS = '\0code-interpreter-python'
-
-
-def read_exact(n):
-    data = b''
-    while len(data) < n:
-        chunk = os.read(0, n - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
-def no_interpreter():
-    os.kill(os.getpid(), signal.SIGUSR2)
-
-
-size = int.from_bytes(read_exact(4), 'little')
-request = read_exact(size)
-deadline = time.monotonic() + (10 if len(sys.argv) > 1 else 0)
-while True:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect(ADDRESS)
-        break
-    except OSError:
-        s.close()
-        if time.monotonic() >= deadline:
-            no_interpreter()
-        time.sleep(0.005)
-try:
-    socket.send_fds(s, [len(request).to_bytes(4, 'little') + request], [0, 1, 2])
-    ack = s.recv(1)
-except OSError:
-    ack = b''
-if not ack:
-    no_interpreter()
-status = b''
-while len(status) < 4:
-    try:
-        chunk = s.recv(4 - len(status))
-    except OSError:
-        chunk = b''
-    if not chunk:
-        os.write(2, b'\n[code-interpreter] The Python interpreter of this session stopped during '
-                    b'this call (it exited, or was killed after its timeout or for memory); its '
-                    b'state is lost and the next call starts a new one.\n')
-        os._exit(1)
-    status += chunk
-os._exit(int.from_bytes(status, 'little', signed=True) & 0xff)
-)PY";
-
 }  // namespace
 
 std::string_view PythonSessionServerSource() { return kServer; }
-std::string_view PythonSessionClientSource() { return kClient; }
 
 std::vector<std::string> PythonSessionServerArgv() {
   return {"python3", "-c", std::string(kServer)};
 }
 
-std::vector<std::string> PythonSessionClientArgv(bool wait_for_server) {
-  std::vector<std::string> argv = {"python3", "-I", "-S", "-c", std::string(kClient)};
-  if (wait_for_server) argv.push_back("wait");
-  return argv;
-}
-
-std::string PythonSessionClientStdin(std::string_view code, bool last_line_interactive,
-                                     int64_t timeout_ms, uint32_t cpu_time_sec,
-                                     std::string_view user_stdin) {
+std::string PythonSessionRequest(std::string_view code, bool last_line_interactive,
+                                 int64_t timeout_ms) {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
   w.StartObject();
@@ -240,15 +224,8 @@ std::string PythonSessionClientStdin(std::string_view code, bool last_line_inter
   w.Bool(last_line_interactive);
   w.Key("timeout_ms");
   w.Int64(timeout_ms);
-  w.Key("cpu_time_sec");
-  w.Uint(cpu_time_sec);
   w.EndObject();
-  std::string out;
-  const auto size = static_cast<uint32_t>(buf.GetSize());
-  for (int i = 0; i < 4; ++i) out += static_cast<char>((size >> (8 * i)) & 0xff);
-  out.append(buf.GetString(), buf.GetSize());
-  out += user_stdin;
-  return out;
+  return std::string(buf.GetString(), buf.GetSize());
 }
 
 }  // namespace ci

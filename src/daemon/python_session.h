@@ -1,42 +1,43 @@
 // The persistent Python interpreter of a session (api.md "Sessions" [ext]). A server started as
-// the session's background program keeps one namespace across calls; each call runs a small
-// client that hands the server its stdin/stdout/stderr (SCM_RIGHTS over an abstract unix socket
-// of the sandbox's network namespace) and the request, and exits with the cell's status. Output
-// therefore flows from the interpreter straight into the run's pipes, subprocesses included, on
-// every backend alike.
+// the session's background program (RunPayload::serves_calls) keeps one namespace across calls;
+// each call is a RunPayload::call carrying PythonSessionRequest. The server's only channel is one
+// the runtime gave it at its start (local: a socket whose other end init holds, the call's stdio
+// passed over it; docker: its exec's stdin and output, held by the daemon), and it makes itself
+// non-dumpable: no process of the sandbox, a session's bash call included, can reach it.
+//
+// Limits are enforced from outside the interpreter, by the runtime: at the call's timeout the
+// interpreter's own SIGALRM interrupts the cell (timed out, state kept); kSessionCallGrace later
+// the runtime kills it and everything else in the sandbox (state lost). The sandbox's CPU time
+// since the previous call ended is held against the CPU limit during the call (then the same
+// kill, verdict cpu_limit) and between calls (a thread a cell left spinning: the interpreter is
+// killed, the next call says the state is lost). An OOM kill is memory_limit.
 #pragma once
 
-#include <csignal>
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace ci {
 
-// argv of the server (a RunPayload::background program).
+// argv of the server (a RunPayload::background program that serves calls).
 std::vector<std::string> PythonSessionServerArgv();
 
-// argv of one call's client; `wait_for_server` right after starting the server (it may not be
-// listening yet).
-std::vector<std::string> PythonSessionClientArgv(bool wait_for_server);
+// RunPayload::call of one cell (the call's stdin is RunPayload::stdin_data).
+std::string PythonSessionRequest(std::string_view code, bool last_line_interactive,
+                                 int64_t timeout_ms);
 
-// The client's stdin: the framed request, then the user's stdin.
-std::string PythonSessionClientStdin(std::string_view code, bool last_line_interactive,
-                                     int64_t timeout_ms, uint32_t cpu_time_sec,
-                                     std::string_view user_stdin);
-
-// The client kills itself with this signal when no interpreter answered (none running, or it died
-// before taking the call): the call did not run and may be retried on a new interpreter.
-constexpr int kNoInterpreterSignal = SIGUSR2;
+// How long after its timeout a call's interpreter is killed when the interrupt did not end it.
+constexpr std::chrono::milliseconds kSessionCallGrace{2000};
 
 // Told on stderr when a call lands on a new interpreter after the previous one ended.
 constexpr std::string_view kStateLostNotice =
     "[code-interpreter] This session's Python interpreter had stopped (killed after a timeout, "
-    "out of memory, or it exited), so a new one was started: variables, imports and definitions "
-    "from earlier calls are gone. Files in /workspace and /tmp are kept.\n";
+    "for its CPU or memory limit, for using CPU between calls, or it exited), so a new one was "
+    "started: variables, imports and definitions from earlier calls are gone. Files in "
+    "/workspace and /tmp are kept.\n";
 
-// The Python sources (exposed for tests).
+// The Python source (exposed for tests).
 std::string_view PythonSessionServerSource();
-std::string_view PythonSessionClientSource();
 
 }  // namespace ci

@@ -201,6 +201,7 @@ asio::awaitable<Result<RunOutcome>> SessionManager::StartInterpreter(Session& s)
   RunPayload server;
   server.argv = PythonSessionServerArgv();
   server.background = true;
+  server.serves_calls = true;
   server.timeout = 30s;
   OutputSink none = [](StreamKind, std::string_view) {};
   auto started = co_await s.sandbox->Run(std::move(server), std::move(none));
@@ -227,20 +228,19 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> SessionManager::Execute
       }
     }
     RunPayload payload;
-    payload.argv = PythonSessionClientArgv(/*wait_for_server=*/fresh);
+    payload.call =
+        PythonSessionRequest(call.code, call.last_line_interactive, call.timeout.count());
     payload.files = attempt == 0 ? call.inputs : std::vector<StagedFile>{};
-    payload.stdin_data =
-        PythonSessionClientStdin(call.code, call.last_line_interactive, call.timeout.count(),
-                                 config_.cpu_time_limit_sec, call.stdin_data.value_or(""));
-    // The daemon's clock runs out first (the client starts before the cell), so a call that
-    // overruns is reported as timed out; the interpreter's own alarm then interrupts the cell.
-    payload.timeout = call.timeout;
+    payload.stdin_data = call.stdin_data;
+    // At the timeout the interpreter's own alarm interrupts the cell (the state survives); a cell
+    // that does not let it is killed from outside after the grace (python_session.h).
+    payload.timeout = call.timeout + kSessionCallGrace;
     run = co_await s->sandbox->Run(std::move(payload), sink);
-    if (!run.ok() || run->signal != kNoInterpreterSignal || fresh) break;
+    if (!run.ok() || !run->no_server || fresh) break;
     sink(StreamKind::kStderr, kStateLostNotice);
     fresh = true;
   }
-  if (run.ok() && run->signal == kNoInterpreterSignal) {
+  if (run.ok() && run->no_server) {
     run = Status::Error("the session's Python interpreter did not start");
   }
   ExecutionResult result;
@@ -263,6 +263,8 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> SessionManager::Execute
     co_return Internal();
   }
   result.run = std::move(run).value();
+  result.resources.oom_killed = result.run.oom_killed;
+  result.resources.cpu_ms = result.run.cpu_ms;
   co_return result;
 }
 

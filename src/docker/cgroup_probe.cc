@@ -117,9 +117,11 @@ CgroupCounters ParseCgroupFiles(const CgroupFiles& files) {
   uint64_t v = 0;
   if (const auto* t = get("memory.events"); t && KeyValue(*t, "oom_kill", &v) && v > 0) {
     c.oom_killed = true;
+    c.oom_kills = v;
   }
   if (const auto* t = get("memory.oom_control"); t && KeyValue(*t, "oom_kill", &v) && v > 0) {
     c.oom_killed = true;
+    c.oom_kills = v;
   }
   if (const auto* t = get("pids.events"); t && KeyValue(*t, "max", &v) && v > 0) {
     c.pids_limit_hit = true;

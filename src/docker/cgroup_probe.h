@@ -22,6 +22,7 @@ struct CgroupCounters {
   uint64_t cpu_ms = 0;
   uint64_t memory_peak_bytes = 0;  // v1 memory.max_usage_in_bytes, v2 memory.peak (kernel 5.19+)
   bool oom_killed = false;         // oom_kill > 0 (v1 memory.oom_control, v2 memory.events)
+  uint64_t oom_kills = 0;          // that count (sessions compare it before and after a call)
   bool pids_limit_hit = false;     // "max" > 0 in pids.events
 };
 

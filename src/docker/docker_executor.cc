@@ -22,6 +22,7 @@
 
 #include "core/json.h"
 #include "core/sparse_writer.h"
+#include "docker/call_output.h"
 #include "docker/cgroup_probe.h"
 #include "docker/container_exec.h"
 #include "docker/engine_client.h"
@@ -61,6 +62,79 @@ asio::awaitable<void> Remove(Container c, std::shared_ptr<Removals> removals) {
   }
 }
 
+// A session's persistent interpreter (python_session.h): an exec running for the session's
+// life whose stdin and output only the daemon holds. A detached pump routes its output to the
+// call in flight (CallOutput splits it at the call's end marker) and drops the rest.
+struct CallServer {
+  explicit CallServer(const asio::any_io_executor& ex) : event(ex) {}
+  std::shared_ptr<RawStream> stream;
+  std::string exec_id;
+  long pid = 0;  // its pid in the container, also its session id (a spared background program)
+  bool alive = true;
+  bool started = false;  // it printed its pid
+  std::string first_line;
+  CallOutput out[2];  // stdout, stderr
+  OutputSink sink;    // the call in flight's; empty between calls
+  asio::steady_timer event;
+  // Idle CPU (python_session.h): the container's CPU while no run is active adds up over the
+  // server's life against the CPU limit.
+  bool busy = false;  // a run of the sandbox is active
+  uint64_t window_start_ms = 0;
+  uint64_t idle_ms = 0;
+  void Notify() { event.cancel(); }
+};
+
+asio::awaitable<void> PumpCallServer(std::shared_ptr<CallServer> s) {
+  FrameDemuxer demux([s](FrameDemuxer::Stream k, std::string_view bytes) {
+    if (k == FrameDemuxer::Stream::kSystemError) return;
+    const int i = k == FrameDemuxer::Stream::kStderr ? 1 : 0;
+    if (!s->started) {
+      if (i == 0 && s->first_line.size() < 64) s->first_line.append(bytes);
+      if (s->first_line.find('\n') != std::string::npos) {
+        s->started = true;
+        s->Notify();
+      }
+      return;
+    }
+    std::string text = s->out[i].Feed(bytes);
+    if (!text.empty() && s->sink) s->sink(i == 1 ? StreamKind::kStderr : StreamKind::kStdout, text);
+    if (s->out[i].ended()) s->Notify();
+  });
+  Status pumped = co_await Pump(*s->stream, demux);
+  if (!pumped.ok()) spdlog::debug("session interpreter stream: {}", pumped.message());
+  s->alive = false;
+  s->Notify();
+}
+
+// Waits for news of the server (or `d`, whichever first).
+asio::awaitable<void> AwaitNews(CallServer& s, Clock::duration d) {
+  s.event.expires_after(d);
+  boost::system::error_code ec;
+  co_await s.event.async_wait(asio::redirect_error(use_awaitable, ec));
+}
+
+uint64_t HostCpuMs(const HostCgroup& host) {
+  return ParseCgroupFiles(ReadHostCgroupFiles(host)).cpu_ms;
+}
+
+// Between runs, once a second: kills everything but PID 1 (the interpreter too) once the
+// container's idle CPU exceeds the limit. From the host only (a file read, and a kill with no
+// exec that could race a run starting); through a remote Engine the next call checks instead.
+asio::awaitable<void> WatchIdleCpu(std::shared_ptr<CallServer> s, HostCgroup host, pid_t init_pid,
+                                   std::string id, uint64_t limit_ms) {
+  while (s->alive) {
+    co_await Sleep(1s);
+    if (!s->alive || s->busy) continue;
+    uint64_t cpu = HostCpuMs(host);
+    uint64_t idle = s->idle_ms + (cpu > s->window_start_ms ? cpu - s->window_start_ms : 0);
+    if (idle <= limit_ms) continue;
+    spdlog::info("docker {}: the session's interpreter used {} ms of CPU between calls; killed",
+                 id.substr(0, 12), idle);
+    KillHostCgroupProcesses(host, init_pid, id);
+    co_return;
+  }
+}
+
 class DockerSandbox final : public Sandbox {
  public:
   DockerSandbox(Container c, uint32_t pids_limit, bool host_cgroups,
@@ -75,7 +149,26 @@ class DockerSandbox final : public Sandbox {
     if (payload.background && !c_.session) {
       co_return Status::Error("run: background programs need a session sandbox");
     }
+    if (payload.call && !c_.session) co_return Status::Error("run: calls need a session sandbox");
+    // Any run marks the sandbox busy: the idle CPU watch leaves it alone meanwhile, and a run's
+    // own CPU is not charged to the interpreter.
+    struct Busy {
+      std::shared_ptr<CallServer> s;
+      const std::optional<HostCgroup>* host;
+      ~Busy() {
+        if (!s) return;
+        s->busy = false;
+        if (*host) s->window_start_ms = HostCpuMs(**host);
+      }
+    } busy{server_, &host_};
+    if (server_) server_->busy = true;
+    if (payload.call) co_return co_await ServeCall(std::move(payload), std::move(sink));
     auto t_stage = Clock::now();
+    if (payload.background && payload.serves_calls) {
+      Status staged = co_await Stage(payload.files);
+      if (!staged.ok()) co_return staged.Context("staging files");
+      co_return co_await StartCallServer(payload.argv);
+    }
     if (payload.background) {
       Status staged = co_await Stage(payload.files);
       if (!staged.ok()) co_return staged.Context("staging files");
@@ -204,6 +297,7 @@ class DockerSandbox final : public Sandbox {
     co_await ReadCounters(!c_.session);
     out.cpu_ms = report_.cpu_ms;
     if (c_.session) out.cpu_ms = report_.cpu_ms > cpu_before ? report_.cpu_ms - cpu_before : 0;
+    if (server_) server_->window_start_ms = report_.cpu_ms;  // this run's CPU is not idle CPU
     out.max_rss_kb = report_.memory_peak_bytes >> 10;
     spdlog::debug("docker {}: stage {} ms, exec+stream {} ms, inspect {} ms, counters {} ms",
                   c_.id.substr(0, 12), (t0 - t_stage) / 1ms, (t_ended - t0) / 1ms,
@@ -305,6 +399,7 @@ class DockerSandbox final : public Sandbox {
     destroyed_ = true;
     auto t0 = Clock::now();
     if (active_) active_->Close();
+    if (server_) server_->stream->Close();
     std::string path = "/containers/" + c_.id + "/json";
     auto r = co_await c_.client->Request("GET", path);
     rapidjson::Document doc;
@@ -331,6 +426,7 @@ class DockerSandbox final : public Sandbox {
     if (killed_ || destroyed_) return;
     killed_ = true;
     if (active_) active_->Close();
+    if (server_) server_->stream->Close();
     asio::co_spawn(
         c_.ex,
         [c = c_]() -> asio::awaitable<void> {
@@ -349,6 +445,166 @@ class DockerSandbox final : public Sandbox {
       out += std::to_string(pid);  // appended: `" " + string&&` trips GCC 12 -Werror=restrict
     }
     return out;
+  }
+
+  // Session only: starts the program serving calls as an exec of its own, whose stdin and output
+  // only the daemon holds; returns once it printed its pid (spared by later runs' kills).
+  asio::awaitable<Result<RunOutcome>> StartCallServer(const std::vector<std::string>& argv) {
+    auto t0 = Clock::now();
+    if (server_) co_await EndCallServer();
+    auto started = co_await StartExec(c_, argv, true);
+    if (!started.ok()) co_return started.status().Context("starting the interpreter");
+    auto s = std::make_shared<CallServer>(c_.ex);
+    s->stream = started->stream;
+    s->exec_id = started->exec_id;
+    asio::co_spawn(c_.ex, PumpCallServer(s), asio::detached);
+    while (!s->started && s->alive && Clock::now() - t0 < 30s) co_await AwaitNews(*s, 250ms);
+    char* end = nullptr;
+    long pid = std::strtol(s->first_line.c_str(), &end, 10);
+    if (!s->started || pid <= 1 || end == nullptr || *end != '\n') {
+      s->stream->Close();
+      co_return Status::Error("starting the interpreter: it did not report its pid (" +
+                              s->first_line + ")");
+    }
+    s->pid = pid;
+    background_.push_back(pid);
+    co_await ReadCounters(false);
+    s->window_start_ms = report_.cpu_ms;
+    server_ = s;
+    if (host_ && c_.cpu_time_sec > 0) {
+      asio::co_spawn(c_.ex,
+                     WatchIdleCpu(s, *host_, init_pid_, c_.id, uint64_t{c_.cpu_time_sec} * 1000),
+                     asio::detached);
+    }
+    RunOutcome out;
+    out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
+    co_return out;
+  }
+
+  // Kills everything but PID 1 (the interpreter with it) and forgets the interpreter.
+  asio::awaitable<void> EndCallServer() {
+    auto s = std::move(server_);
+    server_.reset();
+    if (!s) co_return;
+    if (s->alive) {
+      bool killed = host_ && KillHostCgroupProcesses(*host_, init_pid_, c_.id);
+      if (!killed) {
+        Status k = co_await KillSandboxProcesses(c_, nullptr);
+        if (!k.ok()) spdlog::warn("docker {}: {}", c_.id.substr(0, 12), k.message());
+      }
+      auto t0 = Clock::now();
+      while (s->alive && Clock::now() - t0 < kKillGrace) co_await AwaitNews(*s, 100ms);
+      s->stream->Close();
+    }
+    s->sink = nullptr;
+    background_.erase(std::remove(background_.begin(), background_.end(), s->pid),
+                      background_.end());
+  }
+
+  // A call (RunPayload::call): request, stdin and nonce on the interpreter's stdin; its output
+  // to `sink` up to the end marker. Bounded from outside: the timeout, and the container's CPU
+  // during the call (and idle since the last call) against the CPU limit.
+  asio::awaitable<Result<RunOutcome>> ServeCall(RunPayload payload, OutputSink sink) {
+    RunOutcome out;
+    auto s = server_;
+    if (s && !s->alive) co_await EndCallServer();
+    if (!server_) {
+      out.no_server = true;
+      co_return out;
+    }
+    Status staged = co_await Stage(payload.files);
+    if (!staged.ok()) co_return staged.Context("staging files");
+    const uint64_t limit_ms = uint64_t{c_.cpu_time_sec} * 1000;
+    co_await ReadCounters(false);
+    s->idle_ms += report_.cpu_ms > s->window_start_ms ? report_.cpu_ms - s->window_start_ms : 0;
+    if (limit_ms > 0 && s->idle_ms > limit_ms) {  // burnt it while no call ran
+      co_await EndCallServer();
+      out.no_server = true;
+      co_return out;
+    }
+    const uint64_t cpu_start = report_.cpu_ms, oom_start = oom_kills_;
+    const std::string nonce = RandomHex(16);
+    for (auto& o : s->out) o.Begin(nonce);
+    s->sink = sink;
+    auto u32 = [](size_t n) {
+      std::string b(4, '\0');
+      for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+      return b;
+    };
+    const std::string& call = *payload.call;
+    const std::string input = payload.stdin_data.value_or("");
+    std::string frame = u32(call.size()) + call + u32(input.size()) + input + nonce;
+    auto t0 = Clock::now();
+    const auto deadline = t0 + payload.timeout;
+    Status written = co_await s->stream->WriteAll(frame);
+    if (!written.ok()) spdlog::debug("docker {}: call: {}", c_.id.substr(0, 12), written.message());
+    const auto poll = host_ ? Clock::duration(250ms) : Clock::duration(1s);
+    auto next_counters = t0;
+    enum class End { kAnswered, kDied, kTimedOut, kCpu } end;
+    for (;;) {
+      if (s->out[0].ended() && s->out[1].ended()) {
+        end = End::kAnswered;
+        break;
+      }
+      if (!s->alive || killed_) {
+        end = End::kDied;
+        break;
+      }
+      auto now = Clock::now();
+      if (now >= deadline) {
+        end = End::kTimedOut;
+        break;
+      }
+      if (now >= next_counters) {
+        co_await ReadCounters(false);
+        next_counters = Clock::now() + poll;
+        out.cpu_ms = report_.cpu_ms > cpu_start ? report_.cpu_ms - cpu_start : 0;
+        if (limit_ms > 0 && out.cpu_ms >= limit_ms) {
+          end = End::kCpu;
+          break;
+        }
+      }
+      co_await AwaitNews(*s, std::min<Clock::duration>(poll, deadline - now));
+    }
+    s->sink = nullptr;
+    if (killed_) co_return Status::Error("sandbox killed");
+    std::optional<int> code;
+    if (end == End::kDied) {
+      auto c = co_await ExecExitCode(c_, s->exec_id);
+      if (c.ok()) code = *c;
+    }
+    if (end != End::kAnswered) co_await EndCallServer();
+    co_await ReadCounters(false);
+    out.cpu_ms = report_.cpu_ms > cpu_start ? report_.cpu_ms - cpu_start : 0;
+    out.oom_killed = oom_kills_ > oom_start;
+    out.max_rss_kb = report_.memory_peak_bytes >> 10;  // the container's peak so far
+    out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
+    s->window_start_ms = report_.cpu_ms;
+    switch (end) {
+      case End::kAnswered:
+        if (s->out[1].flags() & 1) {
+          out.timed_out = true;  // interrupted at its timeout, the state survives
+        } else {
+          out.exit_code = s->out[1].status();
+        }
+        break;
+      case End::kTimedOut:
+        out.timed_out = true;
+        break;
+      case End::kCpu:
+        out.signal = SIGKILL;  // with cpu_ms past the limit: the cpu_limit verdict
+        break;
+      case End::kDied:
+        if (code && *code > 128 && *code <= 128 + 64) {
+          out.signal = *code - 128;
+        } else if (code) {
+          out.exit_code = *code;
+        } else {
+          out.signal = SIGKILL;
+        }
+        break;
+    }
+    co_return out;
   }
 
   // Session only: starts the program in a session of its own with stdio on /dev/null and returns
@@ -505,6 +761,7 @@ class DockerSandbox final : public Sandbox {
     }
     counters_read_ = true;
     report_.oom_killed = report_.oom_killed || counters.oom_killed;
+    oom_kills_ = std::max(oom_kills_, counters.oom_kills);
     report_.pids_limit_hit = report_.pids_limit_hit || counters.pids_limit_hit;
     if (counters.has_cpu) report_.cpu_ms = counters.cpu_ms;
     if (counters.memory_peak_bytes > 0) report_.memory_peak_bytes = counters.memory_peak_bytes;
@@ -593,7 +850,9 @@ class DockerSandbox final : public Sandbox {
   std::optional<HostCgroup> host_;
   pid_t init_pid_ = 0;
   std::shared_ptr<RawStream> active_;
-  std::vector<long> background_;  // sessions: pids (= session ids) of background programs
+  std::vector<long> background_;        // sessions: pids (= session ids) of background programs
+  std::shared_ptr<CallServer> server_;  // sessions: the program serving calls, if any
+  uint64_t oom_kills_ = 0;              // the cgroup's OOM kill count, as last read
   bool killed_ = false;
   bool destroyed_ = false;
   ResourceReport report_;

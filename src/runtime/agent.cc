@@ -14,6 +14,7 @@
 #include "runtime/fs_util.h"
 #include "runtime/protocol.h"
 #include "runtime/sandbox_init.h"
+#include "runtime/session_calls.h"
 #include "runtime/unique_fd.h"
 
 namespace ci {
@@ -165,9 +166,11 @@ int RunAgent(int64_t session_expires_at, const ProgramUser& user) {
   Stager stager(workspace.get());
   bool ran = false;
   std::vector<pid_t> background;  // session leaders of background programs, spared by kills
+  CallServer server;              // the program serving calls (a session's interpreter), if any
   std::string payload;
   std::vector<int> fds;
   for (;;) {
+    AwaitAgentWatchingCpu(&server, &background);
     Msg type;
     if (proto::ReadFrame(kAgentFd, &type, &payload, &fds) != 0) return 0;  // daemon gone: exit
     if (type != Msg::kPipes) {
@@ -201,7 +204,17 @@ int RunAgent(int64_t session_expires_at, const ProgramUser& user) {
         }
         ran = true;
         bool agent_gone = false;
-        proto::Exited exited = RunProgram(req, user, sig_fd.get(), &background, &agent_gone);
+        proto::Exited exited;
+        if (!req.call.empty()) {
+          exited = ServeCall(req, sig_fd.get(), &server, &background, &agent_gone);
+        } else {
+          int call_socket = -1;
+          exited = RunProgram(req, user, sig_fd.get(), &background, &agent_gone, &call_socket);
+          if (req.background && req.serves_calls) {
+            CallServerStarted(&server, background, call_socket, req.cpu_time_sec);
+          }
+        }
+        RunEnded(&server, !req.call.empty(), exited.cpu_ms);
         if (agent_gone || !Send(Msg::kExited, proto::Encode(exited))) return 0;
         break;
       }

@@ -28,7 +28,17 @@ int RunAgent(int64_t session_expires_at, const ProgramUser& user);
 // request on fd 4, then kills and reaps everything else in the sandbox but the sessions listed in
 // `background`. `agent_gone` is set when fd 4 hit EOF meanwhile. A background request only starts
 // the program in a session of its own (added to `background`) and returns.
+// A program serving calls (req.serves_calls) gets a socket as fd 3; init's end goes into
+// `call_socket` (-1 when it could not be made).
 proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, int signal_fd,
-                         std::vector<pid_t>* background, bool* agent_gone);
+                         std::vector<pid_t>* background, bool* agent_gone,
+                         int* call_socket = nullptr);
+
+// Kills everything but init and the sessions in `background` until nothing else is left; records
+// `program`'s status on the way (reaped background leaders drop out of the list).
+void KillAndReapAll(pid_t program, int* status, bool* have_status, std::vector<pid_t>* background);
+
+// Where a program serving calls finds its socket.
+constexpr int kCallSocketFd = 3;
 
 }  // namespace ci

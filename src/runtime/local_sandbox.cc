@@ -75,6 +75,7 @@ LocalSandbox::~LocalSandbox() {
 }
 
 asio::awaitable<Status> LocalSandbox::Start(const Plan& plan, std::chrono::milliseconds timeout) {
+  core_->cgroup = plan.cgroup;
   auto task = StartOnStrand(core_, EncodePlan(plan), timeout);
   co_return co_await OnStrand<Status>(core_->strand, std::move(task));
 }

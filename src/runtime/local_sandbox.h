@@ -45,6 +45,8 @@ struct SandboxCore {
   bool pipes_used = false;  // the program pipes above served a run: a session needs new ones
   bool reaped = false;
   ResourceReport report;
+  CgroupLayout cgroup;  // the plan's (sessions read OOM kills per call: sandbox_oom.h)
+  std::optional<std::string> oom_file;  // found at the first call
 
   std::atomic<bool> killed{false};
   std::mutex kill_mu;  // guards lifecycle_fd against Destroy closing it under Kill()

@@ -32,6 +32,8 @@ std::string Encode(const RunRequest& m) {
     json::Str(w, "cwd", m.cwd);
     json::U64(w, "cpu_time_sec", m.cpu_time_sec);
     json::Bool(w, "background", m.background);
+    json::Bool(w, "serves_calls", m.serves_calls);
+    json::Str(w, "call", m.call);
   });
 }
 
@@ -43,6 +45,7 @@ std::string Encode(const Exited& m) {
     json::U64(w, "cpu_ms", m.cpu_ms);
     json::U64(w, "max_rss_kb", m.max_rss_kb);
     json::Bool(w, "killed", m.killed);
+    json::Bool(w, "no_server", m.no_server);
   });
 }
 
@@ -88,10 +91,11 @@ bool Decode(std::string_view text, SetupError* m) {
 
 bool Decode(std::string_view text, RunRequest* m) {
   rapidjson::Document d;
-  return json::Parse(text, &d) && json::Get(d, "argv", &m->argv) && !m->argv.empty() &&
-         json::Get(d, "env", &m->env) && json::Get(d, "cwd", &m->cwd) &&
-         json::Get(d, "cpu_time_sec", &m->cpu_time_sec) &&
-         json::Get(d, "background", &m->background);
+  return json::Parse(text, &d) && json::Get(d, "argv", &m->argv) && json::Get(d, "env", &m->env) &&
+         json::Get(d, "cwd", &m->cwd) && json::Get(d, "cpu_time_sec", &m->cpu_time_sec) &&
+         json::Get(d, "background", &m->background) &&
+         json::Get(d, "serves_calls", &m->serves_calls) && json::Get(d, "call", &m->call) &&
+         (!m->argv.empty() || !m->call.empty());
 }
 
 bool Decode(std::string_view text, Exited* m) {
@@ -99,7 +103,7 @@ bool Decode(std::string_view text, Exited* m) {
   return json::Parse(text, &d) && json::Get(d, "has_exit_code", &m->has_exit_code) &&
          json::Get(d, "exit_code", &m->exit_code) && json::Get(d, "signal", &m->signal) &&
          json::Get(d, "cpu_ms", &m->cpu_ms) && json::Get(d, "max_rss_kb", &m->max_rss_kb) &&
-         json::Get(d, "killed", &m->killed);
+         json::Get(d, "killed", &m->killed) && json::Get(d, "no_server", &m->no_server);
 }
 
 bool Decode(std::string_view text, FileHeader* m) {

@@ -19,7 +19,9 @@ struct RunRequest {  // kRun
   std::vector<std::string> env;
   std::string cwd;
   uint32_t cpu_time_sec = 0;
-  bool background = false;  // RunPayload::background
+  bool background = false;    // RunPayload::background
+  bool serves_calls = false;  // RunPayload::serves_calls: fd 3 is a socket init keeps the peer of
+  std::string call{};         // RunPayload::call (non-empty: a call, argv is not run)
 };
 
 struct Exited {  // kExited
@@ -28,7 +30,8 @@ struct Exited {  // kExited
   int signal = 0;  // 0: not signalled
   uint64_t cpu_ms = 0;
   uint64_t max_rss_kb = 0;
-  bool killed = false;  // killed on the daemon's request (timeout)
+  bool killed = false;     // killed on the daemon's request (timeout)
+  bool no_server = false;  // a call found no program serving calls
 };
 
 struct FileHeader {  // kFileBegin

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,13 +46,15 @@ bool NullStdio() {
   return true;
 }
 
+// `call_socket` >= 0: the program serves calls and gets it as fd 3 (session_calls.h).
 [[noreturn]] void ExecProgram(const proto::RunRequest& req, const ProgramUser& user, char** argv,
-                              char** envp) {
+                              char** envp, int call_socket) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (req.background) {
     if (::setsid() < 0 || !NullStdio()) ::_exit(126);
+    if (call_socket >= 0 && ::dup2(call_socket, kCallSocketFd) != kCallSocketFd) ::_exit(126);
   } else {
     ::setpgid(0, 0);
     if (::dup2(kProgramStdinFd, 0) < 0 || ::dup2(kProgramStdoutFd, 1) < 0 ||
@@ -59,7 +62,7 @@ bool NullStdio() {
       ::_exit(126);
     }
   }
-  ::close_range(3, ~0U, 0);
+  ::close_range(call_socket >= 0 ? kCallSocketFd + 1 : 3, ~0U, 0);
   if (user.switch_user) {
     SysError e = SwitchToSandboxUser(user.uid, user.gid);
     if (e.ok()) e = DropAllCapabilities();
@@ -70,7 +73,7 @@ bool NullStdio() {
   }
   // Hard limit one second above the soft one: SIGXCPU first (catchable, reported as such), then
   // SIGKILL if the program ignores it. A background program (a session's interpreter) lives
-  // across many calls and limits the CPU time of each call itself.
+  // across many calls: init bounds each call's CPU instead (session_calls.h).
   struct rlimit cpu = {req.cpu_time_sec, static_cast<rlim_t>(req.cpu_time_sec) + 1};
   struct rlimit core = {0, 0};
   if ((!req.background && ::setrlimit(RLIMIT_CPU, &cpu) != 0) ||
@@ -139,8 +142,8 @@ bool KillAllButBackground(const std::vector<pid_t>& background) {
   return found;
 }
 
-// Kills everything the program left until nothing but init and the background sessions is left;
-// records the program's status on the way.
+}  // namespace
+
 void KillAndReapAll(pid_t program, int* status, bool* have_status, std::vector<pid_t>* background) {
   for (;;) {
     int st = 0;
@@ -161,6 +164,8 @@ void KillAndReapAll(pid_t program, int* status, bool* have_status, std::vector<p
   }
 }
 
+namespace {
+
 // CPU time of the children reaped so far, in ms (cumulative: callers take differences).
 uint64_t ChildrenCpuMs(struct rusage* ru) {
   ::getrusage(RUSAGE_CHILDREN, ru);
@@ -171,14 +176,24 @@ uint64_t ChildrenCpuMs(struct rusage* ru) {
 }  // namespace
 
 proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, int signal_fd,
-                         std::vector<pid_t>* background, bool* agent_gone) {
+                         std::vector<pid_t>* background, bool* agent_gone, int* call_socket) {
   proto::Exited out;
   struct rusage ru {};
   const uint64_t cpu_before = ChildrenCpuMs(&ru);
   std::vector<char*> argv = CStrings(req.argv);
   std::vector<char*> envp = CStrings(req.env);
+  // A program serving calls gets one end of a socket pair, init keeps the other: nothing else in
+  // the sandbox can reach it (no name to connect to).
+  int pair[2] = {-1, -1};
+  if (req.background && req.serves_calls && call_socket != nullptr &&
+      ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    pair[0] = pair[1] = -1;
+  }
   pid_t pid = ::fork();
-  if (pid == 0) ExecProgram(req, user, argv.data(), envp.data());
+  if (pid == 0) ExecProgram(req, user, argv.data(), envp.data(), pair[1]);
+  if (pair[1] >= 0) ::close(pair[1]);
+  if (call_socket != nullptr) *call_socket = pid > 0 ? pair[0] : -1;
+  if (pid < 0 && pair[0] >= 0) ::close(pair[0]);
   // Init keeps no copy of the program's stdio: the daemon sees EOF once the program's tree is gone.
   ::close(kProgramStdinFd);
   ::close(kProgramStdoutFd);

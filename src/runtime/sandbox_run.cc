@@ -12,6 +12,7 @@
 
 #include "runtime/frame_io.h"
 #include "runtime/local_sandbox.h"
+#include "runtime/sandbox_oom.h"
 
 namespace ci {
 namespace {
@@ -161,9 +162,9 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
   if (core->state != SandboxCore::State::kReady) {
     co_return Status::Error("run: the sandbox is not ready (a program already ran, or destroyed)");
   }
-  if (payload.argv.empty()) co_return Status::Error("run: empty argv");
-  if (payload.background && !core->session) {
-    co_return Status::Error("run: background programs need a session sandbox");
+  if (payload.argv.empty() && !payload.call) co_return Status::Error("run: empty argv");
+  if ((payload.background || payload.call) && !core->session) {
+    co_return Status::Error("run: background programs and calls need a session sandbox");
   }
   if (core->pipes_used) {
     if (Status s = ReplacePipes(*core); !s.ok()) co_return s.Context("run: new program pipes");
@@ -180,6 +181,11 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
   }
   request.argv = std::move(payload.argv);
   request.background = payload.background;
+  request.serves_calls = payload.serves_calls;
+  request.call = payload.call.value_or("");
+  // A call's OOM kill is told by the cgroup's counter, read before and after it.
+  if (payload.call && !core->oom_file) core->oom_file = FindSandboxOomFile(core->pid, core->cgroup);
+  const uint64_t oom_before = payload.call ? ReadOomKills(*core->oom_file) : 0;
   const std::string encoded = proto::Encode(request);
   Status sent = co_await WriteFrameAsync(core->agent, Msg::kRun, encoded);
   Frame eof;
@@ -224,6 +230,8 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
     if (!out.timed_out && st->exited->signal != 0) out.signal = st->exited->signal;
     out.cpu_ms = st->exited->cpu_ms;
     out.max_rss_kb = st->exited->max_rss_kb;
+    out.no_server = st->exited->no_server;
+    out.oom_killed = payload.call && ReadOomKills(*core->oom_file) > oom_before;
     out.duration_ms = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(st->exited_at - start).count());
     co_return out;

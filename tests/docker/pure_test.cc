@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/json.h"
+#include "docker/call_output.h"
 #include "docker/cgroup_probe.h"
 #include "docker/container_config.h"
 #include "docker/endpoint.h"
@@ -642,6 +643,39 @@ TEST(CgroupProbe, SplitsTheInContainerProbeOutput) {
   EXPECT_EQ(files["pids.events"], "max 5\n");
   EXPECT_EQ(files["cpuacct.usage"], "1000000\n");
   EXPECT_TRUE(ParseCgroupFiles(files).pids_limit_hit);
+}
+
+}  // namespace
+}  // namespace ci::docker
+
+namespace ci::docker {
+namespace {
+
+// The end marker of a session call (python_session.cc writes it, call_output.h splits at it).
+TEST(CallOutput, SplitsAtTheMarkerAcrossChunksAndDropsWhatFollows) {
+  const std::string nonce(32, 'a');
+  CallOutput out;
+  EXPECT_EQ(out.Feed("before any call"), "");  // between calls: dropped
+  out.Begin(nonce);
+  std::string got = out.Feed("hello \x1e not a marker ");
+  got += out.Feed("tail\x1e" + nonce.substr(0, 10));
+  EXPECT_FALSE(out.ended());
+  got += out.Feed(nonce.substr(10) + "04");
+  EXPECT_FALSE(out.ended()) << "the status has not arrived whole";
+  got += out.Feed("21\nlater output");
+  EXPECT_EQ(got, "hello \x1e not a marker tail");
+  ASSERT_TRUE(out.ended());
+  EXPECT_EQ(out.status(), 42);
+  EXPECT_EQ(out.flags(), 1);
+  EXPECT_EQ(out.Feed("after the call"), "");
+}
+
+TEST(CallOutput, AnotherCallsNonceIsOutput) {
+  CallOutput out;
+  out.Begin(std::string(32, 'b'));
+  const std::string forged = "\x1e" + std::string(32, 'c') + "0000\n";
+  EXPECT_EQ(out.Feed(forged), forged);
+  EXPECT_FALSE(out.ended());
 }
 
 }  // namespace

@@ -185,6 +185,19 @@ class SessionPythonTest(SessionCase):
         self.assertEqual(res["stdout"], "HELLO\nfrom a child\n2\n", res)
         self.assertEqual(self.bash(sid, "cat made.txt")["stdout"], "py")
 
+    def test_large_stdin_reaches_the_cell(self):
+        sid = self.create()
+        data = "line\n" * 40000  # beyond a pipe's buffer
+        res = self.py(sid, "import sys\nlen(sys.stdin.read())", stdin=data)
+        self.assertEqual(res["stdout"], f"{len(data)}\n", res)
+        self.assertEqual(self.py(sid, "len(input())", stdin="abc")["stdout"], "3\n")
+
+    def test_cell_closing_its_stdio_does_not_break_the_session(self):
+        sid = self.create()
+        self.py(sid, "import os\nkept = 5\nos.close(1)\nos.close(2)")
+        res = self.py(sid, "print('back')\nkept")
+        self.assertEqual((res["stdout"], res["verdict"]), ("back\n5\n", "ok"), res)
+
     def test_timeout_interrupts_and_keeps_state(self):
         sid = self.create()
         self.py(sid, "z = 7")
@@ -198,7 +211,8 @@ class SessionPythonTest(SessionCase):
     def test_stuck_interpreter_is_killed_and_the_next_call_says_state_lost(self):
         sid = self.create()
         self.py(sid, "z = 7")
-        # Blocking SIGALRM makes the cell deaf to the interrupt: the watchdog has to kill it.
+        # Blocking SIGALRM makes the cell deaf to the interrupt: the runtime kills it after the
+        # grace.
         res = self.py(sid, "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, "
                            "{signal.SIGALRM})\nwhile True:\n    pass", timeout_ms=500)
         self.assertTrue(res["timed_out"], res)
@@ -297,3 +311,157 @@ class SessionCapacityTest(SessionCase):
         self.client.delete(f"/v1/sessions/{first}")
         self.create()  # room again
         self.assertEqual(self.bash(second, "echo ok")["stdout"], "ok\n")
+
+
+# A bash call's probe of the interpreter: the abstract socket of old, every abstract name in
+# /proc/net/unix, the interpreter's /proc/<pid>/fd and memory. Through any of them it would hand
+# the interpreter code starting `sleep MARK`. Prints "found N" (interpreters seen) and what it
+# reached.
+REACH_INTERPRETER = r'''
+import os, socket, sys
+mark = sys.argv[1]
+inject = ("import subprocess; subprocess.Popen(['sleep', '%s'])" % mark).encode()
+reached = []
+names = {'\0code-interpreter-python'}
+try:
+    for line in open('/proc/net/unix').read().splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 8 and parts[7].startswith('@'):
+            names.add('\0' + parts[7][1:])
+except OSError:
+    pass
+for name in names:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(name)
+        reached.append('socket ' + repr(name))
+        body = (b'{"code": "%s", "last_line_interactive": false, "timeout_ms": 1000, '
+                b'"cpu_time_sec": 0}' % inject)
+        socket.send_fds(s, [len(body).to_bytes(4, 'little') + body], [0, 1, 2])
+        s.recv(1)
+    except OSError:
+        pass
+found = 0
+for pid in os.listdir('/proc'):
+    if not pid.isdigit() or int(pid) in (1, os.getpid()):
+        continue
+    try:
+        comm = open('/proc/%s/comm' % pid).read().strip()
+        if not comm.startswith('python') or os.getsid(int(pid)) != int(pid):
+            continue
+    except OSError:
+        continue
+    if os.getsid(int(pid)) == os.getsid(0):
+        continue
+    found += 1
+    for fd in range(0, 8):
+        try:
+            f = os.open('/proc/%s/fd/%d' % (pid, fd), os.O_WRONLY | os.O_NONBLOCK)
+            reached.append('fd %d' % fd)
+            os.write(f, len(inject).to_bytes(4, 'little') + inject)
+        except OSError:
+            pass
+    for what in ('fd', 'mem', 'environ'):
+        try:
+            if what == 'fd':
+                os.listdir('/proc/%s/fd' % pid)
+            else:
+                open('/proc/%s/%s' % (pid, what), 'rb').read(1)
+            reached.append(what)
+        except OSError:
+            pass
+print('found', found)
+print('reached', sorted(reached))
+'''
+
+
+class SessionInterpreterIsolationTest(SessionCase):
+    """Issue 9 item 6: only the runtime hands work to the interpreter (no connectable name, a
+    non-dumpable process), so a bash call cannot drive it nor leave anything running."""
+
+    def test_bash_call_cannot_reach_or_inject_into_the_interpreter(self):
+        sid = self.create()
+        self.assertEqual(self.py(sid, "x = 41\nx + 1")["stdout"], "42\n")
+        mark = unique_sleep_arg()
+        res = self.bash(sid, f"cat > /tmp/reach.py <<'EOF'\n{REACH_INTERPRETER}\nEOF\n"
+                             f"python3 /tmp/reach.py {mark}", timeout_ms=20000)
+        self.assertEqual(res["exit_code"], 0, res)
+        self.assertIn("found 1\n", res["stdout"], "the probe saw the interpreter")
+        self.assertIn("reached []\n", res["stdout"], res)
+        res = self.py(sid, "import os\n"
+                           "def cmdline(p):\n"
+                           "    try:\n        return open(f'/proc/{p}/cmdline', 'rb').read()\n"
+                           "    except OSError:\n        return b''\n"
+                           f"print(sum(cmdline(p) == b'sleep\\0{mark}\\0' "
+                           "for p in os.listdir('/proc') if p.isdigit()))\nx")
+        self.assertEqual(res["stdout"], "0\n41\n", "nothing was injected, the state is intact")
+        self.assertEqual(host_processes_matching(f"sleep {mark}"), [])
+
+
+class SessionCallLimitsTest(SessionCase):
+    """Issue 9 item 5: a call's wall clock and CPU are bounded from outside the interpreter, with
+    typed verdicts, and CPU a cell's thread burns between calls counts."""
+    daemon_env = {"CPU_TIME_LIMIT_SEC": "2", "MEMORY_LIMIT_MB": "256"}
+
+    def test_deaf_cell_is_killed_after_timeout_and_grace(self):
+        sid = self.create()
+        self.py(sid, "z = 7")
+        # Deaf to SIGALRM, no faulthandler watchdog, and no CPU used: only an outside kill ends it.
+        res = self.py(sid, "import faulthandler, signal, time\n"
+                           "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+                           "faulthandler.cancel_dump_traceback_later()\n"
+                           "while True:\n    time.sleep(0.05)", timeout_ms=500)
+        self.assertTrue(res["timed_out"], res)
+        self.assertEqual(res["verdict"], "timed_out", res)
+        res = self.py(sid, "z")
+        self.assertIn(STATE_LOST, res["stderr"], res)
+        self.assertIn("NameError", res["stderr"], res)
+        res = self.py(sid, "z = 1\nz")
+        self.assertEqual((res["stdout"], res["verdict"]), ("1\n", "ok"), res)
+
+    def test_multithreaded_cpu_burn_is_cpu_limit(self):
+        sid = self.create()
+        res = self.py(sid, "import threading\n"
+                           "def spin():\n    while True:\n        pass\n"
+                           "ts = [threading.Thread(target=spin) for _ in range(2)]\n"
+                           "for t in ts:\n    t.start()\n"
+                           "for t in ts:\n    t.join()", timeout_ms=60000)
+        self.assertEqual(res["verdict"], "cpu_limit", res)
+        self.assertFalse(res["timed_out"], res)
+        res = self.py(sid, "1 + 1")
+        self.assertIn(STATE_LOST, res["stderr"], res)
+        self.assertEqual(res["stdout"], "2\n", res)
+
+    def test_thread_left_spinning_between_calls_counts(self):
+        sid = self.create()
+        res = self.py(sid, "import threading\n"
+                           "def spin():\n    while True:\n        pass\n"
+                           "for _ in range(2):\n"
+                           "    threading.Thread(target=spin, daemon=True).start()")
+        self.assertEqual(res["verdict"], "ok", res)
+        seen = []
+
+        def stopped():
+            # Either a call catches the burn (cpu_limit) or the idle watch killed the
+            # interpreter first (the next call says so); both end the threads.
+            r = self.py(sid, "1", timeout_ms=10000)
+            seen.append((r["verdict"], STATE_LOST in r["stderr"]))
+            return r["verdict"] == "cpu_limit" or STATE_LOST in r["stderr"]
+
+        self.assertTrue(wait_until(stopped, 120, interval=0.5), seen[-5:])
+        res = self.py(sid, "import threading\nthreading.active_count()")
+        self.assertEqual(res["stdout"], "1\n", res)
+
+    def test_oom_in_a_cell_is_memory_limit(self):
+        sid = self.create()
+        self.py(sid, "z = 7")
+        res = self.py(sid, "x = b'x' * (1 << 30)\nprint(len(x))", timeout_ms=30000)
+        if self.cgroup_downgraded():
+            # RLIMIT_DATA: the allocation is refused, the interpreter and its state live on.
+            self.assertEqual(res["verdict"], "error", res)
+            self.assertIn("MemoryError", res["stderr"], res)
+            self.assertEqual(self.py(sid, "z")["stdout"], "7\n")
+            return
+        self.assertEqual(res["verdict"], "memory_limit", res)
+        res = self.py(sid, "z")
+        self.assertIn(STATE_LOST, res["stderr"], res)

@@ -52,18 +52,26 @@ TEST(Plan, RejectsIncompleteJson) {
 }
 
 TEST(Messages, RunRequestAndExitedRoundTrip) {
-  proto::RunRequest r{{"python3", "-c", "print(1)"}, {"A=b"}, "/workspace", 3};
+  proto::RunRequest r{{"python3", "-c", "print(1)"}, {"A=b"}, "/workspace", 3, true, true, ""};
   proto::RunRequest r2;
   ASSERT_TRUE(proto::Decode(proto::Encode(r), &r2));
   EXPECT_EQ(r2.argv, r.argv);
   EXPECT_EQ(r2.env, r.env);
   EXPECT_EQ(r2.cpu_time_sec, 3u);
-  proto::Exited e{false, 0, 9, 12, 34, true};
+  EXPECT_TRUE(r2.serves_calls);
+  // A call needs no argv; anything else does.
+  proto::RunRequest call{{}, {}, "/workspace", 3, false, false, "{\"code\":\"1\"}"};
+  ASSERT_TRUE(proto::Decode(proto::Encode(call), &r2));
+  EXPECT_EQ(r2.call, call.call);
+  call.call.clear();
+  EXPECT_FALSE(proto::Decode(proto::Encode(call), &r2));
+  proto::Exited e{false, 0, 9, 12, 34, true, true};
   proto::Exited e2;
   ASSERT_TRUE(proto::Decode(proto::Encode(e), &e2));
   EXPECT_EQ(e2.signal, 9);
   EXPECT_TRUE(e2.killed);
   EXPECT_EQ(e2.max_rss_kb, 34u);
+  EXPECT_TRUE(e2.no_server);
 }
 
 TEST(Protocol, HeaderRoundTripAndLimit) {

@@ -113,6 +113,128 @@ TEST_F(SessionTest, ManyRunsInOneSandbox) {
   EXPECT_EQ(Run(Shell("echo after")).out, "after\n");
 }
 
+// A program serving calls as init's protocol wants it (session_calls.h): fd 3 is its socket;
+// each call is [u32 length][request] with the call's stdio attached, answered [i32 7][u8 0].
+// "spin" spins in the call, "thread" leaves a spinning thread behind and answers.
+constexpr const char* kCallServer = R"PY(import os, socket, threading
+s = socket.socket(fileno=3)
+def spin():
+    while True:
+        pass
+while True:
+    head, fds, _, _ = socket.recv_fds(s, 4, 3)
+    if not head:
+        break
+    while len(head) < 4:
+        head += s.recv(4 - len(head))
+    n = int.from_bytes(head, 'little')
+    body = b''
+    while len(body) < n:
+        body += s.recv(n - len(body))
+    os.write(fds[1], b'got ' + body + b'\n')
+    for fd in fds:
+        os.close(fd)
+    if body == b'spin':
+        spin()
+    if body == b'thread':
+        threading.Thread(target=spin, daemon=True).start()
+    s.sendall((7).to_bytes(4, 'little') + b'\0')
+)PY";
+
+class CallServerTest : public SandboxTest {
+ protected:
+  void Start(uint32_t cpu_time_sec) {
+    SandboxSpec spec = DefaultSpec();
+    spec.session_expires_at = static_cast<int64_t>(std::time(nullptr)) + 600;
+    spec.limits.cpu_time_sec = cpu_time_sec;
+    auto prepared = Await(executor_->Prepare(spec));
+    ASSERT_TRUE(prepared.ok()) << prepared.status().message();
+    sandbox_ = std::move(prepared.value());
+    RunPayload server = Python(kCallServer);
+    server.background = true;
+    server.serves_calls = true;
+    auto started = Await(sandbox_->Run(std::move(server), [](StreamKind, std::string_view) {}));
+    ASSERT_TRUE(started.ok()) << started.status().message();
+  }
+  void TearDown() override {
+    if (sandbox_) Await(sandbox_->Destroy());
+  }
+  struct Outcome {
+    Result<RunOutcome> run = Status::Error("not run");
+    std::string out;
+  };
+  Outcome Call(const std::string& request, std::chrono::milliseconds timeout = 20s) {
+    RunPayload p;
+    p.call = request;
+    p.timeout = timeout;
+    Outcome o;
+    o.run = Await(sandbox_->Run(std::move(p), [&](StreamKind k, std::string_view d) {
+      if (k == StreamKind::kStdout) o.out.append(d);
+    }));
+    return o;
+  }
+  std::unique_ptr<Sandbox> sandbox_;
+};
+
+TEST_F(CallServerTest, CallsGoOverInitsSocketAndNothingHasAName) {
+  Start(5);
+  Outcome c = Call("hello");
+  ASSERT_TRUE(c.run.ok()) << c.run.status().message();
+  EXPECT_EQ(c.out, "got hello\n");
+  EXPECT_EQ(c.run->exit_code, 7);
+  EXPECT_FALSE(c.run->no_server);
+  // No unix socket of the sandbox has a name (abstract or path) another process could connect
+  // to; the server is reachable through init only.
+  RunPayload look = Shell("awk 'NR > 1 && NF >= 8' /proc/net/unix | wc -l");
+  std::string out;
+  auto looked = Await(sandbox_->Run(std::move(look), [&](StreamKind k, std::string_view d) {
+    if (k == StreamKind::kStdout) out.append(d);
+  }));
+  ASSERT_TRUE(looked.ok());
+  EXPECT_EQ(out, "0\n");
+  EXPECT_EQ(Call("again").out, "got again\n") << "the server outlives the bash run";
+  // Once the server is gone, a call says so instead of running anything.
+  ASSERT_TRUE(Await(sandbox_->Run(Shell("kill -9 -1"), [](StreamKind, std::string_view) {})).ok());
+  Outcome gone = Call("hello");
+  ASSERT_TRUE(gone.run.ok()) << gone.run.status().message();
+  // SIGKILL is asynchronous: the server may still be dying when the call is sent.
+  EXPECT_TRUE(gone.run->no_server || gone.run->signal == SIGKILL);
+  EXPECT_TRUE(Call("hello").run->no_server);
+}
+
+TEST_F(CallServerTest, CallPastItsTimeoutKillsTheServer) {
+  Start(60);
+  Outcome c = Call("spin", 300ms);
+  ASSERT_TRUE(c.run.ok()) << c.run.status().message();
+  EXPECT_TRUE(c.run->timed_out);
+  EXPECT_TRUE(Call("hello").run->no_server);
+}
+
+TEST_F(CallServerTest, CallPastTheCpuLimitKillsTheServer) {
+  Start(1);
+  Outcome c = Call("spin");
+  ASSERT_TRUE(c.run.ok()) << c.run.status().message();
+  EXPECT_FALSE(c.run->timed_out);
+  EXPECT_EQ(c.run->signal, SIGKILL);
+  EXPECT_GE(c.run->cpu_ms, 1000u);
+  EXPECT_TRUE(Call("hello").run->no_server);
+}
+
+TEST_F(CallServerTest, ThreadSpinningBetweenCallsKillsTheServer) {
+  Start(1);
+  Outcome c = Call("thread");
+  ASSERT_TRUE(c.run.ok()) << c.run.status().message();
+  EXPECT_EQ(c.run->exit_code, 7);
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {  // calls between the idle stretches do not reset it
+    std::this_thread::sleep_for(100ms);
+    Outcome again = Call("hello");
+    ASSERT_TRUE(again.run.ok()) << again.run.status().message();
+    gone = again.run->no_server || again.run->signal == SIGKILL;
+  }
+  EXPECT_TRUE(gone);
+}
+
 TEST_F(SandboxTest, SessionSandboxEndsByItselfAtExpiry) {
   SandboxSpec spec = DefaultSpec();
   spec.session_expires_at = static_cast<int64_t>(std::time(nullptr)) + 2;
