@@ -22,7 +22,16 @@ class Status {
     return s;
   }
 
+  // The sandbox is gone (its processes ended, its container stopped): nothing can run in it any
+  // more. A session answers 410 and is ended.
+  static Status Gone(std::string message) {
+    Status s(std::move(message));
+    s.gone_ = true;
+    return s;
+  }
+
   bool ok() const { return !message_.has_value(); }
+  bool gone() const { return gone_; }
   const std::string& message() const { return *message_; }
   bool unavailable() const { return !unavailable_reason_.empty(); }
   const std::string& unavailable_reason() const { return unavailable_reason_; }
@@ -31,6 +40,7 @@ class Status {
     if (ok()) return *this;
     Status s(what + ": " + *message_);
     s.unavailable_reason_ = unavailable_reason_;
+    s.gone_ = gone_;
     return s;
   }
 
@@ -38,6 +48,7 @@ class Status {
   explicit Status(std::string message) : message_(std::move(message)) {}
   std::optional<std::string> message_;
   std::string unavailable_reason_;  // non-empty: Unavailable
+  bool gone_ = false;
 };
 
 template <typename T>

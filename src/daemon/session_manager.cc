@@ -81,6 +81,13 @@ ApiError SessionManager::EndedDuringCall(const Session& s) const {
   return {410, "Session '" + s.id + "' ended during this call (deleted, or its TTL ran out)"};
 }
 
+asio::awaitable<ApiError> SessionManager::EndGone(SessionPtr s, const Status& why) {
+  spdlog::warn("session {} ended: its sandbox stopped: {}", s->id, why.message());
+  co_await End(s);
+  co_return ApiError{410, "Session '" + s->id + "' ended: its sandbox stopped unexpectedly (" +
+                              why.message() + "); create a new session"};
+}
+
 std::optional<ApiError> SessionManager::CapacityError() const {
   if (sessions_.size() + creating_ < config_.max_sessions) return std::nullopt;
   return ApiError{
@@ -190,6 +197,7 @@ asio::awaitable<std::variant<RunOutcome, ApiError>> SessionManager::Bash(
   auto run = co_await s->sandbox->Run(std::move(payload), std::move(sink));
   Release(s);
   if (s->ended) co_return EndedDuringCall(*s);
+  if (!run.ok() && run.status().gone()) co_return co_await EndGone(s, run.status());
   if (!run.ok()) {
     spdlog::warn("session {} bash call failed: {}", id, run.status().message());
     co_return Internal();
@@ -258,6 +266,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> SessionManager::Execute
   }
   Release(s);
   if (s->ended) co_return EndedDuringCall(*s);
+  if (!run.ok() && run.status().gone()) co_return co_await EndGone(s, run.status());
   if (!run.ok()) {
     spdlog::warn("session {} execute call failed: {}", id, run.status().message());
     co_return Internal();
@@ -348,6 +357,7 @@ asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> SessionManag
   auto snapshot = co_await Snapshot(*s, /*modified_after_ns=*/0, &truncated);
   Release(s);
   if (s->ended) co_return EndedDuringCall(*s);
+  if (!snapshot.ok() && snapshot.status().gone()) co_return co_await EndGone(s, snapshot.status());
   if (!snapshot.ok()) {
     spdlog::warn("session {} files: {}", id, snapshot.status().message());
     co_return Internal();
@@ -364,6 +374,7 @@ asio::awaitable<std::optional<ApiError>> SessionManager::Stage(const std::string
   Status staged = co_await StageFiles(*s, files);
   Release(s);
   if (s->ended) co_return EndedDuringCall(*s);
+  if (!staged.ok() && staged.gone()) co_return co_await EndGone(s, staged);
   if (!staged.ok()) {
     spdlog::warn("session {} staging files: {}", id, staged.message());
     co_return Internal();

@@ -100,6 +100,9 @@ class SessionManager {
   asio::awaitable<void> End(SessionPtr s);
   asio::awaitable<void> ExpireAt(SessionPtr s);
   ApiError EndedDuringCall(const Session& s) const;
+  // The sandbox died under the session (killed from outside, OOM-killed init, container
+  // stopped): the session is ended, its slot freed, and the call answers 410 saying so.
+  asio::awaitable<ApiError> EndGone(SessionPtr s, const Status& why);
   asio::awaitable<Result<RunOutcome>> StartInterpreter(Session& s);
   asio::awaitable<Status> StageFiles(Session& s, std::vector<StagedFile> files);
   // Staged inputs count as known, so a call does not return them unless it changed them.

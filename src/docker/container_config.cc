@@ -386,8 +386,6 @@ std::vector<Measure> ContainerMeasures(const ContainerCreate& c) {
     m.push_back(
         {K::kCpuCap, static_cast<uint64_t>(c.cpu_quota * 100 / c.cpu_period), "docker CpuQuota"});
   }
-  // No Tty in the body: nothing in the container has a controlling terminal.
-  m.push_back({K::kNoTerminal, 0, "docker, no tty"});
   const std::pair<const char*, K> quotas[] = {{"nofile", K::kOpenFilesLimit},
                                               {"sigpending", K::kQueuedSignalsLimit},
                                               {"msgqueue", K::kMessageQueueLimit},
@@ -404,6 +402,8 @@ std::vector<Measure> ContainerMeasures(const ContainerCreate& c) {
       m.push_back({K::kCpuTime, c.cpu_time_per_run_sec, "RLIMIT_CPU, set per call"});
     }
   }
+  // No Tty in the body: nothing in the container has a controlling terminal.
+  m.push_back({K::kNoTerminal, 0, "docker, no tty"});
   return m;
 }
 

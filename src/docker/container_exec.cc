@@ -97,6 +97,10 @@ asio::awaitable<Result<StartedExec>> StartExec(const Container& c,
   std::string path = "/containers/" + c.id + "/exec";
   auto created = co_await c.client->Request("POST", path, body);
   if (!created.ok()) co_return created.status();
+  // 404: the container was removed; 409: it is not running. Either way it is gone.
+  if (created->status == 404 || created->status == 409) {
+    co_return Status::Gone(HttpError("docker exec create", *created).message());
+  }
   if (created->status != 201) co_return HttpError("docker exec create", *created);
   rapidjson::Document doc;
   if (!ParseObject(created->body, doc) || !doc.HasMember("Id") || !doc["Id"].IsString()) {

@@ -49,8 +49,8 @@ void SandboxCore::SendKill() {
 
 Status DeadSandboxError(const SandboxCore& core, const char* during) {
   if (core.killed) return Status::Error(std::string("sandbox killed during ") + during);
-  return Status::Error(std::string("sandbox died during ") + during +
-                       " (init exited; see the daemon log for the shim's messages)");
+  return Status::Gone(std::string("sandbox died during ") + during +
+                      " (init exited; see the daemon log for the shim's messages)");
 }
 
 LocalSandbox::LocalSandbox(const asio::any_io_executor& ex, ShimHandles handles,

@@ -34,6 +34,7 @@ struct RunState {
   bool Finished() const { return stdout_done && stderr_done && exit_done; }
 };
 
+// A failed write to init means it is gone (DeadSandboxError); a failed read is the store's.
 asio::awaitable<Status> SendFile(SandboxCore& core, const StagedFile& file) {
   UniqueFd fd(::open(file.host_path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
@@ -41,7 +42,7 @@ asio::awaitable<Status> SendFile(SandboxCore& core, const StagedFile& file) {
   proto::FileHeader header{file.workspace_path, static_cast<uint64_t>(st.st_size)};
   const std::string encoded = proto::Encode(header);
   if (Status s = co_await WriteFrameAsync(core.agent, Msg::kFileBegin, encoded); !s.ok()) {
-    co_return s;
+    co_return DeadSandboxError(core, "staging");
   }
   std::vector<char> buf(proto::kChunkSize);
   for (;;) {
@@ -53,10 +54,13 @@ asio::awaitable<Status> SendFile(SandboxCore& core, const StagedFile& file) {
     if (Status s = co_await WriteFrameAsync(core.agent, Msg::kFileChunk,
                                             std::string_view(buf.data(), static_cast<size_t>(n)));
         !s.ok()) {
-      co_return s;
+      co_return DeadSandboxError(core, "staging");
     }
   }
-  co_return co_await WriteFrameAsync(core.agent, Msg::kFileEnd);
+  if (Status s = co_await WriteFrameAsync(core.agent, Msg::kFileEnd); !s.ok()) {
+    co_return DeadSandboxError(core, "staging");
+  }
+  co_return Status();
 }
 
 asio::awaitable<void> PumpOutput(std::shared_ptr<SandboxCore> core, std::shared_ptr<RunState> st,
@@ -167,7 +171,8 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
     co_return Status::Error("run: background programs and calls need a session sandbox");
   }
   if (core->pipes_used) {
-    if (Status s = ReplacePipes(*core); !s.ok()) co_return s.Context("run: new program pipes");
+    // Only the agent socket can fail here: init is gone.
+    if (Status s = ReplacePipes(*core); !s.ok()) co_return DeadSandboxError(*core, "run");
   }
   core->state = SandboxCore::State::kRunning;
   core->pipes_used = true;
@@ -176,7 +181,7 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
   for (const StagedFile& file : payload.files) {
     if (Status s = co_await SendFile(*core, file); !s.ok()) {
       core->state = after;
-      co_return s.Context("staging " + file.workspace_path);
+      co_return s.gone() ? s : s.Context("staging " + file.workspace_path);
     }
   }
   request.argv = std::move(payload.argv);

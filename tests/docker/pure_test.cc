@@ -529,12 +529,16 @@ TEST(ContainerCreate, MeasuresAreReadFromTheBody) {
   SandboxSpec spec = DefaultSpec();
   auto names = [](const ContainerCreate& c) { return MeasureNames(ContainerMeasures(c)); };
   ContainerCreate plain = ContainerCreateFromSpec(spec, Options());
-  EXPECT_THAT(names(plain), ::testing::ElementsAre(
-                                "pid namespace (docker)", "mount namespace (docker)",
-                                "network namespace (loopback only)",
-                                "no capabilities (docker CapDrop ALL)", "read-only root (docker)",
-                                "no_new_privs (docker)", "memory limit 256 MiB (docker, no swap)",
-                                "pids limit 64 (docker)", "CPU time limit 5 s (RLIMIT_CPU)"));
+  EXPECT_THAT(
+      names(plain),
+      ::testing::ElementsAre(
+          "pid namespace (docker)", "mount namespace (docker)", "network namespace (loopback only)",
+          "no capabilities (docker CapDrop ALL)", "read-only root (docker)",
+          "no_new_privs (docker)", "memory limit 256 MiB (docker, no swap)",
+          "pids limit 64 (docker)", "CPU time limit 5 s (RLIMIT_CPU)",
+          "open files limit 1024 (docker ulimit)", "queued signals limit 1024 (docker ulimit)",
+          "message queue limit 800 KiB (docker ulimit)",
+          "locked memory limit 8 MiB (docker ulimit)", "no controlling terminal (docker, no tty)"));
   spec.limits.cpu_percent = 50;
   spec.security.seccomp_profile_json = R"({"defaultAction":"SCMP_ACT_ALLOW"})";
   spec.security.seccomp_profile_name = "strict";

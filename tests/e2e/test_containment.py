@@ -9,11 +9,14 @@ and the test asserts the report instead of the measure."""
 import ctypes
 import errno
 import os
+import re
 import socket
 import subprocess
 import sys
+import threading
 
-from harness import Config, E2ETestCase
+from harness import (Config, E2ETestCase, host_processes_matching, unique_sleep_arg,
+                     wait_until)
 
 F_GETPIPE_SZ = 1032
 
@@ -160,6 +163,61 @@ class ContainmentTest(E2ETestCase):
             self.assertEqual((r.status, r.json["stdout"]), (200, "alive\n"), r)
         res = self.execute("print(6 * 7)", path=f"/v1/sessions/{sid}/execute")
         self.assertEqual(res["stdout"], "42\n", res)
+
+    def kill_sandbox_of(self, sleep_arg):
+        """Kills, from the host, the sandbox running `sleep <sleep_arg>`: local, its shim (init
+        dies with it); docker, its container (found from the process's cgroup)."""
+        line = wait_until(lambda: host_processes_matching(f"sleep {sleep_arg}"), 30)
+        self.assertTrue(line, "the session's sleep never ran")
+        pid = int(line[0].split()[0])
+        if not self.local():
+            with open(f"/proc/{pid}/cgroup") as f:
+                ids = re.findall(r"[0-9a-f]{64}", f.read())
+            self.assertTrue(ids, "no container id in the sleep's cgroup")
+            subprocess.run(["docker", "kill", ids[0]], check=True, capture_output=True)
+            return
+        while pid > 1:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read() == b"code-interpreter\0shim\0":
+                    os.kill(pid, 9)
+                    return
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        self.fail("no shim above the session's sleep")
+
+    def test_session_whose_sandbox_died_is_reported_and_reaped(self):
+        r = self.client.post_json("/v1/sessions", {"ttl_seconds": 300})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json["session_id"]
+        sleep = unique_sleep_arg()
+        answers = {}
+
+        def call():
+            answers["first"] = self.client.post_json(
+                f"/v1/sessions/{sid}/bash", {"cmd": f"sleep {sleep}", "timeout_ms": 60000},
+                timeout=90)
+
+        t = threading.Thread(target=call)
+        t.start()
+        self.kill_sandbox_of(sleep)
+        t.join(90)
+        first = answers["first"]
+        # The call in flight: 410 when the backend saw its sandbox die under it; docker may
+        # instead see its exec end with the kill's signal.
+        self.assertIn(first.status, (200, 410), first)
+        r = self.client.post_json(f"/v1/sessions/{sid}/bash", {"cmd": "echo hi"})
+        if first.status == 200:
+            self.assertEqual(r.status, 410, r)
+            self.assertIn("its sandbox stopped", r.json["detail"], r)
+        else:
+            self.assertIn("its sandbox stopped", first.json["detail"], first)
+            self.assertEqual(r.status, 404, r)
+        # Reaped, not half-alive: gone from the list and the next call is a plain 404.
+        self.assertEqual(self.client.post_json(f"/v1/sessions/{sid}/bash", {"cmd": "true"}).status,
+                         404)
+        listed = self.client.get("/v1/sessions").json["sessions"]
+        self.assertNotIn(sid, [x["session_id"] for x in listed])
+        self.assertHealthy()
 
     # -- kernel quotas counted per user ------------------------------------------------------
 
