@@ -27,12 +27,12 @@ import harness  # noqa: E402
 
 SUITES = {
     "e2e": ["test_api", "test_execute", "test_files", "test_stream", "test_libraries", "test_cli",
-            "test_hardening", "test_doctor", "test_sessions", "test_terminal"],
+            "test_hardening", "test_doctor", "test_sessions"],
     "hostile": ["test_hostile", "test_containment"],
 }
 # Modules that only apply to one backend: added to the e2e suite when it runs against that one,
 # rather than skipping everywhere else.
-BACKEND_MODULES = {"docker": ["test_docker"]}
+BACKEND_MODULES = {"docker": ["test_docker"], "local": ["test_terminal"]}
 
 
 def iter_tests(suite):
@@ -80,7 +80,7 @@ def main():
 
     names = sum(SUITES.values(), []) if args.suite == "all" else list(SUITES[args.suite])
     if args.suite in ("e2e", "all"):
-        names += BACKEND_MODULES.get(args.backend or "", [])
+        names += BACKEND_MODULES.get(args.backend or "local", [])
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
     for name in names:
