@@ -19,6 +19,7 @@
 
 #include "runtime/agent.h"
 #include "runtime/caps.h"
+#include "runtime/proc_file.h"
 #include "runtime/protocol.h"
 #include "runtime/sandbox_init.h"
 #include "runtime/userns.h"
@@ -104,14 +105,8 @@ void Reaped(pid_t w, int st, pid_t program, int* status, bool* have_status,
 
 // The session id of a live (not zombie) process from /proc/<pid>/stat; -1 otherwise.
 pid_t LiveSessionOf(long pid) {
-  char path[64], buf[512];
-  std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
+  char buf[512];
+  if (!ReadProcFile(pid, "stat", buf, sizeof buf)) return -1;
   // "pid (comm) state ppid pgrp session ...": comm may hold anything, so parse after its last ')'.
   const char* p = std::strrchr(buf, ')');
   char state = 0;

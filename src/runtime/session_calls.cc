@@ -17,6 +17,7 @@
 #include <string>
 
 #include "runtime/agent.h"
+#include "runtime/proc_file.h"
 #include "runtime/protocol.h"
 #include "runtime/sandbox_init.h"
 
@@ -55,14 +56,8 @@ uint64_t Ticks(const char* s) { return std::strtoull(s, nullptr, 10); }
 
 // utime + stime + cutime + cstime of one process, in clock ticks; 0 when it is gone.
 uint64_t ProcessTicks(long pid) {
-  char path[64], buf[1024];
-  std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
+  char buf[1024];
+  if (!ReadProcFile(pid, "stat", buf, sizeof buf)) return 0;
   // After the last ')' (the name may hold anything): field 3 (state) onwards; utime is field 14.
   char* p = std::strrchr(buf, ')');
   if (p == nullptr) return 0;
@@ -107,14 +102,8 @@ bool SendCall(int fd, const std::string& call) {
 
 // The server's peak resident set (VmHWM of /proc/<pid>/status), in KiB; 0 when unreadable.
 uint64_t PeakRssKb(pid_t pid) {
-  char path[64], buf[4096];
-  std::snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(pid));
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
+  char buf[4096];
+  if (!ReadProcFile(pid, "status", buf, sizeof buf)) return 0;
   const char* at = std::strstr(buf, "VmHWM:");
   return at == nullptr ? 0 : std::strtoull(at + 6, nullptr, 10);
 }
