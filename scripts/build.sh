@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Configures (once) and builds into ./build. `--release`: a release build (-O3, NDEBUG, warnings
-# still errors) of the code-interpreter binary only, into ./build-release.
+# Configures (once) and builds into ./build: everything, or only the targets named (serve.sh
+# builds just `code-interpreter`, not the test binaries). `--release`: a release build (-O3,
+# NDEBUG, warnings still errors) of the code-interpreter binary only, into ./build-release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--release" ]; then
@@ -13,4 +14,4 @@ fi
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=debugoptimized >&2
 fi
-ninja -C build >&2
+ninja -C build "$@" >&2

@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+scripts/build.sh code-interpreter  # the test binaries are for scripts/test.sh
 exec ./build/code-interpreter serve
