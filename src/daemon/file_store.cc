@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include <set>
 #include <utility>
 
+#include "core/random.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -33,35 +33,12 @@ double NowSeconds() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
-Status RandomBytes(unsigned char* out, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = getrandom(out + got, n - got, 0);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return Status::Errno("getrandom", errno);
-    }
-    got += static_cast<size_t>(r);
-  }
-  return Status();
-}
-
-std::string Hex(const unsigned char* bytes, size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(kDigits[bytes[i] >> 4]);
-    out.push_back(kDigits[bytes[i] & 0xf]);
-  }
-  return out;
-}
-
 Result<std::string> NewUuidV4() {
   unsigned char b[16];
-  if (Status s = RandomBytes(b, sizeof b); !s.ok()) return s;
+  if (!RandomBytes(b, sizeof b)) return Status::Errno("getrandom", errno);
   b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);  // version 4
   b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
-  std::string hex = Hex(b, sizeof b);
+  std::string hex = HexEncode(std::string_view(reinterpret_cast<const char*>(b), sizeof b));
   return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
          hex.substr(16, 4) + "-" + hex.substr(20);
 }
@@ -261,9 +238,9 @@ Result<std::unique_ptr<FileStore>> FileStore::Open(const std::string& dir, uint6
 }
 
 Result<std::string> FileStore::NewTempPath(std::string_view prefix) const {
-  unsigned char b[16];
-  if (Status s = RandomBytes(b, sizeof b); !s.ok()) return s;
-  return tmp_dir_ + "/" + std::string(prefix) + "-" + Hex(b, sizeof b);
+  std::string hex = RandomHex(16);
+  if (hex.empty()) return Status::Errno("getrandom", errno);
+  return tmp_dir_ + "/" + std::string(prefix) + "-" + hex;
 }
 
 Result<std::unique_ptr<FileStore::Upload>> FileStore::BeginUpload(uint64_t max_bytes) {

@@ -3,13 +3,13 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
-#include <sys/random.h>
 
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 
 #include "core/json.h"
+#include "core/random.h"
 
 namespace ci {
 namespace {
@@ -73,11 +73,8 @@ void SetupLogging(const std::string& level, const std::string& format) {
 }
 
 std::string NewRequestId() {
-  unsigned char b[6];
-  if (getrandom(b, sizeof b, 0) != sizeof b) return "r-unknown";
-  char out[2 + 2 * sizeof b + 1];
-  std::snprintf(out, sizeof out, "r-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5]);
-  return out;
+  std::string hex = RandomHex(6);
+  return "r-" + (hex.empty() ? std::string("unknown") : hex);
 }
 
 }  // namespace ci

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/sleep.h"
 #include "daemon/admission.h"
 #include "daemon/cli.h"
 #include "daemon/config.h"
@@ -32,12 +33,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using asio::use_awaitable;
-
-asio::awaitable<void> Sleep(std::chrono::steady_clock::duration d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  boost::system::error_code ec;
-  co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
-}
 
 // Deletes stored files older than FILE_TTL_SEC.
 asio::awaitable<void> SweepFiles(FileStore& store, const Config& config) {

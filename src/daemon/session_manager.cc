@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "core/random.h"
 #include "daemon/output_buffer.h"
 #include "daemon/python_session.h"
 #include "daemon/workspace_paths.h"
@@ -38,17 +38,9 @@ double UnixNow() {
 }
 
 Result<std::string> NewSessionId() {
-  unsigned char bytes[16];
-  if (getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
-    return Status::Errno("getrandom", errno);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id(kIdPrefix);
-  for (unsigned char b : bytes) {
-    id += kHex[b >> 4];
-    id += kHex[b & 15];
-  }
-  return id;
+  std::string hex = RandomHex(16);
+  if (hex.empty()) return Status::Errno("getrandom", errno);
+  return std::string(kIdPrefix) + hex;
 }
 
 // FNV-1a of a file's bytes: tells a changed workspace file from an unchanged one (not a security

@@ -8,16 +8,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "core/sleep.h"
+
 namespace ci {
-namespace {
-
-asio::awaitable<void> Sleep(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  boost::system::error_code ec;
-  co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void WarmPool::Start(SandboxSpec spec) {
   spec_ = std::move(spec);

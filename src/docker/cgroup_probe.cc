@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "runtime/pidfd.h"
+
 namespace ci::docker {
 namespace {
 
@@ -99,7 +101,6 @@ bool Resolve(const std::vector<Mount>& mounts, const std::string& fstype,
   return found;
 }
 
-int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 int PidfdKill(int fd) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0));
 }

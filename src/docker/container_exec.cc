@@ -7,7 +7,6 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <fstream>
-#include <random>
 
 #include "core/json.h"
 
@@ -53,24 +52,6 @@ bool IsUtf8WithoutNul(std::string_view s) {
 }
 
 }  // namespace
-
-asio::awaitable<void> Sleep(std::chrono::steady_clock::duration d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  boost::system::error_code ec;
-  co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
-}
-
-std::string RandomHex(size_t bytes) {
-  std::random_device rd;
-  std::string out;
-  static const char* kHex = "0123456789abcdef";
-  for (size_t i = 0; i < bytes; ++i) {
-    unsigned v = rd() & 0xff;
-    out += kHex[v >> 4];
-    out += kHex[v & 15];
-  }
-  return out;
-}
 
 std::string StringArray(const std::vector<std::string>& v) {
   std::string s = "[";

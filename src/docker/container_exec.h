@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "core/random.h"
+#include "core/sleep.h"
 #include "core/status.h"
 #include "docker/engine_client.h"
 #include "docker/stdcopy.h"
@@ -27,8 +29,6 @@ namespace ci::docker {
 inline constexpr size_t kReadChunk = 64 << 10;
 inline constexpr size_t kMaxErrorText = 4096;  // error and probe text kept from a stream
 
-asio::awaitable<void> Sleep(std::chrono::steady_clock::duration d);
-std::string RandomHex(size_t bytes);
 std::string StringArray(const std::vector<std::string>& v);  // a JSON array of strings
 bool ParseObject(const std::string& body, rapidjson::Document& doc);
 

@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/random.h"
 #include "runtime/unique_fd.h"
 
 namespace ci {
@@ -217,18 +217,13 @@ bool DetectCgroups(const std::string& configured_root, CgroupLayout* out, std::s
 }
 
 std::string RandomCgroupName() {
-  unsigned char bytes[8] = {};
-  if (::getrandom(bytes, sizeof bytes, 0) != sizeof bytes) {
+  std::string name = RandomHex(8);
+  if (name.empty()) {
     // getrandom cannot fail for 8 bytes once the pool is initialised; keep a unique fallback.
-    unsigned long long v = static_cast<unsigned long long>(::getpid()) ^
-                           static_cast<unsigned long long>(::time(nullptr)) << 20;
-    for (auto& b : bytes) b = static_cast<unsigned char>(v), v >>= 8;
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string name;
-  for (unsigned char b : bytes) {
-    name += kHex[b >> 4];
-    name += kHex[b & 15];
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%08x%08x", static_cast<unsigned>(::getpid()),
+                  static_cast<unsigned>(::time(nullptr)));
+    name = buf;
   }
   return name;
 }

@@ -1,21 +1,10 @@
 #include "runtime/plan.h"
 
+#include "core/random.h"
 #include "runtime/json_util.h"
 
 namespace ci {
 namespace {
-
-// The BPF program is binary; hex keeps the plan plain JSON text.
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
 
 bool Unhex(std::string_view hex, std::string* out) {
   auto nibble = [](char c) {
@@ -78,7 +67,7 @@ std::string EncodePlan(const Plan& p) {
   json::Bool(w, "read_only_root", p.read_only_root);
   json::Bool(w, "no_new_privs", p.no_new_privs);
   json::Bool(w, "network_none", p.network_none);
-  json::Str(w, "seccomp_bpf", Hex(p.seccomp_bpf));
+  json::Str(w, "seccomp_bpf", HexEncode(p.seccomp_bpf));  // the BPF is binary
   json::Bool(w, "rootless", p.rootless);
   json::U64(w, "host_uid_first", p.host_uids.first);
   json::U64(w, "host_uid_count", p.host_uids.count);
