@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/mountinfo.h"
 #include "runtime/pidfd.h"
 
 namespace ci::docker {
@@ -54,51 +55,6 @@ bool ReadSmallFile(const std::string& path, std::string* out) {
   ss << in.rdbuf();
   *out = ss.str();
   return true;
-}
-
-struct Mount {
-  std::string root, point, fstype;
-  std::vector<std::string> options;  // super options
-};
-
-std::vector<Mount> CgroupMounts(std::string_view mountinfo) {
-  std::vector<Mount> out;
-  for (const auto& line : Split(mountinfo, '\n')) {
-    std::istringstream in(line);
-    std::vector<std::string> f;
-    for (std::string w; in >> w;) f.push_back(w);
-    size_t dash = 0;
-    while (dash < f.size() && f[dash] != "-") ++dash;
-    if (dash < 5 || dash + 3 > f.size()) continue;
-    const std::string& fstype = f[dash + 1];
-    if (fstype != "cgroup" && fstype != "cgroup2") continue;
-    out.push_back({f[3], f[4], fstype, Split(f[dash + 3], ',')});
-  }
-  return out;
-}
-
-// The directory of cgroup `path` under the mount of `fstype` (with `controller` among its
-// options for v1) whose root is the longest prefix of the path.
-bool Resolve(const std::vector<Mount>& mounts, const std::string& fstype,
-             const std::string& controller, const std::string& path, std::string* dir) {
-  size_t best = 0;
-  bool found = false;
-  for (const auto& m : mounts) {
-    if (m.fstype != fstype) continue;
-    if (!controller.empty()) {
-      bool has = false;
-      for (const auto& o : m.options) has = has || o == controller;
-      if (!has) continue;
-    }
-    std::string root = m.root == "/" ? "" : m.root;
-    if (path.compare(0, root.size(), root) != 0) continue;
-    if (path.size() > root.size() && path[root.size()] != '/') continue;
-    if (found && root.size() < best) continue;
-    best = root.size();
-    found = true;
-    *dir = m.point + path.substr(root.size());
-  }
-  return found;
 }
 
 int PidfdKill(int fd) {
@@ -169,7 +125,7 @@ CgroupFiles SplitProbeOutput(std::string_view text) {
 
 bool FindContainerCgroup(std::string_view proc_pid_cgroup, std::string_view mountinfo,
                          std::string_view container_id, HostCgroup* out, std::string* why) {
-  auto mounts = CgroupMounts(mountinfo);
+  auto mounts = ParseCgroupMounts(mountinfo);
   std::map<std::string, std::string> v1;  // controller -> path
   std::string unified;
   bool has_unified = false;
@@ -196,7 +152,8 @@ bool FindContainerCgroup(std::string_view proc_pid_cgroup, std::string_view moun
         return false;
       }
       std::string dir;
-      if (!Resolve(mounts, "cgroup", c, it->second, &dir)) continue;
+      std::string point;
+      if (!ResolveCgroupDir(mounts, "cgroup", c, it->second, &point, &dir)) continue;
       (c == std::string("memory") ? cg.memory
        : c == std::string("pids") ? cg.pids
                                   : cg.cpuacct) = dir;
@@ -211,7 +168,8 @@ bool FindContainerCgroup(std::string_view proc_pid_cgroup, std::string_view moun
       return false;
     }
     cg.v2 = true;
-    if (!Resolve(mounts, "cgroup2", "", unified, &cg.unified)) {
+    std::string point;
+    if (!ResolveCgroupDir(mounts, "cgroup2", "", unified, &point, &cg.unified)) {
       *why = "no cgroup2 mount holds " + unified;
       return false;
     }

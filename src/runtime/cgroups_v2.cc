@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mountinfo.h"
 #include "runtime/cgroups.h"
 
 namespace ci {
@@ -24,41 +25,6 @@ std::vector<std::string_view> Lines(std::string_view text) {
     text.remove_prefix(end + 1);
   }
   return lines;
-}
-
-std::vector<std::string_view> Fields(std::string_view line) {
-  std::vector<std::string_view> fields;
-  size_t pos = 0;
-  while (pos < line.size()) {
-    size_t start = line.find_first_not_of(' ', pos);
-    if (start == std::string_view::npos) break;
-    size_t end = line.find(' ', start);
-    if (end == std::string_view::npos) end = line.size();
-    fields.push_back(line.substr(start, end - start));
-    pos = end;
-  }
-  return fields;
-}
-
-// mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string Unescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3') {
-      out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
-      i += 3;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
-// `root` is a path prefix of `path` on component boundaries ("/a" of "/a/b", not of "/ab").
-bool IsPathPrefix(const std::string& root, const std::string& path) {
-  if (root == "/") return true;
-  return path.compare(0, root.size(), root) == 0 &&
-         (path.size() == root.size() || path[root.size()] == '/');
 }
 
 std::string Join(const std::vector<std::string>& words) {
@@ -275,25 +241,7 @@ bool ParseUnifiedCgroupPath(std::string_view proc_self_cgroup, std::string* path
 
 bool FindCgroup2Dir(std::string_view mountinfo, const std::string& path, std::string* mount,
                     std::string* dir) {
-  size_t best_root = 0;
-  bool found = false;
-  for (std::string_view line : Lines(mountinfo)) {
-    // id parent major:minor root mount-point options [optional...] - fstype source super-options
-    std::vector<std::string_view> f = Fields(line);
-    size_t dash = 0;
-    while (dash < f.size() && f[dash] != "-") ++dash;
-    if (f.size() < 5 || dash + 1 >= f.size() || f[dash + 1] != "cgroup2") continue;
-    // Both the mount's root and our path are relative to our cgroup namespace's root.
-    std::string root = Unescape(f[3]);
-    if (!IsPathPrefix(root, path)) continue;
-    if (found && root.size() <= best_root) continue;
-    std::string rel = root == "/" ? path : path.substr(root.size());
-    *mount = Unescape(f[4]);
-    *dir = *mount + (rel == "/" ? "" : rel);
-    best_root = root.size();
-    found = true;
-  }
-  return found;
+  return ResolveCgroupDir(ParseCgroupMounts(mountinfo), "cgroup2", "", path, mount, dir);
 }
 
 CgroupV2Probe ProbeCgroupV2(const CgroupProcInputs& in) {
