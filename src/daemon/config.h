@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "core/env_reader.h"
 #include "core/status.h"
 
 namespace ci {
@@ -55,8 +56,6 @@ struct Config {
   double backend_check_timeout_sec = 2.5;
 };
 
-// `getenv` is injectable so tests need not touch the process environment.
-using EnvLookup = std::function<const char*(const char*)>;
 Result<Config> LoadConfig(const EnvLookup& getenv);
 
 }  // namespace ci

@@ -1056,29 +1056,13 @@ Result<DockerExecutorOptions> DockerOptionsFromEnv(const EnvLookup& getenv) {
     }
     o.network = net;
   }
-  // Whole seconds, 1..max; empty: the default.
-  auto seconds = [&](const char* n, int64_t max, std::chrono::milliseconds& out) -> Status {
-    std::string v = get(n);
-    if (v.empty()) return Status();
-    char* end = nullptr;
-    errno = 0;
-    long long x = std::strtoll(v.c_str(), &end, 10);
-    if (errno != 0 || end == v.c_str() || *end != '\0' || x < 1 || x > max) {
-      return Status::Error("invalid environment variable " + std::string(n) + "='" + v +
-                           "': expected whole seconds from 1 to " + std::to_string(max));
-    }
-    out = std::chrono::seconds(x);
-    return Status();
-  };
-  if (Status s = seconds("PYTHON_EXECUTOR_DOCKER_PULL_TIMEOUT_SEC", 86400, o.pull_timeout);
-      !s.ok()) {
-    return s;
-  }
-  if (Status s =
-          seconds("PYTHON_EXECUTOR_DOCKER_IMAGE_CHECK_INTERVAL_SEC", 86400, o.image_check_period);
-      !s.ok()) {
-    return s;
-  }
+  EnvReader env(getenv);
+  int64_t pull_sec = -1, check_sec = -1;
+  env.Int("PYTHON_EXECUTOR_DOCKER_PULL_TIMEOUT_SEC", pull_sec, 1, 86400);
+  env.Int("PYTHON_EXECUTOR_DOCKER_IMAGE_CHECK_INTERVAL_SEC", check_sec, 1, 86400);
+  if (!env.error().ok()) return env.error();
+  if (pull_sec > 0) o.pull_timeout = std::chrono::seconds(pull_sec);
+  if (check_sec > 0) o.image_check_period = std::chrono::seconds(check_sec);
   auto extra = ParseRunArgs(get("PYTHON_EXECUTOR_DOCKER_RUN_ARGS"));
   if (!extra.ok()) return extra.status();
   o.extra = *extra;

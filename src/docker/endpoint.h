@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "core/env_reader.h"
 #include "core/status.h"
 
 namespace ci::docker {
@@ -26,7 +27,6 @@ struct Endpoint {
   std::string Describe() const;  // "unix:///var/run/docker.sock", "tcp://h:2376 (TLS)"
 };
 
-using EnvLookup = std::function<const char*(const char*)>;
 using PathExists = std::function<bool(const std::string&)>;
 
 // Resolution: DOCKER_HOST when non-empty; else /var/run/docker.sock when it exists; else the

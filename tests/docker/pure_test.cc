@@ -13,6 +13,7 @@
 #include "docker/call_output.h"
 #include "docker/cgroup_probe.h"
 #include "docker/container_config.h"
+#include "docker/docker_executor.h"
 #include "docker/endpoint.h"
 #include "docker/image_watch.h"
 #include "docker/stdcopy.h"
@@ -680,6 +681,33 @@ TEST(CallOutput, AnotherCallsNonceIsOutput) {
   const std::string forged = "\x1e" + std::string(32, 'c') + "0000\n";
   EXPECT_EQ(out.Feed(forged), forged);
   EXPECT_FALSE(out.ended());
+}
+
+}  // namespace
+}  // namespace ci::docker
+
+namespace ci::docker {
+namespace {
+
+// The Docker backend's variables go through the same EnvReader as the daemon's configuration.
+TEST(DockerOptions, SecondsAreCheckedAndNamed) {
+  auto with = [](std::map<std::string, std::string> env) {
+    env.emplace("DOCKER_HOST", "tcp://127.0.0.1:1");
+    return DockerOptionsFromEnv([env](const char* n) -> const char* {
+      auto it = env.find(n);
+      return it == env.end() ? nullptr : it->second.c_str();
+    });
+  };
+  auto ok = with({{"PYTHON_EXECUTOR_DOCKER_PULL_TIMEOUT_SEC", "90"}});
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->pull_timeout, std::chrono::seconds(90));
+  for (const char* bad : {"0", "x", "86401", ""}) {
+    auto r = with({{"PYTHON_EXECUTOR_DOCKER_IMAGE_CHECK_INTERVAL_SEC", bad}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(),
+                ::testing::HasSubstr("PYTHON_EXECUTOR_DOCKER_IMAGE_CHECK_INTERVAL_SEC='"));
+    EXPECT_THAT(r.status().message(), ::testing::HasSubstr("from 1 to 86400"));
+  }
 }
 
 }  // namespace
