@@ -1,6 +1,6 @@
 #include "runtime/messages.h"
 
-#include "runtime/json_util.h"
+#include "core/json.h"
 
 namespace ci::proto {
 namespace {

@@ -1,7 +1,7 @@
 #include "runtime/plan.h"
 
 #include "core/random.h"
-#include "runtime/json_util.h"
+#include "core/json.h"
 
 namespace ci {
 namespace {
