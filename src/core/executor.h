@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/measure.h"
+#include "core/resource_report.h"
 #include "core/sandbox_spec.h"
 #include "core/status.h"
 
@@ -93,12 +94,6 @@ struct Collection {
 };
 
 // What the isolation layer saw, read after the sandbox is gone (cgroup events and peaks).
-struct ResourceReport {
-  bool oom_killed = false;      // memory limit hit and a process was killed
-  bool pids_limit_hit = false;  // a fork/clone was refused by the pids limit
-  uint64_t memory_peak_bytes = 0;
-  uint64_t cpu_ms = 0;  // whole sandbox, from the cgroup when available
-};
 
 // An execution sandbox serves one Run; a session sandbox (SandboxSpec::session_expires_at) serves
 // Runs one after the other, and Collect at any point between them. When a program ends or times

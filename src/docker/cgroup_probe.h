@@ -14,16 +14,17 @@
 #include <string_view>
 #include <vector>
 
+#include "core/resource_report.h"
+
 namespace ci::docker {
 
-struct CgroupCounters {
-  bool any = false;      // at least one known file was present
-  bool has_cpu = false;  // cpuacct.usage (v1) or cpu.stat usage_usec (v2) was present
-  uint64_t cpu_ms = 0;
-  uint64_t memory_peak_bytes = 0;  // v1 memory.max_usage_in_bytes, v2 memory.peak (kernel 5.19+)
-  bool oom_killed = false;         // oom_kill > 0 (v1 memory.oom_control, v2 memory.events)
-  uint64_t oom_kills = 0;          // that count (sessions compare it before and after a call)
-  bool pids_limit_hit = false;     // "max" > 0 in pids.events
+// ResourceReport's fields: memory_peak_bytes from v1 memory.max_usage_in_bytes or v2
+// memory.peak (kernel 5.19+), oom_killed from oom_kill > 0 (v1 memory.oom_control, v2
+// memory.events), pids_limit_hit from "max" > 0 in pids.events.
+struct CgroupCounters : ResourceReport {
+  bool any = false;        // at least one known file was present
+  bool has_cpu = false;    // cpuacct.usage (v1) or cpu.stat usage_usec (v2) was present
+  uint64_t oom_kills = 0;  // oom_kill (sessions compare it before and after a call)
 };
 
 // file base name ("memory.events", "cpuacct.usage", ...) -> contents.

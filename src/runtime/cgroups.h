@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/resource_report.h"
 #include "runtime/plan.h"
 #include "runtime/sys_error.h"
 
@@ -27,12 +28,7 @@ struct CgroupLimits {
   uint32_t cpu_percent = 0;
 };
 
-struct CgroupStats {
-  bool oom_killed = false;
-  bool pids_limit_hit = false;
-  uint64_t memory_peak_bytes = 0;
-  uint64_t cpu_ms = 0;  // 0 when no cpu accounting is available
-};
+using CgroupStats = ResourceReport;
 
 class Cgroup {
  public:

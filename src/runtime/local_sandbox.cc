@@ -164,7 +164,7 @@ asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> cor
     if (frame->type != Msg::kReport) continue;
     proto::CgroupReport r;
     if (proto::Decode(frame->payload, &r)) {
-      core->report = {r.oom_killed, r.pids_limit_hit, r.memory_peak_bytes, r.cpu_ms};
+      core->report = r;  // the counters (slices off cleanup_error)
     }
   }
   co_await core->pidfd.async_wait(asio::posix::stream_descriptor::wait_read,

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/resource_report.h"
+
 namespace ci::proto {
 
 struct SetupError {  // kSetupError
@@ -46,12 +48,8 @@ struct CollectRequest {  // kCollect
   int64_t modified_after_ns = 0;  // CollectLimits::modified_after_ns
 };
 
-struct CgroupReport {  // kReport
-  bool oom_killed = false;
-  bool pids_limit_hit = false;
-  uint64_t memory_peak_bytes = 0;
-  uint64_t cpu_ms = 0;
-  std::string cleanup_error;  // non-empty when the cgroup could not be removed
+struct CgroupReport : ResourceReport {  // kReport
+  std::string cleanup_error;            // non-empty when the cgroup could not be removed
 };
 
 std::string Encode(const SetupError& m);

@@ -200,8 +200,7 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
   }
   if (daemon_alive) {
     proto::CgroupReport report{
-        stats.oom_killed, stats.pids_limit_hit, stats.memory_peak_bytes, stats.cpu_ms,
-        removed.ok() ? std::string() : removed.what + ": " + std::strerror(removed.err)};
+        stats, removed.ok() ? std::string() : removed.what + ": " + std::strerror(removed.err)};
     (void)proto::WriteFrame(kLifecycleFd, Msg::kReport, proto::Encode(report));
   }
   return 0;
