@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/backends.h"
 #include "daemon/config.h"
 #include "daemon/execution_service.h"
 #include "daemon/file_store.h"
@@ -179,11 +180,10 @@ int DoctorCommand(int argc, char** /*argv*/) {
   std::fflush(stdout);
   Print(SandboxStart(*config), &t);
 
-  Section("docker (informational, for EXECUTOR_BACKEND=docker)");
-  for (const HostFinding& f : ProbeDocker()) Print(f, &t, /*informational=*/true);
-
-  Section("kubernetes (informational, for EXECUTOR_BACKEND=kubernetes)");
-  for (const HostFinding& f : ProbeKubernetes()) Print(f, &t, /*informational=*/true);
+  for (const BackendDoctorSection& s : BackendDoctorSections()) {
+    Section(s.title.c_str());
+    for (const HostFinding& f : s.probe()) Print(f, &t, /*informational=*/true);
+  }
 
   std::printf("\n%d OK, %d WARN, %d FAIL\n", t.ok, t.warn, t.fail);
   return t.fail == 0 ? 0 : 1;

@@ -13,6 +13,7 @@
 
 #include "core/sleep.h"
 #include "daemon/admission.h"
+#include "daemon/backends.h"
 #include "daemon/cli.h"
 #include "daemon/config.h"
 #include "daemon/execution_service.h"
@@ -20,13 +21,10 @@
 #include "daemon/handlers.h"
 #include "daemon/hardening.h"
 #include "daemon/http_server.h"
-#include "daemon/local_options.h"
 #include "daemon/logging.h"
 #include "daemon/metrics.h"
 #include "daemon/session_manager.h"
 #include "daemon/warm_pool.h"
-#include "docker/docker_executor.h"
-#include "runtime/local_executor.h"
 
 namespace ci {
 namespace {
@@ -128,13 +126,6 @@ int Serve() {
   }
   const Config& c = *config;
   SetupLogging(c.log_level, c.log_format);
-  if (c.executor_backend != "local" && c.executor_backend != "docker") {
-    spdlog::critical(
-        "EXECUTOR_BACKEND={} is not available in this build yet; use 'local' or "
-        "'docker'",
-        c.executor_backend);
-    return 2;
-  }
   auto store = FileStore::Open(c.file_storage_dir, c.file_storage_max_mb << 20);
   if (!store.ok()) {
     spdlog::critical("FILE_STORAGE_DIR: {}", store.status().message());
@@ -142,27 +133,12 @@ int Serve() {
   }
 
   asio::io_context io(1);
-  std::unique_ptr<Executor> executor;
-  if (c.executor_backend == "docker") {
-    // The Engine is pinged and the image checked by the first health check; a missing image is
-    // pulled in the background (/health says so meanwhile) and watched every 60 s. An invalid
-    // DOCKER_* or PYTHON_EXECUTOR_DOCKER_* value stops startup.
-    auto options = docker::DockerOptionsFromEnv([](const char* name) { return std::getenv(name); });
-    if (!options.ok()) {
-      spdlog::critical("{}", options.status().message());
-      return 2;
-    }
-    spdlog::info("docker backend: engine {} image {} network {}", options->endpoint.Describe(),
-                 options->image, options->network);
-    executor = docker::MakeDockerExecutor(io.get_executor(), *options);
-  } else {
-    LocalExecutorOptions options = LocalOptionsFromConfig(c);
-    if (Status s = CheckLocalRuntime(options); !s.ok()) {
-      spdlog::error("local runtime check failed: {} (run `code-interpreter doctor` for details)",
-                    s.message());
-    }
-    executor = MakeLocalExecutor(io.get_executor(), options);
+  auto made = MakeExecutor(c, io.get_executor());
+  if (!made.ok()) {
+    spdlog::critical("{}", made.status().message());
+    return 2;
   }
+  std::unique_ptr<Executor> executor = std::move(made).value();
   auto seccomp = LoadSeccompProfile(c);
   if (!seccomp.ok()) {
     spdlog::critical("{}", seccomp.status().message());
