@@ -22,8 +22,8 @@
 #include <sstream>
 #include <vector>
 
+#include "common/enforcement_spec.h"
 #include "core/json.h"
-#include "core/policies.h"
 #include "docker/engine_client.h"
 #include "docker_fixture.h"
 
@@ -223,17 +223,9 @@ TEST_F(DockerTest, HardeningProbe) {
 // kind without a check here fails. Before the CPU cap was translated, the container's
 // cpu.cfs_quota_us was -1 although /health listed the cap.
 TEST_F(DockerTest, EnforcementReportIsWhatIsInForce) {
-  SandboxSpec spec = Spec();
-  spec.security.seccomp_profile_json = std::string(*EmbeddedPolicy("seccomp-executor"));
-  spec.security.seccomp_profile_name = "default";
-  spec.limits.cpu_percent = 50;
-  spec.limits.memory_bytes = 200ull << 20;
-  spec.limits.pids = 48;
-  spec.limits.cpu_time_sec = 7;
+  SandboxSpec spec = testing_support::WithDistinctLimits(Spec());
   const Enforcement report = executor_->enforcement(spec);
-  std::string names;
-  for (const std::string& n : MeasureNames(report.enforced)) names += n + "; ";
-  SCOPED_TRACE("reported: " + names);
+  SCOPED_TRACE("reported: " + testing_support::ReportedNames(report));
 
   auto sandbox = Await(executor_->Prepare(spec));
   ASSERT_TRUE(sandbox.ok()) << sandbox.status().message();

@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "core/policies.h"
+#include "common/enforcement_spec.h"
 #include "runtime/cgroups.h"
 #include "sandbox_fixture.h"
 
@@ -112,17 +112,9 @@ std::string HostNamespace(const std::string& name) {
 class EnforcementTest : public SandboxTest {};
 
 TEST_F(EnforcementTest, EveryReportedMeasureHoldsInsideTheSandbox) {
-  SandboxSpec spec = DefaultSpec();
-  spec.security.seccomp_profile_json = std::string(*EmbeddedPolicy("seccomp-executor"));
-  spec.security.seccomp_profile_name = "default";
-  spec.limits.cpu_percent = 50;
-  spec.limits.memory_bytes = 200ull << 20;
-  spec.limits.pids = 48;
-  spec.limits.cpu_time_sec = 7;
+  SandboxSpec spec = testing_support::WithDistinctLimits(DefaultSpec());
   const Enforcement report = executor_->enforcement(spec);
-  std::string names;
-  for (const std::string& n : MeasureNames(report.enforced)) names += n + "; ";
-  SCOPED_TRACE("reported: " + names);
+  SCOPED_TRACE("reported: " + testing_support::ReportedNames(report));
 
   // Only a spec the host can serve (a CPU cap without a cpu controller refuses to start).
   bool cap_refused = false;
