@@ -1,0 +1,119 @@
+#include "daemon/api/request_parsing.h"
+
+#include "core/json.h"
+
+namespace ci {
+namespace {
+
+using rapidjson::Value;
+
+std::string Str(const Value& v) { return std::string(v.GetString(), v.GetStringLength()); }
+
+Status ParseFiles(const Value& v, std::vector<FileRef>& out) {
+  if (!v.IsArray()) return Status::Error("Field 'files' must be an array.");
+  for (const auto& f : v.GetArray()) {
+    if (!f.IsObject() || !f.HasMember("path") || !f.HasMember("file_id") || !f["path"].IsString() ||
+        !f["file_id"].IsString()) {
+      return Status::Error("Each file must include both 'path' and 'file_id'.");
+    }
+    out.push_back({Str(f["path"]), Str(f["file_id"])});
+  }
+  return {};
+}
+
+Status ParseTimeout(const rapidjson::Document& doc, int64_t max_timeout_ms, int64_t* out) {
+  auto it = doc.FindMember("timeout_ms");
+  if (it == doc.MemberEnd()) return {};
+  // IsInt64 is false for 1.0 and for numbers beyond int64: both are not integers to us.
+  if (!it->value.IsInt64()) return Status::Error("Field 'timeout_ms' must be an integer.");
+  *out = it->value.GetInt64();
+  if (*out < 1) return Status::Error("timeout_ms must be greater than or equal to 1");
+  if (*out > max_timeout_ms) {
+    return Status::Error("timeout_ms exceeds maximum of " + std::to_string(max_timeout_ms) + " ms");
+  }
+  return {};
+}
+
+Status ParseObject(std::string_view body, rapidjson::Document& doc) {
+  std::string why;
+  if (!ParseJson(body, doc, why)) return Status::Error("Invalid request body: " + why);
+  if (!doc.IsObject()) return Status::Error("Invalid request body: expected a JSON object");
+  return {};
+}
+
+}  // namespace
+
+Result<ExecuteRequest> ParseExecuteRequest(std::string_view body, int64_t max_timeout_ms) {
+  rapidjson::Document doc;
+  if (Status s = ParseObject(body, doc); !s.ok()) return s;
+
+  ExecuteRequest r;
+  auto code = doc.FindMember("code");
+  if (code == doc.MemberEnd()) return Status::Error("Field 'code' is required.");
+  if (!code->value.IsString()) return Status::Error("Field 'code' must be a string.");
+  r.code = Str(code->value);
+
+  if (auto it = doc.FindMember("stdin"); it != doc.MemberEnd() && !it->value.IsNull()) {
+    if (!it->value.IsString()) return Status::Error("Field 'stdin' must be a string or null.");
+    r.stdin_data = Str(it->value);
+  }
+  if (Status s = ParseTimeout(doc, max_timeout_ms, &r.timeout_ms); !s.ok()) return s;
+  if (auto it = doc.FindMember("last_line_interactive"); it != doc.MemberEnd()) {
+    if (!it->value.IsBool()) {
+      return Status::Error("Field 'last_line_interactive' must be a boolean.");
+    }
+    r.last_line_interactive = it->value.GetBool();
+  }
+  if (auto it = doc.FindMember("files"); it != doc.MemberEnd()) {
+    if (Status s = ParseFiles(it->value, r.files); !s.ok()) return s;
+  }
+  if (auto it = doc.FindMember("language"); it != doc.MemberEnd()) {
+    if (!it->value.IsString()) return Status::Error("Field 'language' must be a string.");
+    r.language = Str(it->value);
+  }
+  return r;
+}
+
+Result<SessionCreateRequest> ParseSessionCreateRequest(std::string_view body) {
+  SessionCreateRequest r;
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return r;
+  rapidjson::Document doc;
+  if (Status s = ParseObject(body, doc); !s.ok()) return s;
+  if (auto it = doc.FindMember("ttl_seconds"); it != doc.MemberEnd() && !it->value.IsNull()) {
+    if (!it->value.IsInt64() || it->value.GetInt64() < 1 || it->value.GetInt64() > 86400) {
+      return Status::Error("ttl_seconds must be an integer between 1 and 86400.");
+    }
+    r.ttl_seconds = it->value.GetInt64();
+  }
+  if (auto it = doc.FindMember("files"); it != doc.MemberEnd() && !it->value.IsNull()) {
+    if (Status s = ParseFiles(it->value, r.files); !s.ok()) return s;
+  }
+  return r;
+}
+
+Result<BashRequest> ParseBashRequest(std::string_view body, int64_t max_timeout_ms) {
+  rapidjson::Document doc;
+  if (Status s = ParseObject(body, doc); !s.ok()) return s;
+  BashRequest r;
+  auto cmd = doc.FindMember("cmd");
+  if (cmd == doc.MemberEnd()) return Status::Error("Field 'cmd' is required.");
+  if (!cmd->value.IsString()) return Status::Error("Field 'cmd' must be a string.");
+  r.cmd = Str(cmd->value);
+  if (r.cmd.find('\0') != std::string::npos) {
+    return Status::Error("Field 'cmd' must not contain NUL characters.");
+  }
+  if (Status s = ParseTimeout(doc, max_timeout_ms, &r.timeout_ms); !s.ok()) return s;
+  return r;
+}
+
+Result<std::vector<FileRef>> ParseStageFilesRequest(std::string_view body) {
+  rapidjson::Document doc;
+  if (Status s = ParseObject(body, doc); !s.ok()) return s;
+  auto it = doc.FindMember("files");
+  if (it == doc.MemberEnd()) return Status::Error("Field 'files' is required.");
+  std::vector<FileRef> files;
+  if (Status s = ParseFiles(it->value, files); !s.ok()) return s;
+  return files;
+}
+
+}  // namespace ci

@@ -1,0 +1,50 @@
+// JSON bodies of the API's responses (docs/api.md), built with RapidJSON.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/executor.h"
+#include "daemon/service/execution_service.h"
+#include "daemon/files/file_store.h"
+#include "daemon/sessions/session_manager.h"
+
+namespace ci {
+
+struct OutputSummary {
+  const std::string* stdout_text = nullptr;  // null in SSE `result` events (output was streamed)
+  const std::string* stderr_text = nullptr;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  std::string_view verdict;
+};
+
+// The /v1/execute body, or the SSE `result` data when the texts are null.
+std::string ExecuteResultJson(const ExecutionResult& result, const OutputSummary& output);
+
+std::string FileMetaJson(const FileMeta& meta,
+                         bool with_upload_time);  // upload response / list item
+std::string FileListJson(const std::vector<FileMeta>& files);
+
+std::string LanguagesJson(const std::vector<Language>& languages);
+
+struct HealthInfo {
+  bool ok = true;
+  std::string message;  // empty when ok
+  std::string backend;
+  std::string network_isolation;
+  Enforcement hardening;
+};
+std::string HealthJson(const HealthInfo& info);
+
+// POST /v1/sessions: {"session_id", "expires_at"}; GET /v1/sessions: {"sessions": [...]}.
+std::string SessionCreatedJson(const SessionSummary& session);
+std::string SessionListJson(const std::vector<SessionSummary>& sessions);
+// POST /v1/sessions/{id}/bash
+std::string BashResultJson(const RunOutcome& run, const std::string& stdout_text,
+                           const std::string& stderr_text);
+// GET /v1/sessions/{id}/files
+std::string WorkspaceFilesJson(const std::vector<WorkspaceFile>& files);
+
+}  // namespace ci

@@ -1,0 +1,58 @@
+#include "daemon/backends/backends.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+
+#include "daemon/backends/local_options.h"
+#include "docker/docker_executor.h"
+#include "runtime/host_probe.h"
+#include "runtime/local_executor.h"
+
+namespace ci {
+namespace {
+
+Result<std::unique_ptr<Executor>> MakeLocal(const Config& c, asio::any_io_executor ex) {
+  LocalExecutorOptions options = LocalOptionsFromConfig(c);
+  if (Status s = CheckLocalRuntime(options); !s.ok()) {
+    spdlog::error("local runtime check failed: {} (run `code-interpreter doctor` for details)",
+                  s.message());
+  }
+  return MakeLocalExecutor(std::move(ex), options);
+}
+
+// The Engine is pinged and the image checked by the first health check; a missing image is
+// pulled in the background (/health says so meanwhile) and watched every 60 s. An invalid
+// DOCKER_* or PYTHON_EXECUTOR_DOCKER_* value stops startup.
+Result<std::unique_ptr<Executor>> MakeDocker(const Config&, asio::any_io_executor ex) {
+  auto options = docker::DockerOptionsFromEnv([](const char* name) { return std::getenv(name); });
+  if (!options.ok()) return options.status();
+  spdlog::info("docker backend: engine {} image {} network {}", options->endpoint.Describe(),
+               options->image, options->network);
+  return docker::MakeDockerExecutor(std::move(ex), *options);
+}
+
+struct Backend {
+  const char* name;
+  Result<std::unique_ptr<Executor>> (*make)(const Config&, asio::any_io_executor);
+};
+constexpr Backend kBackends[] = {{"local", MakeLocal}, {"docker", MakeDocker}};
+
+}  // namespace
+
+Result<std::unique_ptr<Executor>> MakeExecutor(const Config& config, asio::any_io_executor ex) {
+  std::string available;
+  for (const Backend& b : kBackends) {
+    if (config.executor_backend == b.name) return b.make(config, std::move(ex));
+    available += std::string(available.empty() ? "'" : ", '") + b.name + "'";
+  }
+  return Status::Error("EXECUTOR_BACKEND=" + config.executor_backend +
+                       " is not available in this build yet; use " + available);
+}
+
+std::vector<BackendDoctorSection> BackendDoctorSections() {
+  return {{"docker (informational, for EXECUTOR_BACKEND=docker)", ProbeDocker},
+          {"kubernetes (informational, for EXECUTOR_BACKEND=kubernetes)", ProbeKubernetes}};
+}
+
+}  // namespace ci

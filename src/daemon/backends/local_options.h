@@ -1,0 +1,12 @@
+// The local backend's options from the configuration: the one place `serve`, `run` and `doctor`
+// take them from.
+#pragma once
+
+#include "daemon/config/config.h"
+#include "runtime/local_executor.h"
+
+namespace ci {
+
+LocalExecutorOptions LocalOptionsFromConfig(const Config& config);
+
+}  // namespace ci

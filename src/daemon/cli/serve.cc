@@ -1,0 +1,206 @@
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/sleep.h"
+#include "daemon/service/admission.h"
+#include "daemon/backends/backends.h"
+#include "daemon/cli/cli.h"
+#include "daemon/config/config.h"
+#include "daemon/service/execution_service.h"
+#include "daemon/files/file_store.h"
+#include "daemon/api/handlers.h"
+#include "daemon/service/hardening.h"
+#include "daemon/http/http_server.h"
+#include "daemon/cli/logging.h"
+#include "daemon/service/metrics.h"
+#include "daemon/sessions/session_manager.h"
+#include "daemon/service/warm_pool.h"
+
+namespace ci {
+namespace {
+
+using namespace std::chrono_literals;
+using asio::use_awaitable;
+
+// Deletes stored files older than FILE_TTL_SEC.
+asio::awaitable<void> SweepFiles(FileStore& store, const Config& config) {
+  auto period = std::chrono::seconds(std::clamp<uint64_t>(config.file_ttl_sec / 4, 1, 60));
+  for (;;) {
+    double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (size_t n = store.SweepOlderThan(static_cast<double>(config.file_ttl_sec), now)) {
+      spdlog::info("file sweep: deleted {} file(s) older than {} s", n, config.file_ttl_sec);
+    }
+    co_await Sleep(period);
+  }
+}
+
+// Refreshes the cached backend status that /health serves, so /health never blocks.
+asio::awaitable<void> CheckHealth(Executor& executor, ApiHandlers& handlers, const Config& config) {
+  Status last;
+  for (;;) {
+    Status s = co_await executor.Check();
+    if (s.ok() != last.ok() || (!s.ok() && s.message() != last.message())) {
+      if (s.ok()) {
+        spdlog::info("backend check: ok");
+      } else {
+        spdlog::error("backend check failed: {}", s.message());
+      }
+    }
+    handlers.SetHealth(s);
+    last = s;
+    co_await Sleep(std::chrono::seconds(config.health_check_interval_sec));
+  }
+}
+
+// SIGTERM/SIGINT: stop accepting, let running executions finish for SHUTDOWN_GRACE_SEC, then
+// kill them; no sandbox is left behind because every execution awaits its Destroy() and the pool's
+// Drain() waits for what the backend removes in the background.
+asio::awaitable<void> Shutdown(asio::io_context& io, HttpServer& server, ExecutionService& service,
+                               SessionManager& sessions, WarmPool& pool, const Config& config) {
+  server.StopAccepting();
+  server.CloseIdleConnections();
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(config.shutdown_grace_sec);
+  if (service.running() > 0) {
+    spdlog::info("shutting down: waiting up to {} s for {} running execution(s)",
+                 config.shutdown_grace_sec, service.running());
+  }
+  while (service.running() > 0 && std::chrono::steady_clock::now() < deadline) co_await Sleep(20ms);
+  if (service.running() > 0) {
+    spdlog::warn("shutting down: killing {} execution(s) still running", service.running());
+    service.KillAll();
+  }
+  if (sessions.count() > 0) {
+    spdlog::info("shutting down: ending {} session(s)", sessions.count());
+    co_await sessions.DestroyAll();
+  }
+  auto hard_deadline = std::chrono::steady_clock::now() + 5s;
+  while ((service.running() > 0 || server.open_connections() > 0) &&
+         std::chrono::steady_clock::now() < hard_deadline) {
+    server.CloseIdleConnections();
+    co_await Sleep(20ms);
+  }
+  co_await pool.Drain();
+  spdlog::info("shutdown complete");
+  io.stop();
+}
+
+// Logs every hardening downgrade once, with its fix; under STRICT_HARDENING they stop startup.
+Status ReportDowngrades(const Enforcement& e, bool strict) {
+  for (const auto& d : e.downgrades) {
+    spdlog::warn("hardening downgrade: {} is not enforced: {}. Fix: {}", d.measure, d.reason,
+                 d.fix);
+  }
+  if (strict && !e.downgrades.empty()) {
+    return Status::Error("STRICT_HARDENING=true and " + std::to_string(e.downgrades.size()) +
+                         " hardening measure(s) cannot be enforced on this host (see above); "
+                         "fix them or unset STRICT_HARDENING");
+  }
+  std::string enforced;
+  for (const std::string& m : MeasureNames(e.enforced)) {
+    if (!enforced.empty()) enforced += ", ";
+    enforced += m;
+  }
+  spdlog::info("hardening enforced: {}", enforced);
+  return Status();
+}
+
+}  // namespace
+
+int Serve() {
+  auto config = LoadConfig([](const char* name) { return std::getenv(name); });
+  if (!config.ok()) {
+    std::fprintf(stderr, "code-interpreter: %s\n", config.status().message().c_str());
+    return 2;
+  }
+  const Config& c = *config;
+  SetupLogging(c.log_level, c.log_format);
+  auto store = FileStore::Open(c.file_storage_dir, c.file_storage_max_mb << 20);
+  if (!store.ok()) {
+    spdlog::critical("FILE_STORAGE_DIR: {}", store.status().message());
+    return 2;
+  }
+
+  asio::io_context io(1);
+  auto made = MakeExecutor(c, io.get_executor());
+  if (!made.ok()) {
+    spdlog::critical("{}", made.status().message());
+    return 2;
+  }
+  std::unique_ptr<Executor> executor = std::move(made).value();
+  auto seccomp = LoadSeccompProfile(c);
+  if (!seccomp.ok()) {
+    spdlog::critical("{}", seccomp.status().message());
+    return 2;
+  }
+  WarmPool pool(io.get_executor(), *executor, c.warm_pool_size);
+  ExecutionService service(c, pool, **store, std::move(seccomp).value());
+  // Before any sandbox exists (the warm pool starts below): the report is of this very spec.
+  if (Status s = ReportDowngrades(executor->enforcement(service.spec()), c.strict_hardening);
+      !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 2;
+  }
+  pool.Start(service.spec());
+  Admission admission(io.get_executor(), c.max_concurrent_executions,
+                      std::chrono::seconds(c.execution_queue_timeout_sec));
+  Metrics metrics(c.max_concurrent_executions);
+  SessionManager sessions(io.get_executor(), c, *executor, **store, service.spec());
+  metrics.CountSessionsWith([&sessions] { return sessions.count(); });
+  ApiHandlers handlers(c, *executor, **store, service, sessions, admission, metrics);
+  HttpServerOptions http;
+  http.host = c.host;
+  http.port = c.port;
+  http.read_timeout = std::chrono::seconds(c.http_read_timeout_sec);
+  http.idle_timeout = std::chrono::seconds(c.http_idle_timeout_sec);
+  HttpServer server(io, http, [&](HttpExchange& ex) { return handlers.Handle(ex); });
+  if (Status s = server.Listen(); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 2;
+  }
+  server.Start();
+  auto ep = server.local_endpoint();
+  std::string languages;
+  for (const auto& l : service.languages()) languages += (languages.empty() ? "" : ", ") + l.name;
+  spdlog::info("code-interpreter {} backend={} languages=[{}] files={}", CI_VERSION,
+               executor->name(), languages, c.file_storage_dir);
+  spdlog::info("listening on {}:{}", ep.address().to_string(), ep.port());
+
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        Status s = co_await service.ProbeLanguages();
+        if (!s.ok()) {
+          spdlog::error("startup self-test failed: {} (run `code-interpreter doctor`)",
+                        s.message());
+          co_return;
+        }
+        for (const auto& l : service.languages()) {
+          spdlog::info("language {} {} ({})", l.name, l.version, l.interpreter);
+        }
+      },
+      asio::detached);
+  asio::co_spawn(io, SweepFiles(**store, c), asio::detached);
+  asio::co_spawn(io, CheckHealth(*executor, handlers, c), asio::detached);
+  asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("received signal {}: shutting down", sig);
+    asio::co_spawn(io, Shutdown(io, server, service, sessions, pool, c), asio::detached);
+  });
+  io.run();
+  return 0;
+}
+
+}  // namespace ci

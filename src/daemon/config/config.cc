@@ -1,0 +1,64 @@
+#include "daemon/config/config.h"
+
+#include <limits>
+
+#include "core/env_reader.h"
+
+namespace ci {
+
+Result<Config> LoadConfig(const EnvLookup& getenv) {
+  Config c;
+  EnvReader env(getenv);
+  constexpr int64_t kMaxU32 = std::numeric_limits<uint32_t>::max();
+  env.Choice("EXECUTOR_BACKEND", c.executor_backend, {"local", "docker", "kubernetes"});
+  env.String("HOST", c.host);
+  env.Int("PORT", c.port, 0, 65535);
+  env.Choice("LOG_LEVEL", c.log_level, {"trace", "debug", "info", "warning", "error", "critical"});
+  env.Choice("LOG_FORMAT", c.log_format, {"plain", "json"});
+  env.Int("MAX_EXEC_TIMEOUT_MS", c.max_exec_timeout_ms, 1, 24ll * 3600 * 1000);
+  env.Int("MAX_OUTPUT_BYTES", c.max_output_bytes, 64, 1ll << 30);
+  env.Int("CPU_TIME_LIMIT_SEC", c.cpu_time_limit_sec, 1, 86400);
+  env.Int("MEMORY_LIMIT_MB", c.memory_limit_mb, 16, 1 << 20);
+  env.Int("PIDS_LIMIT", c.pids_limit, 4, 1 << 20);
+  env.Int("CPU_QUOTA_PERCENT", c.cpu_quota_percent, 0, 100 * 1024);
+  env.Int("WARM_POOL_SIZE", c.warm_pool_size, 0, 256);
+  env.Int("WORKSPACE_SIZE_MB", c.workspace_size_mb, 1, 1 << 20);
+  env.Int("TMP_SIZE_MB", c.tmp_size_mb, 1, 1 << 20);
+  env.Int("MAX_WORKSPACE_FILES", c.max_workspace_files, 0, 1 << 20);
+  env.String("SANDBOX_ROOTFS", c.sandbox_rootfs);
+  env.String("CGROUP_ROOT", c.cgroup_root, /*allow_empty=*/true);
+  // Above every id a distribution gives users, and below (uid_t)-1 and the overflow ids.
+  env.Range("SANDBOX_ID_RANGE", c.sandbox_id_first, c.sandbox_id_count, 65536, 4294967294ll);
+  env.Bool("STRICT_HARDENING", c.strict_hardening);
+  env.String("SECCOMP_PROFILE", c.seccomp_profile);
+  env.Bool("SECCOMP_LOG_DENIED", c.seccomp_log_denied);
+  env.String("FILE_STORAGE_DIR", c.file_storage_dir);
+  env.Int("MAX_FILE_SIZE_MB", c.max_file_size_mb, 1, 1 << 20);
+  env.Int("FILE_STORAGE_MAX_MB", c.file_storage_max_mb, 1, 1ll << 30);
+  env.Int("FILE_TTL_SEC", c.file_ttl_sec, 1, kMaxU32);
+  env.Int("MAX_REQUEST_BODY_MB", c.max_request_body_mb, 1, 4096);
+  env.Int("HTTP_READ_TIMEOUT_SEC", c.http_read_timeout_sec, 1, 3600);
+  env.Int("HTTP_IDLE_TIMEOUT_SEC", c.http_idle_timeout_sec, 1, 3600);
+  env.Int("SHUTDOWN_GRACE_SEC", c.shutdown_grace_sec, 0, 3600);
+  env.Int("MAX_CONCURRENT_EXECUTIONS", c.max_concurrent_executions, 1, 100000);
+  env.Int("EXECUTION_QUEUE_TIMEOUT_SEC", c.execution_queue_timeout_sec, 0, 3600);
+  env.Int("EXECUTION_RETRY_AFTER_SEC", c.execution_retry_after_sec, 0, 3600);
+  env.Int("CAPACITY_RETRY_AFTER_SEC", c.capacity_retry_after_sec, 0, 3600);
+  env.Int("MAX_SESSIONS", c.max_sessions, 1, 100000);
+  env.Int("HEALTH_CHECK_INTERVAL_SEC", c.health_check_interval_sec, 1, 86400);
+  env.Double("BACKEND_CHECK_TIMEOUT_SEC", c.backend_check_timeout_sec, 0.1, 600);
+  if (!env.error().ok()) return env.error();
+  if (c.sandbox_rootfs != "host" && c.sandbox_rootfs.front() != '/') {
+    return Status::Error("invalid environment variable SANDBOX_ROOTFS='" + c.sandbox_rootfs +
+                         "': expected 'host' or an absolute directory path");
+  }
+  if (c.seccomp_profile != "default" && c.seccomp_profile != "strict" &&
+      c.seccomp_profile.front() != '/') {
+    return Status::Error("invalid environment variable SECCOMP_PROFILE='" + c.seccomp_profile +
+                         "': expected 'default', 'strict' or an absolute path to a JSON profile");
+  }
+  if (c.log_level == "warning") c.log_level = "warn";
+  return c;
+}
+
+}  // namespace ci

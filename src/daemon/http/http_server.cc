@@ -1,0 +1,401 @@
+#include "daemon/http/http_server.h"
+
+#include <utility>
+// clang-format off
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+// clang-format on
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <set>
+#include <vector>
+
+#include "daemon/http/request_id.h"
+
+namespace ci {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using asio::use_awaitable;
+
+constexpr size_t kHeaderLimit = 16 * 1024;
+constexpr size_t kBodyChunk = 64 * 1024;
+// Lingering close: how much of an unread request body is read and dropped, and for how long,
+// before the connection closes (nginx: lingering_time 30 s).
+constexpr uint64_t kLingerMaxBytes = uint64_t{1} << 30;
+constexpr std::chrono::seconds kLingerTime{30};
+
+}  // namespace
+
+struct Connection;
+
+struct HttpServer::State {
+  State(asio::io_context& io, HttpServerOptions o, HttpHandler h)
+      : io(io), options(std::move(o)), handler(std::move(h)), acceptor(io) {}
+  asio::io_context& io;
+  HttpServerOptions options;
+  HttpHandler handler;
+  tcp::acceptor acceptor;
+  std::set<Connection*> connections;
+  bool stopping = false;
+};
+
+// One accepted connection; also the HttpExchange of the request it is serving.
+struct Connection : HttpExchange {
+  Connection(std::shared_ptr<HttpServer::State> s, tcp::socket socket)
+      : state(std::move(s)), stream(std::move(socket)), watch_done(stream.get_executor()) {}
+
+  std::shared_ptr<HttpServer::State> state;
+  beast::tcp_stream stream;
+  beast::flat_buffer buffer;
+  std::optional<http::request_parser<http::buffer_body>> parser;
+  HttpRequestHead request;
+  bool idle = false;       // waiting for a request: may be closed at shutdown
+  bool responded = false;  // a response (or stream) has started for the current request
+  bool close_after = false;
+  uint64_t body_read = 0;
+  // client watch
+  bool watching = false;
+  // Set by UnwatchClient: a watcher that has not started waiting yet (co_spawn defers it) must
+  // not start, since the socket cancel cannot reach a wait that does not exist yet.
+  bool unwatched = false;
+  asio::steady_timer watch_done;
+  std::optional<http::response_serializer<http::empty_body>> stream_serializer;
+  std::optional<http::response<http::empty_body>> stream_response;
+
+  const HttpRequestHead& head() const override { return request; }
+
+  asio::awaitable<BodyChunk> ReadBodyChunk(uint64_t max_total) override {
+    BodyChunk out;
+    if (request.content_length && *request.content_length > max_total) {
+      close_after = true;  // the unread body makes the connection unusable
+      out.error = BodyError::kTooLarge;
+      co_return out;
+    }
+    char buf[kBodyChunk];
+    while (!parser->is_done()) {
+      parser->get().body().data = buf;
+      parser->get().body().size = sizeof buf;
+      stream.expires_after(state->options.read_timeout);
+      beast::error_code ec;
+      co_await http::async_read_some(stream, buffer, *parser,
+                                     asio::redirect_error(use_awaitable, ec));
+      if (ec == http::error::need_buffer) ec = {};
+      size_t n = sizeof buf - parser->get().body().size;
+      if (ec) {
+        close_after = true;
+        out.error = (ec == http::error::end_of_stream || ec == asio::error::eof ||
+                     ec == beast::error::timeout || ec == asio::error::connection_reset)
+                        ? BodyError::kClientGone
+                        : BodyError::kBadRequest;
+        co_return out;
+      }
+      body_read += n;
+      if (body_read > max_total) {
+        close_after = true;
+        out.error = BodyError::kTooLarge;
+        co_return out;
+      }
+      if (n > 0) {
+        out.data.assign(buf, n);
+        co_return out;
+      }
+    }
+    out.end = true;
+    co_return out;
+  }
+
+  bool KeepAlive() const {
+    return !close_after && !state->stopping && parser->is_done() && parser->get().keep_alive();
+  }
+
+  template <typename Response>
+  void Prepare(Response& res, const HttpResponse& r) {
+    res.result(r.status);
+    res.set(http::field::server, "code-interpreter");
+    res.set(http::field::content_type, r.content_type);
+    res.set("X-Request-Id", request.request_id);
+    for (const auto& [k, v] : r.headers) res.set(k, v);
+    res.keep_alive(KeepAlive());
+  }
+
+  asio::awaitable<void> Respond(HttpResponse r) override {
+    responded = true;
+    beast::error_code ec;
+    stream.expires_after(state->options.read_timeout);
+    if (!r.file_path.empty()) {
+      http::response<http::file_body> res;
+      res.body().open(r.file_path.c_str(), beast::file_mode::scan, ec);
+      if (ec) {
+        spdlog::error("[{}] cannot open {} for sending: {}", request.request_id, r.file_path,
+                      ec.message());
+        co_await Respond(ErrorResponse(500, "Internal Server Error"));
+        co_return;
+      }
+      Prepare(res, r);
+      res.prepare_payload();
+      co_await http::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
+    } else {
+      http::response<http::string_body> res;
+      Prepare(res, r);
+      res.body() = std::move(r.body);
+      res.prepare_payload();
+      co_await http::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
+    }
+    if (ec) close_after = true;
+    spdlog::info("[{}] {} {} -> {}", request.request_id, request.method, request.target, r.status);
+  }
+
+  asio::awaitable<Status> BeginStream(int status, HeaderList headers) override {
+    responded = true;
+    close_after = true;  // the stream ends the connection
+    stream_response.emplace();
+    HttpResponse r;
+    r.status = status;
+    r.content_type = "text/event-stream; charset=utf-8";
+    r.headers = std::move(headers);
+    Prepare(*stream_response, r);
+    stream_response->set(http::field::connection, "keep-alive");
+    stream_response->chunked(true);
+    stream_serializer.emplace(*stream_response);
+    beast::error_code ec;
+    stream.expires_after(state->options.read_timeout);
+    co_await http::async_write_header(stream, *stream_serializer,
+                                      asio::redirect_error(use_awaitable, ec));
+    spdlog::info("[{}] {} {} -> {} (stream)", request.request_id, request.method, request.target,
+                 status);
+    if (ec) co_return Status::Error("client went away: " + ec.message());
+    co_return Status();
+  }
+
+  asio::awaitable<Status> WriteStream(std::string data) override {
+    beast::error_code ec;
+    stream.expires_after(state->options.read_timeout);
+    co_await asio::async_write(stream, http::make_chunk(asio::buffer(data)),
+                               asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return Status::Error("client went away: " + ec.message());
+    co_return Status();
+  }
+
+  asio::awaitable<void> EndStream() override {
+    beast::error_code ec;
+    stream.expires_after(state->options.read_timeout);
+    co_await asio::async_write(stream, http::make_chunk_last(),
+                               asio::redirect_error(use_awaitable, ec));
+  }
+
+  void WatchClient(std::function<void()> on_gone) override {
+    watching = true;
+    unwatched = false;
+    asio::co_spawn(
+        stream.get_executor(),
+        [this, on_gone = std::move(on_gone)]() -> asio::awaitable<void> {
+          beast::error_code ec = asio::error::operation_aborted;
+          // Readable means data (a pipelined request: the client is still there) or EOF.
+          if (!unwatched) {
+            co_await stream.socket().async_wait(tcp::socket::wait_read,
+                                                asio::redirect_error(use_awaitable, ec));
+          }
+          if (ec != asio::error::operation_aborted) {
+            char c;
+            ssize_t n = ::recv(stream.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+              spdlog::info("[{}] client closed the connection", request.request_id);
+              close_after = true;
+              on_gone();
+            }
+          }
+          watching = false;
+          watch_done.cancel();
+        },
+        asio::detached);
+  }
+
+  asio::awaitable<void> UnwatchClient() override {
+    if (!watching) co_return;
+    unwatched = true;
+    beast::error_code ec;
+    stream.socket().cancel(ec);
+    watch_done.expires_at(asio::steady_timer::time_point::max());
+    while (watching) {
+      co_await watch_done.async_wait(asio::redirect_error(use_awaitable, ec));
+    }
+  }
+
+  asio::awaitable<void> Serve() {
+    for (;;) {
+      parser.emplace();
+      parser->header_limit(kHeaderLimit);
+      parser->body_limit(std::numeric_limits<std::uint64_t>::max());  // handlers enforce limits
+      responded = false;
+      close_after = false;
+      body_read = 0;
+      idle = true;
+      if (state->stopping) break;
+      stream.expires_after(state->options.idle_timeout);
+      beast::error_code ec;
+      co_await http::async_read_header(stream, buffer, *parser,
+                                       asio::redirect_error(use_awaitable, ec));
+      idle = false;
+      // A buffer_body parser reports need_buffer once the header is complete and body bytes
+      // follow: that is success for a header read.
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) {
+        spdlog::debug("connection closed while waiting for a request: {}", ec.message());
+        if (ec == http::error::header_limit || ec == http::error::bad_method ||
+            ec == http::error::bad_target || ec == http::error::bad_version ||
+            ec == http::error::bad_field || ec == http::error::bad_value) {
+          request = {};
+          request.request_id = NewRequestId();
+          close_after = true;
+          co_await Respond(ErrorResponse(ec == http::error::header_limit ? 431 : 400,
+                                         "Bad request: " + ec.message()));
+        }
+        break;
+      }
+      FillRequestHead();
+      try {
+        co_await state->handler(*this);
+      } catch (const std::exception& e) {
+        spdlog::error("[{}] unhandled error: {}", request.request_id, e.what());
+        close_after = true;
+      }
+      if (!responded) co_await Respond(ErrorResponse(500, "Internal Server Error"));
+      co_await UnwatchClient();
+      if (!KeepAlive()) break;
+    }
+    beast::error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    co_await LingerOnUnreadBody();
+    stream.close();
+  }
+
+  // After an answer given without reading the whole body (413, 507, a bad header), closing at
+  // once makes the kernel reset the connection while the client is still sending, and most
+  // clients (httpx, requests) then report a broken pipe instead of the answer. So, as nginx's
+  // lingering close, the rest is read and dropped first, within bounds, until the client closes.
+  asio::awaitable<void> LingerOnUnreadBody() {
+    if (!parser || parser->is_done()) co_return;
+    idle = true;  // shutdown may cut it short (CloseIdleConnections)
+    stream.expires_after(kLingerTime);
+    std::vector<char> buf(kBodyChunk);
+    uint64_t dropped = 0;
+    while (dropped < kLingerMaxBytes) {
+      beast::error_code ec;
+      size_t n = co_await stream.async_read_some(asio::buffer(buf),
+                                                 asio::redirect_error(use_awaitable, ec));
+      if (ec) break;  // the client closed (EOF), or the time is up
+      dropped += n;
+    }
+    spdlog::debug("[{}] dropped {} unread body bytes before closing", request.request_id, dropped);
+  }
+
+  void FillRequestHead() {
+    const auto& msg = parser->get();
+    request = {};
+    request.method = std::string(msg.method_string());
+    request.target = std::string(msg.target());
+    request.path = request.target.substr(0, request.target.find('?'));
+    for (const auto& f : msg) {
+      std::string name(f.name_string());
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      request.headers.emplace_back(std::move(name), std::string(f.value()));
+    }
+    if (auto len = parser->content_length()) request.content_length = *len;
+    request.request_id = NewRequestId();
+    spdlog::debug("[{}] {} {}", request.request_id, request.method, request.target);
+  }
+};
+
+HttpServer::HttpServer(asio::io_context& io, HttpServerOptions options, HttpHandler handler)
+    : state_(std::make_shared<State>(io, std::move(options), std::move(handler))) {}
+
+HttpServer::~HttpServer() = default;
+
+Status HttpServer::Listen() {
+  beast::error_code ec;
+  auto address = asio::ip::make_address(state_->options.host, ec);
+  if (ec) return Status::Error("invalid HOST '" + state_->options.host + "': " + ec.message());
+  tcp::endpoint ep(address, state_->options.port);
+  auto& a = state_->acceptor;
+  a.open(ep.protocol(), ec);
+  if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) a.bind(ep, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::Error("cannot listen on " + state_->options.host + ":" +
+                         std::to_string(state_->options.port) + ": " + ec.message() +
+                         " (is another server using the port? set PORT)");
+  }
+  return Status();
+}
+
+asio::ip::tcp::endpoint HttpServer::local_endpoint() const {
+  beast::error_code ec;
+  return state_->acceptor.local_endpoint(ec);
+}
+
+void HttpServer::Start() {
+  asio::co_spawn(
+      state_->io,
+      [state = state_]() -> asio::awaitable<void> {
+        while (!state->stopping) {
+          beast::error_code ec;
+          tcp::socket socket =
+              co_await state->acceptor.async_accept(asio::redirect_error(use_awaitable, ec));
+          if (ec) {
+            if (state->stopping || ec == asio::error::operation_aborted) break;
+            spdlog::warn("accept failed: {} (continuing)", ec.message());
+            continue;
+          }
+          socket.set_option(tcp::no_delay(true), ec);
+          asio::co_spawn(
+              state->io,
+              [state, socket = std::move(socket)]() mutable -> asio::awaitable<void> {
+                auto conn = std::make_unique<Connection>(state, std::move(socket));
+                state->connections.insert(conn.get());
+                try {
+                  co_await conn->Serve();
+                } catch (const std::exception& e) {
+                  spdlog::error("connection error: {}", e.what());
+                }
+                co_await conn->UnwatchClient();
+                state->connections.erase(conn.get());
+              },
+              asio::detached);
+        }
+      },
+      asio::detached);
+}
+
+void HttpServer::StopAccepting() {
+  state_->stopping = true;
+  beast::error_code ec;
+  state_->acceptor.close(ec);
+}
+
+void HttpServer::CloseIdleConnections() {
+  for (Connection* c : state_->connections) {
+    if (c->idle) {
+      beast::error_code ec;
+      c->stream.socket().cancel(ec);
+      c->stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    }
+  }
+}
+
+size_t HttpServer::open_connections() const { return state_->connections.size(); }
+
+}  // namespace ci

@@ -1,0 +1,24 @@
+#include "daemon/http/sse.h"
+
+#include "core/json.h"
+
+namespace ci {
+
+std::string SseFrame(std::string_view event, std::string_view json) {
+  std::string out;
+  out.reserve(event.size() + json.size() + 16);
+  out.append("event: ").append(event).append("\ndata: ").append(json).append("\n\n");
+  return out;
+}
+
+std::string SseOutputData(bool is_stderr, std::string_view text) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  WriteField(w, "stream", is_stderr ? "stderr" : "stdout");
+  WriteField(w, "data", text);
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+}  // namespace ci

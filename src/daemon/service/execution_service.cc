@@ -1,0 +1,291 @@
+#include "daemon/service/execution_service.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "daemon/service/output_buffer.h"
+#include "daemon/files/workspace_paths.h"
+
+namespace ci {
+namespace {
+
+using namespace std::chrono_literals;
+
+// True when both files hold the same bytes (a staged input the program did not change).
+bool SameContent(const std::string& a, const std::string& b) {
+  int fa = open(a.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int fb = open(b.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  bool same = fa >= 0 && fb >= 0;
+  struct stat sa {
+  }, sb{};
+  if (same) same = fstat(fa, &sa) == 0 && fstat(fb, &sb) == 0 && sa.st_size == sb.st_size;
+  static thread_local char ba[65536], bb[65536];
+  while (same) {
+    ssize_t na = read(fa, ba, sizeof ba);
+    ssize_t nb = na > 0 ? read(fb, bb, static_cast<size_t>(na)) : read(fb, bb, 1);
+    if (na < 0 || nb != na)
+      same = false;
+    else if (na == 0)
+      break;
+    else
+      same = std::memcmp(ba, bb, static_cast<size_t>(na)) == 0;
+  }
+  if (fa >= 0) close(fa);
+  if (fb >= 0) close(fb);
+  return same;
+}
+
+Result<std::string> WriteTempFile(const std::string& dir, std::string_view content) {
+  std::string path = dir + "/entry-XXXXXX";
+  int fd = mkostemp(path.data(), O_CLOEXEC);
+  if (fd < 0) return Status::Errno("creating " + path, errno);
+  size_t off = 0;
+  while (off < content.size()) {
+    ssize_t n = write(fd, content.data() + off, content.size() - off);
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      unlink(path.c_str());
+      return Status::Errno("writing " + path, err);
+    }
+    off += static_cast<size_t>(n);
+  }
+  close(fd);
+  return path;
+}
+
+}  // namespace
+
+ApiError PrepareFailure(const Status& why) {
+  if (why.unavailable()) {
+    return {503,
+            "Executor capacity unavailable (" + why.unavailable_reason() + "): " + why.message()};
+  }
+  spdlog::error("sandbox could not be started: {} (run `code-interpreter doctor`)", why.message());
+  return {500, "Internal Server Error"};
+}
+
+ExecutionService::ExecutionService(const Config& config, Executor& executor, FileStore& store,
+                                   std::string seccomp_profile_json)
+    : config_(config),
+      executor_(executor),
+      store_(store),
+      languages_(AvailableLanguages(config.sandbox_rootfs)),
+      spec_(MakeSpec(config, std::move(seccomp_profile_json))) {}
+
+std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteRequest& request) const {
+  auto program = BuildProgram(request.language, request.last_line_interactive, languages_);
+  if (!program.ok()) return ApiError{422, program.status().message()};
+  ExecutionPlan plan;
+  plan.program = std::move(program).value();
+  plan.code = request.code;
+  plan.stdin_data = request.stdin_data;
+  plan.timeout = std::chrono::milliseconds(request.timeout_ms);
+  auto inputs = ResolveFiles(request.files, plan.program.entrypoint);
+  if (auto* err = std::get_if<ApiError>(&inputs)) return *err;
+  plan.inputs = std::move(std::get<std::vector<StagedFile>>(inputs));
+  return plan;
+}
+
+std::variant<std::vector<StagedFile>, ApiError> ExecutionService::ResolveFiles(
+    const std::vector<FileRef>& files, std::string_view reserved) const {
+  // Pinned, so that a delete while the execution waits or stages does not pull the bytes away
+  // (a delete after this point removes the id; the execution still sees the file).
+  std::vector<std::shared_ptr<const FileStore::Pinned>> pins;
+  for (const auto& f : files) {
+    auto pin = store_.Pin(f.file_id);
+    if (!pin) {
+      return ApiError{404, "File with ID '" + f.file_id + "' not found for path '" + f.path + "'."};
+    }
+    pins.push_back(std::move(pin));
+  }
+  std::vector<StagedFile> out;
+  for (size_t i = 0; i < files.size(); ++i) {
+    auto path = NormalizeWorkspacePath(files[i].path, /*entrypoint_reserved=*/false);
+    if (!path.ok()) return ApiError{422, path.status().message()};
+    if (!reserved.empty() && *path == reserved) {
+      return ApiError{422, "File path '" + *path + "' is reserved for the execution entrypoint."};
+    }
+    out.push_back({std::move(path).value(), pins[i]->path(), pins[i]});
+  }
+  return out;
+}
+
+SandboxSpec ExecutionService::MakeSpec(const Config& config, std::string seccomp_profile_json) {
+  SandboxSpec spec;
+  spec.rootfs = config.sandbox_rootfs;
+  spec.env = DefaultSandboxEnv();
+  spec.limits.memory_bytes = config.memory_limit_mb << 20;
+  spec.limits.cpu_time_sec = config.cpu_time_limit_sec;
+  spec.limits.pids = config.pids_limit;
+  spec.limits.cpu_percent = config.cpu_quota_percent;
+  spec.limits.workspace_bytes = config.workspace_size_mb << 20;
+  spec.limits.tmp_bytes = config.tmp_size_mb << 20;
+  spec.cgroup_root = config.cgroup_root;
+  spec.security.seccomp_profile_json = std::move(seccomp_profile_json);
+  spec.security.seccomp_profile_name =
+      config.seccomp_profile == "default" || config.seccomp_profile == "strict"
+          ? config.seccomp_profile
+          : "file " + config.seccomp_profile;
+  spec.security.seccomp_log_denied = config.seccomp_log_denied;
+  return spec;
+}
+
+asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execute(
+    ExecutionPlan plan, OutputSink sink,
+    const std::function<void(std::function<void()>)>& on_sandbox) {
+  const ApiError internal{500, "Internal Server Error"};
+  const SandboxSpec& spec = spec_;
+  if (Status s = Validate(spec); !s.ok()) {
+    spdlog::error("invalid sandbox spec: {}", s.message());
+    co_return internal;
+  }
+  auto entry = WriteTempFile(store_.incoming_dir(), plan.code);
+  if (!entry.ok()) {
+    spdlog::error("staging the program: {}", entry.status().message());
+    co_return internal;
+  }
+  std::string collect_dir = store_.incoming_dir() + "/collect-XXXXXX";
+  if (mkdtemp(collect_dir.data()) == nullptr) {
+    spdlog::error("creating {}: {}", collect_dir, std::strerror(errno));
+    unlink(entry->c_str());
+    co_return internal;
+  }
+
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+  };
+  auto t0 = Clock::now();
+  auto prepared = co_await executor_.Prepare(spec);
+  auto t_prepared = Clock::now();
+  if (!prepared.ok()) {
+    unlink(entry->c_str());
+    rmdir(collect_dir.c_str());
+    co_return PrepareFailure(prepared.status());
+  }
+  std::unique_ptr<Sandbox> sandbox = std::move(prepared).value();
+  Sandbox* raw = sandbox.get();
+  live_.insert(raw);
+  on_sandbox([raw] { raw->Kill(); });
+
+  RunPayload payload;
+  payload.argv = plan.program.argv;
+  payload.files = plan.inputs;
+  payload.files.push_back({plan.program.entrypoint, *entry});
+  payload.stdin_data = plan.stdin_data;
+  payload.timeout = plan.timeout;
+
+  ExecutionResult result;
+  auto run = co_await sandbox->Run(std::move(payload), std::move(sink));
+  auto t_ran = Clock::now();
+  unlink(entry->c_str());
+  Result<Collection> collection = Status::Error("not collected");
+  if (run.ok()) {
+    CollectLimits limits;
+    limits.dest_dir = collect_dir;
+    limits.max_files = config_.max_workspace_files;
+    limits.max_total_bytes = config_.workspace_size_mb << 20;
+    limits.skip_path = plan.program.entrypoint;
+    collection = co_await sandbox->Collect(limits);
+  }
+  auto t_collected = Clock::now();
+  result.resources = co_await sandbox->Destroy();
+  auto t_destroyed = Clock::now();
+  live_.erase(raw);
+  sandbox.reset();
+
+  if (!run.ok() || !collection.ok()) {
+    const Status& why = run.ok() ? collection.status() : run.status();
+    spdlog::warn("execution failed: {}", why.message());
+    if (collection.ok()) {
+      for (const auto& f : collection->files) unlink(f.host_path.c_str());
+    }
+    rmdir(collect_dir.c_str());
+    co_return internal;
+  }
+  result.run = std::move(run).value();
+  result.files_truncated = collection->truncated;
+  result.files = SaveOutputs(plan, *collection, collect_dir, &result.files_truncated);
+  spdlog::debug("timing: prepare {} ms, run {} ms, collect {} ms, destroy {} ms, save {} ms",
+                (t_prepared - t0) / 1ms, (t_ran - t_prepared) / 1ms, (t_collected - t_ran) / 1ms,
+                (t_destroyed - t_collected) / 1ms, ms_since(t_destroyed));
+  rmdir(collect_dir.c_str());
+  co_return result;
+}
+
+std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
+                                                      const Collection& collection,
+                                                      const std::string& collect_dir,
+                                                      bool* truncated) const {
+  std::vector<OutputFile> out;
+  for (const auto& f : collection.files) {
+    bool unchanged = false;
+    for (const auto& in : plan.inputs) {
+      if (in.workspace_path == f.workspace_path) unchanged = SameContent(in.host_path, f.host_path);
+    }
+    if (unchanged) {
+      unlink(f.host_path.c_str());
+      continue;
+    }
+    // A program may name files with any bytes; the API speaks UTF-8 JSON.
+    std::string path = SanitizeUtf8(f.workspace_path);
+    bool store_full = false;
+    auto meta = store_.AdoptFile(f.host_path, path, &store_full);
+    if (!meta.ok()) {
+      // Left out whole, and the response says files are missing (files_truncated).
+      if (store_full) {
+        spdlog::warn("output {} not kept: the file store is full (FILE_STORAGE_MAX_MB={})", path,
+                     config_.file_storage_max_mb);
+      } else {
+        spdlog::error("saving output {} from {}: {}", f.workspace_path, collect_dir,
+                      meta.status().message());
+      }
+      unlink(f.host_path.c_str());
+      *truncated = true;
+      continue;
+    }
+    out.push_back({path, meta->file_id});
+  }
+  return out;
+}
+
+asio::awaitable<Status> ExecutionService::ProbeLanguages() {
+  std::vector<Language> usable;
+  for (auto& language : languages_) {
+    auto sandbox = co_await executor_.Prepare(spec_);
+    if (!sandbox.ok()) co_return sandbox.status().Context("starting a sandbox");
+    std::string out;
+    RunPayload payload;
+    payload.argv = {language.interpreter, "--version"};
+    payload.timeout = std::chrono::seconds(10);
+    auto run = co_await (*sandbox)->Run(std::move(payload), [&out](StreamKind, std::string_view d) {
+      if (out.size() < 4096) out.append(d);
+    });
+    co_await (*sandbox)->Destroy();
+    if (!run.ok()) co_return run.status().Context("running " + language.interpreter);
+    // The backend's root may lack an interpreter the host has (node in the Docker image).
+    if (run->exit_code != 0) {
+      spdlog::warn("language {} dropped: `{} --version` failed in the sandbox ({})", language.name,
+                   language.interpreter,
+                   run->exit_code ? "exit " + std::to_string(*run->exit_code) : "killed");
+      continue;
+    }
+    language.version = ParseVersion(out);
+    usable.push_back(language);
+  }
+  languages_ = std::move(usable);
+  co_return Status();
+}
+
+void ExecutionService::KillAll() {
+  for (Sandbox* s : live_) s->Kill();
+}
+
+}  // namespace ci

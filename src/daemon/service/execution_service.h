@@ -1,0 +1,97 @@
+// One execution from a validated request to saved outputs: resolve staged files, build the
+// SandboxSpec, Prepare -> Run -> Collect -> Destroy, and keep what the program wrote.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/executor.h"
+#include "daemon/config/config.h"
+#include "daemon/files/file_store.h"
+#include "daemon/service/python_program.h"
+#include "daemon/service/requests.h"
+
+namespace ci {
+
+// A 4xx/5xx answer decided before or instead of running.
+struct ApiError {
+  int status;
+  std::string detail;
+};
+
+// The answer when a sandbox could not be prepared: 503 with the api.md text when the backend is
+// out of capacity (Status::Unavailable), else 500 (the log has the reason).
+ApiError PrepareFailure(const Status& why);
+
+struct OutputFile {
+  std::string path;
+  std::string file_id;
+};
+
+struct ExecutionPlan {
+  Program program;
+  std::string code;
+  std::optional<std::string> stdin_data;
+  std::chrono::milliseconds timeout{2000};
+  std::vector<StagedFile> inputs;  // resolved file ids, validated paths
+};
+
+struct ExecutionResult {
+  RunOutcome run;
+  ResourceReport resources;
+  std::vector<OutputFile> files;
+  bool files_truncated = false;
+};
+
+class ExecutionService {
+ public:
+  // `seccomp_profile_json`: the resolved profile text (LoadSeccompProfile), given to every sandbox.
+  ExecutionService(const Config& config, Executor& executor, FileStore& store,
+                   std::string seccomp_profile_json);
+
+  // Validation that needs the file store, in the order of docs/api.md: every file_id resolved
+  // (404), then every path checked (422).
+  std::variant<ExecutionPlan, ApiError> Plan(const ExecuteRequest& request) const;
+  // The same for a bare list of files: ids resolved (404), paths checked (422); `reserved` (the
+  // entrypoint) may not be written by a file.
+  std::variant<std::vector<StagedFile>, ApiError> ResolveFiles(const std::vector<FileRef>& files,
+                                                               std::string_view reserved) const;
+
+  // Runs the plan. `sink` receives output as it is produced. `on_sandbox` is called with a kill
+  // function once a sandbox exists (so the caller can kill it when the client leaves).
+  asio::awaitable<std::variant<ExecutionResult, ApiError>> Execute(
+      ExecutionPlan plan, OutputSink sink,
+      const std::function<void(std::function<void()>)>& on_sandbox);
+
+  // Runs `<interpreter> --version` of each language in a sandbox: fills Language::version and
+  // proves at startup that sandboxes start. Returns the first failure.
+  asio::awaitable<Status> ProbeLanguages();
+
+  // Shutdown: kill every running sandbox now.
+  void KillAll();
+  size_t running() const { return live_.size(); }
+  const std::vector<Language>& languages() const { return languages_; }
+  const SandboxSpec& spec() const { return spec_; }
+  const Config& config() const { return config_; }
+  // The sandbox every execution of this configuration gets.
+  static SandboxSpec MakeSpec(const Config& config, std::string seccomp_profile_json);
+
+ private:
+  // Outputs the store could not keep are left out and set *truncated.
+  std::vector<OutputFile> SaveOutputs(const ExecutionPlan& plan, const Collection& collection,
+                                      const std::string& collect_dir, bool* truncated) const;
+
+  const Config& config_;
+  Executor& executor_;
+  FileStore& store_;
+  std::vector<Language> languages_;
+  const SandboxSpec spec_;  // every sandbox of this service: from the config, built once
+  std::set<Sandbox*> live_;
+};
+
+}  // namespace ci

@@ -1,0 +1,117 @@
+#include "daemon/service/python_program.h"
+
+#include <unistd.h>
+
+namespace ci {
+namespace {
+
+// Runs /workspace/__main__.py like a notebook cell: statements in order, then the value of a
+// final top-level expression through sys.displayhook. Names are kept inside a function and the
+// function removes itself, so the user's globals are those of a plain script. Frames of the
+// driver itself ("<string>") are cut from tracebacks so line numbers point at the user's code.
+constexpr std::string_view kDriver = R"PY(def _ci_main():
+    import ast, sys
+    path = '/workspace/__main__.py'
+    g = globals()
+    del g['_ci_main']
+    g['__file__'] = path
+    sys.argv[:] = [path]
+    sys.path[0] = '/workspace'
+
+    def report(exc, tb):
+        while tb is not None and tb.tb_frame.f_code.co_filename == '<string>':
+            tb = tb.tb_next
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        sys.exit(1)
+
+    with open(path, 'rb') as f:
+        source = f.read()
+    try:
+        tree = ast.parse(source, path)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = compile(ast.Expression(tree.body.pop().value), path, 'eval')
+        body = compile(tree, path, 'exec')
+    except (SyntaxError, ValueError) as e:
+        report(e, None)  # as when Python runs a script: the error, no compiler frames
+    try:
+        exec(body, g)
+        if last is not None:
+            sys.displayhook(eval(last, g))
+    except SystemExit:
+        raise
+    except BaseException as e:
+        report(e, e.__traceback__)
+_ci_main()
+)PY";
+
+struct KnownLanguage {
+  std::string_view name;
+  std::string_view interpreter;
+  std::string_view entrypoint;
+};
+constexpr KnownLanguage kKnown[] = {
+    {"python", "/usr/bin/python3", "__main__.py"},
+    {"bash", "/bin/bash", "__main__.sh"},
+    {"javascript", "/usr/bin/node", "__main__.js"},
+};
+
+}  // namespace
+
+std::string_view PythonInteractiveDriver() { return kDriver; }
+
+std::string ParseVersion(std::string_view out) {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!digit(out[i]) || (i > 0 && (digit(out[i - 1]) || out[i - 1] == '.'))) continue;
+    size_t end = i, dots = 0;
+    while (end < out.size() &&
+           (digit(out[end]) || (out[end] == '.' && end + 1 < out.size() && digit(out[end + 1])))) {
+      dots += out[end] == '.';
+      ++end;
+    }
+    if (dots > 0) return std::string(out.substr(i, end - i));
+  }
+  return "";
+}
+
+std::vector<Language> AvailableLanguages(const std::string& rootfs) {
+  std::vector<Language> out;
+  std::string prefix = rootfs == "host" ? "" : rootfs;
+  for (const auto& k : kKnown) {
+    if (access((prefix + std::string(k.interpreter)).c_str(), X_OK) == 0) {
+      out.push_back({std::string(k.name), std::string(k.interpreter), ""});
+    }
+  }
+  return out;
+}
+
+Result<Program> BuildProgram(std::string_view language, bool last_line_interactive,
+                             const std::vector<Language>& available) {
+  const KnownLanguage* known = nullptr;
+  for (const auto& k : kKnown) {
+    if (k.name == language) known = &k;
+  }
+  bool installed = false;
+  std::string names;
+  for (const auto& l : available) {
+    names += (names.empty() ? "" : ", ") + l.name;
+    if (l.name == language) installed = true;
+  }
+  if (known == nullptr || !installed) {
+    return Status::Error("Unsupported language '" + std::string(language) +
+                         "'. Available: " + names + ".");
+  }
+  Program p;
+  p.entrypoint = std::string(known->entrypoint);
+  std::string file = "/workspace/" + p.entrypoint;
+  if (language == "python") {
+    p.argv = last_line_interactive ? std::vector<std::string>{"python3", "-c", std::string(kDriver)}
+                                   : std::vector<std::string>{"python3", file};
+  } else {
+    p.argv = {std::string(known->interpreter), file};
+  }
+  return p;
+}
+
+}  // namespace ci

@@ -1,0 +1,383 @@
+#include "daemon/sessions/session_manager.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstring>
+#include <ctime>
+
+#include "core/random.h"
+#include "daemon/service/output_buffer.h"
+#include "daemon/sessions/python_session.h"
+#include "daemon/files/workspace_paths.h"
+
+namespace ci {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::string_view kIdPrefix = "code-session-";
+ApiError Internal() { return {500, "Internal Server Error"}; }  // the log says why
+
+int64_t UnixNanos() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+double UnixNow() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+Result<std::string> NewSessionId() {
+  std::string hex = RandomHex(16);
+  if (hex.empty()) return Status::Errno("getrandom", errno);
+  return std::string(kIdPrefix) + hex;
+}
+
+// FNV-1a of a file's bytes: tells a changed workspace file from an unchanged one (not a security
+// boundary: the workspace is the user's own).
+std::optional<uint64_t> HashFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return std::nullopt;
+  uint64_t h = 1469598103934665603ull;
+  static thread_local char buf[1 << 16];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) {
+    for (ssize_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
+  }
+  close(fd);
+  if (n < 0) return std::nullopt;
+  return h;
+}
+
+}  // namespace
+
+SessionManager::SessionManager(asio::any_io_executor ex, const Config& config, Executor& executor,
+                               FileStore& store, const SandboxSpec& spec)
+    : ex_(std::move(ex)), config_(config), executor_(executor), store_(store), spec_(spec) {}
+
+ApiError SessionManager::NotFound(const std::string& id) {
+  return {404, "Session '" + id + "' not found"};
+}
+
+ApiError SessionManager::EndedDuringCall(const Session& s) const {
+  return {410, "Session '" + s.id + "' ended during this call (deleted, or its TTL ran out)"};
+}
+
+asio::awaitable<ApiError> SessionManager::EndGone(SessionPtr s, const Status& why) {
+  spdlog::warn("session {} ended: its sandbox stopped: {}", s->id, why.message());
+  co_await End(s);
+  co_return ApiError{410, "Session '" + s->id + "' ended: its sandbox stopped unexpectedly (" +
+                              why.message() + "); create a new session"};
+}
+
+std::optional<ApiError> SessionManager::CapacityError() const {
+  if (sessions_.size() + creating_ < config_.max_sessions) return std::nullopt;
+  return ApiError{
+      503, "Executor capacity unavailable (sessions): " + std::to_string(config_.max_sessions) +
+               " sessions are live on this replica (MAX_SESSIONS); delete one or wait "
+               "for one to expire."};
+}
+
+asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::Create(
+    std::vector<StagedFile> files, int64_t ttl_seconds) {
+  if (auto full = CapacityError()) co_return *full;
+  ++creating_;
+  auto created = co_await CreateSandbox(std::move(files), ttl_seconds);
+  --creating_;
+  co_return created;
+}
+
+asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSandbox(
+    std::vector<StagedFile> files, int64_t ttl_seconds) {
+  auto id = NewSessionId();
+  if (!id.ok()) {
+    spdlog::error("session id: {}", id.status().message());
+    co_return Internal();
+  }
+  auto s = std::make_shared<Session>(ex_);
+  s->id = *id;
+  s->summary.id = *id;
+  s->summary.created_at = UnixNow();
+  s->summary.expires_at = s->summary.created_at + static_cast<double>(ttl_seconds);
+  SandboxSpec spec = spec_;
+  spec.session_expires_at = static_cast<int64_t>(s->summary.expires_at) + 1;
+  auto prepared = co_await executor_.Prepare(spec);
+  if (!prepared.ok()) co_return PrepareFailure(prepared.status());
+  s->sandbox = std::move(prepared).value();
+  if (!files.empty()) {
+    Status staged = co_await StageFiles(*s, files);
+    if (!staged.ok()) {
+      spdlog::error("staging files into session {}: {}", s->id, staged.message());
+      co_await s->sandbox->Destroy();
+      co_return Internal();
+    }
+  }
+  sessions_[s->id] = s;
+  asio::co_spawn(ex_, ExpireAt(s), asio::detached);
+  spdlog::info("session {} created (ttl {} s, {} file(s))", s->id, ttl_seconds, files.size());
+  co_return s->summary;
+}
+
+asio::awaitable<void> SessionManager::ExpireAt(SessionPtr s) {
+  auto left = std::chrono::duration<double>(s->summary.expires_at - UnixNow());
+  s->expiry.expires_after(std::chrono::duration_cast<std::chrono::milliseconds>(left));
+  boost::system::error_code ec;
+  co_await s->expiry.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || s->ended) co_return;
+  spdlog::info("session {} expired", s->id);
+  co_await End(s);
+}
+
+asio::awaitable<void> SessionManager::End(SessionPtr s) {
+  if (s->ended) co_return;
+  s->ended = true;
+  sessions_.erase(s->id);
+  s->expiry.cancel();
+  if (s->busy) s->sandbox->Kill();  // the call in flight ends now, with EndedDuringCall
+  while (s->busy) co_await s->idle.Wait();
+  s->idle.Notify();  // callers waiting for their turn see `ended`
+  co_await s->sandbox->Destroy();
+}
+
+asio::awaitable<bool> SessionManager::Delete(const std::string& id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) co_return false;
+  SessionPtr s = it->second;
+  co_await End(s);
+  spdlog::info("session {} deleted", id);
+  co_return true;
+}
+
+std::vector<SessionSummary> SessionManager::List() const {
+  std::vector<SessionSummary> out;
+  for (const auto& [id, s] : sessions_) out.push_back(s->summary);
+  return out;
+}
+
+asio::awaitable<SessionManager::SessionPtr> SessionManager::Acquire(const std::string& id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) co_return nullptr;
+  SessionPtr s = it->second;
+  while (s->busy && !s->ended) co_await s->idle.Wait();
+  if (s->ended) co_return nullptr;
+  s->busy = true;
+  co_return s;
+}
+
+void SessionManager::Release(const SessionPtr& s) {
+  s->busy = false;
+  s->idle.Notify();
+}
+
+asio::awaitable<std::variant<RunOutcome, ApiError>> SessionManager::Bash(
+    const std::string& id, std::string cmd, std::chrono::milliseconds timeout, OutputSink sink) {
+  SessionPtr s = co_await Acquire(id);
+  if (!s) co_return NotFound(id);
+  RunPayload payload;
+  payload.argv = {"bash", "-c", std::move(cmd)};
+  payload.timeout = timeout;
+  auto run = co_await s->sandbox->Run(std::move(payload), std::move(sink));
+  Release(s);
+  if (s->ended) co_return EndedDuringCall(*s);
+  if (!run.ok() && run.status().gone()) co_return co_await EndGone(s, run.status());
+  if (!run.ok()) {
+    spdlog::warn("session {} bash call failed: {}", id, run.status().message());
+    co_return Internal();
+  }
+  co_return std::move(run).value();
+}
+
+asio::awaitable<Result<RunOutcome>> SessionManager::StartInterpreter(Session& s) {
+  RunPayload server;
+  server.argv = PythonSessionServerArgv();
+  server.background = true;
+  server.serves_calls = true;
+  server.timeout = 30s;
+  OutputSink none = [](StreamKind, std::string_view) {};
+  auto started = co_await s.sandbox->Run(std::move(server), std::move(none));
+  if (started.ok()) s.interpreter_started = true;
+  co_return started;
+}
+
+asio::awaitable<std::variant<ExecutionResult, ApiError>> SessionManager::Execute(
+    const std::string& id, SessionCall call, OutputSink sink) {
+  SessionPtr s = co_await Acquire(id);
+  if (!s) co_return NotFound(id);
+  // Files the call may have written; the margin covers the kernel's coarse file timestamps (the
+  // hash check drops what did not change).
+  const int64_t started_ns = UnixNanos() - 2'000'000'000;
+  bool fresh = !s->interpreter_started;
+  Result<RunOutcome> run = Status::Error("not run");
+  // Twice at most: the second time on a new interpreter when the old one had ended.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (fresh) {
+      Result<RunOutcome> started = co_await StartInterpreter(*s);
+      if (!started.ok()) {
+        run = started.status();
+        break;
+      }
+    }
+    RunPayload payload;
+    payload.call =
+        PythonSessionRequest(call.code, call.last_line_interactive, call.timeout.count());
+    payload.files = attempt == 0 ? call.inputs : std::vector<StagedFile>{};
+    payload.stdin_data = call.stdin_data;
+    // At the timeout the interpreter's own alarm interrupts the cell (the state survives); a cell
+    // that does not let it is killed from outside after the grace (python_session.h).
+    payload.timeout = call.timeout + kSessionCallGrace;
+    run = co_await s->sandbox->Run(std::move(payload), sink);
+    if (!run.ok() || !run->no_server || fresh) break;
+    sink(StreamKind::kStderr, kStateLostNotice);
+    fresh = true;
+  }
+  if (run.ok() && run->no_server) {
+    run = Status::Error("the session's Python interpreter did not start");
+  }
+  ExecutionResult result;
+  if (run.ok()) {
+    bool truncated = false;
+    auto snapshot = co_await Snapshot(*s, started_ns, &truncated);
+    if (snapshot.ok()) {
+      for (auto& [file, changed] : *snapshot) {
+        if (changed) result.files.push_back({file.path, file.file_id});
+      }
+      result.files_truncated = truncated;
+    } else {
+      run = snapshot.status();
+    }
+  }
+  Release(s);
+  if (s->ended) co_return EndedDuringCall(*s);
+  if (!run.ok() && run.status().gone()) co_return co_await EndGone(s, run.status());
+  if (!run.ok()) {
+    spdlog::warn("session {} execute call failed: {}", id, run.status().message());
+    co_return Internal();
+  }
+  result.run = std::move(run).value();
+  result.resources.oom_killed = result.run.oom_killed;
+  result.resources.cpu_ms = result.run.cpu_ms;
+  co_return result;
+}
+
+asio::awaitable<Status> SessionManager::StageFiles(Session& s, std::vector<StagedFile> files) {
+  // Staging rides on a run (both backends stage files before a program); `true` does nothing.
+  RunPayload stage;
+  stage.argv = {"true"};
+  stage.files = files;
+  stage.timeout = 30s;
+  OutputSink none = [](StreamKind, std::string_view) {};
+  auto staged = co_await s.sandbox->Run(std::move(stage), std::move(none));
+  if (!staged.ok()) co_return staged.status();
+  Remember(s, files);
+  co_return Status();
+}
+
+void SessionManager::Remember(Session& s, const std::vector<StagedFile>& files) {
+  for (const auto& f : files) {
+    auto hash = HashFile(f.host_path);
+    struct stat st {};
+    if (!hash || ::stat(f.host_path.c_str(), &st) != 0) continue;
+    s.known[f.workspace_path] = {static_cast<uint64_t>(st.st_size), *hash, ""};
+  }
+}
+
+asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> SessionManager::Snapshot(
+    Session& s, int64_t modified_after_ns, bool* truncated) {
+  std::string dir = store_.incoming_dir() + "/session-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) co_return Status::Errno("creating " + dir, errno);
+  CollectLimits limits;
+  limits.dest_dir = dir;
+  limits.max_files = config_.max_workspace_files;
+  limits.max_total_bytes = config_.workspace_size_mb << 20;
+  limits.skip_path = "";
+  limits.modified_after_ns = modified_after_ns;
+  auto collection = co_await s.sandbox->Collect(limits);
+  if (!collection.ok()) {
+    rmdir(dir.c_str());
+    co_return collection.status();
+  }
+  *truncated = collection->truncated;
+  std::vector<std::pair<WorkspaceFile, bool>> out;
+  std::map<std::string, KnownFile> seen;
+  for (const auto& f : collection->files) {
+    std::string path = SanitizeUtf8(f.workspace_path);
+    auto hash = HashFile(f.host_path).value_or(0);
+    auto known = s.known.find(path);
+    bool changed =
+        known == s.known.end() || known->second.size != f.size || known->second.hash != hash;
+    // An unchanged file keeps its id while the store still has it; otherwise it is stored anew.
+    bool reuse_id =
+        !changed && !known->second.file_id.empty() && store_.Get(known->second.file_id).has_value();
+    KnownFile entry{f.size, hash, reuse_id ? known->second.file_id : ""};
+    if (reuse_id) {
+      unlink(f.host_path.c_str());
+    } else {
+      auto meta = store_.AdoptFile(f.host_path, path);
+      if (!meta.ok()) {
+        spdlog::error("saving session file {}: {}", path, meta.status().message());
+        unlink(f.host_path.c_str());
+        *truncated = true;  // left out: the listing says files are missing
+        continue;
+      }
+      entry.file_id = meta->file_id;
+    }
+    seen[path] = entry;
+    out.push_back({WorkspaceFile{path, f.size, entry.file_id}, changed});
+  }
+  // A whole listing replaces what is known (deleted files drop out); a partial one adds to it.
+  if (modified_after_ns == 0) s.known.clear();
+  for (auto& [path, entry] : seen) s.known[path] = std::move(entry);
+  rmdir(dir.c_str());
+  co_return out;
+}
+
+asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> SessionManager::Files(
+    const std::string& id) {
+  SessionPtr s = co_await Acquire(id);
+  if (!s) co_return NotFound(id);
+  bool truncated = false;
+  auto snapshot = co_await Snapshot(*s, /*modified_after_ns=*/0, &truncated);
+  Release(s);
+  if (s->ended) co_return EndedDuringCall(*s);
+  if (!snapshot.ok() && snapshot.status().gone()) co_return co_await EndGone(s, snapshot.status());
+  if (!snapshot.ok()) {
+    spdlog::warn("session {} files: {}", id, snapshot.status().message());
+    co_return Internal();
+  }
+  std::vector<WorkspaceFile> files;
+  for (auto& [file, changed] : *snapshot) files.push_back(std::move(file));
+  co_return files;
+}
+
+asio::awaitable<std::optional<ApiError>> SessionManager::Stage(const std::string& id,
+                                                               std::vector<StagedFile> files) {
+  SessionPtr s = co_await Acquire(id);
+  if (!s) co_return NotFound(id);
+  Status staged = co_await StageFiles(*s, files);
+  Release(s);
+  if (s->ended) co_return EndedDuringCall(*s);
+  if (!staged.ok() && staged.gone()) co_return co_await EndGone(s, staged);
+  if (!staged.ok()) {
+    spdlog::warn("session {} staging files: {}", id, staged.message());
+    co_return Internal();
+  }
+  co_return std::nullopt;
+}
+
+asio::awaitable<void> SessionManager::DestroyAll() {
+  std::vector<SessionPtr> all;
+  for (auto& [id, s] : sessions_) all.push_back(s);
+  for (auto& s : all) co_await End(s);
+}
+
+}  // namespace ci

@@ -1,0 +1,124 @@
+// Sessions (api.md "Sessions"): long-lived session sandboxes by id, one call at a time each, ended
+// at their TTL or on delete. Bash calls, persistent-Python calls (python_session.h), and files in
+// and out. Single-threaded: it lives on the daemon's io_context.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/executor.h"
+#include "daemon/service/async_event.h"
+#include "daemon/config/config.h"
+#include "daemon/service/execution_service.h"
+#include "daemon/files/file_store.h"
+
+namespace ci {
+
+struct SessionSummary {
+  std::string id;
+  double created_at = 0;  // unix seconds
+  double expires_at = 0;
+};
+
+struct WorkspaceFile {
+  std::string path;
+  uint64_t size = 0;
+  std::string file_id;
+};
+
+// One persistent-Python call: the /v1/execute body with its files resolved.
+struct SessionCall {
+  std::string code;
+  std::optional<std::string> stdin_data;
+  std::chrono::milliseconds timeout{2000};
+  bool last_line_interactive = true;
+  std::vector<StagedFile> inputs;
+};
+
+class SessionManager {
+ public:
+  SessionManager(asio::any_io_executor ex, const Config& config, Executor& executor,
+                 FileStore& store, const SandboxSpec& spec);
+
+  bool supported() const { return executor_.supports_sessions(); }
+  // 503 (api.md "Overload") when MAX_SESSIONS sessions are live or being created.
+  std::optional<ApiError> CapacityError() const;
+  static ApiError NotFound(const std::string& id);
+
+  asio::awaitable<std::variant<SessionSummary, ApiError>> Create(std::vector<StagedFile> files,
+                                                                 int64_t ttl_seconds);
+  asio::awaitable<bool> Delete(const std::string& id);  // false: no such session
+  std::vector<SessionSummary> List() const;
+
+  asio::awaitable<std::variant<RunOutcome, ApiError>> Bash(const std::string& id, std::string cmd,
+                                                           std::chrono::milliseconds timeout,
+                                                           OutputSink sink);
+  asio::awaitable<std::variant<ExecutionResult, ApiError>> Execute(const std::string& id,
+                                                                   SessionCall call,
+                                                                   OutputSink sink);
+  asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> Files(const std::string& id);
+  asio::awaitable<std::optional<ApiError>> Stage(const std::string& id,
+                                                 std::vector<StagedFile> files);
+
+  // Shutdown: every session ends now.
+  asio::awaitable<void> DestroyAll();
+  size_t count() const { return sessions_.size(); }
+
+ private:
+  struct KnownFile {
+    uint64_t size = 0;
+    uint64_t hash = 0;
+    std::string file_id;
+  };
+  struct Session {
+    explicit Session(const asio::any_io_executor& ex) : expiry(ex), idle(ex) {}
+    std::string id;
+    std::unique_ptr<Sandbox> sandbox;
+    SessionSummary summary;
+    asio::steady_timer expiry;
+    AsyncEvent idle;  // notified when a call ends
+    bool busy = false;
+    bool ended = false;  // deleted or expired
+    bool interpreter_started = false;
+    std::map<std::string, KnownFile> known;  // workspace files as last seen (outputs by change)
+  };
+  using SessionPtr = std::shared_ptr<Session>;
+
+  // Waits for the session's current call; nullptr when it does not exist (or ended meanwhile).
+  asio::awaitable<SessionPtr> Acquire(const std::string& id);
+  void Release(const SessionPtr& s);
+  asio::awaitable<std::variant<SessionSummary, ApiError>> CreateSandbox(
+      std::vector<StagedFile> files, int64_t ttl_seconds);
+  asio::awaitable<void> End(SessionPtr s);
+  asio::awaitable<void> ExpireAt(SessionPtr s);
+  ApiError EndedDuringCall(const Session& s) const;
+  // The sandbox died under the session (killed from outside, OOM-killed init, container
+  // stopped): the session is ended, its slot freed, and the call answers 410 saying so.
+  asio::awaitable<ApiError> EndGone(SessionPtr s, const Status& why);
+  asio::awaitable<Result<RunOutcome>> StartInterpreter(Session& s);
+  asio::awaitable<Status> StageFiles(Session& s, std::vector<StagedFile> files);
+  // Staged inputs count as known, so a call does not return them unless it changed them.
+  void Remember(Session& s, const std::vector<StagedFile>& files);
+  // Collects the workspace (only files modified after `modified_after_ns` unless 0); returns
+  // them with ids and marks those new or changed since the session last looked.
+  asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> Snapshot(
+      Session& s, int64_t modified_after_ns, bool* truncated);
+
+  asio::any_io_executor ex_;
+  const Config& config_;
+  Executor& executor_;
+  FileStore& store_;
+  SandboxSpec spec_;
+  std::map<std::string, SessionPtr> sessions_;
+  size_t creating_ = 0;  // sessions being set up, counted against MAX_SESSIONS
+};
+
+}  // namespace ci

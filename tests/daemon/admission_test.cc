@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <vector>
+
+#include "daemon/service/admission.h"
+
+namespace ci {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+asio::awaitable<void> Sleep(std::chrono::milliseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  co_await t.async_wait(asio::use_awaitable);
+}
+
+// Each client takes a slot (or is refused), holds it for `hold`, and records the order.
+struct Client {
+  int id;
+  std::chrono::milliseconds start_after, hold;
+};
+
+std::vector<std::string> Simulate(uint32_t limit, std::chrono::milliseconds queue_timeout,
+                                  std::vector<Client> clients, Admission** out = nullptr) {
+  asio::io_context io;
+  Admission admission(io.get_executor(), limit, queue_timeout);
+  if (out) *out = &admission;
+  std::vector<std::string> events;
+  for (const auto& c : clients) {
+    asio::co_spawn(
+        io,
+        [&, c]() -> asio::awaitable<void> {
+          co_await Sleep(c.start_after);
+          auto permit = co_await admission.Acquire();
+          if (!permit) {
+            events.push_back("reject " + std::to_string(c.id));
+            co_return;
+          }
+          events.push_back("run " + std::to_string(c.id));
+          co_await Sleep(c.hold);
+          events.push_back("done " + std::to_string(c.id));
+        },
+        asio::detached);
+  }
+  io.run();
+  EXPECT_EQ(admission.running(), 0u);
+  EXPECT_EQ(admission.queued(), 0u);
+  return events;
+}
+
+TEST(Admission, RunsUpToTheLimitAtOnce) {
+  auto events = Simulate(2, 1000ms, {{1, 0ms, 50ms}, {2, 0ms, 50ms}});
+  EXPECT_EQ(events, (std::vector<std::string>{"run 1", "run 2", "done 1", "done 2"}));
+}
+
+TEST(Admission, WaitersAreServedInArrivalOrder) {
+  auto events = Simulate(1, 1000ms, {{1, 0ms, 60ms}, {2, 10ms, 10ms}, {3, 20ms, 10ms}});
+  EXPECT_EQ(events,
+            (std::vector<std::string>{"run 1", "done 1", "run 2", "done 2", "run 3", "done 3"}));
+}
+
+TEST(Admission, AWaiterIsRefusedAfterTheQueueTimeout) {
+  auto events = Simulate(1, 30ms, {{1, 0ms, 200ms}, {2, 10ms, 10ms}});
+  EXPECT_EQ(events, (std::vector<std::string>{"run 1", "reject 2", "done 1"}));
+}
+
+TEST(Admission, ZeroQueueTimeoutRefusesAtOnceWhenFull) {
+  auto events = Simulate(1, 0ms, {{1, 0ms, 50ms}, {2, 10ms, 10ms}, {3, 100ms, 10ms}});
+  EXPECT_EQ(events, (std::vector<std::string>{"run 1", "reject 2", "done 1", "run 3", "done 3"}));
+}
+
+}  // namespace
+}  // namespace ci

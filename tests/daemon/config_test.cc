@@ -1,0 +1,125 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "daemon/config/config.h"
+
+namespace ci {
+namespace {
+
+Result<Config> Load(std::map<std::string, std::string> env) {
+  return LoadConfig([&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(Config, OnyxDefaults) {
+  auto c = Load({});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->executor_backend, "local");
+  EXPECT_EQ(c->host, "0.0.0.0");
+  EXPECT_EQ(c->port, 8000);
+  EXPECT_EQ(c->max_exec_timeout_ms, 60000);
+  EXPECT_EQ(c->max_output_bytes, 1000000u);
+  EXPECT_EQ(c->cpu_time_limit_sec, 5u);
+  EXPECT_EQ(c->memory_limit_mb, 256u);
+  EXPECT_EQ(c->file_storage_dir, "/tmp/code-interpreter-files");
+  EXPECT_EQ(c->max_file_size_mb, 100u);
+  EXPECT_EQ(c->file_ttl_sec, 3600u);
+  EXPECT_EQ(c->file_storage_max_mb, 10240u);
+  EXPECT_EQ(c->max_concurrent_executions, 16u);
+  EXPECT_DOUBLE_EQ(c->backend_check_timeout_sec, 2.5);
+}
+
+TEST(Config, ReadsValues) {
+  auto c = Load({{"PORT", "0"},
+                 {"LOG_LEVEL", "DEBUG"},
+                 {"LOG_FORMAT", "json"},
+                 {"MEMORY_LIMIT_MB", "128"},
+                 {"EXECUTOR_BACKEND", "Docker"},
+                 {"BACKEND_CHECK_TIMEOUT_SEC", "0.5"},
+                 {"LOG_LEVEL", "warning"}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->port, 0);
+  EXPECT_EQ(c->log_format, "json");
+  EXPECT_EQ(c->memory_limit_mb, 128u);
+  EXPECT_EQ(c->executor_backend, "docker");
+  EXPECT_DOUBLE_EQ(c->backend_check_timeout_sec, 0.5);
+}
+
+TEST(Config, Booleans) {
+  EXPECT_FALSE(Load({})->strict_hardening);
+  EXPECT_TRUE(Load({{"STRICT_HARDENING", "true"}})->strict_hardening);
+  EXPECT_TRUE(Load({{"STRICT_HARDENING", "1"}})->strict_hardening);
+  EXPECT_TRUE(Load({{"STRICT_HARDENING", "YES"}})->strict_hardening);
+  EXPECT_FALSE(Load({{"STRICT_HARDENING", "false"}})->strict_hardening);
+}
+
+TEST(Config, InvalidValuesNameTheVariable) {
+  auto expect_error = [](std::map<std::string, std::string> env, const std::string& name) {
+    auto c = Load(env);
+    ASSERT_FALSE(c.ok()) << name;
+    EXPECT_NE(c.status().message().find(name), std::string::npos) << c.status().message();
+  };
+  expect_error({{"PORT", "80a"}}, "PORT");
+  expect_error({{"PORT", "70000"}}, "PORT");
+  expect_error({{"PORT", ""}}, "PORT");
+  expect_error({{"MAX_OUTPUT_BYTES", "-1"}}, "MAX_OUTPUT_BYTES");
+  expect_error({{"MEMORY_LIMIT_MB", "1.5"}}, "MEMORY_LIMIT_MB");
+  expect_error({{"EXECUTOR_BACKEND", "lxc"}}, "EXECUTOR_BACKEND");
+  expect_error({{"LOG_FORMAT", "xml"}}, "LOG_FORMAT");
+  expect_error({{"BACKEND_CHECK_TIMEOUT_SEC", "nan"}}, "BACKEND_CHECK_TIMEOUT_SEC");
+  expect_error({{"SANDBOX_ROOTFS", "relative/dir"}}, "SANDBOX_ROOTFS");
+  expect_error({{"FILE_STORAGE_DIR", ""}}, "FILE_STORAGE_DIR");
+  expect_error({{"STRICT_HARDENING", "maybe"}}, "STRICT_HARDENING");
+  expect_error({{"CPU_QUOTA_PERCENT", "-5"}}, "CPU_QUOTA_PERCENT");
+  expect_error({{"FILE_STORAGE_MAX_MB", "0"}}, "FILE_STORAGE_MAX_MB");
+}
+
+}  // namespace
+}  // namespace ci
+
+namespace ci {
+namespace {
+
+TEST(Config, SeccompSettings) {
+  auto defaults = Load({});
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->seccomp_profile, "default");
+  EXPECT_FALSE(defaults->seccomp_log_denied);
+  auto c = Load({{"SECCOMP_PROFILE", "strict"}, {"SECCOMP_LOG_DENIED", "true"}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->seccomp_profile, "strict");
+  EXPECT_TRUE(c->seccomp_log_denied);
+  auto bad = Load({{"SECCOMP_PROFILE", "relative.json"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("SECCOMP_PROFILE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ci
+
+namespace ci {
+namespace {
+
+TEST(Config, SandboxIdRange) {
+  auto d = Load({});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->sandbox_id_first, 2147418112u);
+  EXPECT_EQ(d->sandbox_id_count, 65536u);
+  auto c = Load({{"SANDBOX_ID_RANGE", "300000-300099"}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->sandbox_id_first, 300000u);
+  EXPECT_EQ(c->sandbox_id_count, 100u);
+  for (const char* bad : {"", "300000", "300000-", "5-10", "300099-300000", "1-2-3", "x-y",
+                          "300000-4294967295"}) {
+    auto r = Load({{"SANDBOX_ID_RANGE", bad}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("SANDBOX_ID_RANGE"), std::string::npos);
+    EXPECT_NE(r.status().message().find("FIRST-LAST"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ci

@@ -1,0 +1,50 @@
+#include <gtest/gtest.h>
+
+#include "daemon/service/metrics.h"
+
+namespace ci {
+namespace {
+
+bool Has(const std::string& text, const std::string& line) {
+  return text.find(line + "\n") != std::string::npos;
+}
+
+TEST(Metrics, RendersTheSeriesOfTheApi) {
+  Metrics m(16);
+  m.Started("execute");
+  m.Started("execute");
+  m.Finished("execute", "ok", 0.07);
+  m.Rejected("execute", 429, "saturated");
+  m.AdmissionWait("execute", 0.2);
+  std::string t = m.Render();
+  EXPECT_TRUE(Has(t, "code_interpreter_executions_active{operation=\"execute\"} 1")) << t;
+  EXPECT_TRUE(Has(t, "code_interpreter_executions_active{operation=\"session_bash\"} 0")) << t;
+  EXPECT_TRUE(Has(t, "code_interpreter_executions_limit 16")) << t;
+  EXPECT_TRUE(Has(t,
+                  "code_interpreter_executions_rejected_total{operation=\"execute\","
+                  "status=\"429\",reason=\"saturated\"} 1"))
+      << t;
+  EXPECT_TRUE(Has(t,
+                  "code_interpreter_executions_completed_total{operation=\"execute\","
+                  "outcome=\"ok\"} 1"))
+      << t;
+  EXPECT_TRUE(Has(t, "# TYPE code_interpreter_execution_duration_seconds histogram")) << t;
+}
+
+TEST(Metrics, HistogramBucketsAreCumulative) {
+  Histogram h({0.1, 1});
+  h.Observe(0.05);
+  h.Observe(0.5);
+  h.Observe(0.5);
+  h.Observe(5);
+  std::string out;
+  h.Render(out, "x", "op=\"a\"");
+  EXPECT_TRUE(Has(out, "x_bucket{op=\"a\",le=\"0.1\"} 1")) << out;
+  EXPECT_TRUE(Has(out, "x_bucket{op=\"a\",le=\"1\"} 3")) << out;
+  EXPECT_TRUE(Has(out, "x_bucket{op=\"a\",le=\"+Inf\"} 4")) << out;
+  EXPECT_TRUE(Has(out, "x_sum{op=\"a\"} 6.05")) << out;
+  EXPECT_TRUE(Has(out, "x_count{op=\"a\"} 4")) << out;
+}
+
+}  // namespace
+}  // namespace ci
