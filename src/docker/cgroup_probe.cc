@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "core/mountinfo.h"
-#include "runtime/pidfd.h"
+#include "core/pidfd.h"
 
 namespace ci::docker {
 namespace {

@@ -17,7 +17,7 @@
 #include "runtime/session_calls.h"
 #include "runtime/unique_fd.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 using proto::Msg;
@@ -229,4 +229,4 @@ int RunAgent(int64_t session_expires_at, const ProgramUser& user) {
   }
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -9,7 +9,7 @@
 
 #include "runtime/messages.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // Who the program becomes in init's child before exec. switch_user: init is a user of its own
 // (userns.h), so the child takes the sandbox user's ids and drops init's capabilities; otherwise
@@ -41,4 +41,4 @@ void KillAndReapAll(pid_t program, int* status, bool* have_status, std::vector<p
 // Where a program serving calls finds its socket.
 constexpr int kCallSocketFd = 3;
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace ci {
+namespace ci::runtime {
 
 SysError DropBoundingSet() {
   // Walk until the kernel says EINVAL: it knows more capabilities than our headers may.
@@ -66,4 +66,4 @@ SysError SetNotDumpable() {
   return SysOk();
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -3,7 +3,7 @@
 
 #include "runtime/sys_error.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // Empties the bounding set. Needs CAP_SETPCAP, so it runs while still namespace root.
 SysError DropBoundingSet();
@@ -25,4 +25,4 @@ SysError SetNoNewPrivs();
 // which runs as the same uid.
 SysError SetNotDumpable();
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -8,7 +8,7 @@
 
 #include "runtime/cgroups.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 std::vector<std::string> SubDirectories(const std::string& dir) {
@@ -72,4 +72,4 @@ std::vector<std::string> ReapOrphanCgroups(const CgroupLayout& layout,
   return removed;
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -8,7 +8,7 @@
 
 #include "runtime/plan.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // Every <sandbox cgroup> under the layout (v2: <root>/<name>; v1: <root>/<controller>/
 // code-interpreter/<name> for every controller) whose name is "<pid>-<hex>" and whose pid is not a
@@ -18,4 +18,4 @@ namespace ci {
 std::vector<std::string> ReapOrphanCgroups(const CgroupLayout& layout,
                                            std::vector<std::string>* failures);
 
-}  // namespace ci
+}  // namespace ci::runtime

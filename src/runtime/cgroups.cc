@@ -14,7 +14,7 @@
 #include "core/random.h"
 #include "runtime/unique_fd.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace cgfs {
 namespace {
 TestHooks* g_hooks = nullptr;
@@ -230,4 +230,4 @@ std::string RandomCgroupName() {
 
 std::string SandboxCgroupName() { return std::to_string(::getpid()) + "-" + RandomCgroupName(); }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -18,7 +18,7 @@
 #include "runtime/plan.h"
 #include "runtime/sys_error.h"
 
-namespace ci {
+namespace ci::runtime {
 
 struct CgroupLimits {
   uint64_t memory_bytes = 0;  // swap is always 0
@@ -146,4 +146,4 @@ struct TestHooks {
 void SetTestHooks(TestHooks* hooks);
 }  // namespace cgfs
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -7,7 +7,7 @@
 
 #include "runtime/cgroups.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 class CgroupV1 final : public Cgroup {
@@ -125,4 +125,4 @@ std::unique_ptr<Cgroup> MakeCgroupV1(std::string root, std::string name) {
   return std::make_unique<CgroupV1>(std::move(root), std::move(name));
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

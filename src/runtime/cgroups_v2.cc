@@ -9,7 +9,7 @@
 #include "core/mountinfo.h"
 #include "runtime/cgroups.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 // Controllers a sandbox cannot do without, and the one that is only needed for cpu.max.
@@ -310,4 +310,4 @@ std::unique_ptr<Cgroup> MakeCgroupV2(std::string parent, std::string name) {
   return std::make_unique<CgroupV2>(std::move(parent), std::move(name));
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -6,7 +6,7 @@
 #include "runtime/mount_util.h"
 #include "runtime/rootfs.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 constexpr const char* kHostEtcAllowlist[] = {
@@ -55,4 +55,4 @@ SysError BuildHostEtc(const Plan& plan, const std::string& newroot) {
   return SysOk();
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace ci {
+namespace ci::runtime {
 
 asio::awaitable<Result<Frame>> ReadFrameAsync(asio::posix::stream_descriptor& sd) {
   unsigned char header[proto::kHeaderSize];
@@ -78,4 +78,4 @@ Status SendFdsFrame(asio::posix::stream_descriptor& sd, proto::Msg type,
   return {};
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -12,7 +12,7 @@
 #include "core/status.h"
 #include "runtime/protocol.h"
 
-namespace ci {
+namespace ci::runtime {
 
 namespace asio = boost::asio;
 
@@ -30,4 +30,4 @@ asio::awaitable<Status> WriteFrameAsync(asio::posix::stream_descriptor& sd, prot
 Status SendFdsFrame(asio::posix::stream_descriptor& sd, proto::Msg type,
                     const std::vector<int>& fds);
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -7,7 +7,7 @@
 
 #include "runtime/unique_fd.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 // Returns false to stop the whole walk.
@@ -103,4 +103,4 @@ SysError WalkRegularFiles(int root_dir, const FileVisitor& visit, bool* pruned) 
   return error;
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

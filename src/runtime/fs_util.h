@@ -11,7 +11,7 @@
 
 #include "runtime/sys_error.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // True for "a/b.txt"; false for "", "/x", "a//b", "../x", "a/./b", names with NUL.
 bool IsSafeRelativePath(const std::string& path);
@@ -27,4 +27,4 @@ constexpr int kMaxWalkDepth = 64;
 using FileVisitor = std::function<bool(const std::string& path, int fd, uint64_t size)>;
 SysError WalkRegularFiles(int root_dir, const FileVisitor& visit, bool* pruned = nullptr);
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -8,7 +8,7 @@
 
 #include "runtime/unique_fd.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 // The first line of a /proc/sys file as an integer; false when absent (the knob does not exist
@@ -123,4 +123,4 @@ std::string ExplainUserNamespaceFailure(int err, const HostCheckInputs& in) {
   return "";
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

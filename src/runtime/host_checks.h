@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace ci {
+namespace ci::runtime {
 
 struct HostFinding {
   std::string what;      // "unprivileged user namespaces (AppArmor)"
@@ -40,4 +40,4 @@ std::string FirstBlocker(const std::vector<HostFinding>& findings);
 // fix, or "" when none of the known ones applies (then the errno speaks for itself).
 std::string ExplainUserNamespaceFailure(int err, const HostCheckInputs& in);
 
-}  // namespace ci
+}  // namespace ci::runtime

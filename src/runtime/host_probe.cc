@@ -19,7 +19,7 @@
 #include "runtime/cgroups.h"
 #include "runtime/unique_fd.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 HostFinding Finding(std::string what, bool ok, bool required, std::string detail, std::string fix) {
@@ -254,4 +254,4 @@ std::vector<HostFinding> ProbeKubernetes() {
                   "for EXECUTOR_BACKEND=kubernetes: run in a cluster or set KUBECONFIG")};
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

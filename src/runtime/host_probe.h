@@ -8,7 +8,7 @@
 
 #include "runtime/host_checks.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // unshare() of each namespace kind in a forked child (as root: the kinds a sandbox uses), and a
 // user namespace created by an unprivileged user (uid 65534), which rootless mode needs.
@@ -30,4 +30,4 @@ std::vector<HostFinding> ProbeRootfs(const std::string& rootfs);
 std::vector<HostFinding> ProbeDocker();
 std::vector<HostFinding> ProbeKubernetes();
 
-}  // namespace ci
+}  // namespace ci::runtime

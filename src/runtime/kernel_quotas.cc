@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace ci {
+namespace ci::runtime {
 
 // Sized for programs, far below the host's 128 inotify instances per user.
 const UserNamespaceQuota kSandboxUserNamespaceQuotas[12] = {
@@ -51,4 +51,4 @@ SysError SetUserNamespaceQuotas() {
   return SysOk();
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

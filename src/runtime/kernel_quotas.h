@@ -12,7 +12,7 @@
 #include "runtime/plan.h"
 #include "runtime/sys_error.h"
 
-namespace ci {
+namespace ci::runtime {
 
 struct UserNamespaceQuota {
   const char* name;  // under /proc/sys/user/
@@ -28,4 +28,4 @@ SysError SetSandboxRlimits(const Plan& plan);
 // have are skipped.
 SysError SetUserNamespaceQuotas();
 
-}  // namespace ci
+}  // namespace ci::runtime

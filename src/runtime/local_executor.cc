@@ -21,7 +21,7 @@
 #include "runtime/seccomp_profile.h"
 #include "runtime/shim_spawn.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 using namespace std::chrono_literals;
@@ -349,4 +349,4 @@ Status CheckLocalRuntime(const LocalExecutorOptions& opts) {
   return {};
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

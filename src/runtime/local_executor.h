@@ -11,7 +11,7 @@
 #include "core/status.h"
 #include "runtime/sandbox_ids.h"
 
-namespace ci {
+namespace ci::runtime {
 
 struct LocalExecutorOptions {
   std::string shim_binary = "/proc/self/exe";  // the code-interpreter binary, re-executed as `shim`
@@ -43,4 +43,4 @@ int ShimMain(int argc, char** argv);
 // executable. Synchronous and cheap (reads a few /proc and /sys files); not for hot paths.
 Status CheckLocalRuntime(const LocalExecutorOptions& opts);
 
-}  // namespace ci
+}  // namespace ci::runtime

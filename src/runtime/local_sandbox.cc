@@ -11,7 +11,7 @@
 
 #include "runtime/frame_io.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 using proto::Msg;
@@ -184,4 +184,4 @@ asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> cor
   co_return core->report;
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

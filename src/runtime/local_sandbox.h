@@ -21,7 +21,7 @@
 #include "runtime/plan.h"
 #include "runtime/shim_spawn.h"
 
-namespace ci {
+namespace ci::runtime {
 
 using Strand = asio::strand<asio::any_io_executor>;
 
@@ -97,4 +97,4 @@ asio::awaitable<T> OnStrand(Strand strand, asio::awaitable<T> task) {
   co_return std::move(*out);
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -2,7 +2,7 @@
 
 #include "core/json.h"
 
-namespace ci::proto {
+namespace ci::runtime::proto {
 namespace {
 
 template <typename Fn>
@@ -137,4 +137,4 @@ bool DecodeCollectDone(std::string_view text, bool* truncated) {
   return json::Parse(text, &d) && json::Get(d, "truncated", truncated);
 }
 
-}  // namespace ci::proto
+}  // namespace ci::runtime::proto

@@ -8,7 +8,7 @@
 
 #include "core/resource_report.h"
 
-namespace ci::proto {
+namespace ci::runtime::proto {
 
 struct SetupError {  // kSetupError
   std::string stage;
@@ -71,4 +71,4 @@ bool Decode(std::string_view text, CgroupReport* m);
 bool DecodeError(std::string_view text, std::string* message);
 bool DecodeCollectDone(std::string_view text, bool* truncated);
 
-}  // namespace ci::proto
+}  // namespace ci::runtime::proto

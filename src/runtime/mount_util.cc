@@ -10,7 +10,7 @@
 
 #include "runtime/unique_fd.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 // The per-mount flags the kernel locks when a mount is inherited into a user namespace.
@@ -93,4 +93,4 @@ SysError WriteNewFile(const std::string& path, const std::string& content) {
   return SysOk();
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -5,7 +5,7 @@
 
 #include "runtime/sys_error.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // Creates an empty mount point at `dst` of the same kind as `src` (directory or file).
 SysError MakeMountPointLike(const std::string& src, const std::string& dst);
@@ -22,4 +22,4 @@ SysError ReplicateSymlink(const std::string& src, const std::string& dst);
 SysError MountTmpfs(const std::string& dst, const std::string& options, unsigned long flags);
 SysError WriteNewFile(const std::string& path, const std::string& content);
 
-}  // namespace ci
+}  // namespace ci::runtime

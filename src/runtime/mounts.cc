@@ -8,7 +8,7 @@
 #include "core/proc_masks.h"
 #include "runtime/mount_util.h"
 
-namespace ci {
+namespace ci::runtime {
 
 SysError MakeMountsPrivate() {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
@@ -112,4 +112,4 @@ SysError RemountRootReadOnly() {
   return SysOk();
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

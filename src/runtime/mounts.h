@@ -7,7 +7,7 @@
 #include "runtime/plan.h"
 #include "runtime/sys_error.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // Mount events must not propagate back to the host (systemd makes / shared by default).
 SysError MakeMountsPrivate();
@@ -25,4 +25,4 @@ SysError MaskProcPaths(const std::string& newroot);
 SysError PivotRoot(const std::string& newroot);
 SysError RemountRootReadOnly();
 
-}  // namespace ci
+}  // namespace ci::runtime

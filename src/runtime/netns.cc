@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace ci {
+namespace ci::runtime {
 
 SysError BringUpLoopback() {
   struct nl_sock* sock = nl_socket_alloc();
@@ -34,4 +34,4 @@ SysError BringUpLoopback() {
   return result;
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

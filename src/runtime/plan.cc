@@ -1,9 +1,9 @@
 #include "runtime/plan.h"
 
-#include "core/random.h"
 #include "core/json.h"
+#include "core/random.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 bool Unhex(std::string_view hex, std::string* out) {
@@ -112,4 +112,4 @@ bool DecodePlan(std::string_view text, Plan* p) {
   return ok;
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -10,7 +10,7 @@
 #include "core/sandbox_spec.h"
 #include "runtime/sandbox_ids.h"
 
-namespace ci {
+namespace ci::runtime {
 
 struct CgroupLayout {
   int version = 0;  // 1 or 2
@@ -65,4 +65,4 @@ std::string EncodePlan(const Plan& plan);
 // False when the JSON is malformed or a required field is missing.
 bool DecodePlan(std::string_view text, Plan* plan);
 
-}  // namespace ci
+}  // namespace ci::runtime

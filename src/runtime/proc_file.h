@@ -7,7 +7,7 @@
 
 #include <cstdio>
 
-namespace ci {
+namespace ci::runtime {
 
 // /proc/<pid>/<name> into buf (NUL-terminated, at most size - 1 bytes); false when unreadable.
 inline bool ReadProcFile(long pid, const char* name, char* buf, size_t size) {
@@ -22,4 +22,4 @@ inline bool ReadProcFile(long pid, const char* name, char* buf, size_t size) {
   return true;
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

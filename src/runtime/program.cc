@@ -26,7 +26,7 @@
 
 extern char** environ;
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 std::vector<char*> CStrings(const std::vector<std::string>& v) {
@@ -249,4 +249,4 @@ proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, 
   return out;
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace ci::proto {
+namespace ci::runtime::proto {
 namespace {
 
 int WriteAll(int fd, const void* data, size_t size) {
@@ -148,4 +148,4 @@ int ReadFrame(int fd, Msg* type, std::string* payload, std::vector<int>* fds) {
   return err == ENODATA ? EPIPE : err;
 }
 
-}  // namespace ci::proto
+}  // namespace ci::runtime::proto

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ci::proto {
+namespace ci::runtime::proto {
 
 enum class Msg : uint8_t {
   kPlan = 1,          // daemon -> shim: the sandbox plan (JSON)
@@ -53,4 +53,4 @@ const char* MsgName(Msg type);
 int WriteFrame(int fd, Msg type, std::string_view payload);
 int ReadFrame(int fd, Msg* type, std::string* payload, std::vector<int>* fds = nullptr);
 
-}  // namespace ci::proto
+}  // namespace ci::runtime::proto

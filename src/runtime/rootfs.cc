@@ -9,7 +9,7 @@
 
 #include "runtime/mount_util.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 // Entries the sandbox gets fresh instead of from the image or the host.
@@ -85,4 +85,4 @@ SysError BuildRootfs(const Plan& plan, int rootfs_fd, const std::string& newroot
   return BindImageRoot(rootfs_fd, newroot);
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -6,7 +6,7 @@
 #include "runtime/plan.h"
 #include "runtime/sys_error.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // Opens plan.rootfs (a directory) before anything is mounted over the staging point, so a rootfs
 // anywhere (even under /tmp) stays reachable through /proc/self/fd. Returns -1 for "host".
@@ -18,4 +18,4 @@ SysError BuildRootfs(const Plan& plan, int rootfs_fd, const std::string& newroot
 // A generated minimal /etc plus read-only binds of a short allowlist of host entries.
 SysError BuildHostEtc(const Plan& plan, const std::string& newroot);
 
-}  // namespace ci
+}  // namespace ci::runtime

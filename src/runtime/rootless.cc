@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 class NoCgroup final : public Cgroup {
@@ -67,4 +67,4 @@ SysError SetFallbackRlimits(const Plan& plan) {
   return SysOk();
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

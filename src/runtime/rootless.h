@@ -8,7 +8,7 @@
 #include "runtime/plan.h"
 #include "runtime/sys_error.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // Whether this process may create sandbox cgroups under `layout` (write + search on the parent
 // directories every controller needs). Root always may; v1 hierarchies never let others.
@@ -22,4 +22,4 @@ std::unique_ptr<Cgroup> MakeNoCgroup();
 // the program and everything it starts.
 SysError SetFallbackRlimits(const Plan& plan);
 
-}  // namespace ci
+}  // namespace ci::runtime

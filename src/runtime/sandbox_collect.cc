@@ -12,7 +12,7 @@
 #include "runtime/frame_io.h"
 #include "runtime/local_sandbox.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 using proto::Msg;
@@ -125,4 +125,4 @@ asio::awaitable<Result<Collection>> CollectOnStrand(std::shared_ptr<SandboxCore>
   }
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -13,7 +13,7 @@
 
 #include "runtime/cgroups.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 // Runs newuidmap/newgidmap with `args` and waits; the helper's own message goes to the shim's
@@ -126,4 +126,4 @@ SysError WriteIdMaps(pid_t child, const IdMaps& m) {
   return cgfs::WriteFile(proc + "/gid_map", Line(0, 65534) + Line(m.inside_gid, m.program_gid));
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

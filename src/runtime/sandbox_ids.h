@@ -18,7 +18,7 @@
 #include "runtime/sys_error.h"
 #include "runtime/unique_fd.h"
 
-namespace ci {
+namespace ci::runtime {
 
 struct IdRange {
   uint32_t first = 0;
@@ -59,4 +59,4 @@ struct IdMaps {
 };
 SysError WriteIdMaps(pid_t child, const IdMaps& maps);
 
-}  // namespace ci
+}  // namespace ci::runtime

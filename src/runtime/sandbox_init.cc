@@ -21,7 +21,7 @@
 #include "runtime/seccomp.h"
 #include "runtime/userns.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 // Where the new root is assembled. A mount here is private to the sandbox's mount namespace, and
@@ -148,4 +148,4 @@ void SandboxInitMain(const Plan& plan, int go_fd) {
   ::_exit(RunAgent(plan.session_expires_at, {plan.TwoIds(), plan.uid, plan.gid}));
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -3,7 +3,7 @@
 
 #include "runtime/plan.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // Fixed descriptors shared by the daemon, the shim and init (set up by the spawn).
 constexpr int kLifecycleFd = 3;  // daemon <-> shim parent
@@ -20,4 +20,4 @@ constexpr int kProgramStderrFd = 7;
 // Reports a setup failure on fd 4 (best effort) and exits.
 [[noreturn]] void FailSetup(const char* stage, int err, const std::string& message);
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -6,7 +6,7 @@
 
 #include "runtime/cgroups.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 std::string Slurp(const std::string& path) {
@@ -62,4 +62,4 @@ uint64_t ReadOomKills(const std::string& file) {
   return v;
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

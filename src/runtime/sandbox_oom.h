@@ -11,7 +11,7 @@
 
 #include "runtime/plan.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // The counter file ("<dir>/memory.events" on v2, "<memory dir>/memory.oom_control" on v1) of the
 // sandbox under shim `shim_pid`; empty when there is none (no cgroup, rootless without one).
@@ -20,4 +20,4 @@ std::string FindSandboxOomFile(pid_t shim_pid, const CgroupLayout& layout);
 // The oom_kill count in that file; 0 when unreadable.
 uint64_t ReadOomKills(const std::string& file);
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -14,7 +14,7 @@
 #include "runtime/local_sandbox.h"
 #include "runtime/sandbox_oom.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 using proto::Msg;
@@ -250,4 +250,4 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
   co_return DeadSandboxError(*core, "run");
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -6,7 +6,7 @@
 
 #include <climits>
 
-namespace ci {
+namespace ci::runtime {
 
 SysError LoadSeccomp(const Plan& plan) {
   const std::string& bpf = plan.seccomp_bpf;
@@ -26,4 +26,4 @@ SysError LoadSeccomp(const Plan& plan) {
   return SysOk();
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

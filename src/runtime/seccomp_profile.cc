@@ -12,7 +12,7 @@
 
 #include "runtime/unique_fd.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 using rapidjson::Value;
@@ -293,4 +293,4 @@ Result<std::string> CompileSeccompProfile(std::string_view json, bool log_denied
   return ExportBpf(ctx.get());
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

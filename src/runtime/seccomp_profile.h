@@ -8,7 +8,7 @@
 
 #include "core/status.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // Compiles `json` (defaultAction, defaultErrnoRet, architectures/archMap, syscalls[] with names,
 // action, errnoRet, args) for this machine's architecture and returns the BPF program (an array
@@ -21,4 +21,4 @@ namespace ci {
 Result<std::string> CompileSeccompProfile(std::string_view json, bool log_denied,
                                           std::vector<std::string>* skipped_names);
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -21,7 +21,7 @@
 #include "runtime/protocol.h"
 #include "runtime/sandbox_init.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 constexpr int kCallPollMs = 100;  // how often a call's CPU is looked at
@@ -273,4 +273,4 @@ proto::Exited ServeCall(const proto::RunRequest& req, int signal_fd, CallServer*
   return out;
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -15,7 +15,7 @@
 
 #include "runtime/messages.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // The program serving calls, if one runs.
 struct CallServer {
@@ -53,4 +53,4 @@ void AwaitAgentWatchingCpu(CallServer* server, std::vector<pid_t>* background);
 proto::Exited ServeCall(const proto::RunRequest& req, int signal_fd, CallServer* server,
                         std::vector<pid_t>* background, bool* agent_gone);
 
-}  // namespace ci
+}  // namespace ci::runtime

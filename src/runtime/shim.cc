@@ -18,17 +18,17 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/pidfd.h"
 #include "runtime/cgroups.h"
 #include "runtime/host_checks.h"
 #include "runtime/messages.h"
-#include "runtime/pidfd.h"
 #include "runtime/protocol.h"
 #include "runtime/rootless.h"
 #include "runtime/sandbox_ids.h"
 #include "runtime/sandbox_init.h"
 #include "runtime/unique_fd.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 using proto::Msg;
@@ -206,4 +206,4 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
   return 0;
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

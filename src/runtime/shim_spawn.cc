@@ -8,10 +8,10 @@
 
 #include <algorithm>
 
-#include "runtime/pidfd.h"
+#include "core/pidfd.h"
 #include "runtime/sandbox_init.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 Status SetNonBlocking(int fd) {
@@ -107,4 +107,4 @@ Result<ShimHandles> SpawnShim(const std::string& binary) {
   return h;
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -10,7 +10,7 @@
 #include "core/status.h"
 #include "runtime/unique_fd.h"
 
-namespace ci {
+namespace ci::runtime {
 
 struct ShimHandles {
   pid_t pid = -1;
@@ -26,4 +26,4 @@ struct ShimHandles {
 // inherits stderr (the daemon's log) and nothing else.
 Result<ShimHandles> SpawnShim(const std::string& binary);
 
-}  // namespace ci
+}  // namespace ci::runtime

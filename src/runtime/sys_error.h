@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-namespace ci {
+namespace ci::runtime {
 
 struct SysError {
   int err = 0;       // errno of the failed call, 0 when the failure is not a system call's
@@ -21,10 +21,10 @@ inline SysError SysOk() { return {}; }
 inline SysError SysFail(const char* what) { return {errno, what}; }
 inline SysError SysFailErr(int err, std::string what) { return {err, std::move(what)}; }
 
-#define CI_SYS_RETURN_IF_ERROR(expr)           \
-  do {                                         \
-    ::ci::SysError ci_sys_err_ = expr;         \
-    if (!ci_sys_err_.ok()) return ci_sys_err_; \
+#define CI_SYS_RETURN_IF_ERROR(expr)            \
+  do {                                          \
+    ::ci::runtime::SysError ci_sys_err_ = expr; \
+    if (!ci_sys_err_.ok()) return ci_sys_err_;  \
   } while (0)
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-namespace ci {
+namespace ci::runtime {
 
 class UniqueFd {
  public:
@@ -32,4 +32,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace ci
+}  // namespace ci::runtime

@@ -4,7 +4,7 @@
 #include <sys/fsuid.h>
 #include <unistd.h>
 
-namespace ci {
+namespace ci::runtime {
 
 SysError BecomeNamespaceRoot() {
   if (::setresgid(0, 0, 0) != 0) return SysFail("setresgid 0 in the user namespace");
@@ -35,4 +35,4 @@ SysError SwitchToSandboxUser(uint32_t uid, uint32_t gid) {
   return SysOk();
 }
 
-}  // namespace ci
+}  // namespace ci::runtime

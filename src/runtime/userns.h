@@ -11,7 +11,7 @@
 
 #include "runtime/sys_error.h"
 
-namespace ci {
+namespace ci::runtime {
 
 // Right after the maps exist: become the namespace's root. Until then the child still runs with
 // the host's uid 0, which is unmapped inside, so the kernel refuses to create files owned by it
@@ -27,4 +27,4 @@ SysError SwitchToInitUser(uint32_t uid, uint32_t gid, bool two_ids);
 // user's ids. Capabilities are dropped separately.
 SysError SwitchToSandboxUser(uint32_t uid, uint32_t gid);
 
-}  // namespace ci
+}  // namespace ci::runtime

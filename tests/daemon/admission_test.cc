@@ -1,3 +1,5 @@
+#include "daemon/service/admission.h"
+
 #include <gtest/gtest.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -7,9 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <vector>
 
-#include "daemon/service/admission.h"
-
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 namespace asio = boost::asio;
@@ -76,4 +76,4 @@ TEST(Admission, ZeroQueueTimeoutRefusesAtOnceWhenFull) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon

@@ -4,7 +4,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 TEST(Backends, AnUnknownBackendIsAnErrorNamingTheAvailableOnes) {
@@ -26,4 +26,4 @@ TEST(Backends, DoctorHasASectionPerOtherBackend) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon

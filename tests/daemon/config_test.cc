@@ -1,10 +1,10 @@
+#include "daemon/config/config.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "daemon/config/config.h"
-
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 Result<Config> Load(std::map<std::string, std::string> env) {
@@ -78,9 +78,9 @@ TEST(Config, InvalidValuesNameTheVariable) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 TEST(Config, SeccompSettings) {
@@ -98,9 +98,9 @@ TEST(Config, SeccompSettings) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 TEST(Config, SandboxIdRange) {
@@ -112,8 +112,8 @@ TEST(Config, SandboxIdRange) {
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->sandbox_id_first, 300000u);
   EXPECT_EQ(c->sandbox_id_count, 100u);
-  for (const char* bad : {"", "300000", "300000-", "5-10", "300099-300000", "1-2-3", "x-y",
-                          "300000-4294967295"}) {
+  for (const char* bad :
+       {"", "300000", "300000-", "5-10", "300099-300000", "1-2-3", "x-y", "300000-4294967295"}) {
     auto r = Load({{"SANDBOX_ID_RANGE", bad}});
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("SANDBOX_ID_RANGE"), std::string::npos);
@@ -122,4 +122,4 @@ TEST(Config, SandboxIdRange) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon

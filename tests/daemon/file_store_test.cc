@@ -1,3 +1,5 @@
+#include "daemon/files/file_store.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,9 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "daemon/files/file_store.h"
-
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 namespace fs = std::filesystem;
@@ -567,4 +567,4 @@ TEST(AttachmentContentDispositionTest, AddsExtendedFilenameForNonAscii) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon

@@ -1,8 +1,8 @@
-#include <gtest/gtest.h>
-
 #include "daemon/service/metrics.h"
 
-namespace ci {
+#include <gtest/gtest.h>
+
+namespace ci::daemon {
 namespace {
 
 bool Has(const std::string& text, const std::string& line) {
@@ -47,4 +47,4 @@ TEST(Metrics, HistogramBucketsAreCumulative) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon

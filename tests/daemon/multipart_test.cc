@@ -1,11 +1,11 @@
+#include "daemon/http/multipart.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "daemon/http/multipart.h"
-
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 struct Part {
@@ -389,4 +389,4 @@ TEST(MultipartTest, BoundaryFromContentType) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon

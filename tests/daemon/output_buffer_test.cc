@@ -1,8 +1,8 @@
-#include <gtest/gtest.h>
-
 #include "daemon/service/output_buffer.h"
 
-namespace ci {
+#include <gtest/gtest.h>
+
+namespace ci::daemon {
 namespace {
 
 TEST(CappedOutput, KeepsEverythingUnderTheCap) {
@@ -71,4 +71,4 @@ TEST(Utf8Stream, DropsBytesBeyondTheCapWithoutMarker) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon

@@ -1,11 +1,12 @@
-#include <gtest/gtest.h>
-
 #include "daemon/service/python_program.h"
 
-namespace ci {
+#include <gtest/gtest.h>
+
+namespace ci::daemon {
 namespace {
 
-const std::vector<Language> kAll = {{"python", "/usr/bin/python3", "3.11"}, {"bash", "/bin/bash", "5.2"}};
+const std::vector<Language> kAll = {{"python", "/usr/bin/python3", "3.11"},
+                                    {"bash", "/bin/bash", "5.2"}};
 
 TEST(BuildProgram, PythonInteractiveRunsTheDriver) {
   auto p = BuildProgram("python", true, kAll);
@@ -47,9 +48,9 @@ TEST(AvailableLanguages, FindsInterpretersUnderTheRoot) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 TEST(ParseVersion, FindsTheFirstDottedNumber) {
@@ -61,4 +62,4 @@ TEST(ParseVersion, FindsTheFirstDottedNumber) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon

@@ -1,8 +1,8 @@
-#include <gtest/gtest.h>
-
 #include "daemon/api/request_parsing.h"
 
-namespace ci {
+#include <gtest/gtest.h>
+
+namespace ci::daemon {
 namespace {
 
 std::string ErrorOf(std::string_view body) {
@@ -124,4 +124,4 @@ TEST(ParseStageFilesRequest, FilesRequired) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon

@@ -1,8 +1,8 @@
-#include <gtest/gtest.h>
-
 #include "daemon/http/sse.h"
 
-namespace ci {
+#include <gtest/gtest.h>
+
+namespace ci::daemon {
 namespace {
 
 TEST(Sse, FrameFormat) {
@@ -16,4 +16,4 @@ TEST(Sse, OutputDataEscapesNewlinesSoAFrameStaysOneLine) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon

@@ -1,10 +1,10 @@
+#include "daemon/service/verdict.h"
+
 #include <gtest/gtest.h>
 
 #include <csignal>
 
-#include "daemon/service/verdict.h"
-
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 RunOutcome Exited(int code) {
@@ -55,4 +55,4 @@ TEST(Verdict, AnOomKilledChildIsReportedEvenWhenTheProgramSucceeded) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon

@@ -1,10 +1,10 @@
+#include "daemon/files/workspace_paths.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "daemon/files/workspace_paths.h"
-
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 std::string Normalized(std::string_view path, bool reserved = false) {
@@ -96,4 +96,4 @@ TEST(WorkspacePathsTest, RejectsOverlongComponentsAndPaths) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::daemon

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 namespace fs = std::filesystem;
@@ -479,4 +479,4 @@ TEST(CgroupName, IsSixteenHexDigitsAndRandom) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::runtime

@@ -90,9 +90,10 @@ std::set<std::string> OurDescendants() {
 
 // The sandbox's cgroup directory for `controller` ("memory", "pids", "cpu"; v2: all in one): the
 // one under the detected layout whose cgroup.procs lists one of our descendants.
-std::string SandboxCgroup(const CgroupLayout& layout, const std::string& controller) {
-  const std::string parent =
-      layout.version == 2 ? layout.root : layout.root + "/" + controller + "/" + kCgroupParent;
+std::string SandboxCgroup(const runtime::CgroupLayout& layout, const std::string& controller) {
+  const std::string parent = layout.version == 2
+                                 ? layout.root
+                                 : layout.root + "/" + controller + "/" + runtime::kCgroupParent;
   const std::set<std::string> ours = OurDescendants();
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(parent, ec)) {
@@ -134,9 +135,9 @@ TEST_F(EnforcementTest, EveryReportedMeasureHoldsInsideTheSandbox) {
   auto in = Lines(out);
   SCOPED_TRACE("probe: " + out);
   // The sandbox still exists (its init is alive until Destroy): read its cgroup from the host.
-  CgroupLayout layout;
+  runtime::CgroupLayout layout;
   std::string why;
-  const bool cgroups = DetectCgroups("", &layout, &why);
+  const bool cgroups = runtime::DetectCgroups("", &layout, &why);
   auto cgroup_file = [&](const std::string& controller, const std::string& file) {
     std::string dir = cgroups ? SandboxCgroup(layout, controller) : "";
     EXPECT_FALSE(dir.empty()) << "no cgroup of this sandbox for " << controller;

@@ -13,7 +13,7 @@
 
 #include "runtime/unique_fd.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 namespace fs = std::filesystem;
@@ -93,4 +93,4 @@ TEST_F(FsUtilTest, WalkSaysWhenItLeftADeepDirectoryOut) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::runtime

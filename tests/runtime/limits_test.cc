@@ -77,9 +77,9 @@ TEST_F(SandboxTest, ProcessLimitIsPerSandbox) {
   // The first sandbox runs on its own io_context and thread, holding 7 of its 8 tasks (init, sh,
   // 5 sleepers) until it is killed.
   asio::io_context io2;
-  LocalExecutorOptions opts;
+  runtime::LocalExecutorOptions opts;
   opts.shim_binary = std::getenv("CI_TEST_SHIM");
-  auto executor2 = MakeLocalExecutor(io2.get_executor(), opts);
+  auto executor2 = runtime::MakeLocalExecutor(io2.get_executor(), opts);
   std::unique_ptr<Sandbox> first;
   std::atomic<bool> up{false};
   std::string first_error;
@@ -215,9 +215,9 @@ TEST_F(SandboxTest, DaemonDeathCleansUp) {
   pid_t child = ::fork();
   if (child == 0) {
     asio::io_context io;
-    LocalExecutorOptions opts;
+    runtime::LocalExecutorOptions opts;
     opts.shim_binary = std::getenv("CI_TEST_SHIM");
-    auto executor = MakeLocalExecutor(io.get_executor(), opts);
+    auto executor = runtime::MakeLocalExecutor(io.get_executor(), opts);
     asio::co_spawn(
         io,
         [&]() -> asio::awaitable<void> {

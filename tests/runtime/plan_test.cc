@@ -6,7 +6,7 @@
 #include "runtime/messages.h"
 #include "runtime/protocol.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 TEST(Plan, FromSpecRoundTrips) {
@@ -87,4 +87,4 @@ TEST(Protocol, HeaderRoundTripAndLimit) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::runtime

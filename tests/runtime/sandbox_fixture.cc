@@ -32,10 +32,10 @@ void SandboxTest::SetUp() {
   }
   const char* shim = std::getenv("CI_TEST_SHIM");
   ASSERT_NE(shim, nullptr) << "CI_TEST_SHIM must name the test-shim binary (set by meson test)";
-  LocalExecutorOptions opts;
+  runtime::LocalExecutorOptions opts;
   opts.shim_binary = shim;
-  ASSERT_TRUE(CheckLocalRuntime(opts).ok()) << CheckLocalRuntime(opts).message();
-  executor_ = MakeLocalExecutor(io_.get_executor(), opts);
+  ASSERT_TRUE(runtime::CheckLocalRuntime(opts).ok()) << CheckLocalRuntime(opts).message();
+  executor_ = runtime::MakeLocalExecutor(io_.get_executor(), opts);
 }
 
 SandboxSpec SandboxTest::DefaultSpec() {

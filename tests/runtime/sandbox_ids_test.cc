@@ -12,7 +12,7 @@
 #include "runtime/cgroup_reaper.h"
 #include "runtime/cgroups.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 namespace fs = std::filesystem;
@@ -120,4 +120,4 @@ TEST_F(TempDir, ReaperRemovesOnlyCgroupsOfDeadShims) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::runtime

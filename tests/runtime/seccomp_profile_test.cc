@@ -11,7 +11,7 @@
 #include "core/policies.h"
 #include "policy_readme.h"
 
-namespace ci {
+namespace ci::runtime {
 namespace {
 
 using ::testing::HasSubstr;
@@ -142,4 +142,4 @@ TEST(SeccompProfile, ReadmeDeniedNamesAreNotAllowed) {
 }
 
 }  // namespace
-}  // namespace ci
+}  // namespace ci::runtime

@@ -2,4 +2,4 @@
 // LocalExecutorOptions::shim_binary.
 #include "runtime/local_executor.h"
 
-int main(int argc, char** argv) { return ci::ShimMain(argc, argv); }
+int main(int argc, char** argv) { return ci::runtime::ShimMain(argc, argv); }

@@ -9,15 +9,15 @@
 #include <deque>
 
 #include "core/json.h"
-#include "daemon/service/async_event.h"
-#include "daemon/http/multipart.h"
-#include "daemon/service/output_buffer.h"
 #include "daemon/api/request_parsing.h"
 #include "daemon/api/responses.h"
+#include "daemon/http/multipart.h"
 #include "daemon/http/sse.h"
+#include "daemon/service/async_event.h"
+#include "daemon/service/output_buffer.h"
 #include "daemon/service/verdict.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 constexpr std::string_view kFilesPrefix = "/v1/files/";
@@ -449,4 +449,4 @@ asio::awaitable<void> ApiHandlers::DeleteFile(HttpExchange& ex, const std::strin
   co_await ex.Respond(NoContent());
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -5,16 +5,16 @@
 #include <string>
 
 #include "core/executor.h"
-#include "daemon/service/admission.h"
+#include "daemon/api/responses.h"
 #include "daemon/config/config.h"
-#include "daemon/service/execution_service.h"
 #include "daemon/files/file_store.h"
 #include "daemon/http/http_exchange.h"
+#include "daemon/service/admission.h"
+#include "daemon/service/execution_service.h"
 #include "daemon/service/metrics.h"
-#include "daemon/api/responses.h"
 #include "daemon/sessions/session_manager.h"
 
-namespace ci {
+namespace ci::daemon {
 
 class ApiHandlers {
  public:
@@ -76,4 +76,4 @@ class ApiHandlers {
   Status health_;
 };
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -2,7 +2,7 @@
 
 #include "core/json.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 using rapidjson::Value;
@@ -116,4 +116,4 @@ Result<std::vector<FileRef>> ParseStageFilesRequest(std::string_view body) {
   return files;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -11,7 +11,7 @@
 #include "core/status.h"
 #include "daemon/service/requests.h"
 
-namespace ci {
+namespace ci::daemon {
 
 Result<ExecuteRequest> ParseExecuteRequest(std::string_view body, int64_t max_timeout_ms);
 
@@ -22,4 +22,4 @@ Result<BashRequest> ParseBashRequest(std::string_view body, int64_t max_timeout_
 // POST /v1/sessions/{id}/files: {"files": [...]} (required).
 Result<std::vector<FileRef>> ParseStageFilesRequest(std::string_view body);
 
-}  // namespace ci
+}  // namespace ci::daemon

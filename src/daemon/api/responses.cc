@@ -2,7 +2,7 @@
 
 #include "core/json.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 std::string Finish(const rapidjson::StringBuffer& buf) {
@@ -212,4 +212,4 @@ std::string WorkspaceFilesJson(const std::vector<WorkspaceFile>& files) {
   return Finish(buf);
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

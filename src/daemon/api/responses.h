@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "core/executor.h"
-#include "daemon/service/execution_service.h"
 #include "daemon/files/file_store.h"
+#include "daemon/service/execution_service.h"
 #include "daemon/sessions/session_manager.h"
 
-namespace ci {
+namespace ci::daemon {
 
 struct OutputSummary {
   const std::string* stdout_text = nullptr;  // null in SSE `result` events (output was streamed)
@@ -47,4 +47,4 @@ std::string BashResultJson(const RunOutcome& run, const std::string& stdout_text
 // GET /v1/sessions/{id}/files
 std::string WorkspaceFilesJson(const std::vector<WorkspaceFile>& files);
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -2,12 +2,12 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/api/handlers.h"
-#include "daemon/service/output_buffer.h"
 #include "daemon/api/request_parsing.h"
 #include "daemon/api/responses.h"
+#include "daemon/service/output_buffer.h"
 #include "daemon/service/verdict.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 constexpr std::string_view kPrefix = "/v1/sessions/";
@@ -179,4 +179,4 @@ asio::awaitable<void> ApiHandlers::SessionStageFiles(HttpExchange& ex, const std
   co_await ex.Respond(NoContent());
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -9,16 +9,16 @@
 #include "runtime/host_probe.h"
 #include "runtime/local_executor.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 Result<std::unique_ptr<Executor>> MakeLocal(const Config& c, asio::any_io_executor ex) {
-  LocalExecutorOptions options = LocalOptionsFromConfig(c);
-  if (Status s = CheckLocalRuntime(options); !s.ok()) {
+  runtime::LocalExecutorOptions options = LocalOptionsFromConfig(c);
+  if (Status s = runtime::CheckLocalRuntime(options); !s.ok()) {
     spdlog::error("local runtime check failed: {} (run `code-interpreter doctor` for details)",
                   s.message());
   }
-  return MakeLocalExecutor(std::move(ex), options);
+  return runtime::MakeLocalExecutor(std::move(ex), options);
 }
 
 // The Engine is pinged and the image checked by the first health check; a missing image is
@@ -51,8 +51,9 @@ Result<std::unique_ptr<Executor>> MakeExecutor(const Config& config, asio::any_i
 }
 
 std::vector<BackendDoctorSection> BackendDoctorSections() {
-  return {{"docker (informational, for EXECUTOR_BACKEND=docker)", ProbeDocker},
-          {"kubernetes (informational, for EXECUTOR_BACKEND=kubernetes)", ProbeKubernetes}};
+  return {
+      {"docker (informational, for EXECUTOR_BACKEND=docker)", runtime::ProbeDocker},
+      {"kubernetes (informational, for EXECUTOR_BACKEND=kubernetes)", runtime::ProbeKubernetes}};
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

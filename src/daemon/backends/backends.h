@@ -14,7 +14,7 @@
 #include "daemon/config/config.h"
 #include "runtime/host_checks.h"
 
-namespace ci {
+namespace ci::daemon {
 
 // The configured backend, or an error naming EXECUTOR_BACKEND or the backend's own variable that
 // is wrong (startup stops with it). Logs what it connects to.
@@ -23,8 +23,8 @@ Result<std::unique_ptr<Executor>> MakeExecutor(const Config& config, asio::any_i
 // `doctor`'s informational sections for the backends other than local (local has its own).
 struct BackendDoctorSection {
   std::string title;  // "docker (informational, for EXECUTOR_BACKEND=docker)"
-  std::function<std::vector<HostFinding>()> probe;
+  std::function<std::vector<runtime::HostFinding>()> probe;
 };
 std::vector<BackendDoctorSection> BackendDoctorSections();
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -1,12 +1,12 @@
 #include "daemon/backends/local_options.h"
 
-namespace ci {
+namespace ci::daemon {
 
-LocalExecutorOptions LocalOptionsFromConfig(const Config& config) {
-  LocalExecutorOptions options;
+runtime::LocalExecutorOptions LocalOptionsFromConfig(const Config& config) {
+  runtime::LocalExecutorOptions options;
   options.cgroup_root = config.cgroup_root;
   options.sandbox_ids = {config.sandbox_id_first, config.sandbox_id_count};
   return options;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -5,8 +5,8 @@
 #include "daemon/config/config.h"
 #include "runtime/local_executor.h"
 
-namespace ci {
+namespace ci::daemon {
 
-LocalExecutorOptions LocalOptionsFromConfig(const Config& config);
+runtime::LocalExecutorOptions LocalOptionsFromConfig(const Config& config);
 
-}  // namespace ci
+}  // namespace ci::daemon

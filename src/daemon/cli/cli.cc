@@ -13,15 +13,15 @@
 #include <sstream>
 #include <string>
 
-#include "daemon/config/config.h"
-#include "daemon/service/execution_service.h"
-#include "daemon/files/file_store.h"
-#include "daemon/service/hardening.h"
 #include "daemon/backends/local_options.h"
 #include "daemon/cli/logging.h"
+#include "daemon/config/config.h"
+#include "daemon/files/file_store.h"
+#include "daemon/service/execution_service.h"
+#include "daemon/service/hardening.h"
 #include "runtime/local_executor.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 struct RunArgs {
@@ -120,8 +120,8 @@ int RunCommand(int argc, char** argv) {
   }
 
   asio::io_context io(1);
-  LocalExecutorOptions options = LocalOptionsFromConfig(*config);
-  auto executor = MakeLocalExecutor(io.get_executor(), options);
+  runtime::LocalExecutorOptions options = LocalOptionsFromConfig(*config);
+  auto executor = runtime::MakeLocalExecutor(io.get_executor(), options);
   ExecutionService service(*config, *executor, **store, std::move(seccomp).value());
   int exit_code = 1;
   auto plan = service.Plan(request);
@@ -156,4 +156,4 @@ int RunCommand(int argc, char** argv) {
   return exit_code;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -1,7 +1,7 @@
 // Subcommands of the one binary: `serve` (the daemon), `run` (one program, no daemon).
 #pragma once
 
-namespace ci {
+namespace ci::daemon {
 
 // The daemon: configuration from the environment, HTTP on HOST:PORT, SIGTERM/SIGINT shut down
 // gracefully. Returns the process exit code.
@@ -12,4 +12,4 @@ int Serve();
 // killed by signal N). Standard input is passed to the program when it is not a terminal.
 int RunCommand(int argc, char** argv);
 
-}  // namespace ci
+}  // namespace ci::daemon

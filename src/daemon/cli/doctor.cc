@@ -13,17 +13,17 @@
 #include <vector>
 
 #include "daemon/backends/backends.h"
-#include "daemon/config/config.h"
-#include "daemon/service/execution_service.h"
-#include "daemon/files/file_store.h"
-#include "daemon/service/hardening.h"
 #include "daemon/backends/local_options.h"
 #include "daemon/cli/logging.h"
+#include "daemon/config/config.h"
+#include "daemon/files/file_store.h"
+#include "daemon/service/execution_service.h"
+#include "daemon/service/hardening.h"
 #include "runtime/host_checks.h"
 #include "runtime/host_probe.h"
 #include "runtime/local_executor.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 struct Tally {
@@ -34,7 +34,7 @@ void Section(const char* title) { std::printf("\n== %s\n", title); }
 
 // A failed check is FAIL when sandboxes cannot work without it, else WARN; `informational`
 // sections (later backends) never FAIL.
-void Print(const HostFinding& f, Tally* t, bool informational = false) {
+void Print(const runtime::HostFinding& f, Tally* t, bool informational = false) {
   const char* level = "OK";
   if (!f.ok) level = f.required && !informational ? "FAIL" : "WARN";
   (f.ok ? t->ok : (level[0] == 'F' ? t->fail : t->warn))++;
@@ -43,8 +43,8 @@ void Print(const HostFinding& f, Tally* t, bool informational = false) {
 }
 
 // A real sandbox start through the local executor, the same path `run` and the daemon take.
-HostFinding SandboxStart(const Config& config) {
-  HostFinding f{"sandbox start (python3 -c 'print(1)')", false, true, "", ""};
+runtime::HostFinding SandboxStart(const Config& config) {
+  runtime::HostFinding f{"sandbox start (python3 -c 'print(1)')", false, true, "", ""};
   f.fix = "see the FAILs above; `code-interpreter run -c 'print(1)'` shows the same error";
   auto seccomp = LoadSeccompProfile(config);
   if (!seccomp.ok()) {
@@ -64,8 +64,8 @@ HostFinding SandboxStart(const Config& config) {
       return f;
     }
     asio::io_context io(1);
-    LocalExecutorOptions options = LocalOptionsFromConfig(config);
-    auto executor = MakeLocalExecutor(io.get_executor(), options);
+    runtime::LocalExecutorOptions options = LocalOptionsFromConfig(config);
+    auto executor = runtime::MakeLocalExecutor(io.get_executor(), options);
     ExecutionService service(config, *executor, **store, std::move(seccomp).value());
     ExecuteRequest request;
     request.code = "print(1)";
@@ -108,12 +108,12 @@ HostFinding SandboxStart(const Config& config) {
 
 // What the local backend enforces on this host and what it cannot (the same list /health shows):
 // each downgrade is a warning with its fix.
-std::vector<HostFinding> HardeningFindings(const Config& config) {
-  std::vector<HostFinding> out;
+std::vector<runtime::HostFinding> HardeningFindings(const Config& config) {
+  std::vector<runtime::HostFinding> out;
   auto seccomp = LoadSeccompProfile(config);
   if (!seccomp.ok()) return {{"SECCOMP_PROFILE", false, true, seccomp.status().message(), ""}};
   asio::io_context io(1);
-  auto executor = MakeLocalExecutor(io.get_executor(), LocalOptionsFromConfig(config));
+  auto executor = runtime::MakeLocalExecutor(io.get_executor(), LocalOptionsFromConfig(config));
   const SandboxSpec spec = ExecutionService::MakeSpec(config, std::move(seccomp).value());
   for (const Downgrade& d : executor->enforcement(spec).downgrades) {
     out.push_back({d.measure, false, false, d.reason, d.fix});
@@ -148,12 +148,12 @@ int DoctorCommand(int argc, char** /*argv*/) {
         &t);
 
   Section("namespaces");
-  for (const HostFinding& f : ProbeNamespaces()) Print(f, &t);
+  for (const runtime::HostFinding& f : runtime::ProbeNamespaces()) Print(f, &t);
 
   Section("user namespace settings");
-  HostCheckInputs in;
-  in.rootless = RunsRootless();
-  for (const HostFinding& f : CheckUserNamespaceHost(in)) {
+  runtime::HostCheckInputs in;
+  in.rootless = runtime::RunsRootless();
+  for (const runtime::HostFinding& f : CheckUserNamespaceHost(in)) {
     // The per-kind "<ns> namespaces" entries only look at /proc/self/ns; the section above
     // tried each kind for real.
     const std::string suffix = " namespaces";
@@ -165,16 +165,16 @@ int DoctorCommand(int argc, char** /*argv*/) {
   }
 
   Section("cgroups");
-  for (const HostFinding& f : ProbeCgroups(config->cgroup_root)) Print(f, &t);
+  for (const runtime::HostFinding& f : runtime::ProbeCgroups(config->cgroup_root)) Print(f, &t);
 
   Section("seccomp");
-  for (const HostFinding& f : ProbeSeccomp()) Print(f, &t);
+  for (const runtime::HostFinding& f : runtime::ProbeSeccomp()) Print(f, &t);
 
   Section("sandbox root filesystem");
-  for (const HostFinding& f : ProbeRootfs(config->sandbox_rootfs)) Print(f, &t);
+  for (const runtime::HostFinding& f : runtime::ProbeRootfs(config->sandbox_rootfs)) Print(f, &t);
 
   Section("hardening downgrades (also listed by /health)");
-  for (const HostFinding& f : HardeningFindings(*config)) Print(f, &t);
+  for (const runtime::HostFinding& f : HardeningFindings(*config)) Print(f, &t);
 
   Section("sandbox");
   std::fflush(stdout);
@@ -182,11 +182,11 @@ int DoctorCommand(int argc, char** /*argv*/) {
 
   for (const BackendDoctorSection& s : BackendDoctorSections()) {
     Section(s.title.c_str());
-    for (const HostFinding& f : s.probe()) Print(f, &t, /*informational=*/true);
+    for (const runtime::HostFinding& f : s.probe()) Print(f, &t, /*informational=*/true);
   }
 
   std::printf("\n%d OK, %d WARN, %d FAIL\n", t.ok, t.warn, t.fail);
   return t.fail == 0 ? 0 : 1;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -10,7 +10,7 @@
 
 #include "core/json.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 class JsonFormatter : public spdlog::formatter {
@@ -71,4 +71,4 @@ void SetupLogging(const std::string& level, const std::string& format) {
   spdlog::set_default_logger(logger);
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -4,8 +4,8 @@
 
 #include <string>
 
-namespace ci {
+namespace ci::daemon {
 
 void SetupLogging(const std::string& level, const std::string& format);
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -20,10 +20,10 @@ constexpr const char* kUsage =
 int main(int argc, char** argv) {
   std::string_view cmd = argc > 1 ? argv[1] : "serve";
   // The shim is this same binary re-executed by the daemon to build a sandbox.
-  if (cmd == "shim") return ci::ShimMain(argc, argv);
-  if (cmd == "serve") return ci::Serve();
-  if (cmd == "run") return ci::RunCommand(argc - 2, argv + 2);
-  if (cmd == "doctor") return ci::DoctorCommand(argc - 2, argv + 2);
+  if (cmd == "shim") return ci::runtime::ShimMain(argc, argv);
+  if (cmd == "serve") return ci::daemon::Serve();
+  if (cmd == "run") return ci::daemon::RunCommand(argc - 2, argv + 2);
+  if (cmd == "doctor") return ci::daemon::DoctorCommand(argc - 2, argv + 2);
   if (cmd == "version" || cmd == "--version") {
     std::printf("code-interpreter %s\n", CI_VERSION);
     return 0;

@@ -12,21 +12,21 @@
 #include <cstdlib>
 
 #include "core/sleep.h"
-#include "daemon/service/admission.h"
+#include "daemon/api/handlers.h"
 #include "daemon/backends/backends.h"
 #include "daemon/cli/cli.h"
-#include "daemon/config/config.h"
-#include "daemon/service/execution_service.h"
-#include "daemon/files/file_store.h"
-#include "daemon/api/handlers.h"
-#include "daemon/service/hardening.h"
-#include "daemon/http/http_server.h"
 #include "daemon/cli/logging.h"
+#include "daemon/config/config.h"
+#include "daemon/files/file_store.h"
+#include "daemon/http/http_server.h"
+#include "daemon/service/admission.h"
+#include "daemon/service/execution_service.h"
+#include "daemon/service/hardening.h"
 #include "daemon/service/metrics.h"
-#include "daemon/sessions/session_manager.h"
 #include "daemon/service/warm_pool.h"
+#include "daemon/sessions/session_manager.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 using namespace std::chrono_literals;
@@ -203,4 +203,4 @@ int Serve() {
   return 0;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -4,7 +4,7 @@
 
 #include "core/env_reader.h"
 
-namespace ci {
+namespace ci::daemon {
 
 Result<Config> LoadConfig(const EnvLookup& getenv) {
   Config c;
@@ -61,4 +61,4 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   return c;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -9,7 +9,7 @@
 #include "core/env_reader.h"
 #include "core/status.h"
 
-namespace ci {
+namespace ci::daemon {
 
 struct Config {
   std::string executor_backend = "local";
@@ -58,4 +58,4 @@ struct Config {
 
 Result<Config> LoadConfig(const EnvLookup& getenv);
 
-}  // namespace ci
+}  // namespace ci::daemon

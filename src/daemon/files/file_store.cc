@@ -18,7 +18,7 @@
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 namespace fs = std::filesystem;
@@ -591,4 +591,4 @@ std::string AttachmentContentDisposition(std::string_view filename) {
   return out;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

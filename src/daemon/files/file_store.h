@@ -23,7 +23,7 @@
 #include "core/sparse_writer.h"
 #include "core/status.h"
 
-namespace ci {
+namespace ci::daemon {
 
 struct FileMeta {
   std::string file_id;   // canonical lowercase UUIDv4
@@ -159,4 +159,4 @@ class FileStore {
 // (RFC 6266/5987) when the name is not plain ASCII.
 std::string AttachmentContentDisposition(std::string_view filename);
 
-}  // namespace ci
+}  // namespace ci::daemon

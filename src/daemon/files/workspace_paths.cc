@@ -2,7 +2,7 @@
 
 #include <vector>
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 // Linux limits (NAME_MAX, PATH_MAX). Checking them here turns an obscure ENAMETOOLONG while
@@ -53,4 +53,4 @@ Result<std::string> NormalizeWorkspacePath(std::string_view path, bool entrypoin
   return normalized;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

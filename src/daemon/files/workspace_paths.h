@@ -6,7 +6,7 @@
 
 #include "core/status.h"
 
-namespace ci {
+namespace ci::daemon {
 
 // Normalizes a relative workspace path: empty and "." components are dropped, so
 // "./a//b/./c.txt" becomes "a/b/c.txt". The error messages are the API's 422 texts (see
@@ -14,4 +14,4 @@ namespace ci {
 // `entrypoint_reserved` is true when code is staged as the root-level `__main__.py`.
 Result<std::string> NormalizeWorkspacePath(std::string_view path, bool entrypoint_reserved);
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -2,7 +2,7 @@
 
 #include "core/json.h"
 
-namespace ci {
+namespace ci::daemon {
 
 asio::awaitable<BodyChunk> ReadWholeBody(HttpExchange& ex, uint64_t max_total) {
   BodyChunk all;
@@ -39,4 +39,4 @@ HttpResponse NoContent() {
   return r;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

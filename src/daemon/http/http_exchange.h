@@ -13,7 +13,7 @@
 
 #include "core/status.h"
 
-namespace ci {
+namespace ci::daemon {
 
 namespace asio = boost::asio;
 
@@ -79,4 +79,4 @@ HttpResponse ErrorResponse(int status, std::string_view detail);  // {"detail": 
 HttpResponse MethodNotAllowed(std::string allow);                 // 405 with Allow
 HttpResponse NoContent();                                         // 204
 
-}  // namespace ci
+}  // namespace ci::daemon

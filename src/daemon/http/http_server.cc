@@ -21,7 +21,7 @@
 
 #include "daemon/http/request_id.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 namespace beast = boost::beast;
@@ -398,4 +398,4 @@ void HttpServer::CloseIdleConnections() {
 
 size_t HttpServer::open_connections() const { return state_->connections.size(); }
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -12,7 +12,7 @@
 #include "core/status.h"
 #include "daemon/http/http_exchange.h"
 
-namespace ci {
+namespace ci::daemon {
 
 using HttpHandler = std::function<asio::awaitable<void>(HttpExchange&)>;
 
@@ -44,4 +44,4 @@ class HttpServer {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 Status Invalid(std::string_view why) {
@@ -391,4 +391,4 @@ Result<size_t> MultipartParser::ScanHeaders(std::string_view chunk) {
   return consumed;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

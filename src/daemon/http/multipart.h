@@ -14,7 +14,7 @@
 
 #include "core/status.h"
 
-namespace ci {
+namespace ci::daemon {
 
 struct MultipartPartHeaders {
   std::string name;                     // Content-Disposition `name`
@@ -92,4 +92,4 @@ class MultipartParser {
   Status error_;
 };
 
-}  // namespace ci
+}  // namespace ci::daemon

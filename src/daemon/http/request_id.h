@@ -6,11 +6,11 @@
 
 #include "core/random.h"
 
-namespace ci {
+namespace ci::daemon {
 
 inline std::string NewRequestId() {
   std::string hex = RandomHex(6);
   return "r-" + (hex.empty() ? std::string("unknown") : hex);
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

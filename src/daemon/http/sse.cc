@@ -2,7 +2,7 @@
 
 #include "core/json.h"
 
-namespace ci {
+namespace ci::daemon {
 
 std::string SseFrame(std::string_view event, std::string_view json) {
   std::string out;
@@ -21,4 +21,4 @@ std::string SseOutputData(bool is_stderr, std::string_view text) {
   return std::string(buf.GetString(), buf.GetSize());
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

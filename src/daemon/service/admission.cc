@@ -4,7 +4,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-namespace ci {
+namespace ci::daemon {
 
 boost::asio::awaitable<std::optional<Admission::Permit>> Admission::Acquire() {
   if (running_ < limit_ && queue_.empty()) {
@@ -34,4 +34,4 @@ void Admission::Release() {
   next->timer.cancel();
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -11,7 +11,7 @@
 #include <memory>
 #include <optional>
 
-namespace ci {
+namespace ci::daemon {
 
 class Admission {
  public:
@@ -54,4 +54,4 @@ class Admission {
   std::deque<std::shared_ptr<Waiter>> queue_;
 };
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -7,7 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <utility>
 
-namespace ci {
+namespace ci::daemon {
 
 class AsyncEvent {
  public:
@@ -26,4 +26,4 @@ class AsyncEvent {
   boost::asio::steady_timer timer_;
 };
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "daemon/service/output_buffer.h"
 #include "daemon/files/workspace_paths.h"
+#include "daemon/service/output_buffer.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 using namespace std::chrono_literals;
@@ -288,4 +288,4 @@ void ExecutionService::KillAll() {
   for (Sandbox* s : live_) s->Kill();
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

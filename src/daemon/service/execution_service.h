@@ -16,7 +16,7 @@
 #include "daemon/service/python_program.h"
 #include "daemon/service/requests.h"
 
-namespace ci {
+namespace ci::daemon {
 
 // A 4xx/5xx answer decided before or instead of running.
 struct ApiError {
@@ -94,4 +94,4 @@ class ExecutionService {
   std::set<Sandbox*> live_;
 };
 
-}  // namespace ci
+}  // namespace ci::daemon

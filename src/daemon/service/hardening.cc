@@ -9,7 +9,7 @@
 #include "core/policies.h"
 #include "runtime/seccomp_profile.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 Result<std::string> ProfileText(const std::string& choice) {
@@ -33,7 +33,7 @@ Result<std::string> LoadSeccompProfile(const Config& config) {
   Result<std::string> text = ProfileText(config.seccomp_profile);
   if (!text.ok()) return text.status().Context(context);
   std::vector<std::string> skipped;
-  auto bpf = CompileSeccompProfile(*text, config.seccomp_log_denied, &skipped);
+  auto bpf = runtime::CompileSeccompProfile(*text, config.seccomp_log_denied, &skipped);
   if (!bpf.ok()) return bpf.status().Context(context);
   std::string names;
   for (const auto& n : skipped) names += (names.empty() ? "" : " ") + n;
@@ -46,4 +46,4 @@ Result<std::string> LoadSeccompProfile(const Config& config) {
   return text;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

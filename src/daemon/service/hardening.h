@@ -7,7 +7,7 @@
 #include "core/status.h"
 #include "daemon/config/config.h"
 
-namespace ci {
+namespace ci::daemon {
 
 // The seccomp profile text for SECCOMP_PROFILE: the embedded policies/seccomp-executor.json
 // ("default"), policies/seccomp-executor-strict.json ("strict"), or the content of an absolute
@@ -15,4 +15,4 @@ namespace ci {
 // an error names SECCOMP_PROFILE and must stop startup.
 Result<std::string> LoadSeccompProfile(const Config& config);
 
-}  // namespace ci
+}  // namespace ci::daemon

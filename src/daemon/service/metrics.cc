@@ -4,7 +4,7 @@
 
 #include <tuple>
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 const std::vector<double> kBuckets = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
@@ -100,4 +100,4 @@ std::string Metrics::Render() const {
   return out;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

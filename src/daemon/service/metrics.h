@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace ci {
+namespace ci::daemon {
 
 class Histogram {
  public:
@@ -47,4 +47,4 @@ class Metrics {
   std::map<std::string, Histogram> duration_;        // by operation
 };
 
-}  // namespace ci
+}  // namespace ci::daemon

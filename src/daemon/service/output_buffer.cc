@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
@@ -98,4 +98,4 @@ std::string Utf8Stream::Flush() {
   return out;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

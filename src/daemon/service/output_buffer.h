@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace ci {
+namespace ci::daemon {
 
 // Replaces every invalid UTF-8 sequence with U+FFFD (like Python's errors='replace').
 std::string SanitizeUtf8(std::string_view bytes);
@@ -43,4 +43,4 @@ class Utf8Stream {
   std::string pending_;  // at most 3 bytes of an incomplete sequence
 };
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 // Runs /workspace/__main__.py like a notebook cell: statements in order, then the value of a
@@ -114,4 +114,4 @@ Result<Program> BuildProgram(std::string_view language, bool last_line_interacti
   return p;
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

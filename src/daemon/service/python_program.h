@@ -8,7 +8,7 @@
 
 #include "core/status.h"
 
-namespace ci {
+namespace ci::daemon {
 
 struct Program {
   std::string entrypoint;  // workspace-relative, e.g. "__main__.py"; reserved for user files
@@ -34,4 +34,4 @@ Result<Program> BuildProgram(std::string_view language, bool last_line_interacti
 // The Python driver run with `python3 -c` (exposed for tests).
 std::string_view PythonInteractiveDriver();
 
-}  // namespace ci
+}  // namespace ci::daemon

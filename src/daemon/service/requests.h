@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace ci {
+namespace ci::daemon {
 
 struct FileRef {
   std::string path;
@@ -35,4 +35,4 @@ struct BashRequest {
   int64_t timeout_ms = 30000;
 };
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -2,7 +2,7 @@
 
 #include <csignal>
 
-namespace ci {
+namespace ci::daemon {
 
 std::string_view ComputeVerdict(const RunOutcome& run, const ResourceReport& resources,
                                 bool output_truncated, uint32_t cpu_limit_sec) {
@@ -23,4 +23,4 @@ std::string_view ComputeVerdict(const RunOutcome& run, const ResourceReport& res
   return "error";
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

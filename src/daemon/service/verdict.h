@@ -6,7 +6,7 @@
 
 #include "core/executor.h"
 
-namespace ci {
+namespace ci::daemon {
 
 // An OOM kill anywhere in the sandbox is `memory_limit`. Otherwise success keeps `ok` (or
 // `output_limit` when output was capped), and a failure is named by its most specific cause: a
@@ -14,4 +14,4 @@ namespace ci {
 std::string_view ComputeVerdict(const RunOutcome& run, const ResourceReport& resources,
                                 bool output_truncated, uint32_t cpu_limit_sec);
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -10,7 +10,7 @@
 
 #include "core/sleep.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {}  // namespace
 
 void WarmPool::Start(SandboxSpec spec) {
@@ -75,4 +75,4 @@ asio::awaitable<void> WarmPool::Drain() {
   co_await inner_.Drain();
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -11,7 +11,7 @@
 
 #include "core/executor.h"
 
-namespace ci {
+namespace ci::daemon {
 
 class WarmPool final : public Executor {
  public:
@@ -47,4 +47,4 @@ class WarmPool final : public Executor {
   std::string last_error_;  // the last failed fill's, logged once until it changes
 };
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -2,7 +2,7 @@
 
 #include "core/json.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 // The server. Its only channel is one it inherited: a socket on fd 3 (local), one end of a socket
@@ -228,4 +228,4 @@ std::string PythonSessionRequest(std::string_view code, bool last_line_interacti
   return std::string(buf.GetString(), buf.GetSize());
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

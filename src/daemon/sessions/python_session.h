@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ci {
+namespace ci::daemon {
 
 // argv of the server (a RunPayload::background program that serves calls).
 std::vector<std::string> PythonSessionServerArgv();
@@ -40,4 +40,4 @@ constexpr std::string_view kStateLostNotice =
 // The Python source (exposed for tests).
 std::string_view PythonSessionServerSource();
 
-}  // namespace ci
+}  // namespace ci::daemon

@@ -13,11 +13,11 @@
 #include <ctime>
 
 #include "core/random.h"
+#include "daemon/files/workspace_paths.h"
 #include "daemon/service/output_buffer.h"
 #include "daemon/sessions/python_session.h"
-#include "daemon/files/workspace_paths.h"
 
-namespace ci {
+namespace ci::daemon {
 namespace {
 
 using namespace std::chrono_literals;
@@ -380,4 +380,4 @@ asio::awaitable<void> SessionManager::DestroyAll() {
   for (auto& s : all) co_await End(s);
 }
 
-}  // namespace ci
+}  // namespace ci::daemon

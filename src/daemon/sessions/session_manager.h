@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "core/executor.h"
-#include "daemon/service/async_event.h"
 #include "daemon/config/config.h"
-#include "daemon/service/execution_service.h"
 #include "daemon/files/file_store.h"
+#include "daemon/service/async_event.h"
+#include "daemon/service/execution_service.h"
 
-namespace ci {
+namespace ci::daemon {
 
 struct SessionSummary {
   std::string id;
@@ -121,4 +121,4 @@ class SessionManager {
   size_t creating_ = 0;  // sessions being set up, counted against MAX_SESSIONS
 };
 
-}  // namespace ci
+}  // namespace ci::daemon
