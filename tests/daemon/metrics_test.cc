@@ -11,11 +11,11 @@ bool Has(const std::string& text, const std::string& line) {
 
 TEST(Metrics, RendersTheSeriesOfTheApi) {
   Metrics m(16);
-  m.Started("execute");
-  m.Started("execute");
-  m.Finished("execute", "ok", 0.07);
-  m.Rejected("execute", 429, "saturated");
-  m.AdmissionWait("execute", 0.2);
+  m.Started(Operation::kExecute);
+  m.Started(Operation::kExecute);
+  m.Finished(Operation::kExecute, Outcome::kOk, 0.07);
+  m.Rejected(Operation::kExecute, Rejection::kSaturated);
+  m.AdmissionWait(Operation::kExecute, 0.2);
   std::string t = m.Render();
   EXPECT_TRUE(Has(t, "code_interpreter_executions_active{operation=\"execute\"} 1")) << t;
   EXPECT_TRUE(Has(t, "code_interpreter_executions_active{operation=\"session_bash\"} 0")) << t;
@@ -29,6 +29,22 @@ TEST(Metrics, RendersTheSeriesOfTheApi) {
                   "outcome=\"ok\"} 1"))
       << t;
   EXPECT_TRUE(Has(t, "# TYPE code_interpreter_execution_duration_seconds histogram")) << t;
+}
+
+TEST(Metrics, AnUnavailableExecutionIsACapacityRejectionAndAnError) {
+  Metrics m(4);
+  m.Started(Operation::kSessionExecute);
+  m.Finished(Operation::kSessionExecute, Outcome::kUnavailable, 0.01);
+  std::string t = m.Render();
+  EXPECT_TRUE(Has(t,
+                  "code_interpreter_executions_rejected_total{operation=\"session_execute\","
+                  "status=\"503\",reason=\"capacity\"} 1"))
+      << t;
+  EXPECT_TRUE(Has(t,
+                  "code_interpreter_executions_completed_total{operation=\"session_execute\","
+                  "outcome=\"error\"} 1"))
+      << t;
+  EXPECT_TRUE(Has(t, "code_interpreter_executions_active{operation=\"session_execute\"} 0")) << t;
 }
 
 TEST(Metrics, HistogramBucketsAreCumulative) {

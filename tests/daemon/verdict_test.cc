@@ -20,38 +20,38 @@ RunOutcome Signaled(int sig, uint64_t cpu_ms = 0) {
 }
 
 TEST(Verdict, SuccessAndPlainFailure) {
-  EXPECT_EQ(ComputeVerdict(Exited(0), {}, false, 5), "ok");
-  EXPECT_EQ(ComputeVerdict(Exited(1), {}, false, 5), "error");
-  EXPECT_EQ(ComputeVerdict(Exited(0), {}, true, 5), "output_limit");
-  EXPECT_EQ(ComputeVerdict(Exited(3), {}, true, 5), "output_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(0), {}, false, 5)), "ok");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(1), {}, false, 5)), "error");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(0), {}, true, 5)), "output_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(3), {}, true, 5)), "output_limit");
 }
 
 TEST(Verdict, LimitsExplainFailures) {
   ResourceReport oom;
   oom.oom_killed = true;
-  EXPECT_EQ(ComputeVerdict(Signaled(SIGKILL), oom, false, 5), "memory_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Signaled(SIGKILL), oom, false, 5)), "memory_limit");
   ResourceReport pids;
   pids.pids_limit_hit = true;
   RunOutcome timed_out;
   timed_out.timed_out = true;
-  EXPECT_EQ(ComputeVerdict(timed_out, pids, false, 5), "pids_limit");
-  EXPECT_EQ(ComputeVerdict(timed_out, {}, false, 5), "timed_out");
-  EXPECT_EQ(ComputeVerdict(Signaled(SIGXCPU), {}, false, 5), "cpu_limit");
-  EXPECT_EQ(ComputeVerdict(Signaled(SIGKILL, 6000), {}, false, 5), "cpu_limit");
-  EXPECT_EQ(ComputeVerdict(Signaled(SIGKILL, 10), {}, false, 5), "killed");
-  EXPECT_EQ(ComputeVerdict(Signaled(SIGSEGV), {}, false, 5), "killed");
+  EXPECT_EQ(VerdictName(ComputeVerdict(timed_out, pids, false, 5)), "pids_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(timed_out, {}, false, 5)), "timed_out");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Signaled(SIGXCPU), {}, false, 5)), "cpu_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Signaled(SIGKILL, 6000), {}, false, 5)), "cpu_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Signaled(SIGKILL, 10), {}, false, 5)), "killed");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Signaled(SIGSEGV), {}, false, 5)), "killed");
 }
 
 TEST(Verdict, ARefusedForkInAProgramThatSucceededIsOk) {
   ResourceReport pids;
   pids.pids_limit_hit = true;
-  EXPECT_EQ(ComputeVerdict(Exited(0), pids, false, 5), "ok");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(0), pids, false, 5)), "ok");
 }
 
 TEST(Verdict, AnOomKilledChildIsReportedEvenWhenTheProgramSucceeded) {
   ResourceReport oom;
   oom.oom_killed = true;
-  EXPECT_EQ(ComputeVerdict(Exited(0), oom, false, 5), "memory_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(0), oom, false, 5)), "memory_limit");
 }
 
 }  // namespace

@@ -1,8 +1,15 @@
-// The REST API of docs/api.md: routing and one handler per endpoint. Handlers speak HttpExchange,
-// never Beast.
+// The REST API of docs/api.md: one route table (Routes()) and one handler set per resource
+// (health_handlers.cc, execute_handlers.cc, file_handlers.cc, session_handlers.cc). Handlers
+// speak HttpExchange, never Beast.
 #pragma once
 
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <variant>
 
 #include "core/executor.h"
 #include "daemon/api/responses.h"
@@ -24,47 +31,65 @@ class ApiHandlers {
   // The cached result of the background backend check, served by /health.
   void SetHealth(Status status) { health_ = std::move(status); }
 
+  // A handler gets the exchange and the value of its path's `{...}` segment ("" when none).
+  using Handler = asio::awaitable<void> (ApiHandlers::*)(HttpExchange&, const std::string&);
+  struct Route {
+    std::string_view method;
+    std::string_view pattern;  // routes.h: "/v1/files/{file_id}"
+    Handler handler;
+  };
+  // Every route the API serves, in matching order.
+  static std::span<const Route> Routes();
+
  private:
+  // Health (health_handlers.cc).
   HealthInfo Info(const Status& backend) const;
-  asio::awaitable<void> Health(HttpExchange& ex);
-  asio::awaitable<void> Ready(HttpExchange& ex);
-  asio::awaitable<void> ExecuteBatchRoute(HttpExchange& ex);
-  asio::awaitable<void> ExecuteStreamRoute(HttpExchange& ex);
+  asio::awaitable<void> Health(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> Ready(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> MetricsText(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> Languages(HttpExchange& ex, const std::string&);
+
+  // One-off executions (execute_handlers.cc).
+  asio::awaitable<void> ExecuteBatchRoute(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> ExecuteStreamRoute(HttpExchange& ex, const std::string&);
   asio::awaitable<void> Execute(HttpExchange& ex, bool stream);
   // Runs an execution (one-off or in a session) with an output sink and a hook receiving its kill
   // function.
   using KillHook = std::function<void(std::function<void()>)>;
   using Runner = std::function<asio::awaitable<std::variant<ExecutionResult, ApiError>>(
       OutputSink, const KillHook&)>;
-  // Each returns the outcome for the metrics: "ok", "timed_out", "error" or "unavailable" (503).
-  asio::awaitable<std::string> ExecuteBatch(HttpExchange& ex, const Runner& run);
-  asio::awaitable<std::string> ExecuteStream(HttpExchange& ex, const Runner& run);
-  // Records an admitted execution's end; "unavailable" counts as a 503 rejection.
-  void Finish(const std::string& operation, const std::string& outcome,
-              std::chrono::steady_clock::time_point admitted_at);
+  // The batch (JSON) and the stream (SSE) answer of any Runner; each returns the outcome for the
+  // metrics.
+  asio::awaitable<Outcome> ExecuteBatch(HttpExchange& ex, const Runner& run);
+  asio::awaitable<Outcome> ExecuteStream(HttpExchange& ex, const Runner& run);
+  asio::awaitable<Outcome> ExecuteEither(HttpExchange& ex, bool stream, const Runner& run);
+
+  // Files (file_handlers.cc).
+  asio::awaitable<void> UploadFile(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> ListFiles(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> GetFile(HttpExchange& ex, const std::string& id);
+  asio::awaitable<void> DeleteFile(HttpExchange& ex, const std::string& id);
+
+  // Sessions (session_handlers.cc).
+  asio::awaitable<void> CreateSession(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> ListSessions(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> DeleteSession(HttpExchange& ex, const std::string& id);
+  asio::awaitable<void> SessionBash(HttpExchange& ex, const std::string& id);
+  asio::awaitable<void> SessionExecuteBatch(HttpExchange& ex, const std::string& id);
+  asio::awaitable<void> SessionExecuteStream(HttpExchange& ex, const std::string& id);
+  asio::awaitable<void> SessionExecute(HttpExchange& ex, const std::string& id, bool stream);
+  asio::awaitable<void> SessionFiles(HttpExchange& ex, const std::string& id);
+  asio::awaitable<void> SessionStageFiles(HttpExchange& ex, const std::string& id);
+
+  // Shared by the handlers (handlers.cc).
   // An execution slot, or nullopt after answering 429.
-  asio::awaitable<std::optional<Admission::Permit>> Admit(HttpExchange& ex,
-                                                          const std::string& operation);
+  asio::awaitable<std::optional<Admission::Permit>> Admit(HttpExchange& ex, Operation op);
+  // Records an admitted execution's end.
+  void Finish(Operation op, Outcome outcome, std::chrono::steady_clock::time_point admitted_at);
   // {"detail"} with the status; a 503 (no capacity) carries Retry-After.
   HttpResponse ApiErrorResponse(const ApiError& e) const;
   // The body within the request size limit, or nullopt after answering 413/400.
   asio::awaitable<std::optional<std::string>> ReadJsonBody(HttpExchange& ex);
-
-  // Sessions (session_handlers.cc).
-  asio::awaitable<void> Sessions(HttpExchange& ex);
-  asio::awaitable<void> CreateSession(HttpExchange& ex);
-  asio::awaitable<void> ListSessions(HttpExchange& ex);
-  asio::awaitable<void> DeleteSession(HttpExchange& ex, const std::string& id);
-  asio::awaitable<void> SessionBash(HttpExchange& ex, const std::string& id);
-  asio::awaitable<void> SessionExecute(HttpExchange& ex, const std::string& id, bool stream);
-  asio::awaitable<void> SessionFiles(HttpExchange& ex, const std::string& id);
-  asio::awaitable<void> SessionStageFiles(HttpExchange& ex, const std::string& id);
-  asio::awaitable<void> MetricsText(HttpExchange& ex);
-  asio::awaitable<void> Languages(HttpExchange& ex);
-  asio::awaitable<void> UploadFile(HttpExchange& ex);
-  asio::awaitable<void> ListFiles(HttpExchange& ex);
-  asio::awaitable<void> GetFile(HttpExchange& ex, const std::string& id);
-  asio::awaitable<void> DeleteFile(HttpExchange& ex, const std::string& id);
 
   const Config& config_;
   Executor& executor_;

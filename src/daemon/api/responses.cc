@@ -72,7 +72,7 @@ std::string ExecuteResultJson(const ExecutionResult& result, const OutputSummary
   w.EndArray();
   w.Key("files_truncated");
   w.Bool(result.files_truncated);
-  WriteField(w, "verdict", output.verdict);
+  WriteField(w, "verdict", VerdictName(output.verdict));
   w.Key("stdout_truncated");
   w.Bool(output.stdout_truncated);
   w.Key("stderr_truncated");

@@ -8,6 +8,7 @@
 #include "core/executor.h"
 #include "daemon/files/file_store.h"
 #include "daemon/service/execution_service.h"
+#include "daemon/service/verdict.h"
 #include "daemon/sessions/session_manager.h"
 
 namespace ci::daemon {
@@ -17,7 +18,7 @@ struct OutputSummary {
   const std::string* stderr_text = nullptr;
   bool stdout_truncated = false;
   bool stderr_truncated = false;
-  std::string_view verdict;
+  Verdict verdict = Verdict::kOk;
 };
 
 // The /v1/execute body, or the SSE `result` data when the texts are null.

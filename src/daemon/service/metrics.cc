@@ -8,10 +8,7 @@ namespace ci::daemon {
 namespace {
 
 const std::vector<double> kBuckets = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
-const char* const kOperations[] = {"execute",      "execute_stream",  "session_create",
-                                   "session_bash", "session_execute", "session_execute_stream"};
-
-Histogram& Get(std::map<std::string, Histogram>& m, const std::string& key) {
+Histogram& Get(std::map<Operation, Histogram>& m, Operation key) {
   return m.try_emplace(key, kBuckets).first->second;
 }
 
@@ -20,6 +17,38 @@ void Header(std::string& out, const char* name, const char* type, const char* he
 }
 
 }  // namespace
+
+std::string_view OperationName(Operation op) {
+  switch (op) {
+    case Operation::kExecute:
+      return "execute";
+    case Operation::kExecuteStream:
+      return "execute_stream";
+    case Operation::kSessionCreate:
+      return "session_create";
+    case Operation::kSessionBash:
+      return "session_bash";
+    case Operation::kSessionExecute:
+      return "session_execute";
+    case Operation::kSessionExecuteStream:
+      return "session_execute_stream";
+  }
+  return "unknown";
+}
+
+std::string_view OutcomeName(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kOk:
+      return "ok";
+    case Outcome::kTimedOut:
+      return "timed_out";
+    case Outcome::kError:
+      return "error";
+    case Outcome::kUnavailable:
+      return "unavailable";
+  }
+  return "unknown";
+}
 
 Histogram::Histogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -43,27 +72,27 @@ void Histogram::Render(std::string& out, const std::string& name, const std::str
       fmt::format("{}_sum{{{}}} {}\n{}_count{{{}}} {}\n", name, labels, sum_, name, labels, count_);
 }
 
-void Metrics::Finished(const std::string& operation, const std::string& outcome, double seconds) {
-  --active_[operation];
-  ++completed_[{operation, outcome}];
-  Get(duration_, operation).Observe(seconds);
+void Metrics::Finished(Operation op, Outcome outcome, double seconds) {
+  --active_[op];
+  if (outcome == Outcome::kUnavailable) {
+    Rejected(op, Rejection::kNoCapacity);
+    outcome = Outcome::kError;
+  }
+  ++completed_[{op, outcome}];
+  Get(duration_, op).Observe(seconds);
 }
 
-void Metrics::Rejected(const std::string& operation, int status, const std::string& reason) {
-  ++rejected_[{operation, status, reason}];
-}
-
-void Metrics::AdmissionWait(const std::string& operation, double seconds) {
-  Get(admission_wait_, operation).Observe(seconds);
+void Metrics::AdmissionWait(Operation op, double seconds) {
+  Get(admission_wait_, op).Observe(seconds);
 }
 
 std::string Metrics::Render() const {
   std::string out;
   Header(out, "code_interpreter_executions_active", "gauge", "Executions running now.");
-  for (const char* op : kOperations) {
+  for (Operation op : kOperations) {
     auto it = active_.find(op);
-    out += fmt::format("code_interpreter_executions_active{{operation=\"{}\"}} {}\n", op,
-                       it == active_.end() ? 0 : it->second);
+    out += fmt::format("code_interpreter_executions_active{{operation=\"{}\"}} {}\n",
+                       OperationName(op), it == active_.end() ? 0 : it->second);
   }
   Header(out, "code_interpreter_sessions_active", "gauge", "Sessions alive now.");
   out += fmt::format("code_interpreter_sessions_active {}\n", sessions_ ? sessions_() : 0);
@@ -73,29 +102,31 @@ std::string Metrics::Render() const {
   Header(out, "code_interpreter_executions_rejected_total", "counter",
          "Executions refused before running (429 saturated, 503 no capacity).");
   for (const auto& [key, n] : rejected_) {
-    const auto& [op, status, reason] = key;
+    const auto& [op, why] = key;
+    const bool saturated = why == Rejection::kSaturated;
     out += fmt::format(
         "code_interpreter_executions_rejected_total{{operation=\"{}\",status=\"{}\","
         "reason=\"{}\"}} {}\n",
-        op, status, reason, n);
+        OperationName(op), saturated ? 429 : 503, saturated ? "saturated" : "capacity", n);
   }
   Header(out, "code_interpreter_executions_completed_total", "counter",
          "Executions that ran, by outcome (ok, timed_out, error).");
   for (const auto& [key, n] : completed_) {
     out += fmt::format(
         "code_interpreter_executions_completed_total{{operation=\"{}\",outcome=\"{}\"}} {}\n",
-        key.first, key.second, n);
+        OperationName(key.first), OutcomeName(key.second), n);
   }
   Header(out, "code_interpreter_admission_wait_seconds", "histogram",
          "Time a request waited for an execution slot.");
   for (const auto& [op, h] : admission_wait_) {
-    h.Render(out, "code_interpreter_admission_wait_seconds", fmt::format("operation=\"{}\"", op));
+    h.Render(out, "code_interpreter_admission_wait_seconds",
+             fmt::format("operation=\"{}\"", OperationName(op)));
   }
   Header(out, "code_interpreter_execution_duration_seconds", "histogram",
          "Wall time of an execution, from admission to the end of cleanup.");
   for (const auto& [op, h] : duration_) {
     h.Render(out, "code_interpreter_execution_duration_seconds",
-             fmt::format("operation=\"{}\"", op));
+             fmt::format("operation=\"{}\"", OperationName(op)));
   }
   return out;
 }

@@ -6,9 +6,36 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ci::daemon {
+
+// What was executed: the `operation` label.
+enum class Operation {
+  kExecute,
+  kExecuteStream,
+  kSessionCreate,
+  kSessionBash,
+  kSessionExecute,
+  kSessionExecuteStream,
+};
+inline constexpr Operation kOperations[] = {
+    Operation::kExecute,     Operation::kExecuteStream,  Operation::kSessionCreate,
+    Operation::kSessionBash, Operation::kSessionExecute, Operation::kSessionExecuteStream};
+std::string_view OperationName(Operation op);
+
+// How an admitted execution ended: the `outcome` label. A program's own failure is kOk for the
+// service; kUnavailable is one that did not run for lack of capacity (503), counted as a
+// rejection and as an error.
+enum class Outcome { kOk, kTimedOut, kError, kUnavailable };
+std::string_view OutcomeName(Outcome outcome);
+
+// Why an execution was refused before running: the `status` and `reason` labels.
+enum class Rejection {
+  kSaturated,   // 429: no slot within QUEUE_TIMEOUT
+  kNoCapacity,  // 503: the backend or the session limit had no room
+};
 
 class Histogram {
  public:
@@ -27,10 +54,10 @@ class Metrics {
  public:
   explicit Metrics(uint32_t limit) : limit_(limit) {}
 
-  void Started(const std::string& operation) { ++active_[operation]; }
-  void Finished(const std::string& operation, const std::string& outcome, double seconds);
-  void Rejected(const std::string& operation, int status, const std::string& reason);
-  void AdmissionWait(const std::string& operation, double seconds);
+  void Started(Operation op) { ++active_[op]; }
+  void Finished(Operation op, Outcome outcome, double seconds);
+  void Rejected(Operation op, Rejection why) { ++rejected_[{op, why}]; }
+  void AdmissionWait(Operation op, double seconds);
 
   // The live session count, read at each scrape.
   void CountSessionsWith(std::function<size_t()> count) { sessions_ = std::move(count); }
@@ -40,11 +67,11 @@ class Metrics {
  private:
   uint32_t limit_;
   std::function<size_t()> sessions_;
-  std::map<std::string, int64_t> active_;                              // by operation
-  std::map<std::pair<std::string, std::string>, uint64_t> completed_;  // (operation, outcome)
-  std::map<std::tuple<std::string, int, std::string>, uint64_t> rejected_;
-  std::map<std::string, Histogram> admission_wait_;  // by operation
-  std::map<std::string, Histogram> duration_;        // by operation
+  std::map<Operation, int64_t> active_;
+  std::map<std::pair<Operation, Outcome>, uint64_t> completed_;
+  std::map<std::pair<Operation, Rejection>, uint64_t> rejected_;
+  std::map<Operation, Histogram> admission_wait_;
+  std::map<Operation, Histogram> duration_;
 };
 
 }  // namespace ci::daemon

@@ -1,0 +1,64 @@
+// GET /health, /ready, /metrics and /v1/languages.
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include "daemon/api/handlers.h"
+#include "daemon/api/responses.h"
+#include "daemon/service/async_event.h"
+
+namespace ci::daemon {
+
+HealthInfo ApiHandlers::Info(const Status& backend) const {
+  HealthInfo info;
+  info.ok = backend.ok();
+  if (!info.ok) info.message = backend.message();
+  info.backend = std::string(executor_.name());
+  info.network_isolation = executor_.network_isolation();
+  info.hardening = executor_.enforcement(service_.spec());
+  return info;
+}
+
+asio::awaitable<void> ApiHandlers::Health(HttpExchange& ex, const std::string&) {
+  co_await ex.Respond(JsonResponse(200, HealthJson(Info(health_))));
+}
+
+asio::awaitable<void> ApiHandlers::Ready(HttpExchange& ex, const std::string&) {
+  // A fresh check, bounded so a hung backend makes /ready fail rather than hang.
+  auto executor = co_await asio::this_coro::executor;
+  auto result = std::make_shared<std::optional<Status>>();
+  auto done = std::make_shared<AsyncEvent>(executor);
+  asio::co_spawn(
+      executor,
+      [this, result, done]() -> asio::awaitable<void> {
+        Status s = co_await executor_.Check();
+        *result = std::move(s);
+        done->Notify();
+      },
+      asio::detached);
+  asio::steady_timer deadline(
+      executor, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::duration<double>(config_.backend_check_timeout_sec)));
+  deadline.async_wait([done](const boost::system::error_code&) { done->Notify(); });
+  if (!result->has_value()) co_await done->Wait();
+  deadline.cancel();
+  Status status = result->has_value()
+                      ? **result
+                      : Status::Error("backend check did not answer within " +
+                                      std::to_string(config_.backend_check_timeout_sec) + " s");
+  co_await ex.Respond(JsonResponse(status.ok() ? 200 : 503, HealthJson(Info(status))));
+}
+
+asio::awaitable<void> ApiHandlers::MetricsText(HttpExchange& ex, const std::string&) {
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = metrics_.Render();
+  co_await ex.Respond(std::move(r));
+}
+
+asio::awaitable<void> ApiHandlers::Languages(HttpExchange& ex, const std::string&) {
+  co_await ex.Respond(JsonResponse(200, LanguagesJson(service_.languages())));
+}
+
+}  // namespace ci::daemon
