@@ -5,10 +5,7 @@
 namespace ci {
 
 std::string JsonQuote(std::string_view s) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  WriteString(w, s);
-  return std::string(buf.GetString(), buf.GetSize());
+  return JsonText([&](JsonWriter& w) { WriteString(w, s); });
 }
 
 bool ParseJson(std::string_view text, rapidjson::Document& doc, std::string& why) {

@@ -1,5 +1,5 @@
-// Random ids from the kernel's CSPRNG, and hex encoding. Header-only and exception-free: the
-// shim uses it too.
+// Random ids from the kernel's CSPRNG, and hex encoding and decoding. Header-only and
+// exception-free: the shim uses it too.
 #pragma once
 
 #include <sys/random.h>
@@ -21,6 +21,22 @@ inline std::string HexEncode(std::string_view bytes) {
     out += kDigits[c & 15];
   }
   return out;
+}
+
+// The bytes of lowercase hex; false on an odd length or a non-hex digit.
+inline bool HexDecode(std::string_view hex, std::string* out) {
+  auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  if (hex.size() % 2 != 0) return false;
+  out->clear();
+  out->reserve(hex.size() / 2);
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi << 4 | lo));
+  }
+  return true;
 }
 
 // getrandom(2) until `n` bytes are there; false only when the kernel refuses (errno says why).

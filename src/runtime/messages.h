@@ -1,4 +1,5 @@
-// JSON payloads of the control frames (protocol.h), shared by the daemon and the shim.
+// JSON payloads of the control frames (protocol.h), shared by the daemon and the shim. Each
+// message lists its fields once (Fields, core/json.h); Encode and Decode both walk that list.
 #pragma once
 
 #include <cstdint>
@@ -6,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/json.h"
 #include "core/resource_report.h"
 
 namespace ci::runtime::proto {
@@ -15,6 +17,12 @@ struct SetupError {  // kSetupError
   int err = 0;
   std::string message;
 };
+template <typename V, json::Message<SetupError> M>
+void Fields(V& v, M& m) {
+  v("stage", m.stage);
+  v("errno", m.err);
+  v("message", m.message);
+}
 
 struct RunRequest {  // kRun
   std::vector<std::string> argv;
@@ -25,6 +33,16 @@ struct RunRequest {  // kRun
   bool serves_calls = false;  // RunPayload::serves_calls: fd 3 is a socket init keeps the peer of
   std::string call{};         // RunPayload::call (non-empty: a call, argv is not run)
 };
+template <typename V, json::Message<RunRequest> M>
+void Fields(V& v, M& m) {
+  v("argv", m.argv);
+  v("env", m.env);
+  v("cwd", m.cwd);
+  v("cpu_time_sec", m.cpu_time_sec);
+  v("background", m.background);
+  v("serves_calls", m.serves_calls);
+  v("call", m.call);
+}
 
 struct Exited {  // kExited
   bool has_exit_code = false;
@@ -35,11 +53,26 @@ struct Exited {  // kExited
   bool killed = false;     // killed on the daemon's request (timeout)
   bool no_server = false;  // a call found no program serving calls
 };
+template <typename V, json::Message<Exited> M>
+void Fields(V& v, M& m) {
+  v("has_exit_code", m.has_exit_code);
+  v("exit_code", m.exit_code);
+  v("signal", m.signal);
+  v("cpu_ms", m.cpu_ms);
+  v("max_rss_kb", m.max_rss_kb);
+  v("killed", m.killed);
+  v("no_server", m.no_server);
+}
 
 struct FileHeader {  // kFileBegin
   std::string path;  // relative to /workspace
   uint64_t size = 0;
 };
+template <typename V, json::Message<FileHeader> M>
+void Fields(V& v, M& m) {
+  v("path", m.path);
+  v("size", m.size);
+}
 
 struct CollectRequest {  // kCollect
   uint64_t max_files = 0;
@@ -47,28 +80,69 @@ struct CollectRequest {  // kCollect
   std::string skip_path;
   int64_t modified_after_ns = 0;  // CollectLimits::modified_after_ns
 };
+template <typename V, json::Message<CollectRequest> M>
+void Fields(V& v, M& m) {
+  v("max_files", m.max_files);
+  v("max_total_bytes", m.max_total_bytes);
+  v("skip_path", m.skip_path);
+  v("modified_after_ns", m.modified_after_ns);
+}
 
 struct CgroupReport : ResourceReport {  // kReport
   std::string cleanup_error;            // non-empty when the cgroup could not be removed
 };
+template <typename V, json::Message<CgroupReport> M>
+void Fields(V& v, M& m) {
+  v("oom_killed", m.oom_killed);
+  v("pids_limit_hit", m.pids_limit_hit);
+  v("memory_peak_bytes", m.memory_peak_bytes);
+  v("cpu_ms", m.cpu_ms);
+  v("cleanup_error", m.cleanup_error);
+}
 
-std::string Encode(const SetupError& m);
-std::string Encode(const RunRequest& m);
-std::string Encode(const Exited& m);
-std::string Encode(const FileHeader& m);
-std::string Encode(const CollectRequest& m);
-std::string Encode(const CgroupReport& m);
-std::string EncodeError(std::string_view message);  // kError: {message}
-std::string EncodeCollectDone(bool truncated);      // kCollectDone: {truncated}
+struct ErrorMessage {  // kError
+  std::string message;
+};
+template <typename V, json::Message<ErrorMessage> M>
+void Fields(V& v, M& m) {
+  v("message", m.message);
+}
 
-// Each returns false on malformed JSON or a missing required field.
-bool Decode(std::string_view text, SetupError* m);
+struct CollectDone {  // kCollectDone
+  bool truncated = false;
+};
+template <typename V, json::Message<CollectDone> M>
+void Fields(V& v, M& m) {
+  v("truncated", m.truncated);
+}
+
+template <typename M>
+std::string Encode(const M& m) {
+  return json::Encode(m);
+}
+// False on malformed JSON or a missing field.
+template <typename M>
+bool Decode(std::string_view text, M* m) {
+  return json::Decode(text, m);
+}
+// A run request names a program or a call.
 bool Decode(std::string_view text, RunRequest* m);
-bool Decode(std::string_view text, Exited* m);
-bool Decode(std::string_view text, FileHeader* m);
-bool Decode(std::string_view text, CollectRequest* m);
-bool Decode(std::string_view text, CgroupReport* m);
-bool DecodeError(std::string_view text, std::string* message);
-bool DecodeCollectDone(std::string_view text, bool* truncated);
+
+inline std::string EncodeError(std::string_view message) {
+  return Encode(ErrorMessage{std::string(message)});
+}
+inline bool DecodeError(std::string_view text, std::string* message) {
+  ErrorMessage m;
+  if (!Decode(text, &m)) return false;
+  *message = std::move(m.message);
+  return true;
+}
+inline std::string EncodeCollectDone(bool truncated) { return Encode(CollectDone{truncated}); }
+inline bool DecodeCollectDone(std::string_view text, bool* truncated) {
+  CollectDone m;
+  if (!Decode(text, &m)) return false;
+  *truncated = m.truncated;
+  return true;
+}
 
 }  // namespace ci::runtime::proto

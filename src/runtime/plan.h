@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/json.h"
 #include "core/sandbox_spec.h"
 #include "runtime/sandbox_ids.h"
 
@@ -57,6 +58,37 @@ struct Plan {
   // SandboxSpec::session_expires_at: init serves many runs and exits at this unix time.
   int64_t session_expires_at = 0;
 };
+
+// The plan's wire format, listed once for encoding and decoding (core/json.h).
+template <typename V, json::Message<Plan> M>
+void Fields(V& v, M& p) {
+  v("rootfs", p.rootfs);
+  v("uid", p.uid);
+  v("gid", p.gid);
+  v("hostname", p.hostname);
+  v("memory_bytes", p.memory_bytes);
+  v("pids", p.pids);
+  v.Optional("cpu_percent", p.cpu_percent);  // 0 (no cap) when absent
+  v("workspace_bytes", p.workspace_bytes);
+  v("tmp_bytes", p.tmp_bytes);
+  v("open_files", p.open_files);
+  v("queued_signals", p.queued_signals);
+  v("message_queue_bytes", p.message_queue_bytes);
+  v("locked_memory_bytes", p.locked_memory_bytes);
+  v("read_only_root", p.read_only_root);
+  v("no_new_privs", p.no_new_privs);
+  v("network_none", p.network_none);
+  v("seccomp_bpf", json::Hex(p.seccomp_bpf));  // the BPF is binary
+  v("rootless", p.rootless);
+  v("host_uid_first", p.host_uids.first);
+  v("host_uid_count", p.host_uids.count);
+  v("host_gid_first", p.host_gids.first);
+  v("host_gid_count", p.host_gids.count);
+  v("id_lock_dir", p.id_lock_dir);
+  v("cgroup_version", p.cgroup.version);
+  v("cgroup_root", p.cgroup.root);
+  v("session_expires_at", p.session_expires_at);
+}
 
 // `seccomp_bpf` is the spec's seccomp profile compiled by CompileSeccompProfile (empty when the
 // spec has none): a parameter, so no caller can forget the filter.

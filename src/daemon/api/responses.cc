@@ -5,10 +5,6 @@
 namespace ci::daemon {
 namespace {
 
-std::string Finish(const rapidjson::StringBuffer& buf) {
-  return std::string(buf.GetString(), buf.GetSize());
-}
-
 void WriteMeta(JsonWriter& w, const FileMeta& meta, bool with_upload_time) {
   w.StartObject();
   WriteField(w, "file_id", meta.file_id);
@@ -51,165 +47,152 @@ void WriteSession(JsonWriter& w, const SessionSummary& s, bool with_created_at) 
 }  // namespace
 
 std::string ExecuteResultJson(const ExecutionResult& result, const OutputSummary& output) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  if (output.stdout_text != nullptr) {
-    WriteField(w, "stdout", *output.stdout_text);
-    WriteField(w, "stderr", *output.stderr_text);
-  }
-  WriteExitStatus(w, result.run);
-  w.Key("files");
-  w.StartArray();
-  for (const auto& f : result.files) {
+  return JsonText([&](JsonWriter& w) {
     w.StartObject();
-    WriteField(w, "path", f.path);
-    w.Key("kind");
-    w.String("file");
-    WriteField(w, "file_id", f.file_id);
+    if (output.stdout_text != nullptr) {
+      WriteField(w, "stdout", *output.stdout_text);
+      WriteField(w, "stderr", *output.stderr_text);
+    }
+    WriteExitStatus(w, result.run);
+    w.Key("files");
+    w.StartArray();
+    for (const auto& f : result.files) {
+      w.StartObject();
+      WriteField(w, "path", f.path);
+      w.Key("kind");
+      w.String("file");
+      WriteField(w, "file_id", f.file_id);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("files_truncated");
+    w.Bool(result.files_truncated);
+    WriteField(w, "verdict", VerdictName(output.verdict));
+    w.Key("stdout_truncated");
+    w.Bool(output.stdout_truncated);
+    w.Key("stderr_truncated");
+    w.Bool(output.stderr_truncated);
+    w.Key("usage");
+    w.StartObject();
+    w.Key("cpu_ms");
+    w.Uint64(result.resources.cpu_ms > 0 ? result.resources.cpu_ms : result.run.cpu_ms);
+    w.Key("max_rss_kb");
+    w.Uint64(result.run.max_rss_kb);
     w.EndObject();
-  }
-  w.EndArray();
-  w.Key("files_truncated");
-  w.Bool(result.files_truncated);
-  WriteField(w, "verdict", VerdictName(output.verdict));
-  w.Key("stdout_truncated");
-  w.Bool(output.stdout_truncated);
-  w.Key("stderr_truncated");
-  w.Bool(output.stderr_truncated);
-  w.Key("usage");
-  w.StartObject();
-  w.Key("cpu_ms");
-  w.Uint64(result.resources.cpu_ms > 0 ? result.resources.cpu_ms : result.run.cpu_ms);
-  w.Key("max_rss_kb");
-  w.Uint64(result.run.max_rss_kb);
-  w.EndObject();
-  w.EndObject();
-  return Finish(buf);
+    w.EndObject();
+  });
 }
 
 std::string FileMetaJson(const FileMeta& meta, bool with_upload_time) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  WriteMeta(w, meta, with_upload_time);
-  return Finish(buf);
+  return JsonText([&](JsonWriter& w) { WriteMeta(w, meta, with_upload_time); });
 }
 
 std::string FileListJson(const std::vector<FileMeta>& files) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  w.Key("files");
-  w.StartArray();
-  for (const auto& f : files) WriteMeta(w, f, /*with_upload_time=*/true);
-  w.EndArray();
-  w.EndObject();
-  return Finish(buf);
+  return JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    w.Key("files");
+    w.StartArray();
+    for (const auto& f : files) WriteMeta(w, f, /*with_upload_time=*/true);
+    w.EndArray();
+    w.EndObject();
+  });
 }
 
 std::string LanguagesJson(const std::vector<Language>& languages) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  w.Key("languages");
-  w.StartArray();
-  for (const auto& l : languages) {
+  return JsonText([&](JsonWriter& w) {
     w.StartObject();
-    WriteField(w, "name", l.name);
-    WriteField(w, "version", l.version);
-    WriteField(w, "interpreter", l.interpreter);
+    w.Key("languages");
+    w.StartArray();
+    for (const auto& l : languages) {
+      w.StartObject();
+      WriteField(w, "name", l.name);
+      WriteField(w, "version", l.version);
+      WriteField(w, "interpreter", l.interpreter);
+      w.EndObject();
+    }
+    w.EndArray();
     w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-  return Finish(buf);
+  });
 }
 
 std::string HealthJson(const HealthInfo& info) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  w.Key("status");
-  w.String(info.ok ? "ok" : "error");
-  w.Key("message");
-  if (info.ok) {
-    w.Null();
-  } else {
-    WriteString(w, info.message);
-  }
-  w.Key("version");
-  w.String(CI_VERSION);
-  WriteField(w, "executor_backend", info.backend);
-  WriteField(w, "network_isolation", info.network_isolation);
-  w.Key("hardening");
-  w.StartObject();
-  w.Key("enforced");
-  w.StartArray();
-  for (const std::string& e : MeasureNames(info.hardening.enforced)) WriteString(w, e);
-  w.EndArray();
-  w.Key("downgrades");
-  w.StartArray();
-  for (const auto& d : info.hardening.downgrades) {
+  return JsonText([&](JsonWriter& w) {
     w.StartObject();
-    WriteField(w, "measure", d.measure);
-    WriteField(w, "reason", d.reason);
-    WriteField(w, "fix", d.fix);
+    w.Key("status");
+    w.String(info.ok ? "ok" : "error");
+    w.Key("message");
+    if (info.ok) {
+      w.Null();
+    } else {
+      WriteString(w, info.message);
+    }
+    w.Key("version");
+    w.String(CI_VERSION);
+    WriteField(w, "executor_backend", info.backend);
+    WriteField(w, "network_isolation", info.network_isolation);
+    w.Key("hardening");
+    w.StartObject();
+    w.Key("enforced");
+    w.StartArray();
+    for (const std::string& e : MeasureNames(info.hardening.enforced)) WriteString(w, e);
+    w.EndArray();
+    w.Key("downgrades");
+    w.StartArray();
+    for (const auto& d : info.hardening.downgrades) {
+      w.StartObject();
+      WriteField(w, "measure", d.measure);
+      WriteField(w, "reason", d.reason);
+      WriteField(w, "fix", d.fix);
+      w.EndObject();
+    }
+    w.EndArray();
     w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-  w.EndObject();
-  return Finish(buf);
+    w.EndObject();
+  });
 }
 
 std::string SessionCreatedJson(const SessionSummary& session) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  WriteSession(w, session, /*with_created_at=*/false);
-  return Finish(buf);
+  return JsonText([&](JsonWriter& w) { WriteSession(w, session, /*with_created_at=*/false); });
 }
 
 std::string SessionListJson(const std::vector<SessionSummary>& sessions) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  w.Key("sessions");
-  w.StartArray();
-  for (const auto& s : sessions) WriteSession(w, s, /*with_created_at=*/true);
-  w.EndArray();
-  w.EndObject();
-  return Finish(buf);
+  return JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    w.Key("sessions");
+    w.StartArray();
+    for (const auto& s : sessions) WriteSession(w, s, /*with_created_at=*/true);
+    w.EndArray();
+    w.EndObject();
+  });
 }
 
 std::string BashResultJson(const RunOutcome& run, const std::string& stdout_text,
                            const std::string& stderr_text) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  WriteField(w, "stdout", stdout_text);
-  WriteField(w, "stderr", stderr_text);
-  WriteExitStatus(w, run);
-  w.EndObject();
-  return Finish(buf);
+  return JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    WriteField(w, "stdout", stdout_text);
+    WriteField(w, "stderr", stderr_text);
+    WriteExitStatus(w, run);
+    w.EndObject();
+  });
 }
 
 std::string WorkspaceFilesJson(const std::vector<WorkspaceFile>& files) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  w.Key("files");
-  w.StartArray();
-  for (const auto& f : files) {
+  return JsonText([&](JsonWriter& w) {
     w.StartObject();
-    WriteField(w, "path", f.path);
-    w.Key("size_bytes");
-    w.Uint64(f.size);
-    WriteField(w, "file_id", f.file_id);
+    w.Key("files");
+    w.StartArray();
+    for (const auto& f : files) {
+      w.StartObject();
+      WriteField(w, "path", f.path);
+      w.Key("size_bytes");
+      w.Uint64(f.size);
+      WriteField(w, "file_id", f.file_id);
+      w.EndObject();
+    }
+    w.EndArray();
     w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-  return Finish(buf);
+  });
 }
 
 }  // namespace ci::daemon

@@ -14,9 +14,6 @@
 #include <utility>
 
 #include "core/random.h"
-#include "rapidjson/document.h"
-#include "rapidjson/stringbuffer.h"
-#include "rapidjson/writer.h"
 
 namespace ci::daemon {
 namespace {
@@ -82,22 +79,6 @@ bool IsMetaName(std::string_view name, std::string* id) {
 
 bool IsDataName(std::string_view name) {
   return FileStore::IsValidId(name) && CanonicalId(name) == name;
-}
-
-std::string MetaJson(const FileMeta& meta) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  w.StartObject();
-  w.Key("file_id");
-  w.String(meta.file_id.data(), static_cast<rapidjson::SizeType>(meta.file_id.size()));
-  w.Key("filename");
-  w.String(meta.filename.data(), static_cast<rapidjson::SizeType>(meta.filename.size()));
-  w.Key("size_bytes");
-  w.Uint64(meta.size_bytes);
-  w.Key("upload_time");
-  w.Double(meta.upload_time);
-  w.EndObject();
-  return std::string(buf.GetString(), buf.GetSize());
 }
 
 // Opens a regular file without following a symlink in the last component.
@@ -367,7 +348,7 @@ Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::str
   if (!meta_temp.ok()) return meta_temp.status();
   int fd = ::open(meta_temp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Errno("creating metadata file", errno);
-  Status s = WriteAll(fd, MetaJson(meta));
+  Status s = WriteAll(fd, json::Encode(meta));
   if (s.ok() && ::fsync(fd) != 0) s = Status::Errno("fsync", errno);
   ::close(fd);
   if (s.ok() && ::rename(meta_temp->c_str(), MetaPath(meta.file_id).c_str()) != 0) {
@@ -462,28 +443,8 @@ std::optional<FileMeta> FileStore::LoadLocked(const std::string& id) const {
   }
   ::close(*fd);
 
-  rapidjson::Document doc;
-  // Full precision: the default fast path can be off by an ulp, and upload_time must read back
-  // exactly as Commit() returned it.
-  doc.Parse<rapidjson::kParseFullPrecisionFlag>(text.data(), text.size());
-  if (doc.HasParseError() || !doc.IsObject()) return std::nullopt;
-  // HasMember/operator[] rather than FindMember: comparing RapidJSON member iterators is
-  // ambiguous in C++20 (clang rejects it).
-  for (const char* key : {"file_id", "filename", "size_bytes", "upload_time"}) {
-    if (!doc.HasMember(key)) return std::nullopt;
-  }
-  const rapidjson::Value& file_id = doc["file_id"];
-  const rapidjson::Value& filename = doc["filename"];
-  const rapidjson::Value& size = doc["size_bytes"];
-  const rapidjson::Value& time = doc["upload_time"];
-  if (!file_id.IsString() || !filename.IsString() || !size.IsUint64() || !time.IsNumber()) {
-    return std::nullopt;
-  }
   FileMeta meta;
-  meta.file_id.assign(file_id.GetString(), file_id.GetStringLength());
-  meta.filename.assign(filename.GetString(), filename.GetStringLength());
-  meta.size_bytes = size.GetUint64();
-  meta.upload_time = time.GetDouble();
+  if (!json::Decode(text, &meta)) return std::nullopt;
   if (meta.file_id != id) return std::nullopt;
   meta.data_path = DataPath(id);
   // Data that is missing, not a regular file, or not the recorded size is not a file we wrote.

@@ -12,13 +12,12 @@ std::string SseFrame(std::string_view event, std::string_view json) {
 }
 
 std::string SseOutputData(bool is_stderr, std::string_view text) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  WriteField(w, "stream", is_stderr ? "stderr" : "stdout");
-  WriteField(w, "data", text);
-  w.EndObject();
-  return std::string(buf.GetString(), buf.GetSize());
+  return JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    WriteField(w, "stream", is_stderr ? "stderr" : "stdout");
+    WriteField(w, "data", text);
+    w.EndObject();
+  });
 }
 
 }  // namespace ci::daemon

@@ -216,16 +216,15 @@ std::vector<std::string> PythonSessionServerArgv() {
 
 std::string PythonSessionRequest(std::string_view code, bool last_line_interactive,
                                  int64_t timeout_ms) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  WriteField(w, "code", code);
-  w.Key("last_line_interactive");
-  w.Bool(last_line_interactive);
-  w.Key("timeout_ms");
-  w.Int64(timeout_ms);
-  w.EndObject();
-  return std::string(buf.GetString(), buf.GetSize());
+  return JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    WriteField(w, "code", code);
+    w.Key("last_line_interactive");
+    w.Bool(last_line_interactive);
+    w.Key("timeout_ms");
+    w.Int64(timeout_ms);
+    w.EndObject();
+  });
 }
 
 }  // namespace ci::daemon
