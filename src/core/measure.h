@@ -52,8 +52,9 @@ struct Measure {
 std::string MeasureName(const Measure& m);
 std::vector<std::string> MeasureNames(const std::vector<Measure>& measures);
 
-// A hardening measure this backend cannot honour on this host (architecture.md "downgrade"):
-// logged once at startup with the fix, shown by /health, refused under STRICT_HARDENING=true.
+// A hardening measure this backend cannot honour on this host (docs/architecture.md
+// "Downgrades"): logged once at startup with the fix, shown by /health, refused under
+// STRICT_HARDENING=true.
 struct Downgrade {
   std::string measure;  // "memory limit (cgroup)"
   std::string reason;   // "no cgroup memory controller is available to this user"

@@ -30,7 +30,7 @@ struct Plan {
   uint32_t cpu_percent = 0;  // v2 cpu.max cap; 0 = unlimited
   uint64_t workspace_bytes = 0;
   uint64_t tmp_bytes = 0;
-  // SandboxLimits' rlimits (kernel_quotas.h), set by the shim before the clone.
+  // SandboxLimits' rlimits (kernel_quotas.h), set by init (its `rlimits` stage), not by the shim.
   uint64_t open_files = 0;
   uint64_t queued_signals = 0;
   uint64_t message_queue_bytes = 0;

@@ -188,9 +188,9 @@ class BadProgramsTest(E2ETestCase):
                       res)
 
 
-# Forbidden system calls (docs/architecture.md, the executor seccomp profile). Each is called with
-# arguments that would succeed or fail with a *different* errno (EFAULT, EBADF, ...) if the call
-# were allowed, so only EPERM/ENOSYS/EACCES (refused) passes. x86_64 syscall numbers.
+# Forbidden system calls (docs/security.md "System calls", policies/README.md). Each is called
+# with arguments that would succeed or fail with a *different* errno (EFAULT, EBADF, ...) if the
+# call were allowed, so only EPERM/ENOSYS/EACCES (refused) passes. x86_64 syscall numbers.
 FORBIDDEN_SYSCALLS = [
     ("unshare_newuser", "unshare", "libc.syscall(272, 0x10000000)"),
     ("unshare_newns", "unshare", "libc.syscall(272, 0x00020000)"),

@@ -1,4 +1,4 @@
-// The typed verdict of one execution (docs/api.md "[ext] verdict").
+// The typed verdict of one execution (docs/api.md "Verdicts").
 #pragma once
 
 #include <cstdint>
