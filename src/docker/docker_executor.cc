@@ -1,35 +1,28 @@
 #include "docker/docker_executor.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <fstream>
 #include <optional>
-#include <set>
-#include <sstream>
 
 #include "core/json.h"
-#include "core/sparse_writer.h"
-#include "docker/call_output.h"
-#include "docker/cgroup_probe.h"
+#include "docker/call_server.h"
 #include "docker/container_exec.h"
 #include "docker/engine_client.h"
 #include "docker/image_watch.h"
 #include "docker/reaper.h"
+#include "docker/sandbox_counters.h"
+#include "docker/sandbox_shell.h"
+#include "docker/staging.h"
 #include "docker/stdcopy.h"
-#include "docker/tar.h"
+#include "docker/workspace_collect.h"
 
 namespace ci::docker {
 namespace {
@@ -62,87 +55,91 @@ asio::awaitable<void> Remove(Container c, std::shared_ptr<Removals> removals) {
   }
 }
 
-// A session's persistent interpreter (python_session.h): an exec running for the session's
-// life whose stdin and output only the daemon holds. A detached pump routes its output to the
-// call in flight (CallOutput splits it at the call's end marker) and drops the rest.
-struct CallServer {
-  explicit CallServer(const asio::any_io_executor& ex) : event(ex) {}
-  std::shared_ptr<RawStream> stream;
-  std::string exec_id;
-  long pid = 0;  // its pid in the container, also its session id (a spared background program)
-  bool alive = true;
-  bool started = false;  // it printed its pid
-  std::string first_line;
-  CallOutput out[2];  // stdout, stderr
-  OutputSink sink;    // the call in flight's; empty between calls
-  asio::steady_timer event;
-  // Idle CPU (python_session.h): the container's CPU while no run is active adds up over the
-  // server's life against the CPU limit.
-  bool busy = false;  // a run of the sandbox is active
-  uint64_t window_start_ms = 0;
-  uint64_t idle_ms = 0;
-  void Notify() { event.cancel(); }
+// Any run marks the sandbox busy: the idle CPU watch leaves it alone meanwhile, and a run's own
+// CPU is not charged to the interpreter.
+class BusyWhileRunning {
+ public:
+  BusyWhileRunning(std::shared_ptr<CallServer> s, const SandboxCounters& counters)
+      : s_(std::move(s)), counters_(counters) {
+    if (s_) s_->busy = true;
+  }
+  ~BusyWhileRunning() {
+    if (!s_) return;
+    s_->busy = false;
+    if (counters_.host()) s_->window_start_ms = HostCpuMs(*counters_.host());
+  }
+  BusyWhileRunning(const BusyWhileRunning&) = delete;
+  BusyWhileRunning& operator=(const BusyWhileRunning&) = delete;
+
+ private:
+  std::shared_ptr<CallServer> s_;
+  const SandboxCounters& counters_;
 };
 
-asio::awaitable<void> PumpCallServer(std::shared_ptr<CallServer> s) {
-  FrameDemuxer demux([s](FrameDemuxer::Stream k, std::string_view bytes) {
-    if (k == FrameDemuxer::Stream::kSystemError) return;
-    const int i = k == FrameDemuxer::Stream::kStderr ? 1 : 0;
-    if (!s->started) {
-      if (i == 0 && s->first_line.size() < 64) s->first_line.append(bytes);
-      if (s->first_line.find('\n') != std::string::npos) {
-        s->started = true;
-        s->Notify();
-      }
+// The program's exec in flight, shared with its detached stdin writer and deadline.
+struct ProgramRun {
+  ProgramRun(const asio::any_io_executor& ex, std::shared_ptr<RawStream> s)
+      : stream(std::move(s)), deadline(ex) {}
+  std::shared_ptr<RawStream> stream;
+  asio::steady_timer deadline;
+  bool done = false;
+  bool timed_out = false;
+};
+
+// stdin: written whole, then half-closed so the program sees EOF.
+asio::awaitable<void> WriteProgramStdin(std::shared_ptr<ProgramRun> run,
+                                        std::optional<std::string> input) {
+  if (input && !input->empty()) {
+    Status w = co_await run->stream->WriteAll(*input);
+    if (!w.ok()) spdlog::debug("stdin: {}", w.message());  // the program quit reading
+  }
+  run->stream->ShutdownSend();
+}
+
+// The deadline (armed by the caller): kill the program's processes from a second exec (sparing
+// a session's `background` programs), then cut the stream if it still has not ended.
+asio::awaitable<void> KillAtDeadline(std::shared_ptr<ProgramRun> run, Container c,
+                                     std::string background) {
+  boost::system::error_code ec;
+  co_await run->deadline.async_wait(asio::redirect_error(use_awaitable, ec));
+  if (ec || run->done) co_return;
+  run->timed_out = true;
+  Status k = co_await KillSandboxProcesses(c, c.session ? &background : nullptr);
+  if (!k.ok()) spdlog::warn("docker {}: {}", c.id.substr(0, 12), k.message());
+  if (run->done) co_return;
+  run->deadline.expires_after(kKillGrace);
+  co_await run->deadline.async_wait(asio::redirect_error(use_awaitable, ec));
+  if (!ec && !run->done) run->stream->Close();
+}
+
+// How the program's stream went: its output went to the sink, the Engine's own errors here.
+struct ProgramStream {
+  Status read;
+  bool system_error = false;
+  std::string system_text;
+};
+
+asio::awaitable<ProgramStream> StreamToSink(RawStream& stream, const OutputSink& sink) {
+  ProgramStream out;
+  FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view bytes) {
+    if (s == FrameDemuxer::Stream::kSystemError) {
+      out.system_error = true;
+      if (out.system_text.size() < kMaxErrorText) out.system_text.append(bytes);
       return;
     }
-    std::string text = s->out[i].Feed(bytes);
-    if (!text.empty() && s->sink) s->sink(i == 1 ? StreamKind::kStderr : StreamKind::kStdout, text);
-    if (s->out[i].ended()) s->Notify();
+    sink(s == FrameDemuxer::Stream::kStderr ? StreamKind::kStderr : StreamKind::kStdout, bytes);
   });
-  Status pumped = co_await Pump(*s->stream, demux);
-  if (!pumped.ok()) spdlog::debug("session interpreter stream: {}", pumped.message());
-  s->alive = false;
-  s->Notify();
+  out.read = co_await Pump(stream, demux);
+  co_return out;
 }
 
-// Waits for news of the server (or `d`, whichever first).
-asio::awaitable<void> AwaitNews(CallServer& s, Clock::duration d) {
-  s.event.expires_after(d);
-  boost::system::error_code ec;
-  co_await s.event.async_wait(asio::redirect_error(use_awaitable, ec));
-}
-
-uint64_t HostCpuMs(const HostCgroup& host) {
-  return ParseCgroupFiles(ReadHostCgroupFiles(host)).cpu_ms;
-}
-
-// Between runs, once a second: kills everything but PID 1 (the interpreter too) once the
-// container's idle CPU exceeds the limit. From the host only (a file read, and a kill with no
-// exec that could race a run starting); through a remote Engine the next call checks instead.
-asio::awaitable<void> WatchIdleCpu(std::shared_ptr<CallServer> s, HostCgroup host, pid_t init_pid,
-                                   std::string id, uint64_t limit_ms) {
-  while (s->alive) {
-    co_await Sleep(1s);
-    if (!s->alive || s->busy) continue;
-    uint64_t cpu = HostCpuMs(host);
-    uint64_t idle = s->idle_ms + (cpu > s->window_start_ms ? cpu - s->window_start_ms : 0);
-    if (idle <= limit_ms) continue;
-    spdlog::info("docker {}: the session's interpreter used {} ms of CPU between calls; killed",
-                 id.substr(0, 12), idle);
-    KillHostCgroupProcesses(host, init_pid, id);
-    co_return;
-  }
-}
+// How a call ended (ServeCall).
+enum class CallEnd { kAnswered, kDied, kTimedOut, kCpu };
 
 class DockerSandbox final : public Sandbox {
  public:
-  DockerSandbox(Container c, uint32_t pids_limit, bool host_cgroups,
-                std::shared_ptr<Removals> removals)
-      : c_(std::move(c)),
-        pids_limit_(pids_limit),
-        host_cgroups_(host_cgroups),
-        removals_(std::move(removals)) {}
+  DockerSandbox(Container c, bool host_cgroups, std::shared_ptr<Removals> removals)
+      : c_(c), counters_(std::move(c), host_cgroups), removals_(std::move(removals)) {}
 
   asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override {
     if (killed_) co_return Status::Error("sandbox killed");
@@ -150,252 +147,22 @@ class DockerSandbox final : public Sandbox {
       co_return Status::Error("run: background programs need a session sandbox");
     }
     if (payload.call && !c_.session) co_return Status::Error("run: calls need a session sandbox");
-    // Any run marks the sandbox busy: the idle CPU watch leaves it alone meanwhile, and a run's
-    // own CPU is not charged to the interpreter.
-    struct Busy {
-      std::shared_ptr<CallServer> s;
-      const std::optional<HostCgroup>* host;
-      ~Busy() {
-        if (!s) return;
-        s->busy = false;
-        if (*host) s->window_start_ms = HostCpuMs(**host);
-      }
-    } busy{server_, &host_};
-    if (server_) server_->busy = true;
+    BusyWhileRunning busy(server_, counters_);
     if (payload.call) co_return co_await ServeCall(std::move(payload), std::move(sink));
-    auto t_stage = Clock::now();
-    if (payload.background && payload.serves_calls) {
-      Status staged = co_await Stage(payload.files);
-      if (!staged.ok()) co_return staged.Context("staging files");
-      co_return co_await StartCallServer(payload.argv);
-    }
-    if (payload.background) {
-      Status staged = co_await Stage(payload.files);
-      if (!staged.ok()) co_return staged.Context("staging files");
-      if (killed_) co_return Status::Error("sandbox killed");
-      auto bg = co_await RunBackground(payload.argv);
-      co_return bg;
-    }
-    // Small files (the code) travel in the program's exec; others by a tar exec first.
-    std::optional<std::vector<std::string>> inline_files = InlineFiles(payload.files);
-    if (!inline_files) {
-      Status staged = co_await Stage(payload.files);
-      if (!staged.ok()) co_return staged.Context("staging files");
-      if (killed_) co_return Status::Error("sandbox killed");
-      inline_files.emplace();
-    }
-
-    struct RunState {
-      std::shared_ptr<RawStream> stream;
-      asio::steady_timer deadline;
-      bool done = false;
-      bool timed_out = false;
-      explicit RunState(asio::any_io_executor ex) : deadline(std::move(ex)) {}
-    };
-    auto t0 = Clock::now();
-    // Like local's init: once the program exits, whatever it left behind is killed, so a
-    // background process holding its stdout (`sleep 300 &`) cannot keep the run going. The
-    // wrapper is bash (kill(-1) spares it and PID 1) and passes the status on (128+N for a
-    // death by signal N, as the Engine reports it).
-    // A session's wrapper kills leftovers but spares background programs' sessions; it takes
-    // the background list and the CPU seconds before the program's argv.
-    std::string run = c_.session ? std::string(kSessionKillFunction) + kSessionRunScript
-                                 : "\"$@\"; s=$?; kill -9 -1 2>/dev/null; exit $s";
-    std::vector<std::string> argv = {"/bin/bash", "-c", run, "ci-run"};
-    if (!inline_files->empty()) {
-      // Inlined files first ("N path1 content1 ..."), then an exec into the wrapper above, so
-      // that no process the program can see holds the contents in its command line.
-      argv = {"/bin/bash", "-c",
-              "n=$1; shift; while [ \"$n\" -gt 0 ]; do printf %s \"$2\" > \"$1\" || exit 126; "
-              "shift 2; n=$((n - 1)); done; exec /bin/bash -c \"$0\" ci-run \"$@\"",
-              run, std::to_string(inline_files->size() / 2)};
-      argv.insert(argv.end(), inline_files->begin(), inline_files->end());
-    }
-    if (c_.session) {
-      argv.push_back(BackgroundList());
-      argv.push_back(std::to_string(c_.cpu_time_sec));
-    }
-    argv.insert(argv.end(), payload.argv.begin(), payload.argv.end());
-    auto started = co_await StartExec(c_, argv, true);
-    if (!started.ok()) co_return started.status().Context("starting the program");
-    auto st = std::make_shared<RunState>(c_.ex);
-    st->stream = started->stream;
-    active_ = st->stream;
-
-    // stdin: written whole, then half-closed so the program sees EOF.
-    std::optional<std::string> input = std::move(payload.stdin_data);
-    asio::co_spawn(
-        c_.ex,
-        [st, input = std::move(input)]() -> asio::awaitable<void> {
-          if (input && !input->empty()) {
-            Status w = co_await st->stream->WriteAll(*input);
-            if (!w.ok()) spdlog::debug("stdin: {}", w.message());  // the program quit reading
-          }
-          st->stream->ShutdownSend();
-        },
-        asio::detached);
-    // The deadline: kill the program's processes from a second exec, then cut the stream if it
-    // still has not ended.
-    st->deadline.expires_after(payload.timeout);
-    asio::co_spawn(
-        c_.ex,
-        [st, c = c_, bg = BackgroundList()]() -> asio::awaitable<void> {
-          boost::system::error_code ec;
-          co_await st->deadline.async_wait(asio::redirect_error(use_awaitable, ec));
-          if (ec || st->done) co_return;
-          st->timed_out = true;
-          const std::string* spared = c.session ? &bg : nullptr;
-          Status k = co_await KillSandboxProcesses(c, spared);
-          if (!k.ok()) spdlog::warn("docker {}: {}", c.id.substr(0, 12), k.message());
-          if (st->done) co_return;
-          st->deadline.expires_after(kKillGrace);
-          co_await st->deadline.async_wait(asio::redirect_error(use_awaitable, ec));
-          if (!ec && !st->done) st->stream->Close();
-        },
-        asio::detached);
-
-    bool system_error = false;
-    std::string system_text;
-    FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view bytes) {
-      if (s == FrameDemuxer::Stream::kSystemError) {
-        system_error = true;
-        if (system_text.size() < kMaxErrorText) system_text.append(bytes);
-        return;
-      }
-      sink(s == FrameDemuxer::Stream::kStderr ? StreamKind::kStderr : StreamKind::kStdout, bytes);
-    });
-    Status pumped = co_await Pump(*st->stream, demux);
-    st->done = true;
-    st->deadline.cancel();
-    st->stream->Close();
-    active_.reset();
-    RunOutcome out;
-    out.duration_ms = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
-    out.timed_out = st->timed_out;
-    if (killed_) co_return Status::Error("sandbox killed");
-    if (!pumped.ok() && !st->timed_out) co_return pumped;
-    if (system_error) co_return Status::Error("docker exec failed: " + system_text);
-    auto t_ended = Clock::now();
-    auto code = co_await ExecExitCode(c_, started->exec_id);
-    if (!code.ok()) co_return code.status();
-    auto t_inspected = Clock::now();
-    // The Engine reports a death by signal N as 128+N, like a shell.
-    if (code->has_value() && **code > 128 && **code <= 128 + 64) {
-      out.signal = **code - 128;
-    } else if (code->has_value()) {
-      out.exit_code = **code;
-    }
-    if (out.timed_out) {
-      out.exit_code.reset();
-      if (!out.signal) out.signal = SIGKILL;
-    }
-    // Like local: nothing of the program outlives its run; then the cgroup's counters. A session's
-    // wrapper has killed the leftovers already (sparing background programs); its counters are
-    // the container's since its start: the run's CPU time is the difference.
-    uint64_t cpu_before = report_.cpu_ms;
-    co_await ReadCounters(!c_.session);
-    out.cpu_ms = report_.cpu_ms;
-    if (c_.session) out.cpu_ms = report_.cpu_ms > cpu_before ? report_.cpu_ms - cpu_before : 0;
-    if (server_) server_->window_start_ms = report_.cpu_ms;  // this run's CPU is not idle CPU
-    out.max_rss_kb = report_.memory_peak_bytes >> 10;
-    spdlog::debug("docker {}: stage {} ms, exec+stream {} ms, inspect {} ms, counters {} ms",
-                  c_.id.substr(0, 12), (t0 - t_stage) / 1ms, (t_ended - t0) / 1ms,
-                  (t_inspected - t_ended) / 1ms, (Clock::now() - t_inspected) / 1ms);
-    co_return out;
+    if (payload.background) co_return co_await StartBackground(payload);
+    co_return co_await RunProgram(std::move(payload), std::move(sink));
   }
 
   asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override {
     if (killed_) co_return Status::Error("sandbox killed");
-    if (NothingToCollect(limits.skip_path)) co_return Collection{};
-    // --sparse: a file with holes travels as its data and a map (GNU 'S' members), so a huge
-    // sparse file costs the stream, and the host's disk, what it costs the workspace.
-    std::vector<std::string> cmd = {"tar", "-c", "--sparse", "--format=gnu", "-C", c_.cwd,
-                                    "-f",  "-",  "."};
-    if (limits.modified_after_ns != 0) {  // GNU tar: regular files modified after the instant
-      cmd.insert(cmd.begin() + 1,
-                 fmt::format("--newer-mtime=@{}.{:09}", limits.modified_after_ns / 1000000000,
-                             limits.modified_after_ns % 1000000000));
+    if (counters_.host() && WorkspaceHoldsNothing(counters_.init_pid(), c_.cwd, limits.skip_path)) {
+      co_return Collection{};
     }
-    auto started = co_await StartExec(c_, cmd, false);
-    if (!started.ok()) co_return started.status().Context("collecting files");
-    active_ = started->stream;
-    Collection out;
-    uint64_t total = 0;
-    int fd = -1;
-    std::optional<SparseWriter> writer;  // on fd: zeros and holes stay holes on the host
-    bool skipping = false;
-    Status write_error;
-    TarReader reader(
-        {[&](const std::string& path, uint64_t size) {
-           skipping = path == limits.skip_path || path.empty();
-           if (skipping) return true;
-           if (out.files.size() + 1 > limits.max_files) {
-             out.truncated = true;
-             return false;
-           }
-           // By apparent size; one that does not fit is passed over (its data is read, which
-           // --sparse keeps to what the workspace really holds) and smaller ones still come.
-           if (size > limits.max_total_bytes - total) {
-             out.truncated = true;
-             skipping = true;
-             return true;
-           }
-           std::string host = limits.dest_dir + "/collected-XXXXXX";
-           fd = ::mkostemp(host.data(), O_CLOEXEC);
-           if (fd < 0) {
-             write_error = Status::Errno("creating a file in " + limits.dest_dir, errno);
-             return false;
-           }
-           writer.emplace(fd, host);
-           out.files.push_back({path, host, size});
-           total += size;
-           return true;
-         },
-         [&](std::string_view data) -> Status { return skipping ? Status() : writer->Write(data); },
-         [&]() -> Status {
-           if (skipping || fd < 0) return Status();
-           Status s = writer->Finish();
-           writer.reset();
-           ::close(fd);
-           fd = -1;
-           return s;
-         },
-         [&](uint64_t n) -> Status { return skipping ? Status() : writer->Hole(n); }});
-    Status tar_error;
-    std::string stderr_text;
-    FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view bytes) {
-      if (s != FrameDemuxer::Stream::kStdout) {
-        if (stderr_text.size() < kMaxErrorText) stderr_text.append(bytes);
-        return;
-      }
-      if (!tar_error.ok() || reader.stopped() || reader.finished()) return;
-      tar_error = reader.Feed(bytes);
-    });
-    std::function<bool()> stop = [&] {
-      return !tar_error.ok() || reader.stopped() || !write_error.ok();
-    };
-    Status pumped = co_await Pump(*started->stream, demux, &stop);
-    started->stream->Close();
-    active_.reset();
-    if (fd >= 0) ::close(fd);
-    Status failed = !write_error.ok() ? write_error : !tar_error.ok() ? tar_error : pumped;
-    if (killed_) failed = Status::Error("sandbox killed");
-    if (failed.ok() && !reader.stopped() && !reader.finished()) {
-      failed = Status::Error("tar of the workspace ended early: " + stderr_text);
-    }
-    if (!failed.ok()) {
-      for (const auto& f : out.files) ::unlink(f.host_path.c_str());
-      co_return failed.Context("collecting files");
-    }
-    if (!stderr_text.empty()) {
-      spdlog::debug("docker {}: tar -c: {}", c_.id.substr(0, 12), stderr_text);
-    }
-    co_return out;
+    co_return co_await CollectWorkspace(c_, limits, Hold());
   }
 
   asio::awaitable<ResourceReport> Destroy() override {
-    if (destroyed_) co_return report_;
+    if (destroyed_) co_return report();
     destroyed_ = true;
     auto t0 = Clock::now();
     if (active_) active_->Close();
@@ -406,20 +173,20 @@ class DockerSandbox final : public Sandbox {
     if (r.ok() && r->ok() && ParseObject(r->body, doc) && doc.HasMember("State") &&
         doc["State"].IsObject()) {
       const auto& state = doc["State"];
-      report_.oom_killed = state.HasMember("OOMKilled") && state["OOMKilled"].IsBool() &&
-                           state["OOMKilled"].GetBool();
+      report().oom_killed = state.HasMember("OOMKilled") && state["OOMKilled"].IsBool() &&
+                            state["OOMKilled"].GetBool();
     }
     // Docker flags OOMKilled only when PID 1 dies of it, never for an exec'd program, and has no
     // pids event: the cgroup's own counters tell. Read from the host they cost nothing, so read
     // them again (anything since Run); through an exec only when Run did not get them.
-    if (!killed_ && (host_ || !counters_read_)) co_await ReadCounters(false);
+    if (!killed_ && (counters_.host() || !counters_.read_once())) co_await counters_.Read(false);
     spdlog::debug("docker {}: destroy: inspect+probe {} ms", c_.id.substr(0, 12),
                   (Clock::now() - t0) / 1ms);
     // The removal (~100 ms of the Engine's time) runs after the answer: DockerExecutor::Drain
     // waits for it at shutdown, the reaper removes what a failure or a crash left.
     ++removals_->in_flight;
     asio::co_spawn(c_.ex, Remove(c_, removals_), asio::detached);
-    co_return report_;
+    co_return report();
   }
 
   void Kill() override {
@@ -438,13 +205,85 @@ class DockerSandbox final : public Sandbox {
   }
 
  private:
-  std::string BackgroundList() const {
-    std::string out;
-    for (long pid : background_) {
-      if (!out.empty()) out += ' ';
-      out += std::to_string(pid);  // appended: `" " + string&&` trips GCC 12 -Werror=restrict
+  ResourceReport& report() { return counters_.report(); }
+  ExecHold Hold() { return {&active_, &killed_}; }
+
+  // A session's background program, or (serves_calls) its interpreter.
+  asio::awaitable<Result<RunOutcome>> StartBackground(const RunPayload& payload) {
+    Status staged = co_await StageFiles(c_, payload.files, Hold());
+    if (!staged.ok()) co_return staged.Context("staging files");
+    if (payload.serves_calls) co_return co_await StartCallServer(payload.argv);
+    if (killed_) co_return Status::Error("sandbox killed");
+    co_return co_await RunBackground(payload.argv);
+  }
+
+  // The program in the foreground: its files staged, then one exec under the run wrapper
+  // (sandbox_shell.h) with its stdin and deadline, its output streamed to `sink`; then its exit
+  // status and the counters.
+  asio::awaitable<Result<RunOutcome>> RunProgram(RunPayload payload, OutputSink sink) {
+    const auto t_stage = Clock::now();
+    auto inline_files = co_await StageForProgram(payload.files);
+    if (!inline_files.ok()) co_return inline_files.status();
+    const auto t0 = Clock::now();
+    const std::string background = BackgroundList(background_);
+    const std::vector<std::string> argv = ProgramArgv(
+        {payload.argv, std::move(*inline_files), c_.session, background, c_.cpu_time_sec});
+    auto started = co_await StartExec(c_, argv, true);
+    if (!started.ok()) co_return started.status().Context("starting the program");
+    auto run = std::make_shared<ProgramRun>(c_.ex, started->stream);
+    active_ = run->stream;
+    asio::co_spawn(c_.ex, WriteProgramStdin(run, std::move(payload.stdin_data)), asio::detached);
+    run->deadline.expires_after(payload.timeout);
+    asio::co_spawn(c_.ex, KillAtDeadline(run, c_, background), asio::detached);
+    ProgramStream streamed = co_await StreamToSink(*run->stream, sink);
+    run->done = true;
+    run->deadline.cancel();
+    run->stream->Close();
+    active_.reset();
+    RunOutcome out;
+    out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
+    out.timed_out = run->timed_out;
+    if (killed_) co_return Status::Error("sandbox killed");
+    if (!streamed.read.ok() && !run->timed_out) co_return streamed.read;
+    if (streamed.system_error)
+      co_return Status::Error("docker exec failed: " + streamed.system_text);
+    auto t_ended = Clock::now();
+    auto code = co_await ExecExitCode(c_, started->exec_id);
+    if (!code.ok()) co_return code.status();
+    auto t_inspected = Clock::now();
+    SetExitStatus(*code, out);
+    if (out.timed_out) {
+      out.exit_code.reset();
+      if (!out.signal) out.signal = SIGKILL;
     }
-    return out;
+    co_await AddProgramCounters(out);
+    spdlog::debug("docker {}: stage {} ms, exec+stream {} ms, inspect {} ms, counters {} ms",
+                  c_.id.substr(0, 12), (t0 - t_stage) / 1ms, (t_ended - t0) / 1ms,
+                  (t_inspected - t_ended) / 1ms, (Clock::now() - t_inspected) / 1ms);
+    co_return out;
+  }
+
+  // Small files (the code) travel in the program's exec (returned as "path, content" pairs);
+  // others by a tar exec first.
+  asio::awaitable<Result<std::vector<std::string>>> StageForProgram(
+      const std::vector<StagedFile>& files) {
+    if (auto inline_files = InlineFiles(files)) co_return std::move(*inline_files);
+    Status staged = co_await StageFiles(c_, files, Hold());
+    if (!staged.ok()) co_return staged.Context("staging files");
+    if (killed_) co_return Status::Error("sandbox killed");
+    co_return std::vector<std::string>{};
+  }
+
+  // Like local: nothing of the program outlives its run; then the cgroup's counters. A session's
+  // wrapper has killed the leftovers already (sparing background programs); its counters are
+  // the container's since its start: the run's CPU time is the difference.
+  asio::awaitable<void> AddProgramCounters(RunOutcome& out) {
+    uint64_t cpu_before = report().cpu_ms;
+    co_await counters_.Read(!c_.session);
+    out.cpu_ms = report().cpu_ms;
+    if (c_.session) out.cpu_ms = report().cpu_ms > cpu_before ? report().cpu_ms - cpu_before : 0;
+    if (server_) server_->window_start_ms = report().cpu_ms;  // this run's CPU is not idle CPU
+    out.max_rss_kb = report().memory_peak_bytes >> 10;
   }
 
   // Session only: starts the program serving calls as an exec of its own, whose stdin and output
@@ -468,12 +307,13 @@ class DockerSandbox final : public Sandbox {
     }
     s->pid = pid;
     background_.push_back(pid);
-    co_await ReadCounters(false);
-    s->window_start_ms = report_.cpu_ms;
+    co_await counters_.Read(false);
+    s->window_start_ms = report().cpu_ms;
     server_ = s;
-    if (host_ && c_.cpu_time_sec > 0) {
+    if (counters_.host() && c_.cpu_time_sec > 0) {
       asio::co_spawn(c_.ex,
-                     WatchIdleCpu(s, *host_, init_pid_, c_.id, uint64_t{c_.cpu_time_sec} * 1000),
+                     WatchIdleCpu(s, *counters_.host(), counters_.init_pid(), c_.id,
+                                  uint64_t{c_.cpu_time_sec} * 1000),
                      asio::detached);
     }
     RunOutcome out;
@@ -487,7 +327,8 @@ class DockerSandbox final : public Sandbox {
     server_.reset();
     if (!s) co_return;
     if (s->alive) {
-      bool killed = host_ && KillHostCgroupProcesses(*host_, init_pid_, c_.id);
+      const auto& host = counters_.host();
+      bool killed = host && KillHostCgroupProcesses(*host, counters_.init_pid(), c_.id);
       if (!killed) {
         Status k = co_await KillSandboxProcesses(c_, nullptr);
         if (!k.ok()) spdlog::warn("docker {}: {}", c_.id.substr(0, 12), k.message());
@@ -512,96 +353,84 @@ class DockerSandbox final : public Sandbox {
       out.no_server = true;
       co_return out;
     }
-    Status staged = co_await Stage(payload.files);
+    Status staged = co_await StageFiles(c_, payload.files, Hold());
     if (!staged.ok()) co_return staged.Context("staging files");
     const uint64_t limit_ms = uint64_t{c_.cpu_time_sec} * 1000;
-    co_await ReadCounters(false);
-    s->idle_ms += report_.cpu_ms > s->window_start_ms ? report_.cpu_ms - s->window_start_ms : 0;
+    co_await counters_.Read(false);
+    s->idle_ms += report().cpu_ms > s->window_start_ms ? report().cpu_ms - s->window_start_ms : 0;
     if (limit_ms > 0 && s->idle_ms > limit_ms) {  // burnt it while no call ran
       co_await EndCallServer();
       out.no_server = true;
       co_return out;
     }
-    const uint64_t cpu_start = report_.cpu_ms, oom_start = oom_kills_;
+    const uint64_t cpu_start = report().cpu_ms, oom_start = counters_.oom_kills();
     const std::string nonce = RandomHex(16);
     for (auto& o : s->out) o.Begin(nonce);
     s->sink = sink;
-    auto u32 = [](size_t n) {
-      std::string b(4, '\0');
-      for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-      return b;
-    };
-    const std::string& call = *payload.call;
-    const std::string input = payload.stdin_data.value_or("");
-    std::string frame = u32(call.size()) + call + u32(input.size()) + input + nonce;
+    const std::string frame = CallFrame(*payload.call, payload.stdin_data.value_or(""), nonce);
     auto t0 = Clock::now();
-    const auto deadline = t0 + payload.timeout;
     Status written = co_await s->stream->WriteAll(frame);
     if (!written.ok()) spdlog::debug("docker {}: call: {}", c_.id.substr(0, 12), written.message());
-    const auto poll = host_ ? Clock::duration(250ms) : Clock::duration(1s);
-    auto next_counters = t0;
-    enum class End { kAnswered, kDied, kTimedOut, kCpu } end;
-    for (;;) {
-      if (s->out[0].ended() && s->out[1].ended()) {
-        end = End::kAnswered;
-        break;
-      }
-      if (!s->alive || killed_) {
-        end = End::kDied;
-        break;
-      }
-      auto now = Clock::now();
-      if (now >= deadline) {
-        end = End::kTimedOut;
-        break;
-      }
-      if (now >= next_counters) {
-        co_await ReadCounters(false);
-        next_counters = Clock::now() + poll;
-        out.cpu_ms = report_.cpu_ms > cpu_start ? report_.cpu_ms - cpu_start : 0;
-        if (limit_ms > 0 && out.cpu_ms >= limit_ms) {
-          end = End::kCpu;
-          break;
-        }
-      }
-      co_await AwaitNews(*s, std::min<Clock::duration>(poll, deadline - now));
-    }
+    CallEnd end = co_await AwaitCallEnd(*s, t0 + payload.timeout, cpu_start, limit_ms);
     s->sink = nullptr;
     if (killed_) co_return Status::Error("sandbox killed");
+    co_return co_await FinishCall(*s, end, cpu_start, oom_start, t0);
+  }
+
+  // Waits for the call's end markers, the interpreter's death, the deadline or the CPU limit
+  // (the counters read every 250 ms from the host, every second by exec).
+  asio::awaitable<CallEnd> AwaitCallEnd(CallServer& s, Clock::time_point deadline,
+                                        uint64_t cpu_start, uint64_t limit_ms) {
+    const auto poll = counters_.host() ? Clock::duration(250ms) : Clock::duration(1s);
+    auto next_counters = Clock::now();
+    for (;;) {
+      if (s.out[0].ended() && s.out[1].ended()) co_return CallEnd::kAnswered;
+      if (!s.alive || killed_) co_return CallEnd::kDied;
+      auto now = Clock::now();
+      if (now >= deadline) co_return CallEnd::kTimedOut;
+      if (now >= next_counters) {
+        co_await counters_.Read(false);
+        next_counters = Clock::now() + poll;
+        uint64_t cpu_ms = report().cpu_ms > cpu_start ? report().cpu_ms - cpu_start : 0;
+        if (limit_ms > 0 && cpu_ms >= limit_ms) co_return CallEnd::kCpu;
+      }
+      co_await AwaitNews(s, std::min<Clock::duration>(poll, deadline - now));
+    }
+  }
+
+  // The call's outcome; the interpreter is ended unless it answered.
+  asio::awaitable<RunOutcome> FinishCall(CallServer& s, CallEnd end, uint64_t cpu_start,
+                                         uint64_t oom_start, Clock::time_point t0) {
+    RunOutcome out;
     std::optional<int> code;
-    if (end == End::kDied) {
-      auto c = co_await ExecExitCode(c_, s->exec_id);
+    if (end == CallEnd::kDied) {
+      auto c = co_await ExecExitCode(c_, s.exec_id);
       if (c.ok()) code = *c;
     }
-    if (end != End::kAnswered) co_await EndCallServer();
-    co_await ReadCounters(false);
-    out.cpu_ms = report_.cpu_ms > cpu_start ? report_.cpu_ms - cpu_start : 0;
-    out.oom_killed = oom_kills_ > oom_start;
-    out.max_rss_kb = report_.memory_peak_bytes >> 10;  // the container's peak so far
+    if (end != CallEnd::kAnswered) co_await EndCallServer();
+    co_await counters_.Read(false);
+    out.cpu_ms = report().cpu_ms > cpu_start ? report().cpu_ms - cpu_start : 0;
+    out.oom_killed = counters_.oom_kills() > oom_start;
+    out.max_rss_kb = report().memory_peak_bytes >> 10;  // the container's peak so far
     out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
-    s->window_start_ms = report_.cpu_ms;
+    s.window_start_ms = report().cpu_ms;
     switch (end) {
-      case End::kAnswered:
-        if (s->out[1].flags() & 1) {
+      case CallEnd::kAnswered:
+        if (s.out[1].flags() & 1) {
           out.timed_out = true;  // interrupted at its timeout, the state survives
         } else {
-          out.exit_code = s->out[1].status();
+          out.exit_code = s.out[1].status();
         }
         break;
-      case End::kTimedOut:
+      case CallEnd::kTimedOut:
         out.timed_out = true;
         break;
-      case End::kCpu:
+      case CallEnd::kCpu:
         out.signal = SIGKILL;  // with cpu_ms past the limit: the cpu_limit verdict
         break;
-      case End::kDied:
-        if (code && *code > 128 && *code <= 128 + 64) {
-          out.signal = *code - 128;
-        } else if (code) {
-          out.exit_code = *code;
-        } else {
-          out.signal = SIGKILL;
-        }
+      case CallEnd::kDied:
+        SetExitStatus(code, out);
+        if (!code) out.signal = SIGKILL;
         break;
     }
     co_return out;
@@ -611,20 +440,15 @@ class DockerSandbox final : public Sandbox {
   // once it runs (no exit code); its session is spared by the kills of later runs.
   asio::awaitable<Result<RunOutcome>> RunBackground(const std::vector<std::string>& program) {
     auto t0 = Clock::now();
-    std::vector<std::string> argv = {"/bin/bash", "-c", kStartBackgroundScript, "ci-bg"};
-    argv.insert(argv.end(), program.begin(), program.end());
-    auto started = co_await StartExec(c_, argv, false);
+    const std::vector<std::string> argv = BackgroundStartArgv(program);
+    CaptureOptions no_exit_code;
+    no_exit_code.inspect_exit = false;
+    no_exit_code.hold = Hold();
+    auto started = co_await CaptureExec(c_, argv, no_exit_code);
     if (!started.ok()) co_return started.status().Context("starting the background program");
-    active_ = started->stream;
-    std::string text;
-    FrameDemuxer demux([&](FrameDemuxer::Stream, std::string_view b) {
-      if (text.size() < kMaxErrorText) text.append(b);
-    });
-    Status pumped = co_await Pump(*started->stream, demux);
-    started->stream->Close();
-    active_.reset();
     if (killed_) co_return Status::Error("sandbox killed");
-    if (!pumped.ok()) co_return pumped.Context("starting the background program");
+    if (!started->read.ok()) co_return started->read.Context("starting the background program");
+    const std::string& text = started->output;
     char* end = nullptr;
     long pid = std::strtol(text.c_str(), &end, 10);
     if (pid <= 1 || end == nullptr || (*end != '\n' && *end != '\0')) {
@@ -636,226 +460,14 @@ class DockerSandbox final : public Sandbox {
     co_return out;
   }
 
-  // Writes the files as a tar into `tar -x` running in the workspace.
-  asio::awaitable<Status> Stage(const std::vector<StagedFile>& files) {
-    if (files.empty()) co_return Status();
-    std::vector<std::string> cmd = {"tar", "-x", "-C", c_.cwd, "-f", "-"};
-    auto started = co_await StartExec(c_, cmd, true);
-    if (!started.ok()) co_return started.status();
-    active_ = started->stream;
-    uint32_t uid = 65532, gid = 65532;
-    std::set<std::string> dirs;
-    Status written;
-    std::string chunk(kReadChunk, '\0');
-    for (const auto& f : files) {
-      for (size_t slash = f.workspace_path.find('/'); slash != std::string::npos;
-           slash = f.workspace_path.find('/', slash + 1)) {
-        std::string dir = f.workspace_path.substr(0, slash);
-        if (!dirs.insert(dir).second) continue;
-        std::string header = TarHeader(dir, 0, true, 0755, uid, gid);
-        written = co_await started->stream->WriteAll(header);
-        if (!written.ok()) break;
-      }
-      if (!written.ok()) break;
-      int fd = ::open(f.host_path.c_str(), O_RDONLY | O_CLOEXEC);
-      struct stat st {};
-      if (fd < 0 || ::fstat(fd, &st) != 0) {
-        written = Status::Errno(f.host_path, errno);
-        if (fd >= 0) ::close(fd);
-        break;
-      }
-      uint64_t size = static_cast<uint64_t>(st.st_size);
-      std::string header = TarHeader(f.workspace_path, size, false, 0644, uid, gid);
-      written = co_await started->stream->WriteAll(header);
-      uint64_t left = size;
-      while (written.ok() && left > 0) {
-        ssize_t n = ::read(fd, chunk.data(), std::min<uint64_t>(left, chunk.size()));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          written = Status::Error("reading " + f.host_path + ": the file shrank");
-          break;
-        }
-        std::string_view piece(chunk.data(), static_cast<size_t>(n));
-        written = co_await started->stream->WriteAll(piece);
-        left -= static_cast<uint64_t>(n);
-      }
-      ::close(fd);
-      if (!written.ok()) break;
-      std::string pad = TarPadding(size);
-      written = co_await started->stream->WriteAll(pad);
-      if (!written.ok()) break;
-    }
-    if (written.ok()) {
-      std::string trailer = TarTrailer();
-      written = co_await started->stream->WriteAll(trailer);
-    }
-    started->stream->ShutdownSend();
-    std::string errors;
-    FrameDemuxer demux([&](FrameDemuxer::Stream, std::string_view b) {
-      if (errors.size() < kMaxErrorText) errors.append(b);
-    });
-    Status pumped = co_await Pump(*started->stream, demux);
-    started->stream->Close();
-    active_.reset();
-    if (killed_) co_return Status::Error("sandbox killed");
-    auto code = co_await ExecExitCode(c_, started->exec_id);
-    if (!code.ok()) co_return code.status();
-    if (!code->has_value() || **code != 0) {
-      co_return Status::Error("tar -x failed" + (errors.empty() ? "" : ": " + errors) +
-                              (written.ok() ? "" : " (" + written.message() + ")"));
-    }
-    if (!written.ok()) co_return written;
-    co_return pumped;
-  }
-
-  // True when the workspace holds nothing but the entrypoint, as seen from the host through PID
-  // 1's root (local Engine only; names are read, never followed), saving Collect's tar exec.
-  bool NothingToCollect(const std::string& skip_path) const {
-    if (!host_ || init_pid_ <= 0) return false;
-    std::string path = "/proc/" + std::to_string(init_pid_) + "/root" + c_.cwd;
-    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return false;  // not root here: the tar exec tells
-    DIR* dir = ::fdopendir(fd);
-    if (dir == nullptr) {
-      ::close(fd);
-      return false;
-    }
-    bool nothing = true;
-    for (;;) {
-      errno = 0;
-      const dirent* e = ::readdir(dir);
-      if (e == nullptr) {
-        nothing = nothing && errno == 0;
-        break;
-      }
-      std::string_view name = e->d_name;
-      if (name == "." || name == ".." || (name == skip_path && e->d_type == DT_REG)) continue;
-      nothing = false;
-      break;
-    }
-    ::closedir(dir);
-    return nothing;
-  }
-
-  // The container's cgroup counters into report_ (flags only ever set), from the host when the
-  // Engine is local, else from an exec. kill_leftovers: first kill every process but PID 1
-  // (the exec probe always does).
-  asio::awaitable<void> ReadCounters(bool kill_leftovers) {
-    if (!host_checked_) {
-      host_checked_ = true;
-      co_await FindHostCgroup();
-    }
-    CgroupCounters counters;
-    if (host_) {
-      bool killed = !kill_leftovers || KillHostCgroupProcesses(*host_, init_pid_, c_.id);
-      counters = ParseCgroupFiles(ReadHostCgroupFiles(*host_));
-      if (!killed) {
-        spdlog::debug("docker {}: could not kill leftovers from the host, using an exec",
-                      c_.id.substr(0, 12));
-        co_await ProbeInContainer();
-      }
-    } else {
-      auto probed = co_await ProbeInContainer();
-      if (!probed) co_return;
-      counters = *probed;
-    }
-    counters_read_ = true;
-    report_.oom_killed = report_.oom_killed || counters.oom_killed;
-    oom_kills_ = std::max(oom_kills_, counters.oom_kills);
-    report_.pids_limit_hit = report_.pids_limit_hit || counters.pids_limit_hit;
-    if (counters.has_cpu) report_.cpu_ms = counters.cpu_ms;
-    if (counters.memory_peak_bytes > 0) report_.memory_peak_bytes = counters.memory_peak_bytes;
-  }
-
-  // A unix socket may still lead to an Engine elsewhere (a VM): the container's PID 1 must be
-  // visible here with a cgroup naming the container.
-  asio::awaitable<void> FindHostCgroup() {
-    if (!host_cgroups_ || c_.client->endpoint().kind != Endpoint::Kind::kUnix) co_return;
-    std::string path = "/containers/" + c_.id + "/json";
-    auto r = co_await c_.client->Request("GET", path);
-    rapidjson::Document doc;
-    if (!r.ok() || !r->ok() || !ParseObject(r->body, doc) || !doc.HasMember("State") ||
-        !doc["State"].IsObject() || !doc["State"].HasMember("Pid") ||
-        !doc["State"]["Pid"].IsInt() || doc["State"]["Pid"].GetInt() <= 0) {
-      co_return;
-    }
-    init_pid_ = doc["State"]["Pid"].GetInt();
-    auto slurp = [](const std::string& file) {
-      std::ifstream in(file);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      return ss.str();
-    };
-    std::string own = slurp("/proc/" + std::to_string(init_pid_) + "/cgroup");
-    std::string mountinfo = slurp("/proc/self/mountinfo");
-    HostCgroup cg;
-    std::string why;
-    if (FindContainerCgroup(own, mountinfo, c_.id, &cg, &why)) {
-      host_ = cg;
-    } else {
-      spdlog::debug("docker {}: cgroup not readable from here ({}), counters by exec",
-                    c_.id.substr(0, 12), why);
-    }
-  }
-
-  // The in-container probe (kill leftovers, print the counter files). When it cannot start (the
-  // pids limit is full of a fork bomb's processes), the limit is raised a little through the
-  // Engine's update call for the probe's own processes and it is tried again.
-  asio::awaitable<std::optional<CgroupCounters>> ProbeInContainer() {
-    // Sessions: no kill here, background programs live on (each run's wrapper killed the rest).
-    const char* script = c_.session ? kInContainerCountersScript : kInContainerProbeScript;
-    std::vector<std::string> cmd = {"/bin/sh", "-c", script};
-    std::string why;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      if (attempt > 0) {
-        std::string path = "/containers/" + c_.id + "/update";
-        std::string body =
-            "{\"PidsLimit\":" + std::to_string(pids_limit_ + 16u * static_cast<uint32_t>(attempt)) +
-            "}";
-        auto u = co_await c_.client->Request("POST", path, body);
-        if (!u.ok() || !u->ok())
-          spdlog::debug("docker {}: raising the pids limit failed", c_.id.substr(0, 12));
-        co_await Sleep(20ms);
-      }
-      auto started = co_await StartExec(c_, cmd, false);
-      if (!started.ok()) {
-        why = started.status().message();
-        continue;
-      }
-      std::string text;
-      FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view b) {
-        if (s == FrameDemuxer::Stream::kStdout && text.size() < 4 * kMaxErrorText) text.append(b);
-      });
-      Status pumped = co_await Pump(*started->stream, demux);
-      started->stream->Close();
-      auto code = co_await ExecExitCode(c_, started->exec_id);
-      if (pumped.ok() && code.ok() && code->has_value() && **code == 0) {
-        co_return ParseCgroupFiles(SplitProbeOutput(text));
-      }
-      why = !pumped.ok() ? pumped.message()
-            : !code.ok() ? code.status().message()
-                         : "exit status " + (code->has_value() ? std::to_string(**code)
-                                                               : std::string("unknown"));
-    }
-    spdlog::warn("docker {}: cgroup probe failed: {}", c_.id.substr(0, 12), why);
-    co_return std::nullopt;
-  }
-
   Container c_;
-  uint32_t pids_limit_;
-  bool host_cgroups_;
+  SandboxCounters counters_;
   std::shared_ptr<Removals> removals_;
-  bool counters_read_ = false;
-  bool host_checked_ = false;
-  std::optional<HostCgroup> host_;
-  pid_t init_pid_ = 0;
   std::shared_ptr<RawStream> active_;
   std::vector<long> background_;        // sessions: pids (= session ids) of background programs
   std::shared_ptr<CallServer> server_;  // sessions: the program serving calls, if any
-  uint64_t oom_kills_ = 0;              // the cgroup's OOM kill count, as last read
   bool killed_ = false;
   bool destroyed_ = false;
-  ResourceReport report_;
 };
 
 class DockerExecutor final : public Executor {
@@ -914,8 +526,7 @@ class DockerExecutor final : public Executor {
     c.session = session;
     c.cpu_time_sec = spec.limits.cpu_time_sec;
     c.pids_limit = spec.limits.pids;
-    auto sandbox =
-        std::make_unique<DockerSandbox>(c, spec.limits.pids, opts_.host_cgroups, removals_);
+    auto sandbox = std::make_unique<DockerSandbox>(c, opts_.host_cgroups, removals_);
     auto t_created = std::chrono::steady_clock::now();
     std::string start = "/containers/" + c.id + "/start";
     auto started = co_await client_->Request("POST", start);
@@ -995,11 +606,7 @@ class DockerExecutor final : public Executor {
     o.network = opts_.network;
     o.extra = opts_.extra;
     o.extra.labels[kOwnerLabel] = reaper_->owner;
-    // PID 1 only waits, with SIGCHLD ignored so the kernel reaps the orphans reparented to it:
-    // zombies would keep their pids charged and a fork bomb's remains would fill the pids limit
-    // for good (no exec could start). Not tini: kill(-1) would reach its child and end the
-    // container. bash, because dash does not pass an ignored SIGCHLD on to exec.
-    o.cmd = {"/bin/bash", "-c", "trap '' CHLD; exec sleep infinity"};
+    o.cmd = ContainerInitArgv(std::nullopt);  // PID 1 (sandbox_shell.h)
     o.expires_at = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch() + opts_.container_ttl)
                        .count();
@@ -1010,7 +617,7 @@ class DockerExecutor final : public Executor {
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
       int64_t left = std::max<int64_t>(1, spec.session_expires_at - now);
-      o.cmd = {"/bin/bash", "-c", "trap '' CHLD; exec sleep " + std::to_string(left)};
+      o.cmd = ContainerInitArgv(left);
       o.component = "session";
       o.expires_at = spec.session_expires_at;
       o.cpu_rlimit_per_run = true;
@@ -1035,39 +642,6 @@ class DockerExecutor final : public Executor {
 };
 
 }  // namespace
-
-Result<DockerExecutorOptions> DockerOptionsFromEnv(const EnvLookup& getenv) {
-  DockerExecutorOptions o;
-  auto endpoint =
-      ResolveEndpoint(getenv, [](const std::string& p) { return ::access(p.c_str(), F_OK) == 0; });
-  if (!endpoint.ok()) return endpoint.status();
-  o.endpoint = *endpoint;
-  auto get = [&](const char* n) {
-    const char* v = getenv(n);
-    return v == nullptr ? std::string() : std::string(v);
-  };
-  if (std::string image = get("PYTHON_EXECUTOR_DOCKER_IMAGE"); !image.empty()) {
-    o.image = NormalizeImageRef(image);
-  }
-  if (std::string net = get("PYTHON_EXECUTOR_DOCKER_NETWORK"); !net.empty()) {
-    if (net == "host" || net.rfind("container:", 0) == 0) {
-      return Status::Error("invalid environment variable PYTHON_EXECUTOR_DOCKER_NETWORK='" + net +
-                           "': host and container networks are not allowed for sandboxes");
-    }
-    o.network = net;
-  }
-  EnvReader env(getenv);
-  int64_t pull_sec = -1, check_sec = -1;
-  env.Int("PYTHON_EXECUTOR_DOCKER_PULL_TIMEOUT_SEC", pull_sec, 1, 86400);
-  env.Int("PYTHON_EXECUTOR_DOCKER_IMAGE_CHECK_INTERVAL_SEC", check_sec, 1, 86400);
-  if (!env.error().ok()) return env.error();
-  if (pull_sec > 0) o.pull_timeout = std::chrono::seconds(pull_sec);
-  if (check_sec > 0) o.image_check_period = std::chrono::seconds(check_sec);
-  auto extra = ParseRunArgs(get("PYTHON_EXECUTOR_DOCKER_RUN_ARGS"));
-  if (!extra.ok()) return extra.status();
-  o.extra = *extra;
-  return o;
-}
 
 std::unique_ptr<Executor> MakeDockerExecutor(asio::any_io_executor ex, DockerExecutorOptions opts) {
   return std::make_unique<DockerExecutor>(std::move(ex), std::move(opts));
