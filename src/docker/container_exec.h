@@ -1,7 +1,8 @@
 // One container driven over exec (wire-protocols.md A.2-A.4): execs with hijacked streams, exit
 // codes from exec inspect, demultiplexed reads, one exec run to its end for its output
 // (CaptureExec), and killing the sandbox's processes from a second exec. What the execs run is
-// in sandbox_shell.h. Shared by the sandbox and the executor of docker_executor.cc.
+// in sandbox_shell.h. Shared by the sandbox's pieces: docker_executor.cc, staging.cc,
+// sandbox_counters.cc, workspace_collect.cc.
 #pragma once
 
 #include <rapidjson/document.h>
