@@ -5,6 +5,20 @@
 
 namespace ci::docker {
 
+std::string CallFrame(std::string_view request, std::string_view input, std::string_view nonce) {
+  auto u32 = [](size_t n) {
+    std::string b(4, '\0');
+    for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    return b;
+  };
+  std::string frame = u32(request.size());
+  frame.append(request);
+  frame += u32(input.size());
+  frame.append(input);
+  frame.append(nonce);
+  return frame;
+}
+
 void CallOutput::Begin(const std::string& nonce) {
   marker_ = "\x1e" + nonce;
   held_.clear();

@@ -1,13 +1,17 @@
-// One output stream (stdout or stderr) of a session's persistent interpreter on docker: its exec
-// runs for the session's life, the daemon holds its stdio (the interpreter's only channel, see
-// python_session.h), and each call's output ends with a marker carrying the call's nonce and the
-// cell's status. This splits the stream at the marker; bytes outside a call are dropped.
+// A session's persistent interpreter on docker speaks through its exec's stdio (its only channel,
+// see python_session.h and call_server.h): a call goes in as one frame (CallFrame), and each of
+// its two output streams ends the call with a marker carrying the call's nonce and the cell's
+// status. CallOutput splits one output stream at the marker; bytes outside a call are dropped.
 #pragma once
 
 #include <string>
 #include <string_view>
 
 namespace ci::docker {
+
+// A call as the interpreter reads it on its stdin: [u32 len][request][u32 len][stdin][nonce],
+// the lengths little-endian.
+std::string CallFrame(std::string_view request, std::string_view input, std::string_view nonce);
 
 class CallOutput {
  public:

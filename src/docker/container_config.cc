@@ -47,13 +47,7 @@ Result<Ulimit> ParseUlimit(const std::string& v) {
   return u;
 }
 
-void WriteStrings(JsonWriter& w, const std::vector<std::string>& v) {
-  w.StartArray();
-  for (const auto& s : v) WriteString(w, s);
-  w.EndArray();
-}
-
-void Key(JsonWriter& w, const char* k) { w.Key(k); }
+using json::Key;
 
 }  // namespace
 
@@ -262,20 +256,13 @@ std::string ContainerCreateJson(const ContainerCreate& c) {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
   w.StartObject();
-  Key(w, "Image");
-  WriteString(w, c.image);
-  Key(w, "Cmd");
-  WriteStrings(w, c.cmd);
-  Key(w, "Entrypoint");
-  WriteStrings(w, {});
-  Key(w, "User");
-  WriteString(w, c.user);
-  Key(w, "WorkingDir");
-  WriteString(w, c.working_dir);
-  Key(w, "Hostname");
-  WriteString(w, c.hostname);
-  Key(w, "Env");
-  WriteStrings(w, c.env);
+  json::Str(w, "Image", c.image);
+  json::Strs(w, "Cmd", c.cmd);
+  json::Strs(w, "Entrypoint", {});
+  json::Str(w, "User", c.user);
+  json::Str(w, "WorkingDir", c.working_dir);
+  json::Str(w, "Hostname", c.hostname);
+  json::Strs(w, "Env", c.env);
   Key(w, "Labels");
   w.StartObject();
   for (const auto& [k, v] : c.labels) {
@@ -287,38 +274,25 @@ std::string ContainerCreateJson(const ContainerCreate& c) {
     Key(w, k);
     w.Bool(false);
   }
-  Key(w, "NetworkDisabled");
-  w.Bool(c.network_disabled);
+  json::Bool(w, "NetworkDisabled", c.network_disabled);
   Key(w, "HostConfig");
   w.StartObject();
-  Key(w, "NetworkMode");
-  WriteString(w, c.network_mode);
-  Key(w, "CapDrop");
-  WriteStrings(w, c.cap_drop);
-  Key(w, "SecurityOpt");
-  WriteStrings(w, c.security_opt);
-  Key(w, "Privileged");
-  w.Bool(false);
-  Key(w, "PidsLimit");
-  w.Int64(c.pids_limit);
-  Key(w, "Memory");
-  w.Int64(c.memory);
-  Key(w, "MemorySwap");
-  w.Int64(c.memory_swap);
-  Key(w, "CpuPeriod");  // 0: dockerd's default (no cap without a quota)
-  w.Int64(c.cpu_period);
-  Key(w, "CpuQuota");
-  w.Int64(c.cpu_quota);
+  json::Str(w, "NetworkMode", c.network_mode);
+  json::Strs(w, "CapDrop", c.cap_drop);
+  json::Strs(w, "SecurityOpt", c.security_opt);
+  json::Bool(w, "Privileged", false);
+  json::I64(w, "PidsLimit", c.pids_limit);
+  json::I64(w, "Memory", c.memory);
+  json::I64(w, "MemorySwap", c.memory_swap);
+  json::I64(w, "CpuPeriod", c.cpu_period);  // 0: dockerd's default (no cap without a quota)
+  json::I64(w, "CpuQuota", c.cpu_quota);
   Key(w, "Ulimits");
   w.StartArray();
   for (const auto& u : c.ulimits) {
     w.StartObject();
-    Key(w, "Name");
-    WriteString(w, u.name);
-    Key(w, "Soft");
-    w.Int64(u.soft);
-    Key(w, "Hard");
-    w.Int64(u.hard);
+    json::Str(w, "Name", u.name);
+    json::I64(w, "Soft", u.soft);
+    json::I64(w, "Hard", u.hard);
     w.EndObject();
   }
   w.EndArray();
@@ -329,27 +303,19 @@ std::string ContainerCreateJson(const ContainerCreate& c) {
     WriteString(w, c.tmpfs.at(mount));
   }
   w.EndObject();
-  Key(w, "MaskedPaths");
-  WriteStrings(w, c.masked_paths);
-  Key(w, "ReadonlyPaths");
-  WriteStrings(w, c.readonly_paths);
-  Key(w, "ReadonlyRootfs");
-  w.Bool(c.readonly_rootfs);
+  json::Strs(w, "MaskedPaths", c.masked_paths);
+  json::Strs(w, "ReadonlyPaths", c.readonly_paths);
+  json::Bool(w, "ReadonlyRootfs", c.readonly_rootfs);
   // PID 1 must survive `kill -9 -1` from the timeout exec: the kernel never delivers a kill(-1)
   // to its namespace's init, but with Init (tini) the init's child would die and the container
   // with it (wire-protocols.md A.4). So no docker-init; PID 1 is our waiting command itself.
-  Key(w, "Init");
-  w.Bool(false);
-  Key(w, "AutoRemove");
-  w.Bool(false);
-  Key(w, "ExtraHosts");
-  WriteStrings(w, c.extra_hosts);
-  Key(w, "Dns");
-  WriteStrings(w, c.dns);
+  json::Bool(w, "Init", false);
+  json::Bool(w, "AutoRemove", false);
+  json::Strs(w, "ExtraHosts", c.extra_hosts);
+  json::Strs(w, "Dns", c.dns);
   Key(w, "RestartPolicy");
   w.StartObject();
-  Key(w, "Name");
-  WriteString(w, "no");
+  json::Str(w, "Name", "no");
   w.EndObject();
   w.EndObject();
   w.EndObject();

@@ -6,50 +6,15 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <fstream>
 
 #include "core/json.h"
+#include "docker/sandbox_shell.h"
 
 namespace ci::docker {
 namespace {
 
 using namespace std::chrono_literals;
 using asio::use_awaitable;
-
-// Files that may travel in the program's exec argv instead of a tar exec: top-level names, valid
-// UTF-8 without NUL (argv strings; the Engine's JSON decoder would replace other bytes), at most
-// kInlineMax together. Returns "path, content" pairs, or nullopt when they must go by tar.
-constexpr size_t kInlineMax = 64 << 10;
-
-bool IsUtf8WithoutNul(std::string_view s) {
-  static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};  // no overlong forms
-  for (size_t i = 0; i < s.size();) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t n = 0;  // continuation bytes
-    uint32_t cp = c;
-    if (c == 0) return false;
-    if (c >= 0x80) {
-      if ((c & 0xe0) == 0xc0) {
-        n = 1, cp = c & 0x1f;
-      } else if ((c & 0xf0) == 0xe0) {
-        n = 2, cp = c & 0x0f;
-      } else if ((c & 0xf8) == 0xf0) {
-        n = 3, cp = c & 0x07;
-      } else {
-        return false;
-      }
-      if (s.size() - i <= n) return false;
-      for (size_t k = 1; k <= n; ++k) {
-        auto t = static_cast<unsigned char>(s[i + k]);
-        if ((t & 0xc0) != 0x80) return false;
-        cp = (cp << 6) | (t & 0x3f);
-      }
-      if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -133,104 +98,61 @@ asio::awaitable<Status> Pump(RawStream& stream, FrameDemuxer& demux,
   }
 }
 
-// Sessions (README "Sessions"). `k` stops, then SIGKILLs, every live process but PID 1, the
-// shell itself, the pids in $keep and the sessions listed in $bg (the background programs' pids,
-// each its own session id: setsid), read from field 6 of /proc/PID/stat (after the last ')', the
-// name may hold anything). Each phase is repeated until a pass finds nothing (children forked
-// meanwhile); SIGSTOP first, so a fork bomb cannot refill the slots freed one by one. Builtins
-// only: it needs no free pid.
-const char* const kSessionKillFunction =
-    "k() { local s n d p t f; for s in STOP KILL; do for n in {1..100}; do f=; "
-    "for d in /proc/[1-9]*; do p=${d#/proc/}; [ \"$p\" = 1 ] || [ \"$p\" = $$ ] && continue; "
-    "read -r t 2>/dev/null < \"$d/stat\" || continue; t=${t##*) }; set -- $t; "
-    "case \"$s$1\" in *Z|*X|STOPT|STOPt) continue;; esac; "
-    "case \" $bg \" in *\" ${4:-x} \"*) continue;; esac; "
-    "case \" $keep \" in *\" $p \"*) continue;; esac; "
-    "kill -$s \"$p\" 2>/dev/null && f=1; done; [ -n \"$f\" ] || break; done; done; }; ";
-// A session run: `ci-run <background pids> <cpu seconds> argv...`. The program gets RLIMIT_CPU
-// (soft N, hard N+1 as in container_config.cc) in a subshell of its own. Its stdout and stderr
-// are relayed by two `cat`s, so what holds the exec's stream is known: once the program has
-// exited and its leftovers are killed, the relays get 500 ms to drain (EOF on fd 7 once both
-// are gone: they alone hold its write end, opened through /proc) and are then killed. Without
-// them a background program's child that inherited the program's stdout would hold the exec's
-// stream, and the Engine would wait 2 s for it on every later exec's exit too (its exit events
-// are handled one after the other per container).
-const char* const kSessionRunScript =
-    "bg=$1 c=$2 keep=; shift 2; exec 7< <(:); exec 8> /proc/$$/fd/7; "
-    "exec 5> >(exec cat 7<&-); o=$!; exec 6> >(exec cat >&2 5>&- 7<&-); e=$!; exec 8>&-; "
-    "(ulimit -S -t \"$c\" 2>/dev/null; ulimit -H -t $((c + 1)) 2>/dev/null; exec \"$@\") "
-    ">&5 2>&6 5>&- 6>&- 7<&-; s=$?; exec 5>&- 6>&-; keep=\"$o $e\"; k; "
-    "read -r -t 0.5 -u 7 _ || [ $? -le 128 ] || kill -9 $o $e 2>/dev/null; exit $s";
-// A background program: its own session, stdio on /dev/null; prints its pid (= session id) once
-// setsid() is done, so the next run's kill cannot miss it. The exec's bash is a session leader
-// (runc), so its `&` child is not a group leader and setsid(1) does not fork.
-const char* const kStartBackgroundScript =
-    "setsid \"$@\" </dev/null >/dev/null 2>&1 & p=$!; for i in {1..400}; do "
-    "read -r t 2>/dev/null < /proc/$p/stat || break; t=${t##*) }; set -- $t; "
-    "[ \"$4\" = \"$p\" ] && break; sleep 0.005; done; echo $p";
-
-// Kills every process of the sandbox user but PID 1: kill(-1) never reaches the namespace's
-// init, nor the caller. PID 1 is our `sleep` (no docker-init, see container_config.cc), so the
-// container and its tmpfs workspace survive for Collect. No pkill needed in the image: the
-// shell's kill builtin does it.
-// `background` (sessions): the background programs' pids, spared.
-asio::awaitable<Status> KillSandboxProcesses(const Container& c, const std::string* background) {
-  if (background != nullptr) {
-    // Sessions spare the background programs. The pids limit may be full (a bomb still
-    // running): raise it a little for this exec, as the counters probe does, then restore it.
-    std::string script = std::string(kSessionKillFunction) + "k";
-    std::vector<std::string> cmd = {"/bin/bash", "-c", "bg=$1; " + script, "ci-kill", *background};
-    Status s;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      std::string update = "/containers/" + c.id + "/update", method = "POST";
-      if (attempt > 0) {
-        std::string body = "{\"PidsLimit\":" +
-                           std::to_string(c.pids_limit + 16u * static_cast<uint32_t>(attempt)) +
-                           "}";
-        auto u = co_await c.client->Request(method, update, body);
-        (void)u;
-        co_await Sleep(20ms);
-      }
-      auto started = co_await StartExec(c, cmd, false);
-      if (!started.ok()) {
-        s = started.status().Context("killing the program");
-        continue;
-      }
-      FrameDemuxer ignore([](FrameDemuxer::Stream, std::string_view) {});
-      s = co_await Pump(*started->stream, ignore);
-      if (attempt > 0) {
-        std::string body = "{\"PidsLimit\":" + std::to_string(c.pids_limit) + "}";
-        auto u = co_await c.client->Request(method, update, body);
-        (void)u;
-      }
-      break;
-    }
-    co_return s;
+asio::awaitable<Result<ExecCapture>> CaptureExec(const Container& c,
+                                                 const std::vector<std::string>& cmd,
+                                                 CaptureOptions o) {
+  auto started = co_await StartExec(c, cmd, static_cast<bool>(o.write_input));
+  if (!started.ok()) co_return started.status();
+  if (o.hold.active != nullptr) *o.hold.active = started->stream;
+  ExecCapture out;
+  if (o.write_input) {
+    out.input = co_await o.write_input(*started->stream);
+    started->stream->ShutdownSend();
   }
-  std::vector<std::string> cmd = {"/bin/sh", "-c", "kill -9 -1"};
-  auto started = co_await StartExec(c, cmd, false);
-  if (!started.ok()) co_return started.status().Context("killing the program");
-  FrameDemuxer ignore([](FrameDemuxer::Stream, std::string_view) {});
-  Status s = co_await Pump(*started->stream, ignore);
-  co_return s;
+  FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view bytes) {
+    if (o.stdout_only && s != FrameDemuxer::Stream::kStdout) return;
+    if (out.output.size() < o.output_cap) out.output.append(bytes);
+  });
+  out.read = co_await Pump(*started->stream, demux);
+  started->stream->Close();
+  if (o.hold.active != nullptr) o.hold.active->reset();
+  if (o.inspect_exit && !o.hold.Killed()) {
+    out.exit_code = co_await ExecExitCode(c, started->exec_id);
+  }
+  co_return out;
 }
 
-std::optional<std::vector<std::string>> InlineFiles(const std::vector<StagedFile>& files) {
-  std::vector<std::string> out;
-  size_t total = 0;
-  for (const auto& f : files) {
-    if (f.workspace_path.find('/') != std::string::npos) return std::nullopt;
-    std::ifstream in(f.host_path, std::ios::binary);
-    std::string content(kInlineMax - total + 1, '\0');
-    in.read(content.data(), static_cast<std::streamsize>(content.size()));
-    if (in.bad() || !in.eof()) return std::nullopt;  // unreadable (tar reports it) or too big
-    content.resize(static_cast<size_t>(in.gcount()));
-    if (!IsUtf8WithoutNul(content)) return std::nullopt;
-    total += content.size();
-    out.push_back(f.workspace_path);
-    out.push_back(std::move(content));
+asio::awaitable<bool> SetPidsHeadroom(const Container& c, int step) {
+  std::string path = "/containers/" + c.id + "/update";
+  std::string body =
+      "{\"PidsLimit\":" + std::to_string(c.pids_limit + 16u * static_cast<uint32_t>(step)) + "}";
+  auto u = co_await c.client->Request("POST", path, body);
+  if (step > 0) co_await Sleep(20ms);
+  co_return u.ok() && u->ok();
+}
+
+// kill(-1) from an exec (sandbox_shell.h). Sessions spare the background programs; the pids
+// limit may be full then (a bomb still running): it is raised a little for this exec, as the
+// counters probe does, then restored.
+asio::awaitable<Status> KillSandboxProcesses(const Container& c, const std::string* background) {
+  const std::vector<std::string> cmd = KillArgv(background);
+  CaptureOptions quiet;
+  quiet.output_cap = 0;
+  quiet.inspect_exit = false;
+  const int attempts = background != nullptr ? 3 : 1;
+  Status s;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    if (attempt > 0) co_await SetPidsHeadroom(c, attempt);
+    auto killed = co_await CaptureExec(c, cmd, quiet);
+    if (!killed.ok()) {
+      s = killed.status().Context("killing the program");
+      continue;
+    }
+    s = killed->read;
+    if (attempt > 0) co_await SetPidsHeadroom(c, 0);
+    break;
   }
-  return out;
+  co_return s;
 }
 
 }  // namespace ci::docker

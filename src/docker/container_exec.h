@@ -1,7 +1,8 @@
 // One container driven over exec (wire-protocols.md A.2-A.4): execs with hijacked streams, exit
-// codes from exec inspect, demultiplexed reads, killing the sandbox's processes from a second
-// exec, and the shell the sandbox runs (session kill function, run wrapper, background start).
-// Shared by the sandbox and the executor of docker_executor.cc.
+// codes from exec inspect, demultiplexed reads, one exec run to its end for its output
+// (CaptureExec), and killing the sandbox's processes from a second exec. What the execs run is
+// in sandbox_shell.h. Shared by the sandbox's pieces: docker_executor.cc, staging.cc,
+// sandbox_counters.cc, workspace_collect.cc.
 #pragma once
 
 #include <rapidjson/document.h>
@@ -63,19 +64,44 @@ asio::awaitable<Result<std::optional<int>>> ExecExitCode(const Container& c,
 asio::awaitable<Status> Pump(RawStream& stream, FrameDemuxer& demux,
                              const std::function<bool()>* stop = nullptr);
 
-// Session shell (definitions explain them): the leftover kill function `k`, the run wrapper
-// `ci-run <background pids> <cpu seconds> argv...`, the background start printing its pid.
-extern const char* const kSessionKillFunction;
-extern const char* const kSessionRunScript;
-extern const char* const kStartBackgroundScript;
+// A sandbox's hold on its exec in flight: Sandbox::Kill closes the stream in `active` and sets
+// `killed` (both may be null: nothing to hold).
+struct ExecHold {
+  std::shared_ptr<RawStream>* active = nullptr;
+  const bool* killed = nullptr;
+  bool Killed() const { return killed != nullptr && *killed; }
+};
+
+// What one exec run to its end gave.
+struct ExecCapture {
+  std::string output;  // what it printed (stdout only with CaptureOptions::stdout_only), capped
+  Status read;         // how reading its stream ended
+  Status input;        // how writing its stdin ended (CaptureOptions::write_input)
+  Result<std::optional<int>> exit_code = std::optional<int>();  // inspected unless told not to
+};
+
+struct CaptureOptions {
+  size_t output_cap = kMaxErrorText;
+  bool stdout_only = false;
+  bool inspect_exit = true;  // not when the sandbox was killed meanwhile (ExecHold::killed)
+  // Writes the exec's stdin (attached only when set); it is half-closed after.
+  std::function<asio::awaitable<Status>(RawStream&)> write_input;
+  ExecHold hold;
+};
+
+// Creates an exec of `cmd`, starts it, writes its stdin, reads its output (capped) to the end,
+// closes it and inspects its exit code. An error means it did not start.
+asio::awaitable<Result<ExecCapture>> CaptureExec(const Container& c,
+                                                 const std::vector<std::string>& cmd,
+                                                 CaptureOptions o = {});
+
+// Raises the container's pids limit to c.pids_limit + 16 * `step` (0: restores it), so that an
+// exec can start while a fork bomb fills the limit. Best effort: false when the Engine refused.
+asio::awaitable<bool> SetPidsHeadroom(const Container& c, int step);
 
 // Kills every process of the sandbox user but PID 1 from a second exec; in a session
 // (`background` = the background programs' pids) those programs' sessions are spared.
 asio::awaitable<Status> KillSandboxProcesses(const Container& c,
                                              const std::string* background = nullptr);
-
-// Files that may travel in the program's exec argv instead of a tar exec (top-level, UTF-8
-// without NUL, 64 KiB together): "path, content" pairs, or nullopt when they must go by tar.
-std::optional<std::vector<std::string>> InlineFiles(const std::vector<StagedFile>& files);
 
 }  // namespace ci::docker

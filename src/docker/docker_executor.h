@@ -3,38 +3,12 @@
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
-#include <chrono>
-#include <functional>
 #include <memory>
-#include <string>
 
 #include "core/executor.h"
-#include "docker/container_config.h"
-#include "docker/endpoint.h"
+#include "docker/docker_options.h"
 
 namespace ci::docker {
-
-struct DockerExecutorOptions {
-  Endpoint endpoint;
-  std::string image = "code-interpreter-executor:latest";  // normalised
-  std::string network = "none";
-  RunArgs extra;
-  std::chrono::milliseconds api_timeout{30000};  // every Engine call but the program's stream
-  std::chrono::seconds container_ttl{3600};      // code-interpreter.expires-at = now + this
-  // With a local Engine (unix socket, the container's PID 1 visible here) its cgroup counters
-  // are read from the host; false forces the in-container exec probe (a remote Engine's way).
-  bool host_cgroups = true;
-  // The image watchdog's period (0: none; each Check inspects, and pulls, itself) and the pull's
-  // bounds (image_watch.h).
-  std::chrono::milliseconds image_check_period{60000};
-  std::chrono::milliseconds pull_timeout{30 * 60 * 1000};
-  std::chrono::milliseconds pull_idle_timeout{120 * 1000};
-};
-
-// PYTHON_EXECUTOR_DOCKER_IMAGE, PYTHON_EXECUTOR_DOCKER_NETWORK, PYTHON_EXECUTOR_DOCKER_RUN_ARGS,
-// PYTHON_EXECUTOR_DOCKER_PULL_TIMEOUT_SEC, PYTHON_EXECUTOR_DOCKER_IMAGE_CHECK_INTERVAL_SEC and
-// the DOCKER_* variables; an invalid value is an error naming the variable.
-Result<DockerExecutorOptions> DockerOptionsFromEnv(const EnvLookup& getenv);
 
 std::unique_ptr<Executor> MakeDockerExecutor(asio::any_io_executor ex, DockerExecutorOptions opts);
 

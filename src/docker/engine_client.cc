@@ -178,14 +178,24 @@ http::request<http::string_body> MakeRequest(http::verb verb, const std::string&
   return req;
 }
 
+// Writes the request; the deadline set here also bounds the answer's headers that follow.
 template <typename Stream>
-asio::awaitable<Result<Response>> Exchange(Stream& s, http::request<http::string_body>& req,
-                                           std::chrono::milliseconds timeout, std::string what,
-                                           const Endpoint& ep) {
+asio::awaitable<Status> Send(Stream& s, http::request<http::string_body>& req,
+                             std::chrono::milliseconds timeout, const std::string& what,
+                             const Endpoint& ep) {
   error_code ec;
   beast::get_lowest_layer(s).expires_after(timeout);
   co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
   if (ec) co_return Status::Error(what + ": sending: " + Why(ep, ec));
+  co_return Status();
+}
+
+template <typename Stream>
+asio::awaitable<Result<Response>> Exchange(Stream& s, http::request<http::string_body>& req,
+                                           std::chrono::milliseconds timeout, std::string what,
+                                           const Endpoint& ep) {
+  if (Status sent = co_await Send(s, req, timeout, what, ep); !sent.ok()) co_return sent;
+  error_code ec;
   beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
   parser.body_limit(kMaxBody);
@@ -261,10 +271,8 @@ asio::awaitable<Result<std::unique_ptr<RawStream>>> Upgrade(Stream& s,
                                                             http::request<http::string_body>& req,
                                                             std::chrono::milliseconds timeout,
                                                             std::string what, const Endpoint& ep) {
+  if (Status sent = co_await Send(s, req, timeout, what, ep); !sent.ok()) co_return sent;
   error_code ec;
-  beast::get_lowest_layer(s).expires_after(timeout);
-  co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(what + ": sending: " + Why(ep, ec));
   beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
   parser.body_limit(kMaxBody);

@@ -13,7 +13,7 @@
 #include "docker/call_output.h"
 #include "docker/cgroup_probe.h"
 #include "docker/container_config.h"
-#include "docker/docker_executor.h"
+#include "docker/docker_options.h"
 #include "docker/endpoint.h"
 #include "docker/image_watch.h"
 #include "docker/stdcopy.h"

@@ -1,0 +1,60 @@
+#include "docker/call_server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "core/sleep.h"
+#include "docker/container_exec.h"
+#include "docker/sandbox_counters.h"
+#include "docker/stdcopy.h"
+
+namespace ci::docker {
+
+using namespace std::chrono_literals;
+
+asio::awaitable<void> PumpCallServer(std::shared_ptr<CallServer> s) {
+  FrameDemuxer demux([s](FrameDemuxer::Stream k, std::string_view bytes) {
+    if (k == FrameDemuxer::Stream::kSystemError) return;
+    const int i = k == FrameDemuxer::Stream::kStderr ? 1 : 0;
+    if (!s->started) {
+      if (i == 0 && s->first_line.size() < 64) s->first_line.append(bytes);
+      if (s->first_line.find('\n') != std::string::npos) {
+        s->started = true;
+        s->Notify();
+      }
+      return;
+    }
+    std::string text = s->out[i].Feed(bytes);
+    if (!text.empty() && s->sink) s->sink(i == 1 ? StreamKind::kStderr : StreamKind::kStdout, text);
+    if (s->out[i].ended()) s->Notify();
+  });
+  Status pumped = co_await Pump(*s->stream, demux);
+  if (!pumped.ok()) spdlog::debug("session interpreter stream: {}", pumped.message());
+  s->alive = false;
+  s->Notify();
+}
+
+asio::awaitable<void> AwaitNews(CallServer& s, std::chrono::steady_clock::duration d) {
+  s.event.expires_after(d);
+  boost::system::error_code ec;
+  co_await s.event.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+asio::awaitable<void> WatchIdleCpu(std::shared_ptr<CallServer> s, HostCgroup host, pid_t init_pid,
+                                   std::string id, uint64_t limit_ms) {
+  while (s->alive) {
+    co_await Sleep(1s);
+    if (!s->alive || s->busy) continue;
+    uint64_t cpu = HostCpuMs(host);
+    uint64_t idle = s->idle_ms + (cpu > s->window_start_ms ? cpu - s->window_start_ms : 0);
+    if (idle <= limit_ms) continue;
+    spdlog::info("docker {}: the session's interpreter used {} ms of CPU between calls; killed",
+                 id.substr(0, 12), idle);
+    KillHostCgroupProcesses(host, init_pid, id);
+    co_return;
+  }
+}
+
+}  // namespace ci::docker

@@ -1,0 +1,55 @@
+// A session's persistent interpreter on docker (python_session.h): an exec running for the
+// session's life whose stdin and output only the daemon holds. A detached pump routes its output
+// to the call in flight (CallOutput splits it at the call's end marker) and drops the rest; a
+// detached watch kills it when its idle CPU passes the limit. README "Sessions".
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/executor.h"
+#include "docker/call_output.h"
+#include "docker/cgroup_probe.h"
+#include "docker/engine_client.h"
+
+namespace ci::docker {
+
+struct CallServer {
+  explicit CallServer(const asio::any_io_executor& ex) : event(ex) {}
+  std::shared_ptr<RawStream> stream;
+  std::string exec_id;
+  long pid = 0;  // its pid in the container, also its session id (a spared background program)
+  bool alive = true;
+  bool started = false;  // it printed its pid
+  std::string first_line;
+  CallOutput out[2];  // stdout, stderr
+  OutputSink sink;    // the call in flight's; empty between calls
+  asio::steady_timer event;
+  // Idle CPU (python_session.h): the container's CPU while no run is active adds up over the
+  // server's life against the CPU limit.
+  bool busy = false;  // a run of the sandbox is active
+  uint64_t window_start_ms = 0;
+  uint64_t idle_ms = 0;
+  void Notify() { event.cancel(); }
+};
+
+// Reads the server's stream to its end: its pid line first, then each call's output to `sink`.
+asio::awaitable<void> PumpCallServer(std::shared_ptr<CallServer> s);
+
+// Waits for news of the server (or `d`, whichever first).
+asio::awaitable<void> AwaitNews(CallServer& s, std::chrono::steady_clock::duration d);
+
+// Between runs, once a second: kills everything but PID 1 (the interpreter too) once the
+// container's idle CPU exceeds the limit. From the host only (a file read, and a kill with no
+// exec that could race a run starting); through a remote Engine the next call checks instead.
+asio::awaitable<void> WatchIdleCpu(std::shared_ptr<CallServer> s, HostCgroup host, pid_t init_pid,
+                                   std::string id, uint64_t limit_ms);
+
+}  // namespace ci::docker

@@ -1,0 +1,470 @@
+#include "docker/docker_sandbox.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <csignal>
+#include <cstdlib>
+#include <optional>
+
+#include "docker/call_server.h"
+#include "docker/sandbox_counters.h"
+#include "docker/sandbox_shell.h"
+#include "docker/staging.h"
+#include "docker/stdcopy.h"
+#include "docker/workspace_collect.h"
+
+namespace ci::docker {
+namespace {
+
+using namespace std::chrono_literals;
+using asio::use_awaitable;
+using Clock = std::chrono::steady_clock;
+
+// After the timeout kill, how long the program's stream may take to end before it is cut.
+constexpr auto kKillGrace = 5s;
+
+// Counted in `removals` by the caller.
+asio::awaitable<void> Remove(Container c, std::shared_ptr<Removals> removals) {
+  auto t0 = Clock::now();
+  std::string del = "/containers/" + c.id + "?force=1&v=1";
+  auto d = co_await c.client->Request("DELETE", del);
+  --removals->in_flight;
+  spdlog::debug("docker {}: removed in {} ms", c.id.substr(0, 12), (Clock::now() - t0) / 1ms);
+  if (!d.ok()) {
+    spdlog::error("removing container {}: {} (the reaper will retry)", c.id.substr(0, 12),
+                  d.status().message());
+  } else if (!d->ok() && d->status != 404) {
+    spdlog::error("{} (the reaper will retry)",
+                  HttpError("removing container " + c.id.substr(0, 12), *d).message());
+  }
+}
+
+// Any run marks the sandbox busy: the idle CPU watch leaves it alone meanwhile, and a run's own
+// CPU is not charged to the interpreter.
+class BusyWhileRunning {
+ public:
+  BusyWhileRunning(std::shared_ptr<CallServer> s, const SandboxCounters& counters)
+      : s_(std::move(s)), counters_(counters) {
+    if (s_) s_->busy = true;
+  }
+  ~BusyWhileRunning() {
+    if (!s_) return;
+    s_->busy = false;
+    if (counters_.host()) s_->window_start_ms = HostCpuMs(*counters_.host());
+  }
+  BusyWhileRunning(const BusyWhileRunning&) = delete;
+  BusyWhileRunning& operator=(const BusyWhileRunning&) = delete;
+
+ private:
+  std::shared_ptr<CallServer> s_;
+  const SandboxCounters& counters_;
+};
+
+// The program's exec in flight, shared with its detached stdin writer and deadline.
+struct ProgramRun {
+  ProgramRun(const asio::any_io_executor& ex, std::shared_ptr<RawStream> s)
+      : stream(std::move(s)), deadline(ex) {}
+  std::shared_ptr<RawStream> stream;
+  asio::steady_timer deadline;
+  bool done = false;
+  bool timed_out = false;
+};
+
+// stdin: written whole, then half-closed so the program sees EOF.
+asio::awaitable<void> WriteProgramStdin(std::shared_ptr<ProgramRun> run,
+                                        std::optional<std::string> input) {
+  if (input && !input->empty()) {
+    Status w = co_await run->stream->WriteAll(*input);
+    if (!w.ok()) spdlog::debug("stdin: {}", w.message());  // the program quit reading
+  }
+  run->stream->ShutdownSend();
+}
+
+// The deadline (armed by the caller): kill the program's processes from a second exec (sparing
+// a session's `background` programs), then cut the stream if it still has not ended.
+asio::awaitable<void> KillAtDeadline(std::shared_ptr<ProgramRun> run, Container c,
+                                     std::string background) {
+  boost::system::error_code ec;
+  co_await run->deadline.async_wait(asio::redirect_error(use_awaitable, ec));
+  if (ec || run->done) co_return;
+  run->timed_out = true;
+  Status k = co_await KillSandboxProcesses(c, c.session ? &background : nullptr);
+  if (!k.ok()) spdlog::warn("docker {}: {}", c.id.substr(0, 12), k.message());
+  if (run->done) co_return;
+  run->deadline.expires_after(kKillGrace);
+  co_await run->deadline.async_wait(asio::redirect_error(use_awaitable, ec));
+  if (!ec && !run->done) run->stream->Close();
+}
+
+// How the program's stream went: its output went to the sink, the Engine's own errors here.
+struct ProgramStream {
+  Status read;
+  bool system_error = false;
+  std::string system_text;
+};
+
+asio::awaitable<ProgramStream> StreamToSink(RawStream& stream, const OutputSink& sink) {
+  ProgramStream out;
+  FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view bytes) {
+    if (s == FrameDemuxer::Stream::kSystemError) {
+      out.system_error = true;
+      if (out.system_text.size() < kMaxErrorText) out.system_text.append(bytes);
+      return;
+    }
+    sink(s == FrameDemuxer::Stream::kStderr ? StreamKind::kStderr : StreamKind::kStdout, bytes);
+  });
+  out.read = co_await Pump(stream, demux);
+  co_return out;
+}
+
+// How a call ended (ServeCall).
+enum class CallEnd { kAnswered, kDied, kTimedOut, kCpu };
+
+class DockerSandbox final : public Sandbox {
+ public:
+  DockerSandbox(Container c, bool host_cgroups, std::shared_ptr<Removals> removals)
+      : c_(c), counters_(std::move(c), host_cgroups), removals_(std::move(removals)) {}
+
+  asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override {
+    if (killed_) co_return Status::Error("sandbox killed");
+    if (payload.background && !c_.session) {
+      co_return Status::Error("run: background programs need a session sandbox");
+    }
+    if (payload.call && !c_.session) co_return Status::Error("run: calls need a session sandbox");
+    BusyWhileRunning busy(server_, counters_);
+    if (payload.call) co_return co_await ServeCall(std::move(payload), std::move(sink));
+    if (payload.background) co_return co_await StartBackground(payload);
+    co_return co_await RunProgram(std::move(payload), std::move(sink));
+  }
+
+  asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override {
+    if (killed_) co_return Status::Error("sandbox killed");
+    if (counters_.host() && WorkspaceHoldsNothing(counters_.init_pid(), c_.cwd, limits.skip_path)) {
+      co_return Collection{};
+    }
+    co_return co_await CollectWorkspace(c_, limits, Hold());
+  }
+
+  asio::awaitable<ResourceReport> Destroy() override {
+    if (destroyed_) co_return report();
+    destroyed_ = true;
+    auto t0 = Clock::now();
+    if (active_) active_->Close();
+    if (server_) server_->stream->Close();
+    std::string path = "/containers/" + c_.id + "/json";
+    auto r = co_await c_.client->Request("GET", path);
+    rapidjson::Document doc;
+    if (r.ok() && r->ok() && ParseObject(r->body, doc) && doc.HasMember("State") &&
+        doc["State"].IsObject()) {
+      const auto& state = doc["State"];
+      report().oom_killed = state.HasMember("OOMKilled") && state["OOMKilled"].IsBool() &&
+                            state["OOMKilled"].GetBool();
+    }
+    // Docker flags OOMKilled only when PID 1 dies of it, never for an exec'd program, and has no
+    // pids event: the cgroup's own counters tell. Read from the host they cost nothing, so read
+    // them again (anything since Run); through an exec only when Run did not get them.
+    if (!killed_ && (counters_.host() || !counters_.read_once())) co_await counters_.Read(false);
+    spdlog::debug("docker {}: destroy: inspect+probe {} ms", c_.id.substr(0, 12),
+                  (Clock::now() - t0) / 1ms);
+    // The removal (~100 ms of the Engine's time) runs after the answer: DockerExecutor::Drain
+    // waits for it at shutdown, the reaper removes what a failure or a crash left.
+    ++removals_->in_flight;
+    asio::co_spawn(c_.ex, Remove(c_, removals_), asio::detached);
+    co_return report();
+  }
+
+  void Kill() override {
+    if (killed_ || destroyed_) return;
+    killed_ = true;
+    if (active_) active_->Close();
+    if (server_) server_->stream->Close();
+    asio::co_spawn(
+        c_.ex,
+        [c = c_]() -> asio::awaitable<void> {
+          std::string method = "POST", path = "/containers/" + c.id + "/kill";
+          auto r = co_await c.client->Request(method, path);
+          (void)r;  // Destroy removes it either way
+        },
+        asio::detached);
+  }
+
+ private:
+  ResourceReport& report() { return counters_.report(); }
+  ExecHold Hold() { return {&active_, &killed_}; }
+
+  // A session's background program, or (serves_calls) its interpreter.
+  asio::awaitable<Result<RunOutcome>> StartBackground(const RunPayload& payload) {
+    Status staged = co_await StageFiles(c_, payload.files, Hold());
+    if (!staged.ok()) co_return staged.Context("staging files");
+    if (payload.serves_calls) co_return co_await StartCallServer(payload.argv);
+    if (killed_) co_return Status::Error("sandbox killed");
+    co_return co_await RunBackground(payload.argv);
+  }
+
+  // The program in the foreground: its files staged, then one exec under the run wrapper
+  // (sandbox_shell.h) with its stdin and deadline, its output streamed to `sink`; then its exit
+  // status and the counters.
+  asio::awaitable<Result<RunOutcome>> RunProgram(RunPayload payload, OutputSink sink) {
+    const auto t_stage = Clock::now();
+    auto inline_files = co_await StageForProgram(payload.files);
+    if (!inline_files.ok()) co_return inline_files.status();
+    const auto t0 = Clock::now();
+    const std::string background = BackgroundList(background_);
+    const std::vector<std::string> argv = ProgramArgv(
+        {payload.argv, std::move(*inline_files), c_.session, background, c_.cpu_time_sec});
+    auto started = co_await StartExec(c_, argv, true);
+    if (!started.ok()) co_return started.status().Context("starting the program");
+    auto run = std::make_shared<ProgramRun>(c_.ex, started->stream);
+    active_ = run->stream;
+    asio::co_spawn(c_.ex, WriteProgramStdin(run, std::move(payload.stdin_data)), asio::detached);
+    run->deadline.expires_after(payload.timeout);
+    asio::co_spawn(c_.ex, KillAtDeadline(run, c_, background), asio::detached);
+    ProgramStream streamed = co_await StreamToSink(*run->stream, sink);
+    run->done = true;
+    run->deadline.cancel();
+    run->stream->Close();
+    active_.reset();
+    RunOutcome out;
+    out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
+    out.timed_out = run->timed_out;
+    if (killed_) co_return Status::Error("sandbox killed");
+    if (!streamed.read.ok() && !run->timed_out) co_return streamed.read;
+    if (streamed.system_error)
+      co_return Status::Error("docker exec failed: " + streamed.system_text);
+    auto t_ended = Clock::now();
+    auto code = co_await ExecExitCode(c_, started->exec_id);
+    if (!code.ok()) co_return code.status();
+    auto t_inspected = Clock::now();
+    SetExitStatus(*code, out);
+    if (out.timed_out) {
+      out.exit_code.reset();
+      if (!out.signal) out.signal = SIGKILL;
+    }
+    co_await AddProgramCounters(out);
+    spdlog::debug("docker {}: stage {} ms, exec+stream {} ms, inspect {} ms, counters {} ms",
+                  c_.id.substr(0, 12), (t0 - t_stage) / 1ms, (t_ended - t0) / 1ms,
+                  (t_inspected - t_ended) / 1ms, (Clock::now() - t_inspected) / 1ms);
+    co_return out;
+  }
+
+  // Small files (the code) travel in the program's exec (returned as "path, content" pairs);
+  // others by a tar exec first.
+  asio::awaitable<Result<std::vector<std::string>>> StageForProgram(
+      const std::vector<StagedFile>& files) {
+    if (auto inline_files = InlineFiles(files)) co_return std::move(*inline_files);
+    Status staged = co_await StageFiles(c_, files, Hold());
+    if (!staged.ok()) co_return staged.Context("staging files");
+    if (killed_) co_return Status::Error("sandbox killed");
+    co_return std::vector<std::string>{};
+  }
+
+  // Like local: nothing of the program outlives its run; then the cgroup's counters. A session's
+  // wrapper has killed the leftovers already (sparing background programs); its counters are
+  // the container's since its start: the run's CPU time is the difference.
+  asio::awaitable<void> AddProgramCounters(RunOutcome& out) {
+    uint64_t cpu_before = report().cpu_ms;
+    co_await counters_.Read(!c_.session);
+    out.cpu_ms = report().cpu_ms;
+    if (c_.session) out.cpu_ms = report().cpu_ms > cpu_before ? report().cpu_ms - cpu_before : 0;
+    if (server_) server_->window_start_ms = report().cpu_ms;  // this run's CPU is not idle CPU
+    out.max_rss_kb = report().memory_peak_bytes >> 10;
+  }
+
+  // Session only: starts the program serving calls as an exec of its own, whose stdin and output
+  // only the daemon holds; returns once it printed its pid (spared by later runs' kills).
+  asio::awaitable<Result<RunOutcome>> StartCallServer(const std::vector<std::string>& argv) {
+    auto t0 = Clock::now();
+    if (server_) co_await EndCallServer();
+    auto started = co_await StartExec(c_, argv, true);
+    if (!started.ok()) co_return started.status().Context("starting the interpreter");
+    auto s = std::make_shared<CallServer>(c_.ex);
+    s->stream = started->stream;
+    s->exec_id = started->exec_id;
+    asio::co_spawn(c_.ex, PumpCallServer(s), asio::detached);
+    while (!s->started && s->alive && Clock::now() - t0 < 30s) co_await AwaitNews(*s, 250ms);
+    char* end = nullptr;
+    long pid = std::strtol(s->first_line.c_str(), &end, 10);
+    if (!s->started || pid <= 1 || end == nullptr || *end != '\n') {
+      s->stream->Close();
+      co_return Status::Error("starting the interpreter: it did not report its pid (" +
+                              s->first_line + ")");
+    }
+    s->pid = pid;
+    background_.push_back(pid);
+    co_await counters_.Read(false);
+    s->window_start_ms = report().cpu_ms;
+    server_ = s;
+    if (counters_.host() && c_.cpu_time_sec > 0) {
+      asio::co_spawn(c_.ex,
+                     WatchIdleCpu(s, *counters_.host(), counters_.init_pid(), c_.id,
+                                  uint64_t{c_.cpu_time_sec} * 1000),
+                     asio::detached);
+    }
+    RunOutcome out;
+    out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
+    co_return out;
+  }
+
+  // Kills everything but PID 1 (the interpreter with it) and forgets the interpreter.
+  asio::awaitable<void> EndCallServer() {
+    auto s = std::move(server_);
+    server_.reset();
+    if (!s) co_return;
+    if (s->alive) {
+      const auto& host = counters_.host();
+      bool killed = host && KillHostCgroupProcesses(*host, counters_.init_pid(), c_.id);
+      if (!killed) {
+        Status k = co_await KillSandboxProcesses(c_, nullptr);
+        if (!k.ok()) spdlog::warn("docker {}: {}", c_.id.substr(0, 12), k.message());
+      }
+      auto t0 = Clock::now();
+      while (s->alive && Clock::now() - t0 < kKillGrace) co_await AwaitNews(*s, 100ms);
+      s->stream->Close();
+    }
+    s->sink = nullptr;
+    background_.erase(std::remove(background_.begin(), background_.end(), s->pid),
+                      background_.end());
+  }
+
+  // A call (RunPayload::call): request, stdin and nonce on the interpreter's stdin; its output
+  // to `sink` up to the end marker. Bounded from outside: the timeout, and the container's CPU
+  // during the call (and idle since the last call) against the CPU limit.
+  asio::awaitable<Result<RunOutcome>> ServeCall(RunPayload payload, OutputSink sink) {
+    RunOutcome out;
+    auto s = server_;
+    if (s && !s->alive) co_await EndCallServer();
+    if (!server_) {
+      out.no_server = true;
+      co_return out;
+    }
+    Status staged = co_await StageFiles(c_, payload.files, Hold());
+    if (!staged.ok()) co_return staged.Context("staging files");
+    const uint64_t limit_ms = uint64_t{c_.cpu_time_sec} * 1000;
+    co_await counters_.Read(false);
+    s->idle_ms += report().cpu_ms > s->window_start_ms ? report().cpu_ms - s->window_start_ms : 0;
+    if (limit_ms > 0 && s->idle_ms > limit_ms) {  // burnt it while no call ran
+      co_await EndCallServer();
+      out.no_server = true;
+      co_return out;
+    }
+    const uint64_t cpu_start = report().cpu_ms, oom_start = counters_.oom_kills();
+    const std::string nonce = RandomHex(16);
+    for (auto& o : s->out) o.Begin(nonce);
+    s->sink = sink;
+    const std::string frame = CallFrame(*payload.call, payload.stdin_data.value_or(""), nonce);
+    auto t0 = Clock::now();
+    Status written = co_await s->stream->WriteAll(frame);
+    if (!written.ok()) spdlog::debug("docker {}: call: {}", c_.id.substr(0, 12), written.message());
+    CallEnd end = co_await AwaitCallEnd(*s, t0 + payload.timeout, cpu_start, limit_ms);
+    s->sink = nullptr;
+    if (killed_) co_return Status::Error("sandbox killed");
+    co_return co_await FinishCall(*s, end, cpu_start, oom_start, t0);
+  }
+
+  // Waits for the call's end markers, the interpreter's death, the deadline or the CPU limit
+  // (the counters read every 250 ms from the host, every second by exec).
+  asio::awaitable<CallEnd> AwaitCallEnd(CallServer& s, Clock::time_point deadline,
+                                        uint64_t cpu_start, uint64_t limit_ms) {
+    const auto poll = counters_.host() ? Clock::duration(250ms) : Clock::duration(1s);
+    auto next_counters = Clock::now();
+    for (;;) {
+      if (s.out[0].ended() && s.out[1].ended()) co_return CallEnd::kAnswered;
+      if (!s.alive || killed_) co_return CallEnd::kDied;
+      auto now = Clock::now();
+      if (now >= deadline) co_return CallEnd::kTimedOut;
+      if (now >= next_counters) {
+        co_await counters_.Read(false);
+        next_counters = Clock::now() + poll;
+        uint64_t cpu_ms = report().cpu_ms > cpu_start ? report().cpu_ms - cpu_start : 0;
+        if (limit_ms > 0 && cpu_ms >= limit_ms) co_return CallEnd::kCpu;
+      }
+      co_await AwaitNews(s, std::min<Clock::duration>(poll, deadline - now));
+    }
+  }
+
+  // The call's outcome; the interpreter is ended unless it answered.
+  asio::awaitable<RunOutcome> FinishCall(CallServer& s, CallEnd end, uint64_t cpu_start,
+                                         uint64_t oom_start, Clock::time_point t0) {
+    RunOutcome out;
+    std::optional<int> code;
+    if (end == CallEnd::kDied) {
+      auto c = co_await ExecExitCode(c_, s.exec_id);
+      if (c.ok()) code = *c;
+    }
+    if (end != CallEnd::kAnswered) co_await EndCallServer();
+    co_await counters_.Read(false);
+    out.cpu_ms = report().cpu_ms > cpu_start ? report().cpu_ms - cpu_start : 0;
+    out.oom_killed = counters_.oom_kills() > oom_start;
+    out.max_rss_kb = report().memory_peak_bytes >> 10;  // the container's peak so far
+    out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
+    s.window_start_ms = report().cpu_ms;
+    switch (end) {
+      case CallEnd::kAnswered:
+        if (s.out[1].flags() & 1) {
+          out.timed_out = true;  // interrupted at its timeout, the state survives
+        } else {
+          out.exit_code = s.out[1].status();
+        }
+        break;
+      case CallEnd::kTimedOut:
+        out.timed_out = true;
+        break;
+      case CallEnd::kCpu:
+        out.signal = SIGKILL;  // with cpu_ms past the limit: the cpu_limit verdict
+        break;
+      case CallEnd::kDied:
+        SetExitStatus(code, out);
+        if (!code) out.signal = SIGKILL;
+        break;
+    }
+    co_return out;
+  }
+
+  // Session only: starts the program in a session of its own with stdio on /dev/null and returns
+  // once it runs (no exit code); its session is spared by the kills of later runs.
+  asio::awaitable<Result<RunOutcome>> RunBackground(const std::vector<std::string>& program) {
+    auto t0 = Clock::now();
+    const std::vector<std::string> argv = BackgroundStartArgv(program);
+    CaptureOptions no_exit_code;
+    no_exit_code.inspect_exit = false;
+    no_exit_code.hold = Hold();
+    auto started = co_await CaptureExec(c_, argv, no_exit_code);
+    if (!started.ok()) co_return started.status().Context("starting the background program");
+    if (killed_) co_return Status::Error("sandbox killed");
+    if (!started->read.ok()) co_return started->read.Context("starting the background program");
+    const std::string& text = started->output;
+    char* end = nullptr;
+    long pid = std::strtol(text.c_str(), &end, 10);
+    if (pid <= 1 || end == nullptr || (*end != '\n' && *end != '\0')) {
+      co_return Status::Error("starting the background program: " + text);
+    }
+    background_.push_back(pid);
+    RunOutcome out;
+    out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
+    co_return out;
+  }
+
+  Container c_;
+  SandboxCounters counters_;
+  std::shared_ptr<Removals> removals_;
+  std::shared_ptr<RawStream> active_;
+  std::vector<long> background_;        // sessions: pids (= session ids) of background programs
+  std::shared_ptr<CallServer> server_;  // sessions: the program serving calls, if any
+  bool killed_ = false;
+  bool destroyed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Sandbox> MakeDockerSandbox(Container c, bool host_cgroups,
+                                           std::shared_ptr<Removals> removals) {
+  return std::make_unique<DockerSandbox>(std::move(c), host_cgroups, std::move(removals));
+}
+
+}  // namespace ci::docker

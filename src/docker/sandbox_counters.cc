@@ -1,0 +1,108 @@
+#include "docker/sandbox_counters.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace ci::docker {
+
+uint64_t HostCpuMs(const HostCgroup& host) {
+  return ParseCgroupFiles(ReadHostCgroupFiles(host)).cpu_ms;
+}
+
+asio::awaitable<void> SandboxCounters::Read(bool kill_leftovers) {
+  if (!host_checked_) {
+    host_checked_ = true;
+    co_await FindHostCgroup();
+  }
+  CgroupCounters counters;
+  if (host_) {
+    bool killed = !kill_leftovers || KillHostCgroupProcesses(*host_, init_pid_, c_.id);
+    counters = ParseCgroupFiles(ReadHostCgroupFiles(*host_));
+    if (!killed) {
+      spdlog::debug("docker {}: could not kill leftovers from the host, using an exec",
+                    c_.id.substr(0, 12));
+      co_await ProbeInContainer();
+    }
+  } else {
+    auto probed = co_await ProbeInContainer();
+    if (!probed) co_return;
+    counters = *probed;
+  }
+  read_once_ = true;
+  report_.oom_killed = report_.oom_killed || counters.oom_killed;
+  oom_kills_ = std::max(oom_kills_, counters.oom_kills);
+  report_.pids_limit_hit = report_.pids_limit_hit || counters.pids_limit_hit;
+  if (counters.has_cpu) report_.cpu_ms = counters.cpu_ms;
+  if (counters.memory_peak_bytes > 0) report_.memory_peak_bytes = counters.memory_peak_bytes;
+}
+
+// A unix socket may still lead to an Engine elsewhere (a VM): the container's PID 1 must be
+// visible here with a cgroup naming the container.
+asio::awaitable<void> SandboxCounters::FindHostCgroup() {
+  if (!host_cgroups_ || c_.client->endpoint().kind != Endpoint::Kind::kUnix) co_return;
+  std::string path = "/containers/" + c_.id + "/json";
+  auto r = co_await c_.client->Request("GET", path);
+  rapidjson::Document doc;
+  if (!r.ok() || !r->ok() || !ParseObject(r->body, doc) || !doc.HasMember("State") ||
+      !doc["State"].IsObject() || !doc["State"].HasMember("Pid") || !doc["State"]["Pid"].IsInt() ||
+      doc["State"]["Pid"].GetInt() <= 0) {
+    co_return;
+  }
+  init_pid_ = doc["State"]["Pid"].GetInt();
+  auto slurp = [](const std::string& file) {
+    std::ifstream in(file);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  std::string own = slurp("/proc/" + std::to_string(init_pid_) + "/cgroup");
+  std::string mountinfo = slurp("/proc/self/mountinfo");
+  HostCgroup cg;
+  std::string why;
+  if (FindContainerCgroup(own, mountinfo, c_.id, &cg, &why)) {
+    host_ = cg;
+  } else {
+    spdlog::debug("docker {}: cgroup not readable from here ({}), counters by exec",
+                  c_.id.substr(0, 12), why);
+  }
+}
+
+// The in-container probe (kill leftovers, print the counter files). When it cannot start (the
+// pids limit is full of a fork bomb's processes), the limit is raised a little through the
+// Engine's update call for the probe's own processes and it is tried again.
+asio::awaitable<std::optional<CgroupCounters>> SandboxCounters::ProbeInContainer() {
+  // Sessions: no kill here, background programs live on (each run's wrapper killed the rest).
+  const char* script = c_.session ? kInContainerCountersScript : kInContainerProbeScript;
+  const std::vector<std::string> cmd = {"/bin/sh", "-c", script};
+  CaptureOptions stdout_only;
+  stdout_only.output_cap = 4 * kMaxErrorText;
+  stdout_only.stdout_only = true;
+  std::string why;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (attempt > 0) {
+      bool raised = co_await SetPidsHeadroom(c_, attempt);
+      if (!raised) spdlog::debug("docker {}: raising the pids limit failed", c_.id.substr(0, 12));
+    }
+    auto probe = co_await CaptureExec(c_, cmd, stdout_only);
+    if (!probe.ok()) {
+      why = probe.status().message();
+      continue;
+    }
+    auto& code = probe->exit_code;
+    if (probe->read.ok() && code.ok() && code->has_value() && **code == 0) {
+      co_return ParseCgroupFiles(SplitProbeOutput(probe->output));
+    }
+    why = !probe->read.ok() ? probe->read.message()
+          : !code.ok()      ? code.status().message()
+                            : "exit status " +
+                             (code->has_value() ? std::to_string(**code) : std::string("unknown"));
+  }
+  spdlog::warn("docker {}: cgroup probe failed: {}", c_.id.substr(0, 12), why);
+  co_return std::nullopt;
+}
+
+}  // namespace ci::docker

@@ -1,0 +1,59 @@
+// The shell the sandbox runs (README "One execution", "Sessions"): the container's PID 1, the
+// wrappers a program's exec runs under, the background start and the kill execs, each as the
+// exec's argv. Pure: strings in, argv out (tests/docker/pure_test.cc, "SandboxShell").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/executor.h"
+
+namespace ci::docker {
+
+// Session shell (definitions explain them): the leftover kill function `k`, the run wrapper
+// `ci-run <background pids> <cpu seconds> argv...`, the background start printing its pid.
+extern const char* const kSessionKillFunction;
+extern const char* const kSessionRunScript;
+extern const char* const kStartBackgroundScript;
+// An execution's run wrapper: `ci-run argv...`, leftovers killed with kill(-1) after the program.
+extern const char* const kExecutionRunScript;
+
+// The container's PID 1: waits forever, or (sessions) `sleep_seconds` until the session expires.
+std::vector<std::string> ContainerInitArgv(std::optional<int64_t> sleep_seconds);
+
+// What the program's exec carries.
+struct ProgramExec {
+  std::vector<std::string> program;       // the program's argv
+  std::vector<std::string> inline_files;  // "path, content" pairs (InlineFiles), written first
+  bool session = false;
+  std::string background;     // sessions: the spared background programs' pids (BackgroundList)
+  uint32_t cpu_time_sec = 0;  // sessions: the program's RLIMIT_CPU
+};
+
+// The program's exec: the run wrapper (the session's when `session`), with the inlined files
+// written by a first bash that then execs into the wrapper.
+std::vector<std::string> ProgramArgv(const ProgramExec& exec);
+
+// `bash -c WRITER wrapper N path1 content1 ...`: writes the files (exit 126 when one cannot be
+// written) and execs `bash -c wrapper ci-run` with the arguments appended after it; no process
+// the program can see holds the contents in its command line.
+std::vector<std::string> InlineFilesArgv(const std::string& wrapper,
+                                         const std::vector<std::string>& files);
+
+// A session's background program: started in a session of its own, its pid printed.
+std::vector<std::string> BackgroundStartArgv(const std::vector<std::string>& program);
+
+// Kills every process of the sandbox user but PID 1; in a session (`background` = the background
+// programs' pids) those programs' sessions are spared.
+std::vector<std::string> KillArgv(const std::string* background);
+
+// The program's exit status as the Engine reports it (128+N: a death by signal N, as a shell
+// reports it) into `out` (nothing when unknown).
+void SetExitStatus(std::optional<int> status, RunOutcome& out);
+
+// The background programs' pids as the session scripts take them: "12 34".
+std::string BackgroundList(const std::vector<long>& pids);
+
+}  // namespace ci::docker

@@ -1,0 +1,223 @@
+// The shell the Docker sandbox runs (sandbox_shell.h), the files that travel in its argv
+// (staging.h's InlineFiles) and the call frame (call_output.h): golden argv for each exec, and
+// the inline-file writer run by the host's bash. No dockerd needed (suite unit, docker-pure).
+#include "docker/sandbox_shell.h"
+
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "docker/call_output.h"
+#include "docker/staging.h"
+
+namespace ci::docker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+
+// The texts as they must reach the container, written out here so that a change to a script is
+// a change to this test too.
+constexpr const char* kWriter =
+    "n=$1; shift; while [ \"$n\" -gt 0 ]; do printf %s \"$2\" > \"$1\" || exit 126; shift 2; "
+    "n=$((n - 1)); done; exec /bin/bash -c \"$0\" ci-run \"$@\"";
+constexpr const char* kExecutionWrapper = "\"$@\"; s=$?; kill -9 -1 2>/dev/null; exit $s";
+
+std::string SessionWrapper() { return std::string(kSessionKillFunction) + kSessionRunScript; }
+
+TEST(SandboxShell, ExecutionProgramUnderTheKillingWrapper) {
+  ProgramExec exec;
+  exec.program = {"python3", "-u", "main.py"};
+  EXPECT_THAT(ProgramArgv(exec), ElementsAre("/bin/bash", "-c", kExecutionWrapper, "ci-run",
+                                             "python3", "-u", "main.py"));
+}
+
+TEST(SandboxShell, InlinedFilesAreWrittenFirstThenTheWrapperIsExecd) {
+  ProgramExec exec;
+  exec.program = {"python3", "__main__.py"};
+  exec.inline_files = {"__main__.py", "print(1)\n", "data.txt", ""};
+  EXPECT_THAT(ProgramArgv(exec),
+              ElementsAre("/bin/bash", "-c", kWriter, kExecutionWrapper, "2", "__main__.py",
+                          "print(1)\n", "data.txt", "", "python3", "__main__.py"));
+}
+
+TEST(SandboxShell, SessionWrapperTakesTheSparedListAndCpuSecondsFirst) {
+  ProgramExec exec;
+  exec.program = {"sh", "-c", "echo hi"};
+  exec.session = true;
+  exec.background = BackgroundList({12, 345});
+  exec.cpu_time_sec = 7;
+  EXPECT_THAT(ProgramArgv(exec), ElementsAre("/bin/bash", "-c", SessionWrapper(), "ci-run",
+                                             "12 345", "7", "sh", "-c", "echo hi"));
+  exec.inline_files = {"a.py", "x = 1"};
+  EXPECT_THAT(ProgramArgv(exec),
+              ElementsAre("/bin/bash", "-c", kWriter, SessionWrapper(), "1", "a.py", "x = 1",
+                          "12 345", "7", "sh", "-c", "echo hi"));
+}
+
+TEST(SandboxShell, BackgroundKillAndInitArgv) {
+  EXPECT_THAT(BackgroundStartArgv({"python3", "srv.py"}),
+              ElementsAre("/bin/bash", "-c", kStartBackgroundScript, "ci-bg", "python3", "srv.py"));
+  EXPECT_THAT(KillArgv(nullptr), ElementsAre("/bin/sh", "-c", "kill -9 -1"));
+  const std::string spared = "12 345";
+  EXPECT_THAT(KillArgv(&spared),
+              ElementsAre("/bin/bash", "-c", "bg=$1; " + std::string(kSessionKillFunction) + "k",
+                          "ci-kill", "12 345"));
+  EXPECT_THAT(ContainerInitArgv(std::nullopt),
+              ElementsAre("/bin/bash", "-c", "trap '' CHLD; exec sleep infinity"));
+  EXPECT_THAT(ContainerInitArgv(90), ElementsAre("/bin/bash", "-c", "trap '' CHLD; exec sleep 90"));
+  EXPECT_EQ(BackgroundList({}), "");
+  EXPECT_EQ(BackgroundList({7}), "7");
+}
+
+TEST(SandboxShell, ExitStatusAsTheEngineReportsIt) {
+  auto outcome = [](std::optional<int> status) {
+    RunOutcome out;
+    SetExitStatus(status, out);
+    return std::make_pair(out.exit_code, out.signal);
+  };
+  using Pair = std::pair<std::optional<int>, std::optional<int>>;
+  EXPECT_EQ(outcome(0), Pair(0, std::nullopt));
+  EXPECT_EQ(outcome(128), Pair(128, std::nullopt));
+  EXPECT_EQ(outcome(129), Pair(std::nullopt, SIGHUP));
+  EXPECT_EQ(outcome(137), Pair(std::nullopt, SIGKILL));
+  EXPECT_EQ(outcome(192), Pair(std::nullopt, 64));
+  EXPECT_EQ(outcome(193), Pair(193, std::nullopt));
+  EXPECT_EQ(outcome(std::nullopt), Pair(std::nullopt, std::nullopt));
+}
+
+// A directory under /tmp, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    char dir[] = "/tmp/sandbox-shell-test-XXXXXX";
+    EXPECT_NE(mkdtemp(dir), nullptr);
+    path_ = dir;
+  }
+  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
+  const std::string& path() const { return path_; }
+  std::string Write(const std::string& name, const std::string& content) const {
+    std::string file = path_ + "/" + name;
+    std::ofstream(file, std::ios::binary) << content;
+    return file;
+  }
+  std::string Read(const std::string& name) const {
+    std::ifstream in(path_ + "/" + name, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  std::string path_;
+};
+
+struct Ran {
+  int status = -1;  // exit status, -1 when it did not exit normally
+  std::string out;  // stdout
+};
+
+// Runs argv (argv[0] an absolute path) in `dir`, as the Engine would run the exec in the
+// workspace.
+Ran RunIn(const std::string& dir, const std::vector<std::string>& argv) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return {};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], 1);
+    if (::chdir(dir.c_str()) != 0) ::_exit(127);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  Ran ran;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) ran.out.append(buf, n);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) ran.status = WEXITSTATUS(status);
+  return ran;
+}
+
+// The writer's half for real, with a harmless wrapper in place of the killing one: the files
+// land byte for byte, then the wrapper gets the program's argv.
+TEST(SandboxShell, TheHostsBashWritesInlinedFilesExactlyAndRunsTheProgram) {
+  TempDir work;
+  const std::string tricky = "-n 'quoted' \"$HOME\" `id` %s\\n\n\ttrailing \n\n";
+  const std::vector<std::string> files = {"a.txt", tricky, "empty", "", "-dash", "x"};
+  std::vector<std::string> argv = InlineFilesArgv("\"$@\"", files);
+  for (const char* a : {"/bin/sh", "-c", "cat a.txt empty -- -dash; echo \"[$1]\"", "sh", "$1 *"}) {
+    argv.push_back(a);
+  }
+  Ran ran = RunIn(work.path(), argv);
+  EXPECT_EQ(ran.status, 0);
+  EXPECT_EQ(ran.out, tricky + "x[$1 *]\n");
+  EXPECT_EQ(work.Read("a.txt"), tricky);
+  EXPECT_EQ(work.Read("-dash"), "x");
+}
+
+TEST(SandboxShell, AFileThatCannotBeWrittenIsExitStatus126) {
+  TempDir work;
+  std::vector<std::string> argv = InlineFilesArgv("\"$@\"", {"missing-dir/a", "x"});
+  argv.push_back("/bin/echo");
+  argv.push_back("ran");
+  Ran ran = RunIn(work.path(), argv);
+  EXPECT_EQ(ran.status, 126);
+  EXPECT_EQ(ran.out, "") << "the program must not run";
+}
+
+TEST(InlineFiles, SmallTopLevelTextTravelsInTheArgv) {
+  TempDir host;
+  const std::string code = "print('h\xc3\xa9llo \xf0\x9f\x90\x8d')\n";  // UTF-8, 2 and 4 bytes
+  std::vector<StagedFile> files = {{"__main__.py", host.Write("m", code)},
+                                   {"empty.txt", host.Write("e", "")}};
+  auto pairs = InlineFiles(files);
+  ASSERT_TRUE(pairs.has_value());
+  EXPECT_THAT(*pairs, ElementsAre("__main__.py", code, "empty.txt", ""));
+  EXPECT_THAT(*InlineFiles({}), ElementsAreArray(std::vector<std::string>{}));
+}
+
+TEST(InlineFiles, OthersGoByTar) {
+  TempDir host;
+  auto one = [&](const std::string& path, const std::string& content) {
+    return InlineFiles({{path, host.Write("f", content)}}).has_value();
+  };
+  EXPECT_TRUE(one("a.py", "x"));
+  EXPECT_FALSE(one("dir/a.py", "x")) << "not top-level";
+  EXPECT_FALSE(one("a.bin", std::string("a\0b", 3))) << "NUL";
+  EXPECT_FALSE(one("a.txt", "\xff\xfe")) << "not UTF-8";
+  EXPECT_FALSE(one("a.txt", "\xc0\xaf")) << "overlong form";
+  EXPECT_FALSE(one("a.txt", "\xed\xa0\x80")) << "surrogate";
+  EXPECT_FALSE(one("a.txt", "ok \xe2\x82")) << "cut short";
+  EXPECT_TRUE(one("a.txt", std::string(64 << 10, 'a')));
+  EXPECT_FALSE(one("a.txt", std::string((64 << 10) + 1, 'a'))) << "over 64 KiB";
+  std::vector<StagedFile> two = {{"a", host.Write("a", std::string(40 << 10, 'a'))},
+                                 {"b", host.Write("b", std::string(30 << 10, 'b'))}};
+  EXPECT_FALSE(InlineFiles(two).has_value()) << "64 KiB together";
+  EXPECT_FALSE(InlineFiles({{"gone", host.path() + "/no-such-file"}}).has_value());
+}
+
+// [u32 len][request][u32 len][stdin][nonce], little-endian.
+TEST(CallFrame, LengthPrefixedRequestAndStdinThenTheNonce) {
+  const std::string nonce(32, 'f');
+  EXPECT_EQ(CallFrame("ab", "", nonce), std::string("\x02\0\0\0ab\0\0\0\0", 10) + nonce);
+  const std::string big(300, 'r');
+  EXPECT_EQ(CallFrame(big, "in", nonce),
+            std::string("\x2c\x01\0\0", 4) + big + std::string("\x02\0\0\0in", 6) + nonce);
+}
+
+}  // namespace
+}  // namespace ci::docker
