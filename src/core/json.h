@@ -73,6 +73,8 @@ class FieldWriter {
  public:
   explicit FieldWriter(JsonWriter& w) : w_(w) {}
   void operator()(const char* k, std::string_view v) { WriteField(w_, k, v); }
+  // Not bool: a string literal would convert to bool before string_view.
+  void operator()(const char* k, const char* v) { WriteField(w_, k, v); }
   void operator()(const char* k, bool v) { Key(k).Bool(v); }
   void operator()(const char* k, int v) { Key(k).Int64(v); }
   void operator()(const char* k, int64_t v) { Key(k).Int64(v); }

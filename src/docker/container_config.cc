@@ -47,8 +47,6 @@ Result<Ulimit> ParseUlimit(const std::string& v) {
   return u;
 }
 
-using json::Key;
-
 }  // namespace
 
 Result<std::vector<std::string>> ShellSplit(std::string_view text) {
@@ -253,73 +251,73 @@ ContainerCreate ContainerCreateFromSpec(const SandboxSpec& spec, const Container
 }
 
 std::string ContainerCreateJson(const ContainerCreate& c) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  json::Str(w, "Image", c.image);
-  json::Strs(w, "Cmd", c.cmd);
-  json::Strs(w, "Entrypoint", {});
-  json::Str(w, "User", c.user);
-  json::Str(w, "WorkingDir", c.working_dir);
-  json::Str(w, "Hostname", c.hostname);
-  json::Strs(w, "Env", c.env);
-  Key(w, "Labels");
-  w.StartObject();
-  for (const auto& [k, v] : c.labels) {
-    WriteString(w, k);
-    WriteString(w, v);
-  }
-  w.EndObject();
-  for (const char* k : {"AttachStdin", "AttachStdout", "AttachStderr", "Tty", "OpenStdin"}) {
-    Key(w, k);
-    w.Bool(false);
-  }
-  json::Bool(w, "NetworkDisabled", c.network_disabled);
-  Key(w, "HostConfig");
-  w.StartObject();
-  json::Str(w, "NetworkMode", c.network_mode);
-  json::Strs(w, "CapDrop", c.cap_drop);
-  json::Strs(w, "SecurityOpt", c.security_opt);
-  json::Bool(w, "Privileged", false);
-  json::I64(w, "PidsLimit", c.pids_limit);
-  json::I64(w, "Memory", c.memory);
-  json::I64(w, "MemorySwap", c.memory_swap);
-  json::I64(w, "CpuPeriod", c.cpu_period);  // 0: dockerd's default (no cap without a quota)
-  json::I64(w, "CpuQuota", c.cpu_quota);
-  Key(w, "Ulimits");
-  w.StartArray();
-  for (const auto& u : c.ulimits) {
+  return JsonText([&](JsonWriter& w) {
+    json::FieldWriter v(w);
     w.StartObject();
-    json::Str(w, "Name", u.name);
-    json::I64(w, "Soft", u.soft);
-    json::I64(w, "Hard", u.hard);
+    v("Image", c.image);
+    v("Cmd", c.cmd);
+    v("Entrypoint", std::vector<std::string>{});
+    v("User", c.user);
+    v("WorkingDir", c.working_dir);
+    v("Hostname", c.hostname);
+    v("Env", c.env);
+    w.Key("Labels");
+    w.StartObject();
+    for (const auto& [key, value] : c.labels) {
+      WriteString(w, key);
+      WriteString(w, value);
+    }
     w.EndObject();
-  }
-  w.EndArray();
-  Key(w, "Tmpfs");
-  w.StartObject();
-  for (const char* mount : {"/workspace", "/tmp"}) {
-    WriteString(w, mount);
-    WriteString(w, c.tmpfs.at(mount));
-  }
-  w.EndObject();
-  json::Strs(w, "MaskedPaths", c.masked_paths);
-  json::Strs(w, "ReadonlyPaths", c.readonly_paths);
-  json::Bool(w, "ReadonlyRootfs", c.readonly_rootfs);
-  // PID 1 must survive `kill -9 -1` from the timeout exec: the kernel never delivers a kill(-1)
-  // to its namespace's init, but with Init (tini) the init's child would die and the container
-  // with it (wire-protocols.md A.4). So no docker-init; PID 1 is our waiting command itself.
-  json::Bool(w, "Init", false);
-  json::Bool(w, "AutoRemove", false);
-  json::Strs(w, "ExtraHosts", c.extra_hosts);
-  json::Strs(w, "Dns", c.dns);
-  Key(w, "RestartPolicy");
-  w.StartObject();
-  json::Str(w, "Name", "no");
-  w.EndObject();
-  w.EndObject();
-  w.EndObject();
-  return std::string(buf.GetString(), buf.GetSize());
+    for (const char* k : {"AttachStdin", "AttachStdout", "AttachStderr", "Tty", "OpenStdin"}) {
+      w.Key(k);
+      w.Bool(false);
+    }
+    v("NetworkDisabled", c.network_disabled);
+    w.Key("HostConfig");
+    w.StartObject();
+    v("NetworkMode", c.network_mode);
+    v("CapDrop", c.cap_drop);
+    v("SecurityOpt", c.security_opt);
+    v("Privileged", false);
+    v("PidsLimit", c.pids_limit);
+    v("Memory", c.memory);
+    v("MemorySwap", c.memory_swap);
+    v("CpuPeriod", c.cpu_period);  // 0: dockerd's default (no cap without a quota)
+    v("CpuQuota", c.cpu_quota);
+    w.Key("Ulimits");
+    w.StartArray();
+    for (const auto& u : c.ulimits) {
+      w.StartObject();
+      v("Name", u.name);
+      v("Soft", u.soft);
+      v("Hard", u.hard);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("Tmpfs");
+    w.StartObject();
+    for (const char* mount : {"/workspace", "/tmp"}) {
+      WriteString(w, mount);
+      WriteString(w, c.tmpfs.at(mount));
+    }
+    w.EndObject();
+    v("MaskedPaths", c.masked_paths);
+    v("ReadonlyPaths", c.readonly_paths);
+    v("ReadonlyRootfs", c.readonly_rootfs);
+    // PID 1 must survive `kill -9 -1` from the timeout exec: the kernel never delivers a kill(-1)
+    // to its namespace's init, but with Init (tini) the init's child would die and the container
+    // with it (wire-protocols.md A.4). So no docker-init; PID 1 is our waiting command itself.
+    v("Init", false);
+    v("AutoRemove", false);
+    v("ExtraHosts", c.extra_hosts);
+    v("Dns", c.dns);
+    w.Key("RestartPolicy");
+    w.StartObject();
+    v("Name", "no");
+    w.EndObject();
+    w.EndObject();
+    w.EndObject();
+  });
 }
 
 std::string ContainerCreateJson(const SandboxSpec& spec, const ContainerOptions& o) {
