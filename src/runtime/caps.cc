@@ -4,6 +4,7 @@
 #include <sys/capability.h>
 #include <sys/prctl.h>
 
+#include <initializer_list>
 #include <string>
 
 namespace ci::runtime {
@@ -27,33 +28,33 @@ SysError LockSecurebits() {
   return SysOk();
 }
 
-SysError DropAllCapabilities() {
-  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
-    return SysFail("clear ambient capabilities");
-  }
-  cap_t empty = cap_init();
-  if (empty == nullptr) return SysFail("cap_init");
-  int rc = cap_set_proc(empty);
-  int err = errno;
-  cap_free(empty);
-  if (rc != 0) return SysFailErr(err, "cap_set_proc(empty)");
-  return SysOk();
-}
+namespace {
 
-SysError KeepInitCapabilities() {
+// Permitted and effective = exactly `keep`, no ambient capabilities (inheritable stays empty).
+SysError SetOnlyCapabilities(std::initializer_list<cap_value_t> keep, const char* what) {
   if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
     return SysFail("clear ambient capabilities");
   }
   cap_t caps = cap_init();
   if (caps == nullptr) return SysFail("cap_init");
-  const cap_value_t keep[] = {CAP_SETUID, CAP_SETGID, CAP_KILL};
-  int rc = cap_set_flag(caps, CAP_PERMITTED, 3, keep, CAP_SET);
-  if (rc == 0) rc = cap_set_flag(caps, CAP_EFFECTIVE, 3, keep, CAP_SET);
+  const int n = static_cast<int>(keep.size());
+  int rc = 0;
+  if (n > 0) rc = cap_set_flag(caps, CAP_PERMITTED, n, keep.begin(), CAP_SET);
+  if (rc == 0 && n > 0) rc = cap_set_flag(caps, CAP_EFFECTIVE, n, keep.begin(), CAP_SET);
   if (rc == 0) rc = cap_set_proc(caps);
   int err = errno;
   cap_free(caps);
-  if (rc != 0) return SysFailErr(err, "cap_set_proc(setuid, setgid, kill)");
+  if (rc != 0) return SysFailErr(err, what);
   return SysOk();
+}
+
+}  // namespace
+
+SysError DropAllCapabilities() { return SetOnlyCapabilities({}, "cap_set_proc(empty)"); }
+
+SysError KeepInitCapabilities() {
+  return SetOnlyCapabilities({CAP_SETUID, CAP_SETGID, CAP_KILL},
+                             "cap_set_proc(setuid, setgid, kill)");
 }
 
 SysError SetNoNewPrivs() {

@@ -34,6 +34,14 @@ Status ParseTimeout(const rapidjson::Document& doc, int64_t max_timeout_ms, int6
   return {};
 }
 
+// A required string field, with the API's two error texts.
+Result<std::string> RequiredString(const rapidjson::Document& doc, const std::string& name) {
+  auto it = doc.FindMember(name.c_str());
+  if (it == doc.MemberEnd()) return Status::Error("Field '" + name + "' is required.");
+  if (!it->value.IsString()) return Status::Error("Field '" + name + "' must be a string.");
+  return Str(it->value);
+}
+
 Status ParseObject(std::string_view body, rapidjson::Document& doc) {
   std::string why;
   if (!ParseJson(body, doc, why)) return Status::Error("Invalid request body: " + why);
@@ -48,10 +56,9 @@ Result<ExecuteRequest> ParseExecuteRequest(std::string_view body, int64_t max_ti
   if (Status s = ParseObject(body, doc); !s.ok()) return s;
 
   ExecuteRequest r;
-  auto code = doc.FindMember("code");
-  if (code == doc.MemberEnd()) return Status::Error("Field 'code' is required.");
-  if (!code->value.IsString()) return Status::Error("Field 'code' must be a string.");
-  r.code = Str(code->value);
+  Result<std::string> code = RequiredString(doc, "code");
+  if (!code.ok()) return code.status();
+  r.code = std::move(code).value();
 
   if (auto it = doc.FindMember("stdin"); it != doc.MemberEnd() && !it->value.IsNull()) {
     if (!it->value.IsString()) return Status::Error("Field 'stdin' must be a string or null.");
@@ -95,10 +102,9 @@ Result<BashRequest> ParseBashRequest(std::string_view body, int64_t max_timeout_
   rapidjson::Document doc;
   if (Status s = ParseObject(body, doc); !s.ok()) return s;
   BashRequest r;
-  auto cmd = doc.FindMember("cmd");
-  if (cmd == doc.MemberEnd()) return Status::Error("Field 'cmd' is required.");
-  if (!cmd->value.IsString()) return Status::Error("Field 'cmd' must be a string.");
-  r.cmd = Str(cmd->value);
+  Result<std::string> cmd = RequiredString(doc, "cmd");
+  if (!cmd.ok()) return cmd.status();
+  r.cmd = std::move(cmd).value();
   if (r.cmd.find('\0') != std::string::npos) {
     return Status::Error("Field 'cmd' must not contain NUL characters.");
   }

@@ -187,14 +187,19 @@ asio::awaitable<std::variant<RunOutcome, ApiError>> SessionManager::Bash(
   payload.argv = {"bash", "-c", std::move(cmd)};
   payload.timeout = timeout;
   auto run = co_await s->sandbox->Run(std::move(payload), std::move(sink));
+  if (auto e = co_await EndCall(s, run.status(), "bash call failed")) co_return std::move(*e);
+  co_return std::move(run).value();
+}
+
+asio::awaitable<std::optional<ApiError>> SessionManager::EndCall(const SessionPtr& s,
+                                                                 const Status& status,
+                                                                 std::string_view what) {
   Release(s);
   if (s->ended) co_return EndedDuringCall(*s);
-  if (!run.ok() && run.status().gone()) co_return co_await EndGone(s, run.status());
-  if (!run.ok()) {
-    spdlog::warn("session {} bash call failed: {}", id, run.status().message());
-    co_return Internal();
-  }
-  co_return std::move(run).value();
+  if (status.ok()) co_return std::nullopt;
+  if (status.gone()) co_return co_await EndGone(s, status);
+  spdlog::warn("session {} {}: {}", s->id, what, status.message());
+  co_return Internal();
 }
 
 asio::awaitable<Result<RunOutcome>> SessionManager::StartInterpreter(Session& s) {
@@ -256,13 +261,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> SessionManager::Execute
       run = snapshot.status();
     }
   }
-  Release(s);
-  if (s->ended) co_return EndedDuringCall(*s);
-  if (!run.ok() && run.status().gone()) co_return co_await EndGone(s, run.status());
-  if (!run.ok()) {
-    spdlog::warn("session {} execute call failed: {}", id, run.status().message());
-    co_return Internal();
-  }
+  if (auto e = co_await EndCall(s, run.status(), "execute call failed")) co_return std::move(*e);
   result.run = std::move(run).value();
   result.resources.oom_killed = result.run.oom_killed;
   result.resources.cpu_ms = result.run.cpu_ms;
@@ -347,13 +346,7 @@ asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> SessionManag
   if (!s) co_return NotFound(id);
   bool truncated = false;
   auto snapshot = co_await Snapshot(*s, /*modified_after_ns=*/0, &truncated);
-  Release(s);
-  if (s->ended) co_return EndedDuringCall(*s);
-  if (!snapshot.ok() && snapshot.status().gone()) co_return co_await EndGone(s, snapshot.status());
-  if (!snapshot.ok()) {
-    spdlog::warn("session {} files: {}", id, snapshot.status().message());
-    co_return Internal();
-  }
+  if (auto e = co_await EndCall(s, snapshot.status(), "files")) co_return std::move(*e);
   std::vector<WorkspaceFile> files;
   for (auto& [file, changed] : *snapshot) files.push_back(std::move(file));
   co_return files;
@@ -364,14 +357,7 @@ asio::awaitable<std::optional<ApiError>> SessionManager::Stage(const std::string
   SessionPtr s = co_await Acquire(id);
   if (!s) co_return NotFound(id);
   Status staged = co_await StageFiles(*s, files);
-  Release(s);
-  if (s->ended) co_return EndedDuringCall(*s);
-  if (!staged.ok() && staged.gone()) co_return co_await EndGone(s, staged);
-  if (!staged.ok()) {
-    spdlog::warn("session {} staging files: {}", id, staged.message());
-    co_return Internal();
-  }
-  co_return std::nullopt;
+  co_return co_await EndCall(s, staged, "staging files");
 }
 
 asio::awaitable<void> SessionManager::DestroyAll() {

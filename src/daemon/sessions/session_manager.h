@@ -103,6 +103,11 @@ class SessionManager {
   // The sandbox died under the session (killed from outside, OOM-killed init, container
   // stopped): the session is ended, its slot freed, and the call answers 410 saying so.
   asio::awaitable<ApiError> EndGone(SessionPtr s, const Status& why);
+  // After a call on an acquired session: releases it, and says what the client gets when the
+  // call did not succeed (ended meanwhile, sandbox gone, or failed: logged with `what`); nullopt
+  // when `status` is ok.
+  asio::awaitable<std::optional<ApiError>> EndCall(const SessionPtr& s, const Status& status,
+                                                   std::string_view what);
   asio::awaitable<Result<RunOutcome>> StartInterpreter(Session& s);
   asio::awaitable<Status> StageFiles(Session& s, std::vector<StagedFile> files);
   // Staged inputs count as known, so a call does not return them unless it changed them.
