@@ -1,13 +1,22 @@
 """Health, routing, request validation, keep-alive and shutdown (docs/api.md)."""
 
+import json
+import os
 import re
+import sys
 import threading
 import time
+import uuid
 
 from harness import (Client, Config, Daemon, E2ETestCase, host_processes_matching, pending_issue,
                      unique_sleep_arg, wait_until)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from json_schema import Checker  # noqa: E402
+
 BACKENDS = ("local", "docker", "kubernetes")
+OPENAPI_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                              "openapi.json")
 SEMVER = re.compile(r"^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?$")
 
 
@@ -257,6 +266,102 @@ class ShutdownTest(E2ETestCase):
             if d.alive():
                 d.stop()
             d.cleanup()
+
+
+class OpenApiTest(E2ETestCase):
+    """GET /openapi.json, and real answers against the schemas it documents."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        with open(OPENAPI_SOURCE) as f:
+            cls.document = json.load(f)
+        cls.checker = Checker(cls.document)
+
+    def assertDocumented(self, method, template, status, content_type, body):
+        """The operation lists `status` with `content_type`, and `body` fits its schema."""
+        op = self.document["paths"][template][method]
+        self.assertIn(str(status), op["responses"], f"{method} {template} does not list {status}")
+        response = self.checker.resolve(op["responses"][str(status)])
+        media = content_type.split(";")[0].strip()
+        schemas = {k.split(";")[0]: v["schema"] for k, v in response.get("content", {}).items()}
+        self.assertIn(media, schemas, f"{method} {template} {status} documents no {media}")
+        errors = self.checker.errors(body, schemas[media])
+        self.assertEqual(errors, [], f"{method} {template} {status}: {body!r}")
+
+    def assertAnswerDocumented(self, method, template, r):
+        self.assertDocumented(method, template, r.status, r.header("Content-Type") or "", r.json)
+
+    def test_document_served(self):
+        r = self.client.get("/openapi.json")
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue((r.header("Content-Type") or "").startswith("application/json"))
+        self.assertEqual(r.json, self.document, "the daemon serves docs/openapi.json as built")
+        self.assertTrue(r.json["openapi"].startswith("3.1."))
+
+    def test_execute_answers_match_the_document(self):
+        code = "open('out.txt', 'w').write('x')\nprint('hi')"
+        r = self.client.post_json("/v1/execute", {"code": code})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(len(r.json["files"]), 1, r.json)
+        self.assertAnswerDocumented("post", "/v1/execute", r)
+        r = self.client.post_json("/v1/execute", {"code": "x", "timeout_ms": 0})
+        self.assertEqual(r.status, 422, r)
+        self.assertAnswerDocumented("post", "/v1/execute", r)
+        missing = {"code": "", "files": [{"path": "a", "file_id": str(uuid.uuid4())}]}
+        r = self.client.post_json("/v1/execute", missing)
+        self.assertEqual(r.status, 404, r)
+        self.assertAnswerDocumented("post", "/v1/execute", r)
+
+    def test_stream_events_match_the_document(self):
+        res = self.client.sse("/v1/execute/stream", {"code": "print('hi')"})
+        self.assertEqual(res.status, 200, res.body)
+        op = self.document["paths"]["/v1/execute/stream"]["post"]
+        sse = self.checker.resolve(op["responses"]["200"])["content"]["text/event-stream"]
+        names = [e for e, _, _ in res.events]
+        self.assertEqual(names[-1:], ["result"], names)
+        self.assertTrue(names[:-1] and set(names[:-1]) == {"output"}, names)
+        for event, data, _ in res.events:
+            self.assertEqual(self.checker.errors(data, sse["x-sse-events"][event]), [], event)
+
+    def test_file_and_health_answers_match_the_document(self):
+        r = self.client.get(f"/v1/files/{uuid.uuid4()}")
+        self.assertEqual(r.status, 404, r)
+        self.assertAnswerDocumented("get", "/v1/files/{file_id}", r)
+        r = self.client.upload("a.txt", b"abc")
+        self.assertEqual(r.status, 201, r)
+        self.assertAnswerDocumented("post", "/v1/files", r)
+        self.assertAnswerDocumented("get", "/v1/files", self.client.get("/v1/files"))
+        self.assertAnswerDocumented("get", "/health", self.client.get("/health"))
+        self.assertAnswerDocumented("get", "/v1/languages", self.client.get("/v1/languages"))
+
+    def test_session_answers_match_the_document(self):
+        r = self.client.post_json("/v1/sessions", {"ttl_seconds": 60})
+        self.assertEqual(r.status, 201, r)
+        self.assertAnswerDocumented("post", "/v1/sessions", r)
+        sid = r.json["session_id"]
+        try:
+            r = self.client.post_json(f"/v1/sessions/{sid}/bash", {"cmd": "echo hi > a.txt"})
+            self.assertEqual(r.status, 200, r)
+            self.assertAnswerDocumented("post", "/v1/sessions/{session_id}/bash", r)
+            r = self.client.get(f"/v1/sessions/{sid}/files")
+            self.assertEqual(r.status, 200, r)
+            self.assertAnswerDocumented("get", "/v1/sessions/{session_id}/files", r)
+            self.assertAnswerDocumented("get", "/v1/sessions", self.client.get("/v1/sessions"))
+        finally:
+            self.assertEqual(self.client.delete(f"/v1/sessions/{sid}").status, 204)
+        r = self.client.delete(f"/v1/sessions/{sid}")
+        self.assertEqual(r.status, 404, r)
+        self.assertAnswerDocumented("delete", "/v1/sessions/{session_id}", r)
+
+    def test_method_not_allowed_matches_the_document(self):
+        r = self.client.delete("/v1/execute")
+        self.assertEqual(r.status, 405, r)
+        response = self.checker.resolve({"$ref": "#/components/responses/MethodNotAllowed"})
+        self.assertIn("Allow", response["headers"])
+        self.assertEqual(r.header("Allow"), "POST")
+        self.assertEqual(self.checker.errors(r.json, response["content"]["application/json"]
+                                             ["schema"]), [])
 
 
 class LanguagesTest(E2ETestCase):

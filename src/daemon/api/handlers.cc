@@ -27,6 +27,7 @@ std::span<const ApiHandlers::Route> ApiHandlers::Routes() {
       {"GET", "/health", &ApiHandlers::Health},
       {"GET", "/ready", &ApiHandlers::Ready},
       {"GET", "/metrics", &ApiHandlers::MetricsText},
+      {"GET", "/openapi.json", &ApiHandlers::OpenApi},
       {"GET", "/v1/languages", &ApiHandlers::Languages},
       {"POST", "/v1/execute", &ApiHandlers::ExecuteBatchRoute},
       {"POST", "/v1/execute/stream", &ApiHandlers::ExecuteStreamRoute},

@@ -42,12 +42,13 @@ class ApiHandlers {
   static std::span<const Route> Routes();
 
  private:
-  // Health (health_handlers.cc).
+  // Health and the API's description (health_handlers.cc).
   HealthInfo Info(const Status& backend) const;
   asio::awaitable<void> Health(HttpExchange& ex, const std::string&);
   asio::awaitable<void> Ready(HttpExchange& ex, const std::string&);
   asio::awaitable<void> MetricsText(HttpExchange& ex, const std::string&);
   asio::awaitable<void> Languages(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> OpenApi(HttpExchange& ex, const std::string&);
 
   // One-off executions (execute_handlers.cc).
   asio::awaitable<void> ExecuteBatchRoute(HttpExchange& ex, const std::string&);

@@ -1,10 +1,11 @@
-// GET /health, /ready, /metrics and /v1/languages.
+// GET /health, /ready, /metrics, /v1/languages and /openapi.json.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 
 #include "daemon/api/handlers.h"
+#include "daemon/api/openapi.h"
 #include "daemon/api/responses.h"
 #include "daemon/service/async_event.h"
 
@@ -59,6 +60,10 @@ asio::awaitable<void> ApiHandlers::MetricsText(HttpExchange& ex, const std::stri
 
 asio::awaitable<void> ApiHandlers::Languages(HttpExchange& ex, const std::string&) {
   co_await ex.Respond(JsonResponse(200, LanguagesJson(service_.languages())));
+}
+
+asio::awaitable<void> ApiHandlers::OpenApi(HttpExchange& ex, const std::string&) {
+  co_await ex.Respond(JsonResponse(200, std::string(OpenApiDocument())));
 }
 
 }  // namespace ci::daemon
