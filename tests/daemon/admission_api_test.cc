@@ -11,13 +11,13 @@ namespace {
 
 using asio::awaitable;
 
-Config OneSlot(uint32_t queue_timeout_sec) {
-  Config c = FakeDaemon::TestConfig();
-  c.max_concurrent_executions = 1;
-  c.execution_queue_timeout_sec = queue_timeout_sec;
-  c.execution_retry_after_sec = 7;
-  c.capacity_retry_after_sec = 11;
-  return c;
+std::function<void(Config&)> OneSlot(uint32_t queue_timeout_sec) {
+  return [queue_timeout_sec](Config& c) {
+    c.max_concurrent_executions = 1;
+    c.execution_queue_timeout_sec = queue_timeout_sec;
+    c.execution_retry_after_sec = 7;
+    c.capacity_retry_after_sec = 11;
+  };
 }
 
 // Every program waits for the gate.
@@ -28,6 +28,8 @@ void HoldEveryProgram(FakeExecutor& fake, FakeGate& gate) {
   });
 }
 
+// The waits below EXPECT rather than ASSERT: the test must go on to open the gate and join its
+// threads whatever happened.
 class AdmissionApiTest : public DaemonApiTest {
  protected:
   // A request running on a thread of its own; its reply once joined.
@@ -47,7 +49,7 @@ TEST_F(AdmissionApiTest, ARequestPastTheLimitWaitsAndRunsWhenTheSlotFrees) {
   HoldEveryProgram(fake(), gate);
   Background first, second;
   Send(first);
-  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.runs_started == 1; }));
+  EXPECT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.runs_started == 1; }));
   Send(second);
   daemon().WaitUntilQueued(1);
   EXPECT_EQ(fake().counts().prepared, 1);  // the queued request has no sandbox yet
@@ -66,7 +68,7 @@ TEST_F(AdmissionApiTest, ARequestQueuedPastTheQueueTimeoutIs429WithRetryAfter) {
   HoldEveryProgram(fake(), gate);
   Background first;
   Send(first);
-  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.runs_started == 1; }));
+  EXPECT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.runs_started == 1; }));
   HttpReply refused = client().Post("/v1/execute", R"({"code": "x"})");
   gate.Open();
   first.thread.join();

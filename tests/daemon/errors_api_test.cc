@@ -8,9 +8,7 @@ namespace {
 class ErrorsApiTest : public DaemonApiTest {
  protected:
   void SetUp() override {
-    Config c = FakeDaemon::TestConfig();
-    c.max_request_body_mb = 1;
-    Start(c);
+    Start([](Config& c) { c.max_request_body_mb = 1; });
   }
   void TearDown() override {
     EXPECT_EQ(fake().counts().prepared, 0) << "an invalid request reached the backend";

@@ -92,9 +92,7 @@ TEST_F(ExecuteApiTest, AProgramKilledByASignalIsKilled) {
 class ExecuteApiOutputLimitTest : public DaemonApiTest {
  protected:
   void SetUp() override {
-    Config c = FakeDaemon::TestConfig();
-    c.max_output_bytes = 100;
-    Start(c);
+    Start([](Config& c) { c.max_output_bytes = 100; });
   }
 };
 

@@ -127,7 +127,10 @@ FakeDaemon::~FakeDaemon() {
   std::filesystem::remove_all(config_.file_storage_dir, ec);
 }
 
-void DaemonApiTest::Start(Config config, FakeExecutor::Options options) {
+void DaemonApiTest::Start(const std::function<void(Config&)>& configure,
+                          FakeExecutor::Options options) {
+  Config config = FakeDaemon::TestConfig();
+  if (configure) configure(config);
   daemon_ = std::make_unique<FakeDaemon>(std::move(config), options);
   client_ = std::make_unique<HttpClient>(daemon_->port());
 }

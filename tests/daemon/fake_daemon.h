@@ -84,7 +84,9 @@ class FakeDaemon {
 
 class DaemonApiTest : public ::testing::Test {
  protected:
-  void Start(Config config = FakeDaemon::TestConfig(), FakeExecutor::Options options = {});
+  // A daemon on FakeDaemon::TestConfig() as `configure` changes it.
+  void Start(const std::function<void(Config&)>& configure = nullptr,
+             FakeExecutor::Options options = {});
   void TearDown() override;
 
   FakeExecutor& fake() { return daemon_->executor(); }

@@ -44,10 +44,10 @@ class SessionRequests : public DaemonApiTest {
 class SessionApiTest : public SessionRequests {
  protected:
   void SetUp() override {
-    Config c = FakeDaemon::TestConfig();
-    c.max_sessions = 2;
-    c.capacity_retry_after_sec = 13;
-    Start(c);
+    Start([](Config& c) {
+      c.max_sessions = 2;
+      c.capacity_retry_after_sec = 13;
+    });
     fake().RunPrograms([](FakeProcess& p) -> awaitable<RunOutcome> {
       co_return co_await Interpret(p, p.payload().argv.at(2));  // bash -c CMD
     });
@@ -141,7 +141,8 @@ TEST_F(SessionApiTest, FilesStagedAtCreationAndWrittenByCallsAreListedWithIds) {
   ASSERT_EQ(Bash(id, "write out.txt written").status, 200);
   HttpReply r = client().Get("/v1/sessions/" + id + "/files");
   ASSERT_EQ(r.status, 200) << r.body;
-  auto files = Json(r)["files"].GetArray();
+  auto listing = Json(r);
+  const auto& files = listing["files"];
   ASSERT_EQ(files.Size(), 2u);
   EXPECT_EQ(Str(files[0], "path"), "in.txt");
   EXPECT_EQ(files[0]["size_bytes"].GetUint64(), 5u);
@@ -190,7 +191,7 @@ TEST_F(SessionApiTest, ASessionDeletedDuringACallAnswersTheCall410) {
   std::string id = Create();
   HttpReply call;
   std::thread caller([&] { call = Bash(id, "sleep"); });
-  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.runs_started == 1; }));
+  EXPECT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.runs_started == 1; }));
   EXPECT_EQ(client().Delete("/v1/sessions/" + id).status, 204);
   caller.join();
   EXPECT_EQ(call.status, 410);
@@ -213,7 +214,7 @@ TEST_F(SessionApiTest, BeyondMaxSessionsIs503WithRetryAfter) {
 
 class SessionlessBackendApiTest : public SessionRequests {
  protected:
-  void SetUp() override { Start(FakeDaemon::TestConfig(), {.sessions = false}); }
+  void SetUp() override { Start(nullptr, {.sessions = false}); }
 };
 
 TEST_F(SessionlessBackendApiTest, EverySessionRouteIs501) {

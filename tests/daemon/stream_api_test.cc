@@ -10,9 +10,7 @@ using asio::awaitable;
 class StreamApiTest : public DaemonApiTest {
  protected:
   void SetUp() override {
-    Config c = FakeDaemon::TestConfig();
-    c.max_output_bytes = 100;
-    Start(c);
+    Start([](Config& c) { c.max_output_bytes = 100; });
   }
   std::vector<SseEvent> Stream(const std::string& body) {
     HttpReply r = client().Post("/v1/execute/stream", body);
@@ -77,6 +75,20 @@ TEST_F(StreamApiTest, ASandboxThatCannotStartEndsTheStreamWithAnErrorEvent) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].event, "error");
   EXPECT_EQ(events[0].data, R"({"message":"Internal Server Error"})");
+}
+
+TEST_F(StreamApiTest, AClientThatLeavesMidStreamHasItsSandboxKilledAndDestroyed) {
+  fake().RunPrograms([](FakeProcess& p) -> awaitable<RunOutcome> {
+    p.Stdout("started");
+    co_await p.Sleep(std::chrono::minutes(10));
+    co_return p.Exit(0);
+  });
+  testing_support::AbandonedRequest request(daemon().port(), "/v1/execute/stream",
+                                            R"({"code": "wait", "timeout_ms": 60000})");
+  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.runs_started == 1; }));
+  request.Close();
+  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.destroyed == 1; }));
+  EXPECT_EQ(fake().counts().killed, 1);
 }
 
 }  // namespace

@@ -11,9 +11,7 @@ using asio::awaitable;
 class WarmPoolApiTest : public DaemonApiTest {
  protected:
   void SetUp() override {
-    Config c = FakeDaemon::TestConfig();
-    c.warm_pool_size = 1;
-    Start(c);
+    Start([](Config& c) { c.warm_pool_size = 1; });
     fake().RunPrograms([](FakeProcess& p) -> awaitable<RunOutcome> {
       p.Stdout(std::to_string(p.sandbox_number()));
       co_return p.Exit(0);
