@@ -117,11 +117,7 @@ TEST_F(ExecuteApiTest, AClientThatLeavesHasItsSandboxKilledAndDestroyed) {
     co_await p.Sleep(10min);
     co_return p.Exit(0);
   });
-  testing_support::AbandonedRequest request(daemon().port(), "/v1/execute",
-                                            R"({"code": "wait", "timeout_ms": 60000})");
-  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.runs_started == 1; }));
-  request.Close();
-  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.destroyed == 1; }));
+  ASSERT_TRUE(LeaveWhileTheProgramRuns("/v1/execute", R"({"code": "wait", "timeout_ms": 60000})"));
   EXPECT_EQ(fake().counts().killed, 1);
   EXPECT_EQ(fake().counts().live(), 0);
   EXPECT_EQ(

@@ -144,6 +144,14 @@ void DaemonApiTest::TearDown() {
   daemon_.reset();
 }
 
+bool DaemonApiTest::LeaveWhileTheProgramRuns(const std::string& target, const std::string& json) {
+  const int destroyed = fake().counts().destroyed;
+  testing_support::AbandonedRequest request(daemon_->port(), target, json);
+  if (!fake().WaitUntil([](const FakeCounts& c) { return c.runs_started == 1; })) return false;
+  request.Close();
+  return fake().WaitUntil([&](const FakeCounts& c) { return c.destroyed > destroyed; });
+}
+
 double DaemonApiTest::Metric(const std::string& series) {
   daemon_->WaitUntilIdle();  // every handler so far has recorded its request
   HttpReply r = client().Get("/metrics");

@@ -92,6 +92,9 @@ class DaemonApiTest : public ::testing::Test {
   FakeExecutor& fake() { return daemon_->executor(); }
   FakeDaemon& daemon() { return *daemon_; }
   HttpClient& client() { return *client_; }
+  // Sends `json` to `target`, waits until the program runs, then closes the connection (a client
+  // that left) and waits until the sandbox is destroyed. False when either wait hung.
+  bool LeaveWhileTheProgramRuns(const std::string& target, const std::string& json);
   // The value of one series of /metrics (`name{labels}` exactly as rendered), -1 when absent.
   double Metric(const std::string& series);
 

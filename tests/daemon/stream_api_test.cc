@@ -83,12 +83,13 @@ TEST_F(StreamApiTest, AClientThatLeavesMidStreamHasItsSandboxKilledAndDestroyed)
     co_await p.Sleep(std::chrono::minutes(10));
     co_return p.Exit(0);
   });
-  testing_support::AbandonedRequest request(daemon().port(), "/v1/execute/stream",
-                                            R"({"code": "wait", "timeout_ms": 60000})");
-  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.runs_started == 1; }));
-  request.Close();
-  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.destroyed == 1; }));
+  ASSERT_TRUE(
+      LeaveWhileTheProgramRuns("/v1/execute/stream", R"({"code": "wait", "timeout_ms": 60000})"));
   EXPECT_EQ(fake().counts().killed, 1);
+  EXPECT_EQ(
+      Metric(
+          R"(code_interpreter_executions_completed_total{operation="execute_stream",outcome="error"})"),
+      1);
 }
 
 }  // namespace
