@@ -1,0 +1,40 @@
+// The warm pool in front of the fake backend (WARM_POOL_SIZE): a request takes a sandbox prepared
+// before it came, the pool refills, sessions take sandboxes of their own, and shutdown destroys
+// what the pool held.
+#include "fake_daemon.h"
+
+namespace ci::daemon {
+namespace {
+
+using asio::awaitable;
+
+class WarmPoolApiTest : public DaemonApiTest {
+ protected:
+  void SetUp() override {
+    Start([](Config& c) { c.warm_pool_size = 1; });
+    fake().RunPrograms([](FakeProcess& p) -> awaitable<RunOutcome> {
+      p.Stdout(std::to_string(p.sandbox_number()));
+      co_return p.Exit(0);
+    });
+  }
+};
+
+TEST_F(WarmPoolApiTest, ARequestTakesThePooledSandboxAndThePoolRefills) {
+  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.prepared == 1; }));
+  HttpReply r = client().Post("/v1/execute", R"({"code": "x"})");
+  EXPECT_EQ(Str(Json(r), "stdout"), "1");  // prepared before the request came
+  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.prepared == 2; }));
+  EXPECT_EQ(fake().counts().live(), 1);  // the refill, waiting in the pool
+  EXPECT_EQ(Str(Json(client().Post("/v1/execute", R"({"code": "x"})")), "stdout"), "2");
+}
+
+TEST_F(WarmPoolApiTest, ASessionGetsASandboxOfItsOwn) {
+  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.prepared == 1; }));
+  std::string id = Str(Json(client().Post("/v1/sessions", "{}")), "session_id");
+  HttpReply r = client().Post("/v1/sessions/" + id + "/bash", R"({"cmd": "x"})");
+  EXPECT_EQ(Str(Json(r), "stdout"), "2");
+  EXPECT_EQ(fake().counts().live(), 2);  // the session's and the pooled one
+}
+
+}  // namespace
+}  // namespace ci::daemon
