@@ -44,6 +44,19 @@ void WriteSession(JsonWriter& w, const SessionSummary& s, bool with_created_at) 
   w.EndObject();
 }
 
+// {"<key>": [...]}, each item written by `write_item`.
+template <typename T, typename WriteItem>
+std::string ListJson(const char* key, const std::vector<T>& items, WriteItem&& write_item) {
+  return JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    w.Key(key);
+    w.StartArray();
+    for (const T& item : items) write_item(w, item);
+    w.EndArray();
+    w.EndObject();
+  });
+}
+
 }  // namespace
 
 std::string ExecuteResultJson(const ExecutionResult& result, const OutputSummary& output) {
@@ -88,29 +101,16 @@ std::string FileMetaJson(const FileMeta& meta, bool with_upload_time) {
 }
 
 std::string FileListJson(const std::vector<FileMeta>& files) {
-  return JsonText([&](JsonWriter& w) {
-    w.StartObject();
-    w.Key("files");
-    w.StartArray();
-    for (const auto& f : files) WriteMeta(w, f, /*with_upload_time=*/true);
-    w.EndArray();
-    w.EndObject();
-  });
+  return ListJson("files", files,
+                  [](JsonWriter& w, const auto& f) { WriteMeta(w, f, /*with_upload_time=*/true); });
 }
 
 std::string LanguagesJson(const std::vector<Language>& languages) {
-  return JsonText([&](JsonWriter& w) {
+  return ListJson("languages", languages, [](JsonWriter& w, const auto& l) {
     w.StartObject();
-    w.Key("languages");
-    w.StartArray();
-    for (const auto& l : languages) {
-      w.StartObject();
-      WriteField(w, "name", l.name);
-      WriteField(w, "version", l.version);
-      WriteField(w, "interpreter", l.interpreter);
-      w.EndObject();
-    }
-    w.EndArray();
+    WriteField(w, "name", l.name);
+    WriteField(w, "version", l.version);
+    WriteField(w, "interpreter", l.interpreter);
     w.EndObject();
   });
 }
@@ -156,13 +156,8 @@ std::string SessionCreatedJson(const SessionSummary& session) {
 }
 
 std::string SessionListJson(const std::vector<SessionSummary>& sessions) {
-  return JsonText([&](JsonWriter& w) {
-    w.StartObject();
-    w.Key("sessions");
-    w.StartArray();
-    for (const auto& s : sessions) WriteSession(w, s, /*with_created_at=*/true);
-    w.EndArray();
-    w.EndObject();
+  return ListJson("sessions", sessions, [](JsonWriter& w, const auto& s) {
+    WriteSession(w, s, /*with_created_at=*/true);
   });
 }
 
@@ -178,19 +173,12 @@ std::string BashResultJson(const RunOutcome& run, const std::string& stdout_text
 }
 
 std::string WorkspaceFilesJson(const std::vector<WorkspaceFile>& files) {
-  return JsonText([&](JsonWriter& w) {
+  return ListJson("files", files, [](JsonWriter& w, const auto& f) {
     w.StartObject();
-    w.Key("files");
-    w.StartArray();
-    for (const auto& f : files) {
-      w.StartObject();
-      WriteField(w, "path", f.path);
-      w.Key("size_bytes");
-      w.Uint64(f.size);
-      WriteField(w, "file_id", f.file_id);
-      w.EndObject();
-    }
-    w.EndArray();
+    WriteField(w, "path", f.path);
+    w.Key("size_bytes");
+    w.Uint64(f.size);
+    WriteField(w, "file_id", f.file_id);
     w.EndObject();
   });
 }
