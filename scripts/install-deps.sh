@@ -13,6 +13,9 @@ packages=(
   # tests and benchmarks: real HTTP clients (curl; httpx sends a whole body before reading the
   # answer, as the onyx suite does), the bwrap baseline
   curl python3-httpx bubblewrap procps openssl
+  # the Kubernetes manifests check parses kubectl kustomize's output (kubectl itself is not in
+  # Debian 12: preinstalled here; the check is skipped without it outside CI)
+  python3-yaml
   # rootless sandboxes with subordinate ids (newuidmap, newgidmap)
   uidmap
   # the Docker backend's tests: a real dockerd, and the executor image built with debootstrap
