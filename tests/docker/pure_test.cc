@@ -2,13 +2,13 @@
 // image references, and SandboxSpec -> ContainerCreate against golden JSON.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <rapidjson/prettywriter.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "common/golden.h"
 #include "core/json.h"
 #include "docker/call_output.h"
 #include "docker/cgroup_probe.h"
@@ -450,27 +450,9 @@ TEST(HumanBytes, DecimalUnits) {
   EXPECT_EQ(HumanBytes(1200000000), "1.20 GB");
 }
 
-// Golden files: tests/docker/golden/<name>.json, compared as JSON values. UPDATE_GOLDEN=1
-// rewrites them (pretty-printed) from the current output.
+// Golden files: tests/docker/golden/<name>.json (common/golden.h; UPDATE_GOLDEN=1 rewrites them).
 void ExpectGolden(const std::string& name, const std::string& actual) {
-  std::string path = std::string(CI_DOCKER_GOLDEN_DIR) + "/" + name + ".json";
-  rapidjson::Document got;
-  std::string why;
-  ASSERT_TRUE(ParseJson(actual, got, why)) << why;
-  rapidjson::StringBuffer pretty;
-  rapidjson::PrettyWriter<rapidjson::StringBuffer> pw(pretty);
-  pw.SetIndent(' ', 2);
-  got.Accept(pw);
-  if (std::getenv("UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(path) << pretty.GetString() << "\n";
-  }
-  std::ifstream f(path);
-  ASSERT_TRUE(f) << "missing golden file " << path << " (run with UPDATE_GOLDEN=1)";
-  std::stringstream ss;
-  ss << f.rdbuf();
-  rapidjson::Document want;
-  ASSERT_TRUE(ParseJson(ss.str(), want, why)) << path << ": " << why;
-  EXPECT_TRUE(want == got) << "differs from " << path << "; got:\n" << pretty.GetString();
+  testing_support::ExpectGolden(CI_DOCKER_GOLDEN_DIR, name, actual);
 }
 
 SandboxSpec DefaultSpec() {

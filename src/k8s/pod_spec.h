@@ -1,0 +1,144 @@
+// SandboxSpec -> the executor Pod (docs/wire-protocols.md "E. Kubernetes executor pods"), as a pure
+// function tested against golden JSON (tests/k8s/golden), the way docker/container_config.h builds
+// ContainerCreate: the spec and the options become a Pod value, the JSON POSTed and the enforcement
+// report are both read from that value.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/measure.h"
+#include "core/sandbox_spec.h"
+#include "k8s/k8s_options.h"
+
+namespace ci::k8s {
+
+// What a pod is for: one execution, a session (many runs until its expiry), or a warm pool pod
+// waiting to become an execution.
+enum class PodKind { kExecution, kSession, kPool };
+
+// The labels and annotations every pod of ours carries (the reaper's and NetworkPolicy's
+// selectors: app=code-interpreter, component in (executor, session, pool)).
+inline constexpr const char* kAppLabel = "app";
+inline constexpr const char* kAppValue = "code-interpreter";
+inline constexpr const char* kComponentLabel = "component";           // executor | session | pool
+inline constexpr const char* kOwnerLabel = "code-interpreter.owner";  // the daemon instance id
+inline constexpr const char* kExpiresLabel = "code-interpreter.expires-at";    // unix seconds
+inline constexpr const char* kOwnerAnnotation = "code-interpreter/owner";      // free text
+inline constexpr const char* kKindAnnotation = "code-interpreter/kind";        // execution|...
+inline constexpr const char* kExpiresAnnotation = "code-interpreter/expires";  // RFC 3339, UTC
+// The program's container, and the init container of KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN.
+inline constexpr const char* kExecutorContainer = "executor";
+inline constexpr const char* kLockdownContainer = "network-lockdown";
+// activeDeadlineSeconds of an execution pod beyond its run's timeout: scheduling, the image,
+// staging and collection. A backstop only: the daemon deletes the pod at the timeout itself.
+inline constexpr int64_t kExecutionDeadlineMarginSec = 120;
+
+// Which pod the executor asks for, besides the spec.
+struct PodRequest {
+  bool pool = false;          // a warm pool pod (an execution spec only; sessions are never pooled)
+  int64_t now = 0;            // unix seconds: expiries are computed from it
+  uint32_t timeout_sec = 60;  // executions: the run's timeout
+  std::string instance_id;    // the daemon instance (label value): owner label
+  std::string owner_description;  // annotation, e.g. "pod code-interpreter-7c9d/ns (uid ...)"
+  // The daemon's namespace (the connection's): ownerReferences cannot cross namespaces (an owner
+  // elsewhere looks deleted, and the garbage collector removes the pod at once).
+  std::string daemon_namespace;
+};
+
+// Everything the Pod is made of besides the SandboxSpec.
+struct PodOptions {
+  PodKind kind = PodKind::kExecution;
+  std::string name;  // empty: metadata.generateName "ci-<kind>-"
+  std::string image;
+  std::string lockdown_image;  // empty: no network-lockdown init container
+  std::string service_account;
+  PodOverrides overrides;
+  std::optional<OwnerPod> owner;  // ownerReferences to the daemon's pod
+  std::string instance_id;
+  std::string owner_description;
+  int64_t expires_at = 0;            // unix seconds
+  int64_t active_deadline_sec = 0;   // activeDeadlineSeconds (0: none)
+  std::vector<std::string> command;  // PID 1, a process that only waits
+};
+
+// The options the executor's Prepare uses: a session pod's deadline, expiry and PID 1's sleep are
+// its spec's session_expires_at; an execution's its timeout plus the margin; a pool pod's the
+// pool TTL (the executor lowers it when it hands the pod out: activeDeadlineSeconds may only
+// decrease on a live pod).
+PodOptions PodOptionsFor(const K8sOptions& options, const SandboxSpec& spec,
+                         const PodRequest& request);
+
+struct ContainerResources {
+  uint64_t memory_limit = 0;    // bytes, requests = limits
+  uint32_t cpu_millicores = 0;  // limits (= requests); 0: no CPU limit
+};
+
+// The Pod as values (core/v1): what the API server is asked to run. Only what we set.
+struct Pod {
+  // metadata
+  std::string name;
+  std::string generate_name;
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::optional<OwnerPod> owner;
+  // spec
+  int64_t active_deadline_sec = 0;
+  std::string service_account;
+  std::string hostname;
+  std::map<std::string, std::string> node_selector;
+  std::vector<Toleration> tolerations;
+  std::string runtime_class;
+  std::string priority_class;
+  std::vector<std::string> image_pull_secrets;
+  // pod securityContext
+  uint32_t run_as_user = 0;
+  uint32_t run_as_group = 0;
+  uint32_t fs_group = 0;
+  std::string seccomp_type;  // RuntimeDefault | Localhost
+  std::string seccomp_localhost_profile;
+  // the executor container
+  std::string image;
+  std::string image_pull_policy;
+  std::vector<std::string> command;
+  std::string working_dir;
+  std::vector<std::pair<std::string, std::string>> env;
+  bool read_only_root = true;
+  ContainerResources resources;
+  // The spec's limits: the emptyDir sizeLimits (medium Memory, /workspace and /tmp) are taken
+  // from them; pids and the rlimits are what a pod cannot carry (PodDowngrades names each).
+  SandboxLimits limits;
+  // the network-lockdown init container (root with NET_ADMIN, iptables), when present
+  std::string lockdown_image;
+  std::string seccomp_profile_name;  // the spec's profile, for the report
+  bool spec_has_seccomp = false;
+};
+
+Pod PodFromSpec(const SandboxSpec& spec, const PodOptions& options);
+// Compact JSON, members in a fixed order (golden-testable): the body of
+// POST /api/v1/namespaces/{ns}/pods.
+std::string PodJson(const Pod& pod);
+std::string PodJson(const SandboxSpec& spec, const PodOptions& options);
+
+// The init container's script: every packet but loopback dropped, IPv4 and IPv6 (when the pod's
+// network namespace has IPv6 at all).
+extern const char* const kLockdownScript;
+
+// What a pod created from `pod` enforces, read from the value: its part of the backend's
+// Enforcement (/health `hardening.enforced`).
+std::vector<Measure> PodMeasures(const Pod& pod);
+// What the spec asks for and a pod cannot give, each named with the reason and the fix: no pids
+// limit per pod, no rlimits, network isolation only from a NetworkPolicy (without the lockdown),
+// one host uid for every pod, the runtime's default seccomp filter instead of ours, the
+// lockdown's exception to the restricted Pod Security Standard.
+std::vector<Downgrade> PodDowngrades(const Pod& pod);
+
+// 268435456 -> "256Mi", 1536 -> "1536" ... (a resource.Quantity in the binary SI form when exact).
+std::string BytesQuantity(uint64_t bytes);
+// 1700000000 -> "2023-11-14T22:13:20Z".
+std::string Rfc3339(int64_t unix_seconds);
+
+}  // namespace ci::k8s
