@@ -24,15 +24,6 @@ std::unique_ptr<FileStore> OpenStore(const Config& c) {
   return std::move(store).value();
 }
 
-HttpServerOptions ServerOptions(const Config& c) {
-  HttpServerOptions http;
-  http.host = c.host;
-  http.port = c.port;
-  http.read_timeout = std::chrono::seconds(c.http_read_timeout_sec);
-  http.idle_timeout = std::chrono::seconds(c.http_idle_timeout_sec);
-  return http;
-}
-
 }  // namespace
 
 Config FakeDaemon::TestConfig() {
@@ -50,24 +41,14 @@ FakeDaemon::FakeDaemon(Config config, FakeExecutor::Options options)
     : config_(std::move(config)),
       store_(OpenStore(config_)),
       executor_(io_.get_executor(), options),
-      pool_(io_.get_executor(), executor_, config_.warm_pool_size),
-      service_(config_, pool_, *store_, /*seccomp_profile_json=*/""),
-      admission_(io_.get_executor(), config_.max_concurrent_executions,
-                 std::chrono::seconds(config_.execution_queue_timeout_sec)),
-      metrics_(config_.max_concurrent_executions),
-      sessions_(io_.get_executor(), config_, executor_, *store_, service_.spec()),
-      handlers_(config_, executor_, *store_, service_, sessions_, admission_, metrics_),
-      server_(io_, ServerOptions(config_),
-              [this](HttpExchange& ex) { return handlers_.Handle(ex); }) {
+      daemon_(io_, config_, executor_, *store_, /*seccomp_profile_json=*/"") {
   spdlog::set_level(spdlog::level::err);  // the tests say what they expect
-  metrics_.CountSessionsWith([this] { return sessions_.count(); });
-  pool_.Start(service_.spec());
-  if (Status s = server_.Listen(); !s.ok()) {
+  if (Status s = daemon_.Listen(); !s.ok()) {
     ADD_FAILURE() << "Listen: " << s.message();
     std::abort();
   }
-  server_.Start();
-  port_ = server_.local_endpoint().port();
+  daemon_.Start();
+  port_ = daemon_.server().local_endpoint().port();
   thread_ = std::thread([this] {
     auto work = asio::make_work_guard(io_);
     io_.run();
@@ -81,17 +62,7 @@ void FakeDaemon::Stop() {
   asio::co_spawn(
       io_,
       [&]() -> asio::awaitable<void> {
-        server_.StopAccepting();
-        server_.CloseIdleConnections();
-        service_.KillAll();
-        co_await sessions_.DestroyAll();
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while ((service_.running() > 0 || server_.open_connections() > 0) &&
-               std::chrono::steady_clock::now() < deadline) {
-          server_.CloseIdleConnections();
-          co_await Sleep(std::chrono::milliseconds(5));
-        }
-        co_await pool_.Drain();
+        co_await daemon_.Shutdown(std::chrono::seconds(0));
         done.set_value();
       },
       asio::detached);
@@ -114,11 +85,13 @@ void FakeDaemon::WaitUntil(const std::function<bool()>& pred) {
 }
 
 void FakeDaemon::WaitUntilIdle() {
-  WaitUntil([this] { return server_.open_connections() == 0 && admission_.running() == 0; });
+  WaitUntil([this] {
+    return daemon_.server().open_connections() == 0 && daemon_.admission().running() == 0;
+  });
 }
 
 void FakeDaemon::WaitUntilQueued(size_t n) {
-  WaitUntil([this, n] { return admission_.queued() == n; });
+  WaitUntil([this, n] { return daemon_.admission().queued() == n; });
 }
 
 FakeDaemon::~FakeDaemon() {

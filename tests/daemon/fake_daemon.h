@@ -1,4 +1,4 @@
-// The daemon as cli/serve.cc wires it (Config, FileStore, WarmPool, ExecutionService, Admission,
+// The daemon as cli/serve.cc wires it (cli/daemon.h: WarmPool, ExecutionService, Admission,
 // Metrics, SessionManager, ApiHandlers, HttpServer) with a FakeExecutor as its backend, serving
 // real HTTP on a loopback port from a thread of its own, so a test talks to it with a blocking
 // client. DaemonApiTest starts one per test and, at the end, shuts it down as serve.cc does and
@@ -18,15 +18,9 @@
 
 #include "common/fake_executor.h"
 #include "common/http_client.h"
-#include "daemon/api/handlers.h"
+#include "daemon/cli/daemon.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
-#include "daemon/http/http_server.h"
-#include "daemon/service/admission.h"
-#include "daemon/service/execution_service.h"
-#include "daemon/service/metrics.h"
-#include "daemon/service/warm_pool.h"
-#include "daemon/sessions/session_manager.h"
 
 namespace ci::daemon {
 
@@ -47,7 +41,8 @@ class FakeDaemon {
 
   FakeExecutor& executor() { return executor_; }
   uint16_t port() const { return port_; }
-  // Shutdown as serve.cc does it: stop accepting, end sessions, drain the pool. Idempotent.
+  // Shutdown as serve.cc does it (Daemon::Shutdown, no grace): stop accepting, kill what runs,
+  // end sessions, drain the pool. Idempotent.
   void Stop();
 
   // Runs `fn` on the daemon's thread (its objects are single-threaded) and returns the result.
@@ -70,13 +65,7 @@ class FakeDaemon {
   asio::io_context io_{1};
   std::unique_ptr<FileStore> store_;
   FakeExecutor executor_;
-  WarmPool pool_;
-  ExecutionService service_;
-  Admission admission_;
-  Metrics metrics_;
-  SessionManager sessions_;
-  ApiHandlers handlers_;
-  HttpServer server_;
+  Daemon daemon_;
   uint16_t port_ = 0;
   std::thread thread_;
   bool stopped_ = false;

@@ -15,16 +15,12 @@
 #include "daemon/api/handlers.h"
 #include "daemon/backends/backends.h"
 #include "daemon/cli/cli.h"
+#include "daemon/cli/daemon.h"
 #include "daemon/cli/logging.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
-#include "daemon/http/http_server.h"
-#include "daemon/service/admission.h"
 #include "daemon/service/execution_service.h"
 #include "daemon/service/hardening.h"
-#include "daemon/service/metrics.h"
-#include "daemon/service/warm_pool.h"
-#include "daemon/sessions/session_manager.h"
 
 namespace ci::daemon {
 namespace {
@@ -61,39 +57,6 @@ asio::awaitable<void> CheckHealth(Executor& executor, ApiHandlers& handlers, con
     last = s;
     co_await Sleep(std::chrono::seconds(config.health_check_interval_sec));
   }
-}
-
-// SIGTERM/SIGINT: stop accepting, let running executions finish for SHUTDOWN_GRACE_SEC, then
-// kill them; no sandbox is left behind because every execution awaits its Destroy() and the pool's
-// Drain() waits for what the backend removes in the background.
-asio::awaitable<void> Shutdown(asio::io_context& io, HttpServer& server, ExecutionService& service,
-                               SessionManager& sessions, WarmPool& pool, const Config& config) {
-  server.StopAccepting();
-  server.CloseIdleConnections();
-  auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(config.shutdown_grace_sec);
-  if (service.running() > 0) {
-    spdlog::info("shutting down: waiting up to {} s for {} running execution(s)",
-                 config.shutdown_grace_sec, service.running());
-  }
-  while (service.running() > 0 && std::chrono::steady_clock::now() < deadline) co_await Sleep(20ms);
-  if (service.running() > 0) {
-    spdlog::warn("shutting down: killing {} execution(s) still running", service.running());
-    service.KillAll();
-  }
-  if (sessions.count() > 0) {
-    spdlog::info("shutting down: ending {} session(s)", sessions.count());
-    co_await sessions.DestroyAll();
-  }
-  auto hard_deadline = std::chrono::steady_clock::now() + 5s;
-  while ((service.running() > 0 || server.open_connections() > 0) &&
-         std::chrono::steady_clock::now() < hard_deadline) {
-    server.CloseIdleConnections();
-    co_await Sleep(20ms);
-  }
-  co_await pool.Drain();
-  spdlog::info("shutdown complete");
-  io.stop();
 }
 
 // Logs every hardening downgrade once, with its fix; under STRICT_HARDENING they stop startup.
@@ -144,33 +107,20 @@ int Serve() {
     spdlog::critical("{}", seccomp.status().message());
     return 2;
   }
-  WarmPool pool(io.get_executor(), *executor, c.warm_pool_size);
-  ExecutionService service(c, pool, **store, std::move(seccomp).value());
+  Daemon daemon(io, c, *executor, **store, std::move(seccomp).value());
+  ExecutionService& service = daemon.service();
   // Before any sandbox exists (the warm pool starts below): the report is of this very spec.
   if (Status s = ReportDowngrades(executor->enforcement(service.spec()), c.strict_hardening);
       !s.ok()) {
     spdlog::critical("{}", s.message());
     return 2;
   }
-  pool.Start(service.spec());
-  Admission admission(io.get_executor(), c.max_concurrent_executions,
-                      std::chrono::seconds(c.execution_queue_timeout_sec));
-  Metrics metrics(c.max_concurrent_executions);
-  SessionManager sessions(io.get_executor(), c, *executor, **store, service.spec());
-  metrics.CountSessionsWith([&sessions] { return sessions.count(); });
-  ApiHandlers handlers(c, *executor, **store, service, sessions, admission, metrics);
-  HttpServerOptions http;
-  http.host = c.host;
-  http.port = c.port;
-  http.read_timeout = std::chrono::seconds(c.http_read_timeout_sec);
-  http.idle_timeout = std::chrono::seconds(c.http_idle_timeout_sec);
-  HttpServer server(io, http, [&](HttpExchange& ex) { return handlers.Handle(ex); });
-  if (Status s = server.Listen(); !s.ok()) {
+  if (Status s = daemon.Listen(); !s.ok()) {
     spdlog::critical("{}", s.message());
     return 2;
   }
-  server.Start();
-  auto ep = server.local_endpoint();
+  daemon.Start();
+  auto ep = daemon.server().local_endpoint();
   std::string languages;
   for (const auto& l : service.languages()) languages += (languages.empty() ? "" : ", ") + l.name;
   spdlog::info("code-interpreter {} backend={} languages=[{}] files={}", CI_VERSION,
@@ -192,12 +142,19 @@ int Serve() {
       },
       asio::detached);
   asio::co_spawn(io, SweepFiles(**store, c), asio::detached);
-  asio::co_spawn(io, CheckHealth(*executor, handlers, c), asio::detached);
+  asio::co_spawn(io, CheckHealth(*executor, daemon.handlers(), c), asio::detached);
   asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("received signal {}: shutting down", sig);
-    asio::co_spawn(io, Shutdown(io, server, service, sessions, pool, c), asio::detached);
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          co_await daemon.Shutdown(std::chrono::seconds(c.shutdown_grace_sec));
+          spdlog::info("shutdown complete");
+          io.stop();
+        },
+        asio::detached);
   });
   io.run();
   return 0;

@@ -1,0 +1,70 @@
+#include "daemon/cli/daemon.h"
+
+#include <spdlog/spdlog.h>
+
+#include "core/sleep.h"
+
+namespace ci::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+
+HttpServerOptions ServerOptions(const Config& c) {
+  HttpServerOptions http;
+  http.host = c.host;
+  http.port = c.port;
+  http.read_timeout = std::chrono::seconds(c.http_read_timeout_sec);
+  http.idle_timeout = std::chrono::seconds(c.http_idle_timeout_sec);
+  return http;
+}
+
+}  // namespace
+
+Daemon::Daemon(asio::io_context& io, const Config& config, Executor& executor, FileStore& store,
+               std::string seccomp_profile_json)
+    : pool_(io.get_executor(), executor, config.warm_pool_size),
+      service_(config, pool_, store, std::move(seccomp_profile_json)),
+      admission_(io.get_executor(), config.max_concurrent_executions,
+                 std::chrono::seconds(config.execution_queue_timeout_sec)),
+      metrics_(config.max_concurrent_executions),
+      sessions_(io.get_executor(), config, executor, store, service_.spec()),
+      handlers_(config, executor, store, service_, sessions_, admission_, metrics_),
+      server_(io, ServerOptions(config),
+              [this](HttpExchange& ex) { return handlers_.Handle(ex); }) {
+  metrics_.CountSessionsWith([this] { return sessions_.count(); });
+}
+
+void Daemon::Start() {
+  pool_.Start(service_.spec());
+  server_.Start();
+}
+
+asio::awaitable<void> Daemon::Shutdown(std::chrono::seconds grace) {
+  server_.StopAccepting();
+  server_.CloseIdleConnections();
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  if (service_.running() > 0 && grace.count() > 0) {
+    spdlog::info("shutting down: waiting up to {} s for {} running execution(s)", grace.count(),
+                 service_.running());
+  }
+  while (service_.running() > 0 && std::chrono::steady_clock::now() < deadline) {
+    co_await Sleep(20ms);
+  }
+  if (service_.running() > 0) {
+    spdlog::warn("shutting down: killing {} execution(s) still running", service_.running());
+    service_.KillAll();
+  }
+  if (sessions_.count() > 0) {
+    spdlog::info("shutting down: ending {} session(s)", sessions_.count());
+    co_await sessions_.DestroyAll();
+  }
+  auto hard_deadline = std::chrono::steady_clock::now() + 5s;
+  while ((service_.running() > 0 || server_.open_connections() > 0) &&
+         std::chrono::steady_clock::now() < hard_deadline) {
+    server_.CloseIdleConnections();
+    co_await Sleep(20ms);
+  }
+  co_await pool_.Drain();
+}
+
+}  // namespace ci::daemon

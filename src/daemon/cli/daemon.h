@@ -1,0 +1,53 @@
+// The daemon's parts wired together once, for `serve` and for the tests that run the daemon
+// against a fake executor (tests/daemon/fake_daemon.h): warm pool, execution service, admission,
+// metrics, sessions, the API handlers and the HTTP server, on one io_context.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <string>
+
+#include "core/executor.h"
+#include "daemon/api/handlers.h"
+#include "daemon/config/config.h"
+#include "daemon/files/file_store.h"
+#include "daemon/http/http_server.h"
+#include "daemon/service/admission.h"
+#include "daemon/service/execution_service.h"
+#include "daemon/service/metrics.h"
+#include "daemon/service/warm_pool.h"
+#include "daemon/sessions/session_manager.h"
+
+namespace ci::daemon {
+
+class Daemon {
+ public:
+  // Nothing runs yet: Listen() binds HOST:PORT, Start() starts the pool and accepting.
+  Daemon(asio::io_context& io, const Config& config, Executor& executor, FileStore& store,
+         std::string seccomp_profile_json);
+  Status Listen() { return server_.Listen(); }
+  void Start();
+
+  // Stops accepting, lets running executions finish for `grace`, kills what is left, ends every
+  // session and waits for the connections and the pool's sandboxes to be gone: no sandbox is
+  // left behind (every execution awaits its Destroy(), the pool's Drain() what the backend
+  // removes in the background).
+  asio::awaitable<void> Shutdown(std::chrono::seconds grace);
+
+  ExecutionService& service() { return service_; }
+  SessionManager& sessions() { return sessions_; }
+  Admission& admission() { return admission_; }
+  ApiHandlers& handlers() { return handlers_; }
+  HttpServer& server() { return server_; }
+
+ private:
+  WarmPool pool_;
+  ExecutionService service_;
+  Admission admission_;
+  Metrics metrics_;
+  SessionManager sessions_;
+  ApiHandlers handlers_;
+  HttpServer server_;
+};
+
+}  // namespace ci::daemon
