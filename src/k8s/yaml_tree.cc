@@ -54,7 +54,8 @@ class TreeBuilder {
           auto value = Build(yaml_document_get_node(doc_, p->value), depth + 1);
           if (!value.ok()) return value.status();
           value->line = key->line;  // "exec (line 5)" points at the key, not the block below it
-          out.fields.emplace_back(std::move(key->scalar), std::move(value).value());
+          value->key = std::move(key->scalar);
+          out.items.push_back(std::move(value).value());
         }
         return out;
       case YAML_NO_NODE:
@@ -70,9 +71,10 @@ class TreeBuilder {
 
 }  // namespace
 
-const YamlNode* YamlNode::Find(std::string_view key) const {
-  for (const auto& [k, v] : fields) {
-    if (k == key) return v.kind == Kind::kNull ? nullptr : &v;
+const YamlNode* YamlNode::Find(std::string_view name) const {
+  if (kind != Kind::kMapping) return nullptr;
+  for (const YamlNode& v : items) {
+    if (v.key == name) return v.kind == Kind::kNull ? nullptr : &v;
   }
   return nullptr;
 }

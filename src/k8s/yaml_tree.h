@@ -5,7 +5,6 @@
 
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -15,13 +14,13 @@ namespace ci::k8s {
 struct YamlNode {
   enum class Kind { kNull, kScalar, kSequence, kMapping };
   Kind kind = Kind::kNull;
-  std::string scalar;                                    // kScalar: the text, unquoted
-  std::vector<YamlNode> items;                           // kSequence
-  std::vector<std::pair<std::string, YamlNode>> fields;  // kMapping, in document order
-  int line = 0;  // 1-based, 0 for none; a mapping's value has its key's line
+  std::string scalar;           // kScalar: the text, unquoted
+  std::vector<YamlNode> items;  // kSequence: the items; kMapping: the values, in document order
+  std::string key;              // a mapping's value: its key
+  int line = 0;                 // 1-based, 0 for none; a mapping's value has its key's line
 
-  // The value of `key` in a mapping; nullptr when absent, null, or this is not a mapping.
-  const YamlNode* Find(std::string_view key) const;
+  // The value of `name` in a mapping; nullptr when absent, null, or this is not a mapping.
+  const YamlNode* Find(std::string_view name) const;
 };
 
 // The first document of `text` (YAML 1.1, so JSON too). An empty stream is a null node; a plain

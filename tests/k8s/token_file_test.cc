@@ -26,12 +26,14 @@ class TokenFileTest : public ::testing::Test {
     EXPECT_TRUE(t.ok()) << t.status().message();
     return t.ok() ? *t : "";
   }
-  timespec Mtime() {
+  // Rewrites the token in place (same inode; the tests keep the size) with the mtime it had
+  // plus `shift`: 0 is a rewrite within the mtime's granularity, which stat cannot see.
+  void RewriteInPlace(const std::string& text, long shift) {
     struct stat st;
-    EXPECT_EQ(::stat(dir_.Path("token").c_str(), &st), 0);
-    return st.st_mtim;
-  }
-  void SetMtime(timespec t) {
+    ASSERT_EQ(::stat(dir_.Path("token").c_str(), &st), 0);
+    dir_.Write("token", text);
+    timespec t = st.st_mtim;
+    t.tv_sec += shift;
     timespec times[2] = {t, t};
     ASSERT_EQ(::utimensat(AT_FDCWD, dir_.Path("token").c_str(), times, 0), 0);
   }
@@ -58,10 +60,7 @@ TEST_F(TokenFileTest, AnInPlaceRewriteIsSeenByItsMtime) {
   dir_.Write("token", "tok-A");
   TokenFile f = Make();
   EXPECT_EQ(TokenOf(f), "tok-A");
-  timespec t = Mtime();
-  dir_.Write("token", "tok-B");  // same inode, same size
-  t.tv_sec += 10;
-  SetMtime(t);
+  RewriteInPlace("tok-B", 10);
   EXPECT_EQ(TokenOf(f), "tok-B");
 }
 
@@ -69,9 +68,7 @@ TEST_F(TokenFileTest, AnUnchangedLookingFileIsReadAgainAfterAMinute) {
   dir_.Write("token", "tok-A");
   TokenFile f = Make();
   EXPECT_EQ(TokenOf(f), "tok-A");
-  timespec t = Mtime();
-  dir_.Write("token", "tok-B");
-  SetMtime(t);  // a rewrite within the mtime's granularity: nothing to see
+  RewriteInPlace("tok-B", 0);  // nothing for stat to see
   now_ += seconds(59);
   EXPECT_EQ(TokenOf(f), "tok-A");  // cached: not read on every request
   now_ += seconds(1);
