@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -108,7 +109,10 @@ TEST(Credentials, HeaderValues) {
 
 TEST(Namespace, Dns1123Labels) {
   for (const char* ok : {"default", "team-a", "a", "x1"}) EXPECT_TRUE(IsNamespaceName(ok)) << ok;
-  for (const char* bad : {"", "Team", "-a", "a-", "a_b", "a.b", std::string(64, 'a').c_str()}) {
+  const std::string too_long(64, 'a');
+  EXPECT_TRUE(IsNamespaceName(too_long.substr(1)));
+  for (const std::string& bad :
+       std::initializer_list<std::string>{"", "Team", "-a", "a-", "a_b", "a.b", too_long}) {
     EXPECT_FALSE(IsNamespaceName(bad)) << bad;
   }
 }
@@ -219,6 +223,10 @@ TEST_F(KubeconfigTest, ATokenFileIsReadAgainWhenItRotates) {
   EXPECT_EQ(AuthorizationOf(*c), "Bearer rotated-token");
   KubeConfig copy = *c;  // copies share the file's cache
   EXPECT_EQ(AuthorizationOf(copy), "Bearer rotated-token");
+
+  auto both = WithUser("    token: first-value\n    tokenFile: ../token\n");
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_EQ(AuthorizationOf(*both), "Bearer rotated-token");  // the file wins, as in client-go
 }
 
 TEST_F(KubeconfigTest, NoCurrentContextIsAnErrorNamingTheFileAndField) {
@@ -394,7 +402,22 @@ void CheckKubectlConfig(const std::string& dir) {
 
 TEST(KubectlConfig, TheCheckedInOutputOfKubectl132) { CheckKubectlConfig(CI_K8S_KUBECTL_DIR); }
 
-TEST(KubectlConfig, WhatTheInstalledKubectlWrites) {
+// `kubectl config view` of one context, with the files it names inlined (--flatten): what
+// kubectl itself reads from the kubeconfig, relative names resolved its way.
+std::string KubectlView(const std::string& config, const std::string& context,
+                        const std::string& jsonpath) {
+  std::string cmd = "cd / && kubectl config view --kubeconfig '" + config + "' --context " +
+                    context + " --minify --flatten -o jsonpath='" + jsonpath + "'";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return "<popen failed>";
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << cmd;
+  return out;
+}
+
+TEST(KubectlConfig, WhatTheInstalledKubectlWritesAndReads) {
   if (std::system("kubectl version --client >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "no kubectl: only the checked-in output (kubectl 1.32) is read";
   }
@@ -402,6 +425,27 @@ TEST(KubectlConfig, WhatTheInstalledKubectlWrites) {
   std::string cmd = std::string("sh ") + CI_K8S_KUBECTL_SCRIPT + " " + dir.root();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   CheckKubectlConfig(dir.root());
+
+  std::string config = dir.root() + "/config";
+  for (const char* context : {"a", "b", "c"}) {
+    SCOPED_TRACE(context);
+    auto ours = LoadKubeconfig(config, context);
+    ASSERT_TRUE(ours.ok()) << ours.status().message();
+    auto view = [&](const char* path) {
+      return KubectlView(config, context, std::string("{") + path + "}");
+    };
+    ApiServer server;
+    ASSERT_TRUE(ParseServerUrl(view(".clusters[0].cluster.server"), server).ok());
+    EXPECT_EQ(ours->server.Url(), server.Url());
+    EXPECT_EQ(ours->namespace_name, view(".contexts[0].context.namespace"));
+    EXPECT_EQ(ours->server.skip_verify,
+              view(".clusters[0].cluster.insecure-skip-tls-verify") == "true");
+    EXPECT_EQ(ours->server.ca_pem,
+              Base64Decode(view(".clusters[0].cluster.certificate-authority-data")));
+    EXPECT_EQ(ours->server.client_cert_pem,
+              Base64Decode(view(".users[0].user.client-certificate-data")));
+    EXPECT_EQ(ours->server.client_key_pem, Base64Decode(view(".users[0].user.client-key-data")));
+  }
 }
 
 // ---- in-cluster -----------------------------------------------------------------------------
