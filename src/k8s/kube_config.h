@@ -1,7 +1,7 @@
 // Where the Kubernetes API server is, how to trust it and how to authenticate to it: from the
 // pod's service account (in-cluster) or from a kubeconfig file, with client-go's semantics
-// (wire-protocols.md C.1). No requests here: the result is a value that an HTTPS client turns into
-// a TLS context and an Authorization header.
+// (rest.InClusterConfig, tools/clientcmd). No requests here: the result is a value that an HTTPS
+// client turns into a TLS context and an Authorization header.
 #pragma once
 
 #include <cstdint>
