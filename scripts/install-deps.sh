@@ -8,6 +8,8 @@ packages=(
   meson ninja-build pkg-config g++ clang-format
   libboost-dev rapidjson-dev libspdlog-dev libfmt-dev libseccomp-dev libcap-dev
   libnl-3-dev libnl-route-3-dev libssl-dev libgtest-dev libgmock-dev
+  # the Kubernetes backend: kubeconfig files are YAML
+  libyaml-dev
   # the Python stack inside the sandbox (the onyx data-stack cases)
   python3 python3-numpy python3-pandas python3-matplotlib python3-openpyxl
   # tests and benchmarks: real HTTP clients (curl; httpx sends a whole body before reading the
