@@ -1,0 +1,272 @@
+#include "k8s/api_client.h"
+
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
+
+#include "core/json.h"
+#include "k8s/exec_protocol.h"
+
+namespace ci::k8s {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+namespace websocket = beast::websocket;
+using asio::use_awaitable;
+using boost::system::error_code;
+using TlsStream = ssl::stream<beast::tcp_stream>;
+
+constexpr size_t kMaxBody = 64 << 20;  // a pod list is large; nothing we read is larger
+
+std::string Where(const KubeConfig& c) { return "kubernetes API " + c.server.Url(); }
+
+bool IsAddress(const std::string& host) {
+  error_code ec;
+  asio::ip::make_address(host, ec);
+  return !ec;
+}
+
+asio::const_buffer Bytes(const std::string& s) { return asio::buffer(s.data(), s.size()); }
+
+// TLS 1.2 at least; the client certificate when given; the server checked against the CA (or
+// the system's trust store) unless insecure-skip-tls-verify.
+Result<std::shared_ptr<ssl::context>> MakeTls(const KubeConfig& c) {
+  const ApiServer& s = c.server;
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+  if (::SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION) != 1) {
+    return Status::Error(Where(c) + ": cannot require TLS 1.2");
+  }
+  // An encrypted key fails to load instead of OpenSSL prompting on the terminal.
+  ctx->set_password_callback([](size_t, ssl::context::password_purpose) { return std::string(); });
+  error_code ec;
+  if (!s.client_cert_pem.empty()) {
+    ctx->use_certificate_chain(Bytes(s.client_cert_pem), ec);
+    if (ec) return Status::Error(Where(c) + ": the client certificate: " + ec.message());
+    ctx->use_private_key(Bytes(s.client_key_pem), ssl::context::pem, ec);
+    if (ec) return Status::Error(Where(c) + ": the client key: " + ec.message());
+  }
+  if (s.skip_verify) {
+    ctx->set_verify_mode(ssl::verify_none);
+    return ctx;
+  }
+  if (s.ca_pem.empty()) {
+    ctx->set_default_verify_paths(ec);
+  } else {
+    ctx->add_certificate_authority(Bytes(s.ca_pem), ec);
+  }
+  if (ec) return Status::Error(Where(c) + ": the CA certificates: " + ec.message());
+  ctx->set_verify_mode(ssl::verify_peer);
+  return ctx;
+}
+
+// SNI for a name (not an address); with verification the certificate must carry server_name as
+// a DNS or an IP SAN.
+Status SetPeerName(TlsStream& t, const KubeConfig& c) {
+  const std::string& name = c.server.server_name.empty() ? c.server.host : c.server.server_name;
+  const bool address = IsAddress(name);
+  SSL* handle = t.native_handle();
+  if (!address && ::SSL_set_tlsext_host_name(handle, name.c_str()) != 1) {
+    return Status::Error(Where(c) + ": cannot set the TLS server name '" + name + "'");
+  }
+  if (c.server.skip_verify) return Status();
+  X509_VERIFY_PARAM* param = ::SSL_get0_param(handle);
+  int set = address ? ::X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str())
+                    : ::X509_VERIFY_PARAM_set1_host(param, name.c_str(), name.size());
+  if (set != 1) return Status::Error(Where(c) + ": cannot verify TLS for '" + name + "'");
+  return Status();
+}
+
+std::string HandshakeFailure(TlsStream& t, const KubeConfig& c, const error_code& ec) {
+  if (ec == beast::error::timeout) return Where(c) + ": TLS handshake: no answer in time";
+  long verify = ::SSL_get_verify_result(t.native_handle());
+  if (!c.server.skip_verify && verify != X509_V_OK) {
+    return Where(c) +
+           ": the server's certificate did not verify: " + ::X509_verify_cert_error_string(verify) +
+           " (from " + c.origin + ")";
+  }
+  return Where(c) + ": TLS handshake failed: " + ec.message();
+}
+
+asio::awaitable<Result<TlsStream>> Connect(asio::any_io_executor ex, const KubeConfig& c,
+                                           ssl::context& tls, std::chrono::milliseconds timeout) {
+  error_code ec;
+  asio::ip::tcp::resolver resolver(ex);
+  const std::string port = std::to_string(c.server.port);
+  auto results =
+      co_await resolver.async_resolve(c.server.host, port, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return Status::Error(Where(c) + ": resolve: " + ec.message());
+  beast::tcp_stream s(ex);
+  s.expires_after(timeout);  // also bounds the TLS handshake
+  co_await s.async_connect(results, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return Status::Error(Where(c) + ": connect: " + ec.message());
+  TlsStream t(std::move(s), tls);
+  if (Status named = SetPeerName(t, c); !named.ok()) co_return named;
+  co_await t.async_handshake(ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return Status::Error(HandshakeFailure(t, c, ec));
+  co_return std::move(t);
+}
+
+class WebSocketExec final : public ExecConnection {
+ public:
+  WebSocketExec(websocket::stream<TlsStream> ws, std::string protocol)
+      : ws_(std::move(ws)), protocol_(std::move(protocol)) {
+    beast::get_lowest_layer(ws_).expires_never();
+    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
+    ws_.binary(true);
+  }
+
+  std::string_view protocol() const override { return protocol_; }
+
+  asio::awaitable<Result<std::optional<std::string>>> Read() override {
+    error_code ec;
+    beast::flat_buffer buf;
+    co_await ws_.async_read(buf, asio::redirect_error(use_awaitable, ec));
+    // The server ends with a close frame (Beast answers it and tears the connection down). Once
+    // it came, how the TLS session then ends (truncated, or data after close_notify as some
+    // servers send) is no error of the exec.
+    const bool close_frame_seen = ws_.reason().code != websocket::close_code::none;
+    if (ec == websocket::error::closed || close_frame_seen || ec == ssl::error::stream_truncated ||
+        ec == asio::error::eof) {
+      co_return std::optional<std::string>();
+    }
+    if (ec) co_return Status::Error("reading the exec stream: " + ec.message());
+    co_return std::optional<std::string>(beast::buffers_to_string(buf.data()));
+  }
+
+  asio::awaitable<Status> Write(std::string_view message) override {
+    error_code ec;
+    co_await ws_.async_write(asio::buffer(message.data(), message.size()),
+                             asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return Status::Error("writing to the exec stream: " + ec.message());
+    co_return Status();
+  }
+
+  void Close() override {
+    error_code ignored;
+    beast::get_lowest_layer(ws_).socket().shutdown(asio::socket_base::shutdown_both, ignored);
+    beast::get_lowest_layer(ws_).close();
+  }
+
+ private:
+  websocket::stream<TlsStream> ws_;
+  std::string protocol_;
+};
+
+}  // namespace
+
+Status ApiError(std::string_view what, const ApiResponse& r) {
+  std::string message, reason;
+  rapidjson::Document d;
+  std::string why;
+  if (ParseJson(r.body, d, why) && d.IsObject()) {
+    if (d.HasMember("message") && d["message"].IsString()) message = d["message"].GetString();
+    if (d.HasMember("reason") && d["reason"].IsString()) reason = d["reason"].GetString();
+  }
+  if (message.empty()) message = r.body.substr(0, 512);
+  std::string out(what);
+  out.append(": ").append(message).append(" (HTTP ").append(std::to_string(r.status));
+  if (!reason.empty()) out.append(", reason ").append(reason);
+  out.append(")");
+  return Status::Error(out);
+}
+
+ApiClient::ApiClient(asio::any_io_executor ex, KubeConfig config, std::chrono::milliseconds timeout)
+    : ex_(std::move(ex)), config_(std::move(config)), timeout_(timeout) {}
+
+ApiClient::~ApiClient() = default;
+
+asio::awaitable<Result<ApiResponse>> ApiClient::Request(std::string_view method,
+                                                        std::string_view path,
+                                                        std::string_view json_body) {
+  if (!tls_) {  // once per client; a failure is retried by the next call
+    auto made = MakeTls(config_);
+    if (!made.ok()) co_return made.status();
+    tls_ = *made;
+  }
+  Result<std::string> authorization = config_.credentials.Authorization();
+  if (!authorization.ok()) co_return authorization.status();
+  auto connected = co_await Connect(ex_, config_, *tls_, timeout_);
+  if (!connected.ok()) co_return connected.status();
+  TlsStream s = std::move(connected).value();
+
+  const std::string what = std::string(method) + " " + std::string(path);
+  http::request<http::string_body> req(http::string_to_verb(method),
+                                       config_.server.base_path + std::string(path), 11);
+  req.set(http::field::host, config_.server.HostPort());
+  req.set(http::field::user_agent, "code-interpreter/" CI_VERSION);
+  req.set(http::field::accept, "application/json");
+  if (!authorization->empty()) req.set(http::field::authorization, *authorization);
+  if (!json_body.empty()) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = std::string(json_body);
+  }
+  req.prepare_payload();
+  error_code ec;
+  beast::get_lowest_layer(s).expires_after(timeout_);
+  co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return Status::Error(Where(config_) + ": " + what + ": sending: " + ec.message());
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(kMaxBody);
+  co_await http::async_read(s, buf, parser, asio::redirect_error(use_awaitable, ec));
+  if (ec == beast::error::timeout) {
+    co_return Status::Error(Where(config_) + ": " + what + ": no answer within " +
+                            std::to_string(timeout_.count()) + " ms");
+  }
+  if (ec) co_return Status::Error(Where(config_) + ": " + what + ": reading: " + ec.message());
+  ApiResponse r;
+  r.status = static_cast<int>(parser.get().result_int());
+  r.body = std::move(parser.get().body());
+  error_code ignored;
+  beast::get_lowest_layer(s).socket().shutdown(asio::socket_base::shutdown_both, ignored);
+  co_return r;
+}
+
+asio::awaitable<Result<std::unique_ptr<ExecConnection>>> ApiClient::Exec(std::string_view target) {
+  if (!tls_) {
+    auto made = MakeTls(config_);
+    if (!made.ok()) co_return made.status();
+    tls_ = *made;
+  }
+  Result<std::string> authorization = config_.credentials.Authorization();
+  if (!authorization.ok()) co_return authorization.status();
+  auto connected = co_await Connect(ex_, config_, *tls_, timeout_);
+  if (!connected.ok()) co_return connected.status();
+
+  websocket::stream<TlsStream> ws(std::move(connected).value());
+  const std::string auth = *authorization;
+  ws.set_option(websocket::stream_base::decorator([auth](websocket::request_type& req) {
+    req.set(http::field::user_agent, "code-interpreter/" CI_VERSION);
+    req.set(http::field::sec_websocket_protocol, kOfferedProtocols);
+    if (!auth.empty()) req.set(http::field::authorization, auth);
+  }));
+  websocket::response_type res;
+  error_code ec;
+  const std::string host = config_.server.HostPort();
+  const std::string path = config_.server.base_path + std::string(target);
+  co_await ws.async_handshake(res, host, path, asio::redirect_error(use_awaitable, ec));
+  if (ec == websocket::error::upgrade_declined) {
+    co_return ApiError("exec", ApiResponse{static_cast<int>(res.result_int()), res.body()});
+  }
+  if (ec) co_return Status::Error(Where(config_) + ": exec: " + ec.message());
+  std::string protocol(res[http::field::sec_websocket_protocol]);
+  if (protocol != kProtocolV5 && protocol != kProtocolV4) {
+    co_return Status::Error(Where(config_) + ": exec: the server chose subprotocol '" + protocol +
+                            "', not one of " + std::string(kOfferedProtocols));
+  }
+  co_return std::unique_ptr<ExecConnection>(
+      std::make_unique<WebSocketExec>(std::move(ws), std::move(protocol)));
+}
+
+}  // namespace ci::k8s
