@@ -117,6 +117,28 @@ asio::awaitable<Result<TlsStream>> Connect(asio::any_io_executor ex, const KubeC
   co_return std::move(t);
 }
 
+struct Opened {
+  TlsStream stream;
+  std::string authorization;  // the header's value for this call ("" for none)
+};
+
+// A verified TLS connection and the credentials of the moment (a token file read again when it
+// rotated). The TLS context is made once per client; a failure is retried by the next call.
+asio::awaitable<Result<Opened>> Open(asio::any_io_executor ex, const KubeConfig& c,
+                                     std::shared_ptr<ssl::context>& tls,
+                                     std::chrono::milliseconds timeout) {
+  if (!tls) {
+    auto made = MakeTls(c);
+    if (!made.ok()) co_return made.status();
+    tls = *made;
+  }
+  Result<std::string> authorization = c.credentials.Authorization();
+  if (!authorization.ok()) co_return authorization.status();
+  auto connected = co_await Connect(ex, c, *tls, timeout);
+  if (!connected.ok()) co_return connected.status();
+  co_return Opened{std::move(connected).value(), std::move(authorization).value()};
+}
+
 class WebSocketExec final : public ExecConnection {
  public:
   WebSocketExec(websocket::stream<TlsStream> ws, std::string protocol)
@@ -189,16 +211,10 @@ ApiClient::~ApiClient() = default;
 asio::awaitable<Result<ApiResponse>> ApiClient::Request(std::string_view method,
                                                         std::string_view path,
                                                         std::string_view json_body) {
-  if (!tls_) {  // once per client; a failure is retried by the next call
-    auto made = MakeTls(config_);
-    if (!made.ok()) co_return made.status();
-    tls_ = *made;
-  }
-  Result<std::string> authorization = config_.credentials.Authorization();
-  if (!authorization.ok()) co_return authorization.status();
-  auto connected = co_await Connect(ex_, config_, *tls_, timeout_);
-  if (!connected.ok()) co_return connected.status();
-  TlsStream s = std::move(connected).value();
+  auto opened = co_await Open(ex_, config_, tls_, timeout_);
+  if (!opened.ok()) co_return opened.status();
+  TlsStream s = std::move(opened->stream);
+  const std::string& authorization = opened->authorization;
 
   const std::string what = std::string(method) + " " + std::string(path);
   http::request<http::string_body> req(http::string_to_verb(method),
@@ -206,7 +222,7 @@ asio::awaitable<Result<ApiResponse>> ApiClient::Request(std::string_view method,
   req.set(http::field::host, config_.server.HostPort());
   req.set(http::field::user_agent, "code-interpreter/" CI_VERSION);
   req.set(http::field::accept, "application/json");
-  if (!authorization->empty()) req.set(http::field::authorization, *authorization);
+  if (!authorization.empty()) req.set(http::field::authorization, authorization);
   if (!json_body.empty()) {
     req.set(http::field::content_type, "application/json");
     req.body() = std::string(json_body);
@@ -234,18 +250,11 @@ asio::awaitable<Result<ApiResponse>> ApiClient::Request(std::string_view method,
 }
 
 asio::awaitable<Result<std::unique_ptr<ExecConnection>>> ApiClient::Exec(std::string_view target) {
-  if (!tls_) {
-    auto made = MakeTls(config_);
-    if (!made.ok()) co_return made.status();
-    tls_ = *made;
-  }
-  Result<std::string> authorization = config_.credentials.Authorization();
-  if (!authorization.ok()) co_return authorization.status();
-  auto connected = co_await Connect(ex_, config_, *tls_, timeout_);
-  if (!connected.ok()) co_return connected.status();
+  auto opened = co_await Open(ex_, config_, tls_, timeout_);
+  if (!opened.ok()) co_return opened.status();
 
-  websocket::stream<TlsStream> ws(std::move(connected).value());
-  const std::string auth = *authorization;
+  websocket::stream<TlsStream> ws(std::move(opened->stream));
+  const std::string auth = opened->authorization;
   ws.set_option(websocket::stream_base::decorator([auth](websocket::request_type& req) {
     req.set(http::field::user_agent, "code-interpreter/" CI_VERSION);
     req.set(http::field::sec_websocket_protocol, kOfferedProtocols);
