@@ -73,7 +73,7 @@ class FakeApiServer:
     def __init__(self, args):
         self.args = args
         self.token = args.token or secrets.token_hex(16)
-        self.store = Store()
+        self.store = Store(args.watch_history)
         self.node = Node(self.store, args.state_dir)
         self.namespaces = set(args.namespace or ["default"]) | {"default", "kube-system"}
         self.restricted = set(args.restricted or [])
@@ -153,7 +153,8 @@ class Handler(BaseHTTPRequestHandler):
         self._dispatch("PATCH")
 
     def _authorize(self, verb, resource, namespace, name=None):
-        if f"{verb}:{resource}" in self.api.denied:
+        denied = self.api.denied
+        if f"{verb}:{resource}" in denied or f"{verb}:{resource}:{namespace}" in denied:
             what = f'{resource.split("/")[0]} "{name}"' if name else resource
             raise forbidden(f'{what} is forbidden: User "{USER}" cannot {verb} resource '
                             f'"{resource}" in API group "" in the namespace "{namespace}"',
@@ -431,6 +432,11 @@ class Server(ThreadingHTTPServer):
         self.context = context
         super().__init__(address, handler)
 
+    def handle_error(self, request, client_address):
+        # A client that rejects our certificate or hangs up mid-request is not a server fault.
+        if not isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError, EOFError)):
+            super().handle_error(request, client_address)
+
     def get_request(self):
         sock, addr = self.socket.accept()
         # Headers and body go out in separate writes; without NODELAY, Nagle and the client's
@@ -466,7 +472,10 @@ def main():
     p.add_argument("--restricted", action="append", metavar="NS",
                    help="enforce the restricted Pod Security Standard in NS (403 on violation)")
     p.add_argument("--deny", action="append", metavar="VERB:RESOURCE",
-                   help='RBAC denial, e.g. "create:pods/exec" (403 Forbidden)')
+                   help='RBAC denial, "VERB:RESOURCE[:NAMESPACE]", e.g. "create:pods/exec" '
+                        "(403 Forbidden)")
+    p.add_argument("--watch-history", type=int, default=2000,
+                   help="events kept for watches; an older resourceVersion gets 410 Gone")
     p.add_argument("--no-v5", action="store_true",
                    help="negotiate v4.channel.k8s.io only, as a pre-1.30 cluster does")
     p.add_argument("--verbose", action="store_true")

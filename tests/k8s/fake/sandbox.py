@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 IMAGE_DIRS = ("usr", "etc", "opt", "var")
 EMPTY_DIRS = ("home", "root", "run", "mnt", "srv", "media")
@@ -145,6 +146,17 @@ class Container:
                 tail = f.read()[-500:].decode(errors="replace").strip()
             raise StartError("CreateContainerError", f"failed to create the container: {tail}")
         self.init_pid = json.loads(text)["child-pid"]
+        # bwrap reports the pid before the sandbox's mounts are made; its init forks the command
+        # only once they are, so a child of the init means an exec would see the pod's files.
+        while not self._init_children() and self.proc.poll() is None:
+            time.sleep(0.005)
+
+    def _init_children(self):
+        try:
+            with open(f"/proc/{self.init_pid}/task/{self.init_pid}/children") as f:
+                return [int(p) for p in f.read().split()]
+        except OSError:
+            return []
 
     def _run_as_non_root(self):
         pod_sc = self.pod["spec"].get("securityContext") or {}
@@ -184,12 +196,11 @@ class Container:
 
     def signal_main(self, sig):
         """Signal the container's command (pid 2 in the namespace, the init's only child)."""
-        try:
-            with open(f"/proc/{self.init_pid}/task/{self.init_pid}/children") as f:
-                for pid in f.read().split():
-                    os.kill(int(pid), sig)
-        except (OSError, TypeError):
-            pass
+        for pid in self._init_children():
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
 
     def kill(self):
         """SIGKILL the namespace's init: the kernel then kills every process in the pod's pid

@@ -8,7 +8,6 @@ import time
 from .selectors import matches
 from .status import ApiError, not_found
 
-HISTORY = 2000  # events kept for watches; older resourceVersions get 410 Gone, as etcd compaction
 
 
 def now_rfc3339(offset=0):
@@ -16,7 +15,8 @@ def now_rfc3339(offset=0):
 
 
 class Store:
-    def __init__(self):
+    def __init__(self, history):
+        self.history = history  # events kept; older resourceVersions get 410 Gone (compaction)
         self.cond = threading.Condition()
         self.rv = 1
         self.pods = {}  # (namespace, name) -> pod
@@ -28,7 +28,7 @@ class Store:
         self.rv += 1
         pod["metadata"]["resourceVersion"] = str(self.rv)
         self.events.append((self.rv, kind, copy.deepcopy(pod)))
-        del self.events[:-HISTORY]
+        del self.events[:-self.history]
         self.cond.notify_all()
 
     def add(self, pod):
