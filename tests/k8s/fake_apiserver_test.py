@@ -265,6 +265,11 @@ class FakeApiServerTest(unittest.TestCase):
         (cs,) = events[-1]["object"]["status"]["containerStatuses"]
         self.assertEqual(cs["state"]["terminated"]["exitCode"], 4)
 
+    def test_active_deadline_fails_the_pod(self):
+        pod = self.create(pod_json("deadline", activeDeadlineSeconds=1))
+        events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Failed")
+        self.assertEqual(events[-1]["object"]["status"]["reason"], "DeadlineExceeded")
+
     # -- exec -------------------------------------------------------------------------------
 
     def test_exec_v5_stdin_close_and_exit_code(self):
@@ -330,6 +335,25 @@ class FakeApiServerTest(unittest.TestCase):
                             "workspace", "f")
         with open(host) as f:
             self.assertEqual(f.read(), "kept\n")
+
+    def test_root_pod_is_bounded_by_the_runtime_capabilities(self):
+        body = pod_json("rooty")
+        body["spec"]["securityContext"] = {}
+        body["spec"]["containers"][0]["securityContext"] = {}
+        self.running(body)
+        out, _, status, _ = self.run_exec("rooty", ["sh", "-c", "id -u; mount -t tmpfs x /mnt"])
+        self.assertEqual(out[1], b"0\n")
+        self.assertIn(b"permission denied", out[2].lower())
+        self.assertEqual(status["reason"], "NonZeroExitCode")
+
+    def test_run_as_non_root_without_a_user_is_a_config_error(self):
+        body = pod_json("nonroot")
+        del body["spec"]["securityContext"]["runAsUser"]
+        pod = self.create(body)
+        events = self.until(pod, lambda e: any(
+            cs["state"].get("waiting", {}).get("reason") == "CreateContainerConfigError"
+            for cs in e["object"]["status"].get("containerStatuses") or []))
+        self.assertEqual(events[-1]["object"]["status"]["phase"], "Pending")
 
     def test_exec_killed_by_signal_and_missing_binary(self):
         self.running(pod_json("sig"))

@@ -12,6 +12,7 @@ import threading
 import time
 
 from .sandbox import Container, StartError
+from .status import ApiError
 from .store import now_rfc3339
 
 NODE = "fake-node"
@@ -64,7 +65,10 @@ class PodWorker:
                 shutil.rmtree(self.pod_dir, ignore_errors=True)
 
     def _lifecycle(self):
-        pod = self.node.store.get(self.namespace, self.name)
+        try:
+            pod = self.node.store.get(self.namespace, self.name)
+        except ApiError:
+            return  # deleted before the node got to it
         spec = pod["spec"]
         images = [c["image"] for c in spec["containers"]]
         if any(i.endswith(":unschedulable") for i in images):

@@ -25,6 +25,21 @@ class StartError(Exception):
         self.reason = reason
 
 
+# What containerd and CRI-O grant a container unless told otherwise (containerd's
+# oci.DefaultCapabilities); "drop"/"add" edit this set.
+DEFAULT_CAPS = {"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID",
+                "SETUID", "SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL",
+                "AUDIT_WRITE"}
+
+
+def capabilities(spec):
+    """The capability names (without CAP_) a container keeps, from securityContext.capabilities.
+    They bound even a root container, so uid 0 in a fake pod is not the host's full root."""
+    drop = set(spec.get("drop") or [])
+    caps = set() if "ALL" in drop else DEFAULT_CAPS - drop
+    return caps | set(spec.get("add") or [])
+
+
 def identity(pod, container):
     """(uid, gid, supplementary groups) the container runs as; an unset runAsUser means the
     image's user, which for the fake's host "image" is root."""
@@ -85,9 +100,9 @@ class Container:
             ["--clear-groups"]
         if sc.get("allowPrivilegeEscalation") is False:
             args.append("--no-new-privs")
-        drop = (sc.get("capabilities") or {}).get("drop") or []
-        if "ALL" in drop:
-            args += ["--inh-caps=-all", "--bounding-set=-all"]
+        caps = sorted(capabilities(sc.get("capabilities") or {}))
+        args += ["--inh-caps=-all", "--bounding-set=" + ",".join(
+            ["-all"] + [f"+{c.lower()}" for c in caps])]
         return args + ["--"]
 
     def _env_args(self, workdir):

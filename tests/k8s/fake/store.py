@@ -64,6 +64,9 @@ class Store:
             if pod is None or (uid and pod["metadata"]["uid"] != uid):
                 return None
             del self.pods[(namespace, name)]
+            # The last state carries the deletion stamp, as the registry's final delete does.
+            pod["metadata"].setdefault("deletionTimestamp", now_rfc3339())
+            pod["metadata"].setdefault("deletionGracePeriodSeconds", 0)
             self._record("DELETED", pod)
             return copy.deepcopy(pod)
 
