@@ -104,7 +104,9 @@ class ExecStream:
                 if opcode == ws.OP_PING:
                     self.send(ws.OP_PONG, payload)
                     continue
-                if opcode != ws.OP_BINARY or not payload:
+                # Text frames carry channels too: the Go servers' websocket.Message.Receive takes
+                # both, and the Python client sends str stdin as text.
+                if opcode not in (ws.OP_BINARY, ws.OP_TEXT) or not payload:
                     continue
                 channel, data = payload[0], payload[1:]
                 if channel == STDIN and stdin is not None and data:

@@ -2,6 +2,7 @@
 WebSockets over verified TLS with the bearer token, written from the protocol docs (not a
 Kubernetes client library), so the tests check the wire format itself."""
 
+import ctypes
 import http.client
 import json
 import os
@@ -18,6 +19,11 @@ SERVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
                       "fake_apiserver.py")
 
 
+def _die_with_parent():
+    """In the child: SIGTERM when the test process dies, so a killed test leaves no server."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class FakeServer:
     """`with FakeServer(dir, "--restricted", "ns") as s:`; s.info has url, ca, token, kubeconfig."""
 
@@ -28,7 +34,8 @@ class FakeServer:
 
     def __enter__(self):
         self.proc = subprocess.Popen([sys.executable, SERVER, "--port", "0", "--state-dir",
-                                      self.state_dir, *self.args], stdout=subprocess.PIPE)
+                                      self.state_dir, *self.args], stdout=subprocess.PIPE,
+                                     preexec_fn=_die_with_parent)
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"fake_apiserver exited with {self.proc.wait()}")
