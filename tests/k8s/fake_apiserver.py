@@ -31,7 +31,7 @@ from fake.exec_stream import V4, V5, ExecStream  # noqa: E402
 from fake.kubelet import Node  # noqa: E402
 from fake.selectors import parse_fields, parse_labels  # noqa: E402
 from fake.status import (ApiError, already_exists, bad_request, forbidden,  # noqa: E402
-                         not_found, success, unauthorized)
+                         not_found, unauthorized)
 from fake.store import Store, now_rfc3339  # noqa: E402
 from fake.tls import make_certs  # noqa: E402
 
@@ -218,8 +218,8 @@ class Handler(BaseHTTPRequestHandler):
             elif len(sub) == 2 and sub[1] == "log" and method == "GET":
                 return self._log(ns, sub[0])
             raise ApiError(405, "MethodNotAllowed",
-                           f"the server does not allow this method on the requested resource "
-                           f"(the fake serves pods create/get/list/watch/delete, exec, log)", {})
+                           "the server does not allow this method on the requested resource "
+                           "(the fake serves pods create/get/list/watch/delete, exec, log)", {})
         raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
 
     @staticmethod
@@ -323,11 +323,16 @@ class Handler(BaseHTTPRequestHandler):
             p["metadata"]["deletionGracePeriodSeconds"] = grace
         marked = store.update(ns, name, mark)
 
-        def finish():
-            node.stop_pod(uid, grace)
-            store.remove(ns, name, uid)
-        threading.Thread(target=finish, daemon=True).start()
+        self._finish_delete(ns, name, uid, grace)
         self._send_json(200, marked or pod)
+
+    def _finish_delete(self, ns, name, uid, grace):
+        """In the background, as the kubelet does: stop the containers within the grace period,
+        then remove the object."""
+        def finish():
+            self.api.node.stop_pod(uid, grace)
+            self.api.store.remove(ns, name, uid)
+        threading.Thread(target=finish, daemon=True).start()
 
     def _delete_collection(self, ns):
         self._authorize("deletecollection", "pods", ns)
@@ -335,11 +340,8 @@ class Handler(BaseHTTPRequestHandler):
         items, _ = self.api.store.list(ns, parse_labels(self.q.get("labelSelector")),
                                        parse_fields(self.q.get("fieldSelector")))
         for pod in items:
-            grace = self._grace(pod, options)
-            uid = pod["metadata"]["uid"]
-            threading.Thread(target=lambda u=uid, g=grace, n=pod["metadata"]["name"]: (
-                self.api.node.stop_pod(u, g), self.api.store.remove(ns, n, u)),
-                daemon=True).start()
+            self._finish_delete(ns, pod["metadata"]["name"], pod["metadata"]["uid"],
+                                self._grace(pod, options))
         _, rv = self.api.store.list(ns, [], [])
         self._send_json(200, {"kind": "PodList", "apiVersion": "v1",
                               "metadata": {"resourceVersion": rv}, "items": items})

@@ -18,6 +18,9 @@ from fake import websocket as ws  # noqa: E402
 from fake.launcher import FakeServer  # noqa: E402
 
 NS = "default"
+# A container command that ends on SIGTERM: as pid 1 of its namespace, a plain `sleep` would
+# ignore it (no handler) and use up the whole grace period, as on a real node.
+TERM_EXITS = "trap 'exit 0' TERM; sleep infinity & wait"
 PODS = f"/api/v1/namespaces/{NS}/pods"
 
 
@@ -249,15 +252,34 @@ class FakeApiServerTest(unittest.TestCase):
         self.assert_status(self.c.request("GET", f"{PODS}/nofit"), 404, "NotFound")
 
     def test_graceful_delete_sets_deletion_timestamp_then_removes(self):
-        pod = self.running(pod_json("graceful", terminationGracePeriodSeconds=30))
+        pod = self.running(pod_json("graceful", terminationGracePeriodSeconds=30,
+                                    command=["sh", "-c", TERM_EXITS]))
         r = self.c.request("DELETE", f"{PODS}/graceful", {"kind": "DeleteOptions",
                                                           "apiVersion": "v1"})
         body = r.json()
         self.assertEqual(r.status, 200)
         self.assertEqual(body["metadata"]["deletionGracePeriodSeconds"], 30)
         self.assertIn("deletionTimestamp", body["metadata"])
-        # `sleep infinity` dies of the SIGTERM long before the 30 s are up.
+        # The command handles the SIGTERM and exits long before the 30 s are up.
         self.until(pod, lambda e: e["type"] == "DELETED")
+
+    def test_delete_collection_by_label_selector(self):
+        pods = [self.create(pod_json(f"sweep-{i}", labels={"app": "sweep"})) for i in range(2)]
+        self.create(pod_json("keep", labels={"app": "keep"}))
+        r = self.c.request("DELETE", f"{PODS}?labelSelector=app%3Dsweep")
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual(sorted(p["metadata"]["name"] for p in r.json()["items"]),
+                         ["sweep-0", "sweep-1"])
+        gone = set()
+        for event in self.c.watch(f"{PODS}?watch=1&labelSelector=app%3Dsweep&resourceVersion="
+                                  f"{pods[-1]['metadata']['resourceVersion']}"
+                                  "&timeoutSeconds=60"):
+            if event["type"] == "DELETED":
+                gone.add(event["object"]["metadata"]["name"])
+            if len(gone) == 2:
+                break
+        self.assertEqual(gone, {"sweep-0", "sweep-1"})
+        self.assertEqual(self.c.request("GET", f"{PODS}/keep").status, 200)
 
     def test_container_command_runs_and_finishes(self):
         pod = self.create(pod_json("oneshot", command=["sh", "-c", "exit 4"]))
@@ -324,7 +346,7 @@ class FakeApiServerTest(unittest.TestCase):
         pod = self.running(pod_json("vols"))
         self.run_exec("vols", ["sh", "-c", "echo kept > /workspace/f"])
         out, _, status, _ = self.run_exec(
-            "vols", ["sh", "-c", "cat /workspace/f; id -u; pwd; tr '\\0' ' ' < /proc/2/cmdline;"
+            "vols", ["sh", "-c", "cat /workspace/f; id -u; pwd; tr '\\0' ' ' < /proc/1/cmdline;"
                      " touch /etc/nope"])
         lines = out[1].decode().splitlines()
         self.assertEqual(lines[:3], ["kept", "65532", "/workspace"])
@@ -354,6 +376,16 @@ class FakeApiServerTest(unittest.TestCase):
             cs["state"].get("waiting", {}).get("reason") == "CreateContainerConfigError"
             for cs in e["object"]["status"].get("containerStatuses") or []))
         self.assertEqual(events[-1]["object"]["status"]["phase"], "Pending")
+
+    def test_kill_all_from_an_exec_spares_the_container_process(self):
+        self.running(pod_json("killall"))
+        _, _, status, _ = self.run_exec("killall", ["sh", "-c", "sleep 600 & kill -9 -1; wait"])
+        self.assertEqual(status["status"], "Success")
+        out, _, _, _ = self.run_exec("killall", ["sh", "-c", "ps -o pid=,args= -e"])
+        self.assertEqual(out[1].split(b"\n")[0].split(), [b"1", b"sleep", b"infinity"])
+        self.assertNotIn(b"sleep 600", out[1])
+        phase = self.c.request("GET", f"{PODS}/killall").json()["status"]["phase"]
+        self.assertEqual(phase, "Running")
 
     def test_exec_killed_by_signal_and_missing_binary(self):
         self.running(pod_json("sig"))

@@ -15,6 +15,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fake.launcher import FakeServer  # noqa: E402
+from fake_apiserver_test import TERM_EXITS  # noqa: E402
 
 MANIFEST = """\
 apiVersion: v1
@@ -128,7 +129,7 @@ class KubectlTest(unittest.TestCase):
 
     def test_run_wait_and_delete(self):
         self.kubectl_ok("run", "hello", "--image=registry.example/busybox:1", "--restart=Never",
-                        "--labels=app=hello")
+                        "--labels=app=hello", "--command", "--", "sh", "-c", TERM_EXITS)
         self.kubectl_ok("wait", "--for=condition=Ready", "pod/hello", "--timeout=60s")
         self.assertEqual(self.kubectl_ok("exec", "hello", "--", "hostname"), "hello\n")
         self.assertIn('pod "hello" deleted', self.kubectl_ok("delete", "pod", "hello"))

@@ -8,6 +8,7 @@ Needs root (bind mounts and setns); tests/k8s/README.md says what is not emulate
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -71,7 +72,7 @@ class Container:
         self.name = container["name"]
         self.pod_dir = pod_dir
         self.proc = None
-        self.init_pid = None  # host pid of the sandbox's pid-namespace init
+        self.init_pid = None  # host pid of the container's command, its pid namespace's init
         self.uid, self.gid, self.groups = identity(pod, container)
         self.env = environment(pod, container)
         self.mounts = []  # (mountPath, host dir, read-only)
@@ -117,7 +118,11 @@ class Container:
                              f'(pod: "{name}_{ns}({self.pod["metadata"]["uid"]})", '
                              f'container: {self.name})')
         volumes = self._volume_dirs()
-        argv = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        # --as-pid-1: the container's command is its pid namespace's init, as in a real
+        # container, so `kill -9 -1` from an exec spares it and SIGTERM reaches it only if it
+        # handles the signal (why a plain `sleep` pod needs the whole grace period).
+        argv = ["bwrap", "--die-with-parent", "--unshare-pid", "--as-pid-1", "--unshare-ipc",
+                "--unshare-uts",
                 "--unshare-cgroup-try", "--hostname", self.pod["metadata"]["name"]]
         for entry in sorted(os.listdir("/")):
             full = os.path.join("/", entry)
@@ -161,17 +166,17 @@ class Container:
                 tail = f.read()[-500:].decode(errors="replace").strip()
             raise StartError("CreateContainerError", f"failed to create the container: {tail}")
         self.init_pid = json.loads(text)["child-pid"]
-        # bwrap reports the pid before the sandbox's mounts are made; its init forks the command
-        # only once they are, so a child of the init means an exec would see the pod's files.
-        while not self._init_children() and self.proc.poll() is None:
+        # bwrap reports the pid before the sandbox's mounts are made, and execs the command
+        # (setpriv first) only once they are: until then an exec would not see the pod's files.
+        bwrap = os.path.realpath(shutil.which("bwrap"))
+        while self._exe() == bwrap and self.proc.poll() is None:
             time.sleep(0.005)
 
-    def _init_children(self):
+    def _exe(self):
         try:
-            with open(f"/proc/{self.init_pid}/task/{self.init_pid}/children") as f:
-                return [int(p) for p in f.read().split()]
+            return os.readlink(f"/proc/{self.init_pid}/exe")
         except OSError:
-            return []
+            return None
 
     def _run_as_non_root(self):
         pod_sc = self.pod["spec"].get("securityContext") or {}
@@ -210,16 +215,15 @@ class Container:
         return self.proc is not None and self.proc.poll() is None
 
     def signal_main(self, sig):
-        """Signal the container's command (pid 2 in the namespace, the init's only child)."""
-        for pid in self._init_children():
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
+        """Signal the container's command (the namespace's init)."""
+        try:
+            os.kill(self.init_pid, sig)
+        except (OSError, TypeError):
+            pass
 
     def kill(self):
-        """SIGKILL the namespace's init: the kernel then kills every process in the pod's pid
-        namespace, execs included."""
+        """SIGKILL the container's command, the namespace's init: the kernel then kills every
+        process in the pod's pid namespace, execs included."""
         if self.init_pid:
             try:
                 os.kill(self.init_pid, signal.SIGKILL)

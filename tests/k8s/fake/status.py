@@ -19,13 +19,6 @@ def failure(code, reason, message, details=None):
     return body
 
 
-def success(details=None):
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
-    if details is not None:
-        body["details"] = details
-    return body
-
-
 def not_found(kind, name):
     return ApiError(404, "NotFound", f'{kind} "{name}" not found', {"name": name, "kind": kind})
 
