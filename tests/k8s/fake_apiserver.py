@@ -280,6 +280,7 @@ class Handler(BaseHTTPRequestHandler):
         if ns in self.api.restricted:
             pods.admit_restricted(pod)
         pods.apply_defaults(pod, ns)
+        self._admit_quota(ns, name)
         if self.q.get("dryRun") == "All":
             return self._send_json(201, pod)
         created = self.api.store.add(pod)
@@ -287,6 +288,19 @@ class Handler(BaseHTTPRequestHandler):
             raise already_exists("pods", name)
         self.api.node.start_pod(created)
         self._send_json(201, created)
+
+    def _admit_quota(self, ns, name):
+        """The ResourceQuota admission's refusal when --max-pods pods already exist in ns
+        (terminal pods do not count, as in the quota evaluator)."""
+        limit = self.api.args.max_pods
+        if limit is None:
+            return
+        items, _ = self.api.store.list(ns, [], [])
+        used = sum(1 for p in items if p["status"].get("phase") not in ("Succeeded", "Failed"))
+        if used >= limit:
+            raise forbidden(f'pods "{name}" is forbidden: exceeded quota: fake-quota, '
+                            f"requested: pods=1, used: pods={used}, limited: pods={limit}",
+                            "pods", name)
 
     def _grace(self, pod, options):
         if "gracePeriodSeconds" in self.q:
@@ -478,6 +492,8 @@ def main():
                         "(403 Forbidden)")
     p.add_argument("--watch-history", type=int, default=2000,
                    help="events kept for watches; an older resourceVersion gets 410 Gone")
+    p.add_argument("--max-pods", type=int, metavar="N",
+                   help="a ResourceQuota of N pods in every namespace (403 exceeded quota)")
     p.add_argument("--no-v5", action="store_true",
                    help="negotiate v4.channel.k8s.io only, as a pre-1.30 cluster does")
     p.add_argument("--verbose", action="store_true")

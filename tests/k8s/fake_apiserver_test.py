@@ -53,7 +53,7 @@ class FakeApiServerTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory(prefix="fake-k8s-")
         cls.server = FakeServer(cls.tmp.name, "--namespace", "locked", "--namespace", "strict",
                                 "--restricted", "strict", "--deny", "create:pods:locked",
-                                "--watch-history", "40").__enter__()
+                                "--watch-history", "100", "--max-pods", "40").__enter__()
         cls.c = cls.server.client()
 
     @classmethod
@@ -85,6 +85,23 @@ class FakeApiServerTest(unittest.TestCase):
         pod = self.create(body)
         events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Running")
         return events[-1]["object"]
+
+    def sweep(self, app):
+        """Delete the pods labelled app=<app> in one request; return their names once a watch
+        has seen each one DELETED."""
+        rv = self.c.request("GET", PODS).json()["metadata"]["resourceVersion"]
+        r = self.c.request("DELETE", f"{PODS}?labelSelector=app%3D{app}")
+        self.assertEqual(r.status, 200, r.body)
+        names = {p["metadata"]["name"] for p in r.json()["items"]}
+        gone = set()
+        for event in self.c.watch(f"{PODS}?watch=1&labelSelector=app%3D{app}"
+                                  f"&resourceVersion={rv}&timeoutSeconds=60"):
+            if event["type"] == "DELETED":
+                gone.add(event["object"]["metadata"]["name"])
+            if gone == names:
+                break
+        self.assertEqual(gone, names)
+        return names
 
     def assert_status(self, r, code, reason):
         self.assertEqual(r.status, code, r.body)
@@ -182,6 +199,16 @@ class FakeApiServerTest(unittest.TestCase):
                                                  pod_json("x")), 403, "Forbidden")
         self.assertIn('cannot create resource "pods"', body["message"])
 
+    def test_quota_exceeded_is_403(self):
+        items = self.c.request("GET", PODS).json()["items"]
+        live = [p for p in items if p["status"].get("phase") not in ("Succeeded", "Failed")]
+        for i in range(40 - len(live)):
+            self.create(pod_json(f"fill-{i}", image="x:unschedulable", labels={"app": "fill"}))
+        body = self.assert_status(self.c.request("POST", PODS, pod_json("one-more")), 403,
+                                  "Forbidden")
+        self.assertIn("exceeded quota", body["message"])
+        self.sweep("fill")
+
     def test_restricted_pod_security_admission(self):
         lax = pod_json("lax")
         del lax["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"]
@@ -218,7 +245,7 @@ class FakeApiServerTest(unittest.TestCase):
                          ("ADDED", "listed"))
 
     def test_watch_from_a_compacted_version_is_410_gone(self):
-        for i in range(12):  # a create and a delete each: more events than --watch-history
+        for i in range(60):  # a create and a delete each: more events than --watch-history
             self.create(pod_json(f"churn-{i}", image="x:unschedulable"))
             self.c.request("DELETE", f"{PODS}/churn-{i}")
         event = next(self.c.watch(f"{PODS}?watch=1&resourceVersion=2"))
@@ -264,21 +291,10 @@ class FakeApiServerTest(unittest.TestCase):
         self.until(pod, lambda e: e["type"] == "DELETED")
 
     def test_delete_collection_by_label_selector(self):
-        pods = [self.create(pod_json(f"sweep-{i}", labels={"app": "sweep"})) for i in range(2)]
+        for i in range(2):
+            self.create(pod_json(f"sweep-{i}", labels={"app": "sweep"}))
         self.create(pod_json("keep", labels={"app": "keep"}))
-        r = self.c.request("DELETE", f"{PODS}?labelSelector=app%3Dsweep")
-        self.assertEqual(r.status, 200, r.body)
-        self.assertEqual(sorted(p["metadata"]["name"] for p in r.json()["items"]),
-                         ["sweep-0", "sweep-1"])
-        gone = set()
-        for event in self.c.watch(f"{PODS}?watch=1&labelSelector=app%3Dsweep&resourceVersion="
-                                  f"{pods[-1]['metadata']['resourceVersion']}"
-                                  "&timeoutSeconds=60"):
-            if event["type"] == "DELETED":
-                gone.add(event["object"]["metadata"]["name"])
-            if len(gone) == 2:
-                break
-        self.assertEqual(gone, {"sweep-0", "sweep-1"})
+        self.assertEqual(self.sweep("sweep"), {"sweep-0", "sweep-1"})
         self.assertEqual(self.c.request("GET", f"{PODS}/keep").status, 200)
 
     def test_container_command_runs_and_finishes(self):
