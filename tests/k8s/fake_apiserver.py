@@ -21,6 +21,7 @@ import ssl
 import sys
 import threading
 import time
+import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -128,6 +129,14 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(e.code, e.body)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             self.close_connection = True
+        except Exception as e:  # a fake's bug: say so in a Status, not a dropped connection
+            traceback.print_exc()
+            self.close_connection = True
+            try:
+                self._send_json(500, ApiError(500, "InternalError",
+                                              f"fake apiserver error: {e!r}").body)
+            except OSError:
+                pass
 
     def _send_text(self, code, text):
         data = text.encode()

@@ -403,6 +403,18 @@ class FakeApiServerTest(unittest.TestCase):
         phase = self.c.request("GET", f"{PODS}/killall").json()["status"]["phase"]
         self.assertEqual(phase, "Running")
 
+    def test_client_hanging_up_kills_the_command(self):
+        self.running(pod_json("hangup"))
+        sock = self.c.exec(NS, "hangup", ["sh", "-c", "echo up; exec sleep 601"])
+        self.assertEqual(sock.receive(), (1, b""))
+        self.assertEqual(sock.receive(), (1, b"up\n"))
+        sock.send_frame(ws.OP_CLOSE, ws.close_payload(1000))
+        while sock.receive() is not None:  # the server kills, then echoes the close
+            pass
+        self.assertEqual(sock.close_code, 1000)
+        out, _, _, _ = self.run_exec("hangup", ["ps", "-o", "args=", "-e"])
+        self.assertNotIn(b"sleep 601", out[1])
+
     def test_exec_killed_by_signal_and_missing_binary(self):
         self.running(pod_json("sig"))
         _, _, status, _ = self.run_exec("sig", ["sh", "-c", "kill -9 $$"])

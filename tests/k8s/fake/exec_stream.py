@@ -35,6 +35,7 @@ class ExecStream:
         self.rfile, self.sock, self.protocol = rfile, sock, protocol
         self.write_lock = threading.Lock()
         self.peer_closed = threading.Event()
+        self.close_sent = False  # a side sends one close frame at most (RFC 6455 5.5.1)
 
     def send(self, opcode, payload):
         with self.write_lock:
@@ -96,10 +97,7 @@ class ExecStream:
                         # does when the stream's context is cancelled.
                         self.peer_closed.set()
                         kill_exec(proc)
-                    try:
-                        self.send(ws.OP_CLOSE, payload[:2])
-                    except OSError:
-                        pass
+                    self._close(payload[:2])  # echo the code, unless we closed first
                     return
                 if opcode == ws.OP_PING:
                     self.send(ws.OP_PONG, payload)
@@ -131,8 +129,13 @@ class ExecStream:
                 except OSError:
                     pass
 
-    def _close(self):
-        try:
-            self.send(ws.OP_CLOSE, ws.close_payload(1000))
-        except OSError:
-            pass
+    def _close(self, payload=None):
+        with self.write_lock:
+            if self.close_sent:
+                return
+            self.close_sent = True
+            try:
+                frame = payload if payload is not None else ws.close_payload(1000)
+                self.sock.sendall(ws.encode_frame(ws.OP_CLOSE, frame, masked=False))
+            except OSError:
+                pass
