@@ -324,10 +324,9 @@ class Handler(BaseHTTPRequestHandler):
             grace = 0
         return max(grace, 0)
 
-    def _delete(self, ns, name, options=None):
+    def _delete(self, ns, name):
         self._authorize("delete", "pods", ns, name)
-        if options is None:
-            options = self._body()
+        options = self._body()
         pod = self.api.store.get(ns, name)
         uid = pod["metadata"]["uid"]
         grace = self._grace(pod, options)
