@@ -1,0 +1,247 @@
+"""One container of a fake pod: a bubblewrap sandbox over a read-only "image" made of the
+host's /usr, /etc, /opt and /var, with the pod's emptyDir directories bind-mounted at the
+container's mountPaths, its own pid/ipc/uts namespaces and hostname, running the container's
+command as the container's uid. Exec enters those namespaces with nsenter, so every exec sees
+the same mounts and processes as the container (a `kill -9 -1` reaches a session's shell).
+
+Needs root (bind mounts and setns); tests/k8s/README.md says what is not emulated."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+IMAGE_DIRS = ("usr", "etc", "opt", "var")
+EMPTY_DIRS = ("home", "root", "run", "mnt", "srv", "media")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class StartError(Exception):
+    """The container could not be created; .reason is the kubelet's waiting/terminated reason."""
+
+    def __init__(self, reason, message):
+        super().__init__(message)
+        self.reason = reason
+
+
+# What containerd and CRI-O grant a container unless told otherwise (containerd's
+# oci.DefaultCapabilities); "drop"/"add" edit this set.
+DEFAULT_CAPS = {"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID",
+                "SETUID", "SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL",
+                "AUDIT_WRITE"}
+
+
+def capabilities(spec):
+    """The capability names (without CAP_) a container keeps, from securityContext.capabilities.
+    They bound even a root container, so uid 0 in a fake pod is not the host's full root."""
+    drop = set(spec.get("drop") or [])
+    caps = set() if "ALL" in drop else DEFAULT_CAPS - drop
+    return caps | set(spec.get("add") or [])
+
+
+def identity(pod, container):
+    """(uid, gid, supplementary groups) the container runs as; an unset runAsUser means the
+    image's user, which for the fake's host "image" is root."""
+    pod_sc = pod["spec"].get("securityContext") or {}
+    sc = container.get("securityContext") or {}
+    uid = sc.get("runAsUser", pod_sc.get("runAsUser", 0))
+    gid = sc.get("runAsGroup", pod_sc.get("runAsGroup", 0))
+    groups = list(pod_sc.get("supplementalGroups") or [])
+    if "fsGroup" in pod_sc:
+        groups.append(pod_sc["fsGroup"])
+    return int(uid), int(gid), [int(g) for g in groups]
+
+
+def environment(pod, container):
+    env = {"PATH": DEFAULT_PATH, "HOSTNAME": pod["metadata"]["name"], "HOME": "/root"}
+    uid = identity(pod, container)[0]
+    if uid != 0:
+        env["HOME"] = "/"
+    for e in container.get("env") or []:
+        if "value" in e:
+            env[e["name"]] = str(e["value"])
+    return env
+
+
+class Container:
+    def __init__(self, pod, container, pod_dir):
+        self.pod = pod
+        self.spec = container
+        self.name = container["name"]
+        self.pod_dir = pod_dir
+        self.proc = None
+        self.init_pid = None  # host pid of the container's command, its pid namespace's init
+        self.uid, self.gid, self.groups = identity(pod, container)
+        self.env = environment(pod, container)
+        self.mounts = []  # (mountPath, host dir, read-only)
+
+    # -- creation ---------------------------------------------------------------------------
+
+    def _volume_dirs(self):
+        dirs = {}
+        for v in self.pod["spec"].get("volumes") or []:
+            if "emptyDir" not in v:
+                kind = next((k for k in v if k != "name"), "?")
+                raise StartError("ContainerCreating",
+                                 f'volume "{v["name"]}": the fake supports emptyDir only, '
+                                 f"not {kind}")
+            path = os.path.join(self.pod_dir, "volumes", v["name"])
+            os.makedirs(path, exist_ok=True)
+            os.chmod(path, 0o777)  # the kubelet creates emptyDir world-writable
+            dirs[v["name"]] = path
+        return dirs
+
+    def _privilege_args(self):
+        """setpriv arguments for the container's identity and securityContext."""
+        sc = self.spec.get("securityContext") or {}
+        args = ["setpriv", "--reuid", str(self.uid), "--regid", str(self.gid)]
+        args += ["--groups", ",".join(map(str, self.groups))] if self.groups else \
+            ["--clear-groups"]
+        if sc.get("allowPrivilegeEscalation") is False:
+            args.append("--no-new-privs")
+        caps = sorted(capabilities(sc.get("capabilities") or {}))
+        args += ["--inh-caps=-all", "--bounding-set=" + ",".join(
+            ["-all"] + [f"+{c.lower()}" for c in caps])]
+        return args + ["--"]
+
+    def _env_args(self, workdir):
+        # env's "--" goes before the assignments: after them it would be taken as the command.
+        return ["env", "-i", "-C", workdir, "--"] + [f"{k}={v}" for k, v in self.env.items()]
+
+    def start(self):
+        if self.uid == 0 and self._run_as_non_root():
+            ns, name = self.pod["metadata"]["namespace"], self.pod["metadata"]["name"]
+            raise StartError("CreateContainerConfigError",
+                             "container has runAsNonRoot and image will run as root "
+                             f'(pod: "{name}_{ns}({self.pod["metadata"]["uid"]})", '
+                             f'container: {self.name})')
+        volumes = self._volume_dirs()
+        # --as-pid-1: the container's command is its pid namespace's init, as in a real
+        # container, so `kill -9 -1` from an exec spares it and SIGTERM reaches it only if it
+        # handles the signal (why a plain `sleep` pod needs the whole grace period).
+        argv = ["bwrap", "--die-with-parent", "--unshare-pid", "--as-pid-1", "--unshare-ipc",
+                "--unshare-uts",
+                "--unshare-cgroup-try", "--hostname", self.pod["metadata"]["name"]]
+        for entry in sorted(os.listdir("/")):
+            full = os.path.join("/", entry)
+            if os.path.islink(full):
+                argv += ["--symlink", os.readlink(full), full]
+            elif entry in IMAGE_DIRS and os.path.isdir(full):
+                argv += ["--ro-bind", full, full]
+        for entry in EMPTY_DIRS:
+            argv += ["--dir", "/" + entry]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--dir", "/tmp"]
+        for m in self.spec.get("volumeMounts") or []:
+            host = volumes[m["name"]]
+            if m.get("subPath"):
+                host = os.path.join(host, m["subPath"])
+                os.makedirs(host, exist_ok=True)
+            ro = bool(m.get("readOnly"))
+            argv += ["--ro-bind" if ro else "--bind", host, m["mountPath"]]
+            self.mounts.append((m["mountPath"], host, ro))
+        if (self.spec.get("securityContext") or {}).get("readOnlyRootFilesystem"):
+            argv += ["--remount-ro", "/"]
+        command = (self.spec.get("command") or []) + (self.spec.get("args") or [])
+        if not self.spec.get("command") and not self.spec.get("args"):
+            command = ["sleep", "infinity"]  # no image entrypoint to run: keep the pod alive
+        workdir = self.spec.get("workingDir") or "/"
+        if not self.resolve(command[0]):
+            raise StartError("StartError", f'failed to create containerd task: exec: '
+                             f'"{command[0]}": executable file not found in $PATH: unknown')
+        info_r, info_w = os.pipe()
+        argv += ["--info-fd", str(info_w)]
+        argv += self._privilege_args() + self._env_args(workdir) + command
+        log = open(os.path.join(self.pod_dir, f"{self.name}.log"), "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                     pass_fds=(info_w,), start_new_session=True)
+        os.close(info_w)
+        with os.fdopen(info_r) as info:
+            text = info.read()
+        log.close()
+        if not text:
+            self.proc.wait()
+            with open(os.path.join(self.pod_dir, f"{self.name}.log"), "rb") as f:
+                tail = f.read()[-500:].decode(errors="replace").strip()
+            raise StartError("CreateContainerError", f"failed to create the container: {tail}")
+        self.init_pid = json.loads(text)["child-pid"]
+        # bwrap reports the pid before the sandbox's mounts are made, and execs the command
+        # (setpriv first) only once they are: until then an exec would not see the pod's files.
+        bwrap = os.path.realpath(shutil.which("bwrap"))
+        while self._exe() == bwrap and self.proc.poll() is None:
+            time.sleep(0.005)
+
+    def _exe(self):
+        try:
+            return os.readlink(f"/proc/{self.init_pid}/exe")
+        except OSError:
+            return None
+
+    def _run_as_non_root(self):
+        pod_sc = self.pod["spec"].get("securityContext") or {}
+        sc = self.spec.get("securityContext") or {}
+        return sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True
+
+    # -- running ----------------------------------------------------------------------------
+
+    def resolve(self, program):
+        """Whether `program` exists as an executable in the container's view of the files
+        (checked before exec, so a missing binary is the runtime's error, not exit code 127)."""
+        candidates = [program] if "/" in program else \
+            [os.path.join(d, program) for d in self.env.get("PATH", DEFAULT_PATH).split(":")]
+        return any(os.access(self._host_path(c), os.X_OK) and
+                   not os.path.isdir(self._host_path(c)) for c in candidates)
+
+    def _host_path(self, path):
+        for mount_path, host, _ in sorted(self.mounts, key=lambda m: -len(m[0])):
+            if path == mount_path or path.startswith(mount_path.rstrip("/") + "/"):
+                return host + path[len(mount_path.rstrip("/")):]
+        top = path.lstrip("/").split("/", 1)[0]
+        return path if top in IMAGE_DIRS or os.path.islink("/" + top) else "/nonexistent"
+
+    def exec(self, command, stdin, stdout, stderr):
+        """Start `command` inside the running container; a Popen whose pid is nsenter's."""
+        workdir = self.spec.get("workingDir") or "/"
+        argv = ["nsenter", "-t", str(self.init_pid), "--mount", "--pid", "--ipc", "--uts", "--"]
+        argv += self._privilege_args() + self._env_args(workdir) + list(command)
+        pipe = subprocess.PIPE
+        return subprocess.Popen(argv, stdin=pipe if stdin else subprocess.DEVNULL,
+                                stdout=pipe if stdout else subprocess.DEVNULL,
+                                stderr=pipe if stderr else subprocess.DEVNULL,
+                                start_new_session=True)
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal_main(self, sig):
+        """Signal the container's command (the namespace's init)."""
+        try:
+            os.kill(self.init_pid, sig)
+        except (OSError, TypeError):
+            pass
+
+    def kill(self):
+        """SIGKILL the container's command, the namespace's init: the kernel then kills every
+        process in the pod's pid namespace, execs included."""
+        if self.init_pid:
+            try:
+                os.kill(self.init_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.proc:
+            self.proc.wait()
+
+
+def kill_exec(proc):
+    """Kill an exec: nsenter's child (the command, inside the pod) and nsenter itself."""
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            for pid in f.read().split():
+                os.kill(int(pid), signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        proc.kill()
+    except OSError:
+        pass

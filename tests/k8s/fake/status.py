@@ -1,0 +1,53 @@
+"""metav1.Status error bodies, as the apiserver writes them (k8s.io/apimachinery/pkg/api/errors)."""
+
+
+class ApiError(Exception):
+    """Raised by handlers; the server answers with .code and the Status .body."""
+
+    def __init__(self, code, reason, message, details=None):
+        super().__init__(message)
+        self.code = code
+        self.body = failure(code, reason, message, details)
+
+
+def failure(code, reason, message, details=None):
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason}
+    if details is not None:
+        body["details"] = details
+    body["code"] = code
+    return body
+
+
+def not_found(kind, name):
+    return ApiError(404, "NotFound", f'{kind} "{name}" not found', {"name": name, "kind": kind})
+
+
+def already_exists(kind, name):
+    return ApiError(409, "AlreadyExists", f'{kind} "{name}" already exists',
+                    {"name": name, "kind": kind})
+
+
+def invalid(kind, name, causes):
+    """causes: [(field, reason, message)], e.g. ("spec.containers[0].image", "FieldValueRequired",
+    "Required value")."""
+    text = ", ".join(f"{field}: {message}" for field, _, message in causes)
+    message = f'{kind} "{name}" is invalid: ' + (f"[{text}]" if len(causes) > 1 else text)
+    return ApiError(422, "Invalid", message, {
+        "name": name, "kind": kind,
+        "causes": [{"reason": r, "message": m, "field": f} for f, r, m in causes]})
+
+
+def forbidden(message, kind, name=None):
+    details = {"kind": kind}
+    if name:
+        details["name"] = name
+    return ApiError(403, "Forbidden", message, details)
+
+
+def bad_request(message):
+    return ApiError(400, "BadRequest", message)
+
+
+def unauthorized():
+    return ApiError(401, "Unauthorized", "Unauthorized")

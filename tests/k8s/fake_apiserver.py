@@ -1,0 +1,544 @@
+#!/usr/bin/env python3
+"""A fake Kubernetes API server for the tests: HTTPS with a bearer token, core/v1 pods
+(create/get/list/watch/delete with Status errors and resourceVersions) on a fake node whose pods
+really run (bubblewrap sandboxes with their emptyDir volumes), and the exec subresource over
+WebSocket (v5.channel.k8s.io and v4.channel.k8s.io). See README.md in this directory.
+
+    python3 tests/k8s/fake_apiserver.py --port 0 --state-dir DIR
+
+prints one JSON line {"url", "ca", "token", "kubeconfig"} once it listens; DIR/kubeconfig is
+ready for `kubectl --kubeconfig`."""
+
+import argparse
+import base64
+import json
+import os
+import secrets
+import select
+import signal
+import socket
+import ssl
+import sys
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fake import pods, table, websocket  # noqa: E402
+from fake.exec_stream import V4, V5, ExecStream  # noqa: E402
+from fake.kubelet import Node  # noqa: E402
+from fake.selectors import parse_fields, parse_labels  # noqa: E402
+from fake.status import (ApiError, already_exists, bad_request, forbidden,  # noqa: E402
+                         not_found, unauthorized)
+from fake.store import Store, now_rfc3339  # noqa: E402
+from fake.tls import make_certs  # noqa: E402
+
+VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-fake", "gitCommit": "fake",
+           "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23",
+           "compiler": "gc", "platform": "linux/amd64"}
+
+RESOURCES = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": [
+    {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace",
+     "verbs": ["get", "list"], "shortNames": ["ns"]},
+    {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
+     "verbs": ["create", "delete", "deletecollection", "get", "list", "watch"],
+     "shortNames": ["po"], "categories": ["all"]},
+    {"name": "pods/exec", "singularName": "", "namespaced": True, "kind": "PodExecOptions",
+     "verbs": ["create", "get"]},
+    {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod",
+     "verbs": ["get"]},
+]}
+USER = "system:serviceaccount:default:fake-client"
+
+# Just enough OpenAPI v3 for kubectl apply: its validation asks whether PATCH on a Pod takes the
+# fieldValidation query parameter (kubectl's QueryParamVerifierV3) and, when it does, leaves
+# validation to the server instead of downloading every schema.
+OPENAPI_INDEX = {"paths": {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=fake"}}}
+OPENAPI_V1 = {"openapi": "3.0.0", "info": {"title": "Kubernetes (fake)", "version": "v1.32.0"},
+              "paths": {"/api/v1/namespaces/{namespace}/pods/{name}": {"patch": {
+                  "x-kubernetes-group-version-kind": {"group": "", "version": "v1",
+                                                      "kind": "Pod"},
+                  "parameters": [{"name": "fieldValidation", "in": "query",
+                                  "schema": {"type": "string"}}],
+                  "responses": {"200": {"description": "OK"}}}}}}
+
+
+def _truthy(value):
+    return value in ("1", "true", "True")
+
+
+class FakeApiServer:
+    def __init__(self, args):
+        self.args = args
+        self.token = args.token or secrets.token_hex(16)
+        self.store = Store(args.watch_history)
+        self.node = Node(self.store, args.state_dir)
+        self.namespaces = set(args.namespace or ["default"]) | {"default", "kube-system"}
+        self.restricted = set(args.restricted or [])
+        self.denied = set(args.deny or [])  # "verb:resource", e.g. "create:pods"
+        self.protocols = [p for p in (V5, V4) if not (p == V5 and args.no_v5)]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-kube-apiserver"
+    api = None  # FakeApiServer, set on the subclass made in main()
+
+    def log_message(self, fmt, *args):
+        if self.api.args.verbose:
+            sys.stderr.write("fake-apiserver: " + fmt % args + "\n")
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _send_json(self, code, body, headers=()):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as e:
+            raise bad_request(f"the body of the request was in an unknown format: {e}") from None
+
+    def _dispatch(self, method):
+        url = urlsplit(self.path)
+        query = parse_qs(url.query, keep_blank_values=True)
+        self.q = {k: v[-1] for k, v in query.items()}
+        self.q_all = query
+        parts = [p for p in url.path.split("/") if p]
+        try:
+            if parts in (["healthz"], ["livez"], ["readyz"]):
+                return self._send_text(200, "ok")
+            if self.headers.get("Authorization", "") != f"Bearer {self.api.token}":
+                raise unauthorized()
+            self._route(method, parts)
+        except ApiError as e:
+            self._send_json(e.code, e.body)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            self.close_connection = True
+        except Exception as e:  # a fake's bug: say so in a Status, not a dropped connection
+            traceback.print_exc()
+            self.close_connection = True
+            try:
+                self._send_json(500, ApiError(500, "InternalError",
+                                              f"fake apiserver error: {e!r}").body)
+            except OSError:
+                pass
+
+    def _send_text(self, code, text):
+        data = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self._dispatch("GET")
+
+    def do_POST(self):
+        self._dispatch("POST")
+
+    def do_DELETE(self):
+        self._dispatch("DELETE")
+
+    def do_PUT(self):
+        self._dispatch("PUT")
+
+    def do_PATCH(self):
+        self._dispatch("PATCH")
+
+    def _authorize(self, verb, resource, namespace, name=None):
+        denied = self.api.denied
+        if f"{verb}:{resource}" in denied or f"{verb}:{resource}:{namespace}" in denied:
+            what = f'{resource.split("/")[0]} "{name}"' if name else resource
+            raise forbidden(f'{what} is forbidden: User "{USER}" cannot {verb} resource '
+                            f'"{resource}" in API group "" in the namespace "{namespace}"',
+                            resource.split("/")[0], name)
+
+    # -- routes -----------------------------------------------------------------------------
+
+    def _route(self, method, parts):
+        if method == "GET" and parts == ["version"]:
+            return self._send_json(200, VERSION)
+        if method == "GET" and parts == ["api"]:
+            host = self.headers.get("Host", "")
+            return self._send_json(200, {"kind": "APIVersions", "versions": ["v1"],
+                                         "serverAddressByClientCIDRs": [
+                                             {"clientCIDR": "0.0.0.0/0", "serverAddress": host}]})
+        if method == "GET" and parts == ["apis"]:
+            return self._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1",
+                                         "groups": []})
+        if method == "GET" and parts == ["api", "v1"]:
+            return self._send_json(200, RESOURCES)
+        if method == "GET" and parts == ["openapi", "v3"]:
+            return self._send_json(200, OPENAPI_INDEX)
+        if method == "GET" and parts == ["openapi", "v3", "api", "v1"]:
+            return self._send_json(200, OPENAPI_V1)
+        if parts[:2] != ["api", "v1"] or len(parts) < 3:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource",
+                           {})
+        rest = parts[2:]
+        if rest == ["namespaces"] and method == "GET":
+            return self._send_json(200, {"kind": "NamespaceList", "apiVersion": "v1",
+                                         "metadata": {"resourceVersion": str(self.api.store.rv)},
+                                         "items": [self._namespace(n)
+                                                   for n in sorted(self.api.namespaces)]})
+        if len(rest) == 2 and rest[0] == "namespaces" and method == "GET":
+            if rest[1] not in self.api.namespaces:
+                raise not_found("namespaces", rest[1])
+            return self._send_json(200, self._namespace(rest[1]))
+        if rest == ["pods"] and method == "GET":
+            return self._list_or_watch(None)
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] == "pods":
+            ns, sub = rest[1], rest[3:]
+            if not sub:
+                if method == "GET":
+                    return self._list_or_watch(ns)
+                if method == "POST":
+                    return self._create(ns)
+                if method == "DELETE":
+                    return self._delete_collection(ns)
+            elif len(sub) == 1:
+                if method == "GET":
+                    self._authorize("get", "pods", ns, sub[0])
+                    pod = self.api.store.get(ns, sub[0])
+                    if "as=Table" in self.headers.get("Accept", ""):
+                        return self._send_json(200, table.pod_table(
+                            [pod], pod["metadata"]["resourceVersion"], self.q.get("includeObject")))
+                    return self._send_json(200, pod)
+                if method == "DELETE":
+                    return self._delete(ns, sub[0])
+            elif len(sub) == 2 and sub[1] == "exec" and method in ("GET", "POST"):
+                return self._exec(ns, sub[0], "get" if method == "GET" else "create")
+            elif len(sub) == 2 and sub[1] == "log" and method == "GET":
+                return self._log(ns, sub[0])
+            raise ApiError(405, "MethodNotAllowed",
+                           "the server does not allow this method on the requested resource "
+                           "(the fake serves pods create/get/list/watch/delete, exec, log)", {})
+        raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+    @staticmethod
+    def _namespace(name):
+        return {"kind": "Namespace", "apiVersion": "v1",
+                "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+
+    def _list_or_watch(self, ns):
+        labels = parse_labels(self.q.get("labelSelector"))
+        fields = parse_fields(self.q.get("fieldSelector"))
+        if _truthy(self.q.get("watch")):
+            self._authorize("watch", "pods", ns or "")
+            return self._watch(ns, labels, fields)
+        self._authorize("list", "pods", ns or "")
+        items, rv = self.api.store.list(ns, labels, fields)
+        if "as=Table" in self.headers.get("Accept", ""):
+            return self._send_json(200, table.pod_table(items, rv, self.q.get("includeObject")))
+        self._send_json(200, {"kind": "PodList", "apiVersion": "v1",
+                              "metadata": {"resourceVersion": rv}, "items": items})
+
+    def _watch(self, ns, labels, fields):
+        timeout = int(self.q.get("timeoutSeconds") or 1800)
+        events = self.api.store.watch(ns, labels, fields, self.q.get("resourceVersion"),
+                                      time.time() + timeout)
+        first = next(events, None)  # a bad resourceVersion is a 400 before any 200
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.close_connection = True
+
+        def emit(event):
+            data = json.dumps({"type": event[0], "object": event[1]}).encode() + b"\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+        try:
+            if first:
+                emit(first)
+            for event in events:
+                if event:
+                    emit(event)
+                elif select.select([self.connection], [], [], 0)[0]:
+                    break  # the client closed (it sends nothing else on a watch)
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass
+
+    def _create(self, ns):
+        self._authorize("create", "pods", ns)
+        pod = self._body()
+        if not isinstance(pod, dict):
+            raise bad_request("the body of the request must be a Pod object")
+        name = pods.assign_name(pod)
+        pods.validate(pod, ns)
+        if ns not in self.api.namespaces:
+            raise not_found("namespaces", ns)
+        if ns in self.api.restricted:
+            pods.admit_restricted(pod)
+        pods.apply_defaults(pod, ns)
+        self._admit_quota(ns, name)
+        if self.q.get("dryRun") == "All":
+            return self._send_json(201, pod)
+        created = self.api.store.add(pod)
+        if created is None:
+            raise already_exists("pods", name)
+        self.api.node.start_pod(created)
+        self._send_json(201, created)
+
+    def _admit_quota(self, ns, name):
+        """The ResourceQuota admission's refusal when --max-pods pods already exist in ns
+        (terminal pods do not count, as in the quota evaluator)."""
+        limit = self.api.args.max_pods
+        if limit is None:
+            return
+        items, _ = self.api.store.list(ns, [], [])
+        used = sum(1 for p in items if p["status"].get("phase") not in ("Succeeded", "Failed"))
+        if used >= limit:
+            raise forbidden(f'pods "{name}" is forbidden: exceeded quota: fake-quota, '
+                            f"requested: pods=1, used: pods={used}, limited: pods={limit}",
+                            "pods", name)
+
+    def _grace(self, pod, options):
+        if "gracePeriodSeconds" in self.q:
+            grace = int(self.q["gracePeriodSeconds"])
+        elif options and options.get("gracePeriodSeconds") is not None:
+            grace = int(options["gracePeriodSeconds"])
+        else:
+            grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
+        # The pod registry forces 0 for a pod no node runs, or one that has finished.
+        if not pod["spec"].get("nodeName") or pod["status"].get("phase") in ("Succeeded",
+                                                                            "Failed"):
+            grace = 0
+        return max(grace, 0)
+
+    def _delete(self, ns, name):
+        self._authorize("delete", "pods", ns, name)
+        options = self._body()
+        pod = self.api.store.get(ns, name)
+        uid = pod["metadata"]["uid"]
+        grace = self._grace(pod, options)
+        node, store = self.api.node, self.api.store
+        if grace == 0:
+            node.stop_pod(uid, 0)
+            gone = store.remove(ns, name, uid)
+            if gone is None:
+                raise not_found("pods", name)
+            return self._send_json(200, gone)
+        if pod["metadata"].get("deletionTimestamp"):
+            return self._send_json(200, pod)  # already terminating
+
+        def mark(p):
+            p["metadata"]["deletionTimestamp"] = now_rfc3339(grace)
+            p["metadata"]["deletionGracePeriodSeconds"] = grace
+        marked = store.update(ns, name, mark)
+
+        self._finish_delete(ns, name, uid, grace)
+        self._send_json(200, marked or pod)
+
+    def _finish_delete(self, ns, name, uid, grace):
+        """In the background, as the kubelet does: stop the containers within the grace period,
+        then remove the object."""
+        def finish():
+            self.api.node.stop_pod(uid, grace)
+            self.api.store.remove(ns, name, uid)
+        threading.Thread(target=finish, daemon=True).start()
+
+    def _delete_collection(self, ns):
+        self._authorize("deletecollection", "pods", ns)
+        options = self._body()
+        items, _ = self.api.store.list(ns, parse_labels(self.q.get("labelSelector")),
+                                       parse_fields(self.q.get("fieldSelector")))
+        for pod in items:
+            self._finish_delete(ns, pod["metadata"]["name"], pod["metadata"]["uid"],
+                                self._grace(pod, options))
+        _, rv = self.api.store.list(ns, [], [])
+        self._send_json(200, {"kind": "PodList", "apiVersion": "v1",
+                              "metadata": {"resourceVersion": rv}, "items": items})
+
+    def _container(self, pod):
+        containers = [c["name"] for c in pod["spec"]["containers"]]
+        name = self.q.get("container")
+        pod_name = pod["metadata"]["name"]
+        if not name:
+            if len(containers) != 1:
+                raise bad_request(f"a container name must be specified for pod {pod_name}, "
+                                  f"choose one of: [{' '.join(containers)}]")
+            name = containers[0]
+        if name not in containers:
+            raise bad_request(f"container {name} is not valid for pod {pod_name}")
+        return name
+
+    def _log(self, ns, name):
+        self._authorize("get", "pods/log", ns, name)
+        pod = self.api.store.get(ns, name)
+        container = self._container(pod)
+        path = os.path.join(self.api.args.state_dir, "pods", pod["metadata"]["uid"],
+                            f"{container}.log")
+        try:
+            with open(path, errors="replace") as f:
+                text = f.read()
+        except OSError:
+            raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: '
+                              "ContainerCreating") from None
+        self._send_text(200, text)
+
+    def _exec(self, ns, name, verb):
+        self._authorize(verb, "pods/exec", ns, name)
+        pod = self.api.store.get(ns, name)
+        container = self._container(pod)
+        command = self.q_all.get("command") or []
+        if not command:
+            raise bad_request("you must specify at least 1 command")
+        want = {k: _truthy(self.q.get(k)) for k in ("stdin", "stdout", "stderr", "tty")}
+        if want["tty"]:
+            raise bad_request("tty is not supported by the fake API server")
+        if not (want["stdin"] or want["stdout"] or want["stderr"]):
+            raise bad_request("you must specify at least 1 of stdin, stdout, stderr")
+        if not pod["spec"].get("nodeName"):
+            raise bad_request(f"pod {name} does not have a host assigned")
+        phase = pod["status"].get("phase")
+        if phase in ("Succeeded", "Failed"):
+            raise bad_request("cannot exec into a container in a completed pod; current phase "
+                              f"is {phase}")
+        if self.headers.get("Upgrade", "").lower() != "websocket":
+            raise bad_request(f'unable to upgrade connection: the fake API server speaks '
+                              f'WebSocket ({", ".join(self.api.protocols)}), not '
+                              f'"{self.headers.get("Upgrade", "")}"')
+        offered = [p.strip() for h in self.headers.get_all("Sec-WebSocket-Protocol") or []
+                   for p in h.split(",") if p.strip()]
+        chosen = next((p for p in self.api.protocols if p in offered), None)
+        if chosen is None:
+            raise bad_request(f"unable to upgrade connection: requested protocol(s) are not "
+                              f"supported: {offered}; supported protocols are "
+                              f"{self.api.protocols}")
+        worker = self.api.node.worker(pod["metadata"]["uid"])
+        sandbox = worker and worker.containers.get(container)
+        if not sandbox or not sandbox.running():
+            raise bad_request(f'unable to upgrade connection: container not found ("{container}")')
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        self.send_response(101, "Switching Protocols")
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", websocket.accept_key(key))
+        self.send_header("Sec-WebSocket-Protocol", chosen)
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+
+        def start():
+            if not sandbox.resolve(command[0]):
+                return (f'failed to exec in container: failed to start exec: OCI runtime exec '
+                        f'failed: exec failed: unable to start container process: exec: '
+                        f'"{command[0]}": executable file not found in $PATH: unknown')
+            return sandbox.exec(command, want["stdin"], want["stdout"], want["stderr"])
+        ExecStream(self.rfile, self.connection, chosen).run(
+            start, want["stdin"], want["stdout"], want["stderr"])
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address, handler, context):
+        self.context = context
+        super().__init__(address, handler)
+
+    def handle_error(self, request, client_address):
+        # A client that rejects our certificate or hangs up mid-request is not a server fault.
+        if not isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError, EOFError)):
+            super().handle_error(request, client_address)
+
+    def get_request(self):
+        sock, addr = self.socket.accept()
+        # Headers and body go out in separate writes; without NODELAY, Nagle and the client's
+        # delayed ACK add 40 ms to every response.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # The TLS handshake happens on the connection's thread (the first read), so one slow
+        # client does not stall accept().
+        return self.context.wrap_socket(sock, server_side=True,
+                                        do_handshake_on_connect=False), addr
+
+
+def write_kubeconfig(path, url, ca_path, token):
+    with open(ca_path, "rb") as f:
+        ca = base64.b64encode(f.read()).decode()
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "fake",
+              "clusters": [{"name": "fake", "cluster": {
+                  "server": url, "certificate-authority-data": ca}}],
+              "users": [{"name": "fake", "user": {"token": token}}],
+              "contexts": [{"name": "fake", "context": {
+                  "cluster": "fake", "user": "fake", "namespace": "default"}}]}
+    with open(path, "w") as f:
+        json.dump(config, f, indent=1)  # JSON is YAML: kubectl reads it
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--state-dir", required=True, help="certificates, kubeconfig, pod volumes")
+    p.add_argument("--token", help="the bearer token (default: random)")
+    p.add_argument("--namespace", action="append",
+                   help="a namespace that exists (repeatable; default and kube-system always)")
+    p.add_argument("--restricted", action="append", metavar="NS",
+                   help="enforce the restricted Pod Security Standard in NS (403 on violation)")
+    p.add_argument("--deny", action="append", metavar="VERB:RESOURCE",
+                   help='RBAC denial, "VERB:RESOURCE[:NAMESPACE]", e.g. "create:pods/exec" '
+                        "(403 Forbidden)")
+    p.add_argument("--watch-history", type=int, default=2000,
+                   help="events kept for watches; an older resourceVersion gets 410 Gone")
+    p.add_argument("--max-pods", type=int, metavar="N",
+                   help="a ResourceQuota of N pods in every namespace (403 exceeded quota)")
+    p.add_argument("--no-v5", action="store_true",
+                   help="negotiate v4.channel.k8s.io only, as a pre-1.30 cluster does")
+    p.add_argument("--verbose", action="store_true")
+    args = p.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("fake_apiserver: pods need root (bind mounts and nsenter into the sandbox)")
+    args.state_dir = os.path.abspath(args.state_dir)
+    os.makedirs(args.state_dir, exist_ok=True)
+    ca, cert, key = make_certs(args.state_dir)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.set_alpn_protocols(["http/1.1"])  # no h2: a WebSocket upgrade needs HTTP/1.1
+
+    api = FakeApiServer(args)
+    handler = type("BoundHandler", (Handler,), {"api": api})
+    server = Server((args.host, args.port), handler, context)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"https://{host}:{server.server_address[1]}"
+    kubeconfig = os.path.join(args.state_dir, "kubeconfig")
+    write_kubeconfig(kubeconfig, url, ca, api.token)
+    info = {"url": url, "ca": ca, "token": api.token, "kubeconfig": kubeconfig}
+    with open(os.path.join(args.state_dir, "server.json"), "w") as f:
+        json.dump(info, f)
+
+    def stop(*_):
+        threading.Thread(target=server.shutdown, daemon=True).start()
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(json.dumps(info), flush=True)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        api.store.close()
+        api.node.shutdown()
+        server.server_close()
+
+
+if __name__ == "__main__":
+    socket.setdefaulttimeout(None)
+    main()

@@ -1,0 +1,470 @@
+#!/usr/bin/env python3
+"""The fake API server's wire behaviour, spoken raw: TLS and the token, discovery, pods with
+their Status errors and resourceVersions, watch events, deletion, and the exec WebSocket frames
+(v5 with the stdin close signal, v4 without). Needs root (the fake's pods are bwrap sandboxes);
+skips (77) otherwise, except under CI=true."""
+
+import json
+import os
+import ssl
+import sys
+import tempfile
+import unittest
+import http.client
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fake import websocket as ws  # noqa: E402
+from fake.launcher import FakeServer  # noqa: E402
+
+NS = "default"
+# A container command that ends on SIGTERM: as pid 1 of its namespace, a plain `sleep` would
+# ignore it (no handler) and use up the whole grace period, as on a real node.
+TERM_EXITS = "trap 'exit 0' TERM; sleep infinity & wait"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+
+
+def pod_json(name, image="registry.example/runner:1", labels=None, command=None, **spec_extra):
+    """A pod as the backend will send it: restricted, uid 65532, emptyDir /workspace and /tmp."""
+    container = {
+        "name": "runner", "image": image, "workingDir": "/workspace",
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"},
+                         {"name": "tmp", "mountPath": "/tmp"}]}
+    if command:
+        container["command"] = command
+    spec = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [container],
+            "volumes": [{"name": "workspace", "emptyDir": {"medium": "Memory",
+                                                           "sizeLimit": "16Mi"}},
+                        {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}]}
+    spec.update(spec_extra)
+    md = {"labels": labels or {"app": "fake-test"}}
+    md["generateName" if name.endswith("-") else "name"] = name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
+
+
+class FakeApiServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="fake-k8s-")
+        cls.server = FakeServer(cls.tmp.name, "--namespace", "locked", "--namespace", "strict",
+                                "--restricted", "strict", "--deny", "create:pods:locked",
+                                "--watch-history", "100", "--max-pods", "40").__enter__()
+        cls.c = cls.server.client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.__exit__(None, None, None)
+        cls.tmp.cleanup()
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def create(self, body, ns=NS):
+        r = self.c.request("POST", f"/api/v1/namespaces/{ns}/pods", body)
+        self.assertEqual(r.status, 201, r.body)
+        return r.json()
+
+    def until(self, pod, done, ns=NS):
+        """Watch the pod from its creation's resourceVersion until done(event) holds; returns
+        the events seen. The server ends the watch after timeoutSeconds, failing the test."""
+        md = pod["metadata"]
+        seen = []
+        for event in self.c.watch(f"/api/v1/namespaces/{ns}/pods?watch=1&fieldSelector="
+                                  f"metadata.name%3D{md['name']}&resourceVersion="
+                                  f"{md['resourceVersion']}&timeoutSeconds=60"):
+            seen.append(event)
+            if done(event):
+                return seen
+        self.fail(f"watch ended before the condition held: {json.dumps(seen)[:2000]}")
+
+    def running(self, body):
+        pod = self.create(body)
+        events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Running")
+        return events[-1]["object"]
+
+    def sweep(self, app):
+        """Delete the pods labelled app=<app> in one request; return their names once a watch
+        has seen each one DELETED."""
+        rv = self.c.request("GET", PODS).json()["metadata"]["resourceVersion"]
+        r = self.c.request("DELETE", f"{PODS}?labelSelector=app%3D{app}")
+        self.assertEqual(r.status, 200, r.body)
+        names = {p["metadata"]["name"] for p in r.json()["items"]}
+        gone = set()
+        for event in self.c.watch(f"{PODS}?watch=1&labelSelector=app%3D{app}"
+                                  f"&resourceVersion={rv}&timeoutSeconds=60"):
+            if event["type"] == "DELETED":
+                gone.add(event["object"]["metadata"]["name"])
+            if gone == names:
+                break
+        self.assertEqual(gone, names)
+        return names
+
+    def assert_status(self, r, code, reason):
+        self.assertEqual(r.status, code, r.body)
+        body = r.json()
+        self.assertEqual((body["kind"], body["apiVersion"], body["status"], body["reason"],
+                          body["code"]), ("Status", "v1", "Failure", reason, code), body)
+        return body
+
+    def run_exec(self, name, command, stdin=b"", close=True, **kw):
+        sock = self.c.exec(NS, name, command, **kw)
+        self.assertFalse(hasattr(sock, "status"), getattr(sock, "body", b""))
+        if stdin:
+            sock.send(0, stdin)
+        if close:
+            sock.close_stdin()
+        out, order, status = sock.collect()
+        self.assertEqual(sock.close_code, 1000)
+        return out, order, status, sock.protocol
+
+    # -- TLS, auth, discovery ----------------------------------------------------------------
+
+    def test_missing_or_wrong_token_is_401_status(self):
+        for token in ("", "wrong"):
+            r = self.server.client(token=token).request("GET", PODS)
+            body = self.assert_status(r, 401, "Unauthorized")
+            self.assertEqual(body["message"], "Unauthorized")
+
+    def test_certificate_is_verified_against_the_ca_only(self):
+        host, port = self.c.host, self.c.port
+        conn = http.client.HTTPSConnection(host, port, context=ssl.create_default_context())
+        with self.assertRaises(ssl.SSLCertVerificationError):
+            conn.request("GET", "/version")
+        conn.close()
+
+    def test_discovery_for_kubectl(self):
+        self.assertEqual(self.c.request("GET", "/version").json()["major"], "1")
+        self.assertEqual(self.c.request("GET", "/api").json()["versions"], ["v1"])
+        resources = {r["name"]: r for r in self.c.request("GET", "/api/v1").json()["resources"]}
+        self.assertTrue({"create", "get", "list", "watch", "delete"} <=
+                        set(resources["pods"]["verbs"]))
+        self.assertEqual(set(resources["pods/exec"]["verbs"]), {"create", "get"})
+        self.assert_status(self.c.request("GET", "/api/v1/services"), 404, "NotFound")
+
+    # -- pods -------------------------------------------------------------------------------
+
+    def test_create_get_list_with_label_selectors_and_increasing_versions(self):
+        a = self.create(pod_json("sel-a", labels={"app": "sel", "tier": "a"}))
+        b = self.create(pod_json("sel-b", labels={"app": "sel", "tier": "b"}))
+        self.assertLess(int(a["metadata"]["resourceVersion"]),
+                        int(b["metadata"]["resourceVersion"]))
+        self.assertEqual(a["status"]["phase"], "Pending")
+        for k in ("uid", "creationTimestamp", "namespace"):
+            self.assertIn(k, a["metadata"])
+        got = self.c.request("GET", f"{PODS}/sel-a").json()
+        self.assertEqual(got["metadata"]["uid"], a["metadata"]["uid"])
+
+        def names(selector):
+            r = self.c.request("GET", f"{PODS}?labelSelector={selector}")
+            self.assertEqual(r.json()["kind"], "PodList")
+            return sorted(p["metadata"]["name"] for p in r.json()["items"])
+        self.assertEqual(names("app%3Dsel"), ["sel-a", "sel-b"])
+        self.assertEqual(names("app%3Dsel,tier%3Da"), ["sel-a"])
+        self.assertEqual(names("app%3Dsel,tier!%3Da"), ["sel-b"])
+        self.assertEqual(names("tier%20in%20(a,b)"), ["sel-a", "sel-b"])
+        self.assertEqual(names("tier%20notin%20(a),app%3Dsel"), ["sel-b"])
+        self.assertEqual(names("!tier,app%3Dsel"), [])
+        self.assertEqual(names("nosuch"), [])
+        listed = self.c.request("GET", PODS).json()
+        self.assertGreaterEqual(int(listed["metadata"]["resourceVersion"]),
+                                int(b["metadata"]["resourceVersion"]))
+        self.assert_status(self.c.request("GET", f"{PODS}?labelSelector=a%20in%20b"), 400,
+                           "BadRequest")
+
+    def test_generate_name(self):
+        pod = self.create(pod_json("gen-"))
+        self.assertRegex(pod["metadata"]["name"], r"^gen-[a-z0-9]{5}$")
+
+    def test_errors_are_status_objects(self):
+        self.create(pod_json("dup"))
+        body = self.assert_status(self.c.request("POST", PODS, pod_json("dup")), 409,
+                                  "AlreadyExists")
+        self.assertEqual(body["details"], {"name": "dup", "kind": "pods"})
+        self.assertEqual(body["message"], 'pods "dup" already exists')
+        bad = pod_json("noimage")
+        del bad["spec"]["containers"][0]["image"]
+        body = self.assert_status(self.c.request("POST", PODS, bad), 422, "Invalid")
+        self.assertIn({"reason": "FieldValueRequired", "message": "Required value",
+                       "field": "spec.containers[0].image"}, body["details"]["causes"])
+        body = self.assert_status(self.c.request("GET", f"{PODS}/ghost"), 404, "NotFound")
+        self.assertEqual(body["message"], 'pods "ghost" not found')
+        self.assert_status(self.c.request("DELETE", f"{PODS}/ghost"), 404, "NotFound")
+        self.assert_status(self.c.request("POST", "/api/v1/namespaces/nowhere/pods",
+                                          pod_json("x")), 404, "NotFound")
+        body = self.assert_status(self.c.request("POST", "/api/v1/namespaces/locked/pods",
+                                                 pod_json("x")), 403, "Forbidden")
+        self.assertIn('cannot create resource "pods"', body["message"])
+
+    def test_quota_exceeded_is_403(self):
+        items = self.c.request("GET", PODS).json()["items"]
+        live = [p for p in items if p["status"].get("phase") not in ("Succeeded", "Failed")]
+        for i in range(40 - len(live)):
+            self.create(pod_json(f"fill-{i}", image="x:unschedulable", labels={"app": "fill"}))
+        body = self.assert_status(self.c.request("POST", PODS, pod_json("one-more")), 403,
+                                  "Forbidden")
+        self.assertIn("exceeded quota", body["message"])
+        self.sweep("fill")
+
+    def test_restricted_pod_security_admission(self):
+        lax = pod_json("lax")
+        del lax["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"]
+        del lax["spec"]["securityContext"]["seccompProfile"]
+        r = self.c.request("POST", "/api/v1/namespaces/strict/pods", lax)
+        body = self.assert_status(r, 403, "Forbidden")
+        self.assertIn('violates PodSecurity "restricted:latest": allowPrivilegeEscalation != '
+                      'false', body["message"])
+        self.assertIn("seccompProfile", body["message"])
+        self.create(pod_json("tight"), ns="strict")
+
+    def test_pending_to_running_through_watch_events(self):
+        pod = self.create(pod_json("watched"))
+        events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Running")
+        self.assertTrue(all(e["type"] == "MODIFIED" for e in events))
+        versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+        self.assertEqual(versions, sorted(set(versions)))
+        self.assertGreater(versions[0], int(pod["metadata"]["resourceVersion"]))
+        final = events[-1]["object"]
+        self.assertEqual(final["spec"]["nodeName"], "fake-node")
+        (cs,) = final["status"]["containerStatuses"]
+        self.assertIn("running", cs["state"])
+        self.assertTrue(cs["ready"])
+        r = self.c.request("DELETE", f"{PODS}/watched?gracePeriodSeconds=0")
+        self.assertEqual(r.status, 200)
+        deleted = self.until(final, lambda e: e["type"] == "DELETED")[-1]["object"]
+        self.assertEqual(deleted["metadata"]["uid"], pod["metadata"]["uid"])
+        self.assert_status(self.c.request("GET", f"{PODS}/watched"), 404, "NotFound")
+
+    def test_watch_without_version_starts_with_added(self):
+        self.create(pod_json("listed", labels={"app": "listed"}))
+        event = next(self.c.watch(f"{PODS}?watch=1&labelSelector=app%3Dlisted"))
+        self.assertEqual((event["type"], event["object"]["metadata"]["name"]),
+                         ("ADDED", "listed"))
+
+    def test_watch_from_a_compacted_version_is_410_gone(self):
+        for i in range(60):  # a create and a delete each: more events than --watch-history
+            self.create(pod_json(f"churn-{i}", image="x:unschedulable"))
+            self.c.request("DELETE", f"{PODS}/churn-{i}")
+        event = next(self.c.watch(f"{PODS}?watch=1&resourceVersion=2"))
+        self.assertEqual(event["type"], "ERROR")
+        self.assertEqual((event["object"]["code"], event["object"]["reason"]), (410, "Expired"))
+
+    def test_image_pull_failure_on_demand(self):
+        pod = self.create(pod_json("nopull", image="registry.example/missing:pull-fails"))
+        reasons = []
+
+        def backoff(e):
+            for cs in e["object"]["status"].get("containerStatuses") or []:
+                reasons.append(cs["state"].get("waiting", {}).get("reason"))
+            return reasons[-1:] == ["ImagePullBackOff"]
+        self.until(pod, backoff)
+        self.assertIn("ErrImagePull", reasons)
+        got = self.c.request("GET", f"{PODS}/nopull").json()
+        self.assertEqual(got["status"]["phase"], "Pending")
+        r = self.c.exec(NS, "nopull", ["true"])
+        self.assert_status(r, 400, "BadRequest")
+
+    def test_unschedulable_pod_stays_pending_and_deletes_at_once(self):
+        pod = self.create(pod_json("nofit", image="x:unschedulable",
+                                   terminationGracePeriodSeconds=30))
+        events = self.until(pod, lambda e: e["object"]["status"].get("conditions"))
+        (cond,) = events[-1]["object"]["status"]["conditions"]
+        self.assertEqual((cond["type"], cond["status"], cond["reason"]),
+                         ("PodScheduled", "False", "Unschedulable"))
+        # No node runs it, so the registry forces a grace period of 0.
+        self.assertEqual(self.c.request("DELETE", f"{PODS}/nofit").status, 200)
+        self.assert_status(self.c.request("GET", f"{PODS}/nofit"), 404, "NotFound")
+
+    def test_graceful_delete_sets_deletion_timestamp_then_removes(self):
+        pod = self.running(pod_json("graceful", terminationGracePeriodSeconds=30,
+                                    command=["sh", "-c", TERM_EXITS]))
+        r = self.c.request("DELETE", f"{PODS}/graceful", {"kind": "DeleteOptions",
+                                                          "apiVersion": "v1"})
+        body = r.json()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(body["metadata"]["deletionGracePeriodSeconds"], 30)
+        self.assertIn("deletionTimestamp", body["metadata"])
+        # The command handles the SIGTERM and exits long before the 30 s are up.
+        self.until(pod, lambda e: e["type"] == "DELETED")
+
+    def test_delete_collection_by_label_selector(self):
+        for i in range(2):
+            self.create(pod_json(f"sweep-{i}", labels={"app": "sweep"}))
+        self.create(pod_json("keep", labels={"app": "keep"}))
+        self.assertEqual(self.sweep("sweep"), {"sweep-0", "sweep-1"})
+        self.assertEqual(self.c.request("GET", f"{PODS}/keep").status, 200)
+
+    def test_container_command_runs_and_finishes(self):
+        pod = self.create(pod_json("oneshot", command=["sh", "-c", "exit 4"]))
+        events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Failed")
+        (cs,) = events[-1]["object"]["status"]["containerStatuses"]
+        self.assertEqual(cs["state"]["terminated"]["exitCode"], 4)
+
+    def test_active_deadline_fails_the_pod(self):
+        pod = self.create(pod_json("deadline", activeDeadlineSeconds=1))
+        events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Failed")
+        self.assertEqual(events[-1]["object"]["status"]["reason"], "DeadlineExceeded")
+
+    # -- exec -------------------------------------------------------------------------------
+
+    def test_exec_v5_stdin_close_and_exit_code(self):
+        self.running(pod_json("ex5"))
+        out, order, status, proto = self.run_exec(
+            "ex5", ["sh", "-c", "cat; echo err >&2; exit 3"], stdin=b"hello")
+        self.assertEqual(proto, "v5.channel.k8s.io")
+        self.assertEqual(order[0], (1, b""))  # the streams-ready message
+        self.assertEqual(out, {1: b"hello", 2: b"err\n"})
+        self.assertEqual(status["status"], "Failure")
+        self.assertEqual(status["reason"], "NonZeroExitCode")
+        self.assertEqual(status["details"]["causes"], [{"reason": "ExitCode", "message": "3"}])
+        self.assertEqual(order[-1][0], 3)  # the status is the last message
+
+    def test_exec_v4_when_v5_is_not_offered(self):
+        self.running(pod_json("ex4"))
+        # v4 has no stdin close: the command reads exactly what is sent and exits.
+        out, _, status, proto = self.run_exec("ex4", ["head", "-c", "5"], stdin=b"12345",
+                                              close=False, protocols=("v4.channel.k8s.io",))
+        self.assertEqual(proto, "v4.channel.k8s.io")
+        self.assertEqual(out[1], b"12345")
+        self.assertEqual(status, {"metadata": {}, "status": "Success"})
+        r = self.c.exec(NS, "ex4", ["true"], protocols=("channel.k8s.io",))
+        self.assert_status(r, 400, "BadRequest")
+
+    def test_exec_output_is_streamed_as_produced(self):
+        self.running(pod_json("stream"))
+        sock = self.c.exec(NS, "stream", ["sh", "-c", 'echo first; read line; echo "got $line"'])
+        self.assertEqual(sock.receive(), (1, b""))
+        # The command is blocked on stdin, so this output can only come from streaming.
+        self.assertEqual(sock.receive(), (1, b"first\n"))
+        sock.send(0, b"x\n")
+        out, _, status = sock.collect()
+        self.assertEqual(out[1], b"got x\n")
+        self.assertEqual(status["status"], "Success")
+
+    def test_exec_large_stdin_and_ping(self):
+        self.running(pod_json("bulk"))
+        sock = self.c.exec(NS, "bulk", ["wc", "-c"])
+        sock.send_frame(ws.OP_PING, b"are you there")
+        data = os.urandom(1 << 20)
+        for i in range(0, len(data), 32768):
+            sock.send(0, data[i:i + 32768])
+        sock.close_stdin()
+        seen = []
+        while (m := sock.receive()) is not None:
+            seen.append(m)
+        self.assertIn(("pong", b"are you there"), seen)
+        self.assertEqual(b"".join(d for ch, d in seen if ch == 1).strip(), b"1048576")
+
+    def test_exec_sees_the_pods_volumes_uid_and_processes(self):
+        pod = self.running(pod_json("vols"))
+        self.run_exec("vols", ["sh", "-c", "echo kept > /workspace/f"])
+        out, _, status, _ = self.run_exec(
+            "vols", ["sh", "-c", "cat /workspace/f; id -u; pwd; tr '\\0' ' ' < /proc/1/cmdline;"
+                     " touch /etc/nope"])
+        lines = out[1].decode().splitlines()
+        self.assertEqual(lines[:3], ["kept", "65532", "/workspace"])
+        self.assertEqual(lines[3].strip(), "sleep infinity")  # the container's process
+        self.assertIn(b"Read-only file system", out[2])
+        self.assertEqual(status["details"]["causes"][0]["message"], "1")
+        host = os.path.join(self.tmp.name, "pods", pod["metadata"]["uid"], "volumes",
+                            "workspace", "f")
+        with open(host) as f:
+            self.assertEqual(f.read(), "kept\n")
+
+    def test_root_pod_is_bounded_by_the_runtime_capabilities(self):
+        body = pod_json("rooty")
+        body["spec"]["securityContext"] = {}
+        body["spec"]["containers"][0]["securityContext"] = {}
+        self.running(body)
+        out, _, status, _ = self.run_exec("rooty", ["sh", "-c", "id -u; mount -t tmpfs x /mnt"])
+        self.assertEqual(out[1], b"0\n")
+        self.assertIn(b"permission denied", out[2].lower())
+        self.assertEqual(status["reason"], "NonZeroExitCode")
+
+    def test_run_as_non_root_without_a_user_is_a_config_error(self):
+        body = pod_json("nonroot")
+        del body["spec"]["securityContext"]["runAsUser"]
+        pod = self.create(body)
+        events = self.until(pod, lambda e: any(
+            cs["state"].get("waiting", {}).get("reason") == "CreateContainerConfigError"
+            for cs in e["object"]["status"].get("containerStatuses") or []))
+        self.assertEqual(events[-1]["object"]["status"]["phase"], "Pending")
+
+    def test_kill_all_from_an_exec_spares_the_container_process(self):
+        self.running(pod_json("killall"))
+        _, _, status, _ = self.run_exec("killall", ["sh", "-c", "sleep 600 & kill -9 -1; wait"])
+        self.assertEqual(status["status"], "Success")
+        out, _, _, _ = self.run_exec("killall", ["sh", "-c", "ps -o pid=,args= -e"])
+        self.assertEqual(out[1].split(b"\n")[0].split(), [b"1", b"sleep", b"infinity"])
+        self.assertNotIn(b"sleep 600", out[1])
+        phase = self.c.request("GET", f"{PODS}/killall").json()["status"]["phase"]
+        self.assertEqual(phase, "Running")
+
+    def test_client_hanging_up_kills_the_command(self):
+        self.running(pod_json("hangup"))
+        sock = self.c.exec(NS, "hangup", ["sh", "-c", "echo up; exec sleep 601"])
+        self.assertEqual(sock.receive(), (1, b""))
+        self.assertEqual(sock.receive(), (1, b"up\n"))
+        sock.send_frame(ws.OP_CLOSE, ws.close_payload(1000))
+        while sock.receive() is not None:  # the server kills, then echoes the close
+            pass
+        self.assertEqual(sock.close_code, 1000)
+        out, _, _, _ = self.run_exec("hangup", ["ps", "-o", "args=", "-e"])
+        self.assertNotIn(b"sleep 601", out[1])
+
+    def test_exec_killed_by_signal_and_missing_binary(self):
+        self.running(pod_json("sig"))
+        _, _, status, _ = self.run_exec("sig", ["sh", "-c", "kill -9 $$"])
+        self.assertEqual(status["details"]["causes"][0]["message"], "137")
+        _, _, status, _ = self.run_exec("sig", ["no-such-program"])
+        self.assertEqual((status["status"], status["reason"]), ("Failure", "InternalError"))
+        self.assertIn("executable file not found", status["message"])
+
+    def test_exec_refusals_before_the_upgrade(self):
+        self.running(pod_json("refuse"))
+        self.assert_status(self.c.exec(NS, "ghost", ["true"]), 404, "NotFound")
+        r = self.c.exec(NS, "refuse", ["true"], container="other")
+        self.assertIn("container other is not valid", self.assert_status(r, 400,
+                                                                         "BadRequest")["message"])
+        self.assert_status(self.server.client(token="").exec(NS, "refuse", ["true"]), 401,
+                           "Unauthorized")
+        # POST, as client-go's SPDY path and older clients send it, upgrades the same way.
+        out, _, status, _ = self.run_exec("refuse", ["echo", "posted"], method="POST")
+        self.assertEqual(out[1], b"posted\n")
+
+
+class FramingTest(unittest.TestCase):
+    def test_round_trip_all_length_forms_masked_and_not(self):
+        import io
+        for n in (0, 125, 126, 65535, 65536, 200000):
+            payload = os.urandom(n)
+            for masked in (True, False):
+                frame = ws.encode_frame(ws.OP_BINARY, payload, masked)
+                fin, op, got = ws.read_frame(io.BytesIO(frame), expect_masked=masked)
+                self.assertEqual((fin, op, got), (True, ws.OP_BINARY, payload))
+
+    def test_unmasked_client_frame_is_a_protocol_error(self):
+        import io
+        with self.assertRaises(ws.ProtocolError):
+            ws.read_frame(io.BytesIO(ws.encode_frame(ws.OP_BINARY, b"x", False)), True)
+
+    def test_fragments_are_joined(self):
+        import io
+        first = bytes([ws.OP_BINARY, 0x80 | 2]) + b"\0\0\0\0" + b"ab"
+        last = bytes([0x80 | ws.OP_CONT, 0x80 | 1]) + b"\0\0\0\0" + b"c"
+        self.assertEqual(ws.read_message(io.BytesIO(first + last), True),
+                         (ws.OP_BINARY, b"abc"))
+
+    def test_accept_key_rfc6455_example(self):
+        self.assertEqual(ws.accept_key("dGhlIHNhbXBsZSBub25jZQ=="),
+                         "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0 and os.environ.get("CI") != "true":
+        print("skip: the fake API server's pods need root", file=sys.stderr)
+        sys.exit(77)
+    unittest.main(verbosity=2)
