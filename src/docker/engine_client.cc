@@ -18,6 +18,7 @@
 #include <variant>
 
 #include "core/json.h"
+#include "core/tls_peer.h"
 
 namespace ci::docker {
 namespace {
@@ -104,18 +105,9 @@ Result<std::shared_ptr<ssl::context>> LoadTls(const Endpoint& ep) {
 // SNI for a host name (not for an address), and with verification the certificate must name the
 // DOCKER_HOST host (DNS name or IP address SAN), as the docker CLI checks.
 Status SetPeerName(TlsStream& t, const Endpoint& ep) {
-  error_code ec;
-  asio::ip::make_address(ep.host, ec);
-  bool is_address = !ec;
-  SSL* ssl = t.native_handle();
-  if (!is_address && ::SSL_set_tlsext_host_name(ssl, ep.host.c_str()) != 1) {
-    return Status::Error(Where(ep) + ": cannot set the TLS server name '" + ep.host + "'");
+  if (!SetTlsPeer(t.native_handle(), ep.host, ep.tls_verify)) {
+    return Status::Error(Where(ep) + ": cannot set up TLS for host '" + ep.host + "'");
   }
-  if (!ep.tls_verify) return Status();
-  X509_VERIFY_PARAM* param = ::SSL_get0_param(ssl);
-  int set = is_address ? ::X509_VERIFY_PARAM_set1_ip_asc(param, ep.host.c_str())
-                       : ::X509_VERIFY_PARAM_set1_host(param, ep.host.c_str(), ep.host.size());
-  if (set != 1) return Status::Error(Where(ep) + ": cannot verify TLS for host '" + ep.host + "'");
   return Status();
 }
 

@@ -14,6 +14,7 @@
 #include <boost/beast/websocket/ssl.hpp>
 
 #include "core/json.h"
+#include "core/tls_peer.h"
 #include "k8s/exec_protocol.h"
 
 namespace ci::k8s {
@@ -30,12 +31,6 @@ using TlsStream = ssl::stream<beast::tcp_stream>;
 constexpr size_t kMaxBody = 64 << 20;  // a pod list is large; nothing we read is larger
 
 std::string Where(const KubeConfig& c) { return "kubernetes API " + c.server.Url(); }
-
-bool IsAddress(const std::string& host) {
-  error_code ec;
-  asio::ip::make_address(host, ec);
-  return !ec;
-}
 
 asio::const_buffer Bytes(const std::string& s) { return asio::buffer(s.data(), s.size()); }
 
@@ -74,16 +69,9 @@ Result<std::shared_ptr<ssl::context>> MakeTls(const KubeConfig& c) {
 // a DNS or an IP SAN.
 Status SetPeerName(TlsStream& t, const KubeConfig& c) {
   const std::string& name = c.server.server_name.empty() ? c.server.host : c.server.server_name;
-  const bool address = IsAddress(name);
-  SSL* handle = t.native_handle();
-  if (!address && ::SSL_set_tlsext_host_name(handle, name.c_str()) != 1) {
-    return Status::Error(Where(c) + ": cannot set the TLS server name '" + name + "'");
+  if (!SetTlsPeer(t.native_handle(), name, !c.server.skip_verify)) {
+    return Status::Error(Where(c) + ": cannot set up TLS for '" + name + "'");
   }
-  if (c.server.skip_verify) return Status();
-  X509_VERIFY_PARAM* param = ::SSL_get0_param(handle);
-  int set = address ? ::X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str())
-                    : ::X509_VERIFY_PARAM_set1_host(param, name.c_str(), name.size());
-  if (set != 1) return Status::Error(Where(c) + ": cannot verify TLS for '" + name + "'");
   return Status();
 }
 
