@@ -80,7 +80,7 @@ struct ContainerCreate {
   std::vector<Ulimit> ulimits;
   std::map<std::string, std::string> tmpfs;  // mount point -> options
   bool readonly_rootfs = true;
-  std::vector<std::string> masked_paths;    // /dev/null or an empty tmpfs over each
+  std::vector<std::string> masked_paths;  // /dev/null or an empty tmpfs over each
   std::vector<std::string> readonly_paths;
   std::vector<std::string> extra_hosts;
   std::vector<std::string> dns;

@@ -1,3 +1,5 @@
+#include "core/sparse_writer.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -5,8 +7,6 @@
 
 #include <random>
 #include <string>
-
-#include "core/sparse_writer.h"
 
 namespace ci {
 namespace {
