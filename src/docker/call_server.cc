@@ -8,16 +8,15 @@
 #include "core/sleep.h"
 #include "docker/container_exec.h"
 #include "docker/sandbox_counters.h"
-#include "docker/stdcopy.h"
 
 namespace ci::docker {
 
 using namespace std::chrono_literals;
 
 asio::awaitable<void> PumpCallServer(std::shared_ptr<CallServer> s) {
-  FrameDemuxer demux([s](FrameDemuxer::Stream k, std::string_view bytes) {
-    if (k == FrameDemuxer::Stream::kSystemError) return;
-    const int i = k == FrameDemuxer::Stream::kStderr ? 1 : 0;
+  ExecOutputSink route = [s](ExecOutput k, std::string_view bytes) {
+    if (k == ExecOutput::kSystemError) return;
+    const int i = k == ExecOutput::kStderr ? 1 : 0;
     if (!s->started) {
       if (i == 0 && s->first_line.size() < 64) s->first_line.append(bytes);
       if (s->first_line.find('\n') != std::string::npos) {
@@ -29,8 +28,8 @@ asio::awaitable<void> PumpCallServer(std::shared_ptr<CallServer> s) {
     std::string text = s->out[i].Feed(bytes);
     if (!text.empty() && s->sink) s->sink(i == 1 ? StreamKind::kStderr : StreamKind::kStdout, text);
     if (s->out[i].ended()) s->Notify();
-  });
-  Status pumped = co_await Pump(*s->stream, demux);
+  };
+  Status pumped = co_await Pump(*s->stream, route);
   if (!pumped.ok()) spdlog::debug("session interpreter stream: {}", pumped.message());
   s->alive = false;
   s->Notify();
@@ -50,7 +49,7 @@ asio::awaitable<void> WatchIdleCpu(std::shared_ptr<CallServer> s, HostCgroup hos
     uint64_t cpu = HostCpuMs(host);
     uint64_t idle = s->idle_ms + (cpu > s->window_start_ms ? cpu - s->window_start_ms : 0);
     if (idle <= limit_ms) continue;
-    spdlog::info("docker {}: the session's interpreter used {} ms of CPU between calls; killed",
+    spdlog::info("{}: the session's interpreter used {} ms of CPU between calls; killed",
                  id.substr(0, 12), idle);
     KillHostCgroupProcesses(host, init_pid, id);
     co_return;

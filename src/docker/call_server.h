@@ -1,4 +1,4 @@
-// A session's persistent interpreter on docker (python_session.h): an exec running for the
+// A session's persistent interpreter (python_session.h): an exec running for the
 // session's life whose stdin and output only the daemon holds. A detached pump routes its output
 // to the call in flight (CallOutput splits it at the call's end marker) and drops the rest; a
 // detached watch kills it when its idle CPU passes the limit. README "Sessions".
@@ -17,14 +17,13 @@
 #include "core/executor.h"
 #include "docker/call_output.h"
 #include "docker/cgroup_probe.h"
-#include "docker/engine_client.h"
+#include "docker/container_api.h"
 
 namespace ci::docker {
 
 struct CallServer {
   explicit CallServer(const asio::any_io_executor& ex) : event(ex) {}
-  std::shared_ptr<RawStream> stream;
-  std::string exec_id;
+  std::shared_ptr<ExecStream> stream;
   long pid = 0;  // its pid in the container, also its session id (a spared background program)
   bool alive = true;
   bool started = false;  // it printed its pid

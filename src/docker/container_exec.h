@@ -1,8 +1,7 @@
-// One container driven over exec (wire-protocols.md A.2-A.4): execs with hijacked streams, exit
-// codes from exec inspect, demultiplexed reads, one exec run to its end for its output
-// (CaptureExec), and killing the sandbox's processes from a second exec. What the execs run is
-// in sandbox_shell.h. Shared by the sandbox's pieces: docker_executor.cc, staging.cc,
-// sandbox_counters.cc, workspace_collect.cc.
+// One container or pod driven over exec (container_api.h): its output read to the end, one exec
+// run to its end for its output (CaptureExec), and killing the sandbox's processes from a second
+// exec. What the execs run is in sandbox_shell.h. Shared by the sandbox's pieces: exec_sandbox.cc,
+// staging.cc, sandbox_counters.cc, workspace_collect.cc.
 #pragma once
 
 #include <rapidjson/document.h>
@@ -22,8 +21,7 @@
 #include "core/random.h"
 #include "core/sleep.h"
 #include "core/status.h"
-#include "docker/engine_client.h"
-#include "docker/stdcopy.h"
+#include "docker/container_api.h"
 
 namespace ci::docker {
 
@@ -36,38 +34,25 @@ bool ParseObject(const std::string& body, rapidjson::Document& doc);
 // Everything the sandbox's detached helpers (deadline, stdin writer, kill) need, so they never
 // touch a sandbox that may already be gone.
 struct Container {
-  std::shared_ptr<EngineClient> client;
+  std::shared_ptr<ContainerApi> api;
   asio::any_io_executor ex;
-  std::string id;
-  std::string user;  // "uid:gid"
-  std::string cwd;
-  std::vector<std::string> env;
+  std::string id;   // for logs: the container id or the pod name
+  std::string cwd;  // the workspace
   // A session sandbox (SandboxSpec::session_expires_at): many runs, background programs spared.
   bool session = false;
   uint32_t cpu_time_sec = 0;  // sessions: the program's RLIMIT_CPU, set by the run's wrapper
-  uint32_t pids_limit = 0;
+  std::string short_id() const { return id.substr(0, 12); }
 };
 
-struct StartedExec {
-  std::string exec_id;
-  std::shared_ptr<RawStream> stream;
-};
-
-asio::awaitable<Result<StartedExec>> StartExec(const Container& c,
-                                               const std::vector<std::string>& cmd,
-                                               bool attach_stdin);
-// The exit code from exec inspect; the stream can end a moment before the daemon records it.
-asio::awaitable<Result<std::optional<int>>> ExecExitCode(const Container& c,
-                                                         const std::string& exec_id);
-// Reads a stream to its end, demultiplexing into `demux`. `stop` (may be null) is asked after
-// each read whether to stop early.
-asio::awaitable<Status> Pump(RawStream& stream, FrameDemuxer& demux,
+// Reads an exec's output to its end into `sink`. `stop` (may be null) is asked after each read
+// whether to stop early.
+asio::awaitable<Status> Pump(ExecStream& stream, const ExecOutputSink& sink,
                              const std::function<bool()>* stop = nullptr);
 
 // A sandbox's hold on its exec in flight: Sandbox::Kill closes the stream in `active` and sets
 // `killed` (both may be null: nothing to hold).
 struct ExecHold {
-  std::shared_ptr<RawStream>* active = nullptr;
+  std::shared_ptr<ExecStream>* active = nullptr;
   const bool* killed = nullptr;
   bool Killed() const { return killed != nullptr && *killed; }
 };
@@ -85,7 +70,7 @@ struct CaptureOptions {
   bool stdout_only = false;
   bool inspect_exit = true;  // not when the sandbox was killed meanwhile (ExecHold::killed)
   // Writes the exec's stdin (attached only when set); it is half-closed after.
-  std::function<asio::awaitable<Status>(RawStream&)> write_input;
+  std::function<asio::awaitable<Status>(ExecStream&)> write_input;
   ExecHold hold;
 };
 
@@ -94,10 +79,6 @@ struct CaptureOptions {
 asio::awaitable<Result<ExecCapture>> CaptureExec(const Container& c,
                                                  const std::vector<std::string>& cmd,
                                                  CaptureOptions o = {});
-
-// Raises the container's pids limit to c.pids_limit + 16 * `step` (0: restores it), so that an
-// exec can start while a fork bomb fills the limit. Best effort: false when the Engine refused.
-asio::awaitable<bool> SetPidsHeadroom(const Container& c, int step);
 
 // Kills every process of the sandbox user but PID 1 from a second exec; in a session
 // (`background` = the background programs' pids) those programs' sessions are spared.

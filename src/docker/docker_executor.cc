@@ -7,8 +7,9 @@
 #include <boost/asio/detached.hpp>
 
 #include "docker/container_exec.h"
-#include "docker/docker_sandbox.h"
 #include "docker/engine_client.h"
+#include "docker/engine_container.h"
+#include "docker/exec_sandbox.h"
 #include "docker/image_watch.h"
 #include "docker/reaper.h"
 #include "docker/sandbox_shell.h"
@@ -65,17 +66,21 @@ class DockerExecutor final : public Executor {
     if (!ParseObject(created->body, doc) || !doc.HasMember("Id") || !doc["Id"].IsString()) {
       co_return Status::Error("docker container create: no Id in the answer");
     }
-    Container c{client_,
-                ex_,
-                doc["Id"].GetString(),
-                std::to_string(spec.uid) + ":" + std::to_string(spec.gid),
-                spec.cwd,
-                spec.env};
-    for (const auto& e : opts_.extra.env) c.env.push_back(e);
+    EngineContainerInfo info{doc["Id"].GetString(),
+                             std::to_string(spec.uid) + ":" + std::to_string(spec.gid),
+                             spec.cwd,
+                             spec.env,
+                             spec.limits.pids,
+                             opts_.host_cgroups};
+    for (const auto& e : opts_.extra.env) info.env.push_back(e);
+    Container c;
+    c.api = MakeEngineContainer(ex_, client_, info, removals_);
+    c.ex = ex_;
+    c.id = info.id;
+    c.cwd = spec.cwd;
     c.session = session;
     c.cpu_time_sec = spec.limits.cpu_time_sec;
-    c.pids_limit = spec.limits.pids;
-    auto sandbox = MakeDockerSandbox(c, opts_.host_cgroups, removals_);
+    auto sandbox = MakeExecSandbox(c, opts_.host_cgroups);
     auto t_created = std::chrono::steady_clock::now();
     std::string start = "/containers/" + c.id + "/start";
     auto started = co_await client_->Request("POST", start);
@@ -89,7 +94,7 @@ class DockerExecutor final : public Executor {
       co_await sandbox->Destroy();
       co_return failed;
     }
-    spdlog::debug("docker {}: started in {} ms", c.id.substr(0, 12),
+    spdlog::debug("docker {}: started in {} ms", c.short_id(),
                   (std::chrono::steady_clock::now() - t_created) / 1ms);
     co_return std::move(sandbox);
   }

@@ -23,8 +23,7 @@ asio::awaitable<void> SandboxCounters::Read(bool kill_leftovers) {
     bool killed = !kill_leftovers || KillHostCgroupProcesses(*host_, init_pid_, c_.id);
     counters = ParseCgroupFiles(ReadHostCgroupFiles(*host_));
     if (!killed) {
-      spdlog::debug("docker {}: could not kill leftovers from the host, using an exec",
-                    c_.id.substr(0, 12));
+      spdlog::debug("{}: could not kill leftovers from the host, using an exec", c_.short_id());
       co_await ProbeInContainer();
     }
   } else {
@@ -43,16 +42,9 @@ asio::awaitable<void> SandboxCounters::Read(bool kill_leftovers) {
 // A unix socket may still lead to an Engine elsewhere (a VM): the container's PID 1 must be
 // visible here with a cgroup naming the container.
 asio::awaitable<void> SandboxCounters::FindHostCgroup() {
-  if (!host_cgroups_ || c_.client->endpoint().kind != Endpoint::Kind::kUnix) co_return;
-  std::string path = "/containers/" + c_.id + "/json";
-  auto r = co_await c_.client->Request("GET", path);
-  rapidjson::Document doc;
-  if (!r.ok() || !r->ok() || !ParseObject(r->body, doc) || !doc.HasMember("State") ||
-      !doc["State"].IsObject() || !doc["State"].HasMember("Pid") || !doc["State"]["Pid"].IsInt() ||
-      doc["State"]["Pid"].GetInt() <= 0) {
-    co_return;
-  }
-  init_pid_ = doc["State"]["Pid"].GetInt();
+  if (!host_cgroups_) co_return;
+  init_pid_ = co_await c_.api->HostInitPid();
+  if (init_pid_ <= 0) co_return;
   auto slurp = [](const std::string& file) {
     std::ifstream in(file);
     std::ostringstream ss;
@@ -66,8 +58,7 @@ asio::awaitable<void> SandboxCounters::FindHostCgroup() {
   if (FindContainerCgroup(own, mountinfo, c_.id, &cg, &why)) {
     host_ = cg;
   } else {
-    spdlog::debug("docker {}: cgroup not readable from here ({}), counters by exec",
-                  c_.id.substr(0, 12), why);
+    spdlog::debug("{}: cgroup not readable from here ({}), counters by exec", c_.short_id(), why);
   }
 }
 
@@ -84,8 +75,8 @@ asio::awaitable<std::optional<CgroupCounters>> SandboxCounters::ProbeInContainer
   std::string why;
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (attempt > 0) {
-      bool raised = co_await SetPidsHeadroom(c_, attempt);
-      if (!raised) spdlog::debug("docker {}: raising the pids limit failed", c_.id.substr(0, 12));
+      bool raised = co_await c_.api->SetPidsHeadroom(attempt);
+      if (!raised) spdlog::debug("{}: raising the pids limit failed", c_.short_id());
     }
     auto probe = co_await CaptureExec(c_, cmd, stdout_only);
     if (!probe.ok()) {
@@ -101,7 +92,7 @@ asio::awaitable<std::optional<CgroupCounters>> SandboxCounters::ProbeInContainer
                             : "exit status " +
                              (code->has_value() ? std::to_string(**code) : std::string("unknown"));
   }
-  spdlog::warn("docker {}: cgroup probe failed: {}", c_.id.substr(0, 12), why);
+  spdlog::warn("{}: cgroup probe failed: {}", c_.short_id(), why);
   co_return std::nullopt;
 }
 

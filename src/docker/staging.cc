@@ -49,7 +49,7 @@ bool IsUtf8WithoutNul(std::string_view s) {
 }
 
 // The tar stream of `files` (folders first, each once), written to `tar -x`'s stdin.
-asio::awaitable<Status> WriteTar(RawStream& stream, const std::vector<StagedFile>& files) {
+asio::awaitable<Status> WriteTar(ExecStream& stream, const std::vector<StagedFile>& files) {
   const uint32_t uid = 65532, gid = 65532;
   std::set<std::string> dirs;
   std::string chunk(kReadChunk, '\0');
@@ -116,7 +116,7 @@ asio::awaitable<Status> StageFiles(const Container& c, const std::vector<StagedF
                                    ExecHold hold) {
   if (files.empty()) co_return Status();
   CaptureOptions o;
-  o.write_input = [&files](RawStream& stream) { return WriteTar(stream, files); };
+  o.write_input = [&files](ExecStream& stream) { return WriteTar(stream, files); };
   o.hold = hold;
   const std::vector<std::string> cmd = {"tar", "-x", "-C", c.cwd, "-f", "-"};
   auto tar = co_await CaptureExec(c, cmd, std::move(o));

@@ -126,26 +126,28 @@ bool WorkspaceHoldsNothing(pid_t init_pid, const std::string& cwd, const std::st
 asio::awaitable<Result<Collection>> CollectWorkspace(const Container& c,
                                                      const CollectLimits& limits, ExecHold hold) {
   const std::vector<std::string> cmd = TarCommand(limits, c.cwd);
-  auto started = co_await StartExec(c, cmd, false);
+  const ExecStdin no_stdin;
+  auto started = co_await c.api->Exec(cmd, no_stdin);
   if (!started.ok()) co_return started.status().Context("collecting files");
-  if (hold.active != nullptr) *hold.active = started->stream;
+  std::shared_ptr<ExecStream> stream = *started;
+  if (hold.active != nullptr) *hold.active = stream;
   CollectedFiles files(limits);
   TarReader reader(files.Callbacks());
   Status tar_error;
   std::string stderr_text;
-  FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view bytes) {
-    if (s != FrameDemuxer::Stream::kStdout) {
+  ExecOutputSink untar = [&](ExecOutput s, std::string_view bytes) {
+    if (s != ExecOutput::kStdout) {
       if (stderr_text.size() < kMaxErrorText) stderr_text.append(bytes);
       return;
     }
     if (!tar_error.ok() || reader.stopped() || reader.finished()) return;
     tar_error = reader.Feed(bytes);
-  });
+  };
   std::function<bool()> stop = [&] {
     return !tar_error.ok() || reader.stopped() || !files.write_error().ok();
   };
-  Status pumped = co_await Pump(*started->stream, demux, &stop);
-  started->stream->Close();
+  Status pumped = co_await Pump(*stream, untar, &stop);
+  stream->Close();
   if (hold.active != nullptr) hold.active->reset();
   Status failed = !files.write_error().ok() ? files.write_error()
                   : !tar_error.ok()         ? tar_error
@@ -158,7 +160,7 @@ asio::awaitable<Result<Collection>> CollectWorkspace(const Container& c,
     files.RemoveAll();
     co_return failed.Context("collecting files");
   }
-  if (!stderr_text.empty()) spdlog::debug("docker {}: tar -c: {}", c.id.substr(0, 12), stderr_text);
+  if (!stderr_text.empty()) spdlog::debug("{}: tar -c: {}", c.short_id(), stderr_text);
   co_return std::move(files.collection());
 }
 

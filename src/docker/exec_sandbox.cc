@@ -1,4 +1,4 @@
-#include "docker/docker_sandbox.h"
+#include "docker/exec_sandbox.h"
 
 #include <spdlog/spdlog.h>
 
@@ -16,7 +16,6 @@
 #include "docker/sandbox_counters.h"
 #include "docker/sandbox_shell.h"
 #include "docker/staging.h"
-#include "docker/stdcopy.h"
 #include "docker/workspace_collect.h"
 
 namespace ci::docker {
@@ -28,22 +27,6 @@ using Clock = std::chrono::steady_clock;
 
 // After the timeout kill, how long the program's stream may take to end before it is cut.
 constexpr auto kKillGrace = 5s;
-
-// Counted in `removals` by the caller.
-asio::awaitable<void> Remove(Container c, std::shared_ptr<Removals> removals) {
-  auto t0 = Clock::now();
-  std::string del = "/containers/" + c.id + "?force=1&v=1";
-  auto d = co_await c.client->Request("DELETE", del);
-  --removals->in_flight;
-  spdlog::debug("docker {}: removed in {} ms", c.id.substr(0, 12), (Clock::now() - t0) / 1ms);
-  if (!d.ok()) {
-    spdlog::error("removing container {}: {} (the reaper will retry)", c.id.substr(0, 12),
-                  d.status().message());
-  } else if (!d->ok() && d->status != 404) {
-    spdlog::error("{} (the reaper will retry)",
-                  HttpError("removing container " + c.id.substr(0, 12), *d).message());
-  }
-}
 
 // Any run marks the sandbox busy: the idle CPU watch leaves it alone meanwhile, and a run's own
 // CPU is not charged to the interpreter.
@@ -68,9 +51,9 @@ class BusyWhileRunning {
 
 // The program's exec in flight, shared with its detached stdin writer and deadline.
 struct ProgramRun {
-  ProgramRun(const asio::any_io_executor& ex, std::shared_ptr<RawStream> s)
+  ProgramRun(const asio::any_io_executor& ex, std::shared_ptr<ExecStream> s)
       : stream(std::move(s)), deadline(ex) {}
-  std::shared_ptr<RawStream> stream;
+  std::shared_ptr<ExecStream> stream;
   asio::steady_timer deadline;
   bool done = false;
   bool timed_out = false;
@@ -83,7 +66,7 @@ asio::awaitable<void> WriteProgramStdin(std::shared_ptr<ProgramRun> run,
     Status w = co_await run->stream->WriteAll(*input);
     if (!w.ok()) spdlog::debug("stdin: {}", w.message());  // the program quit reading
   }
-  run->stream->ShutdownSend();
+  co_await run->stream->CloseStdin();
 }
 
 // The deadline (armed by the caller): kill the program's processes from a second exec (sparing
@@ -95,7 +78,7 @@ asio::awaitable<void> KillAtDeadline(std::shared_ptr<ProgramRun> run, Container 
   if (ec || run->done) co_return;
   run->timed_out = true;
   Status k = co_await KillSandboxProcesses(c, c.session ? &background : nullptr);
-  if (!k.ok()) spdlog::warn("docker {}: {}", c.id.substr(0, 12), k.message());
+  if (!k.ok()) spdlog::warn("{}: {}", c.short_id(), k.message());
   if (run->done) co_return;
   run->deadline.expires_after(kKillGrace);
   co_await run->deadline.async_wait(asio::redirect_error(use_awaitable, ec));
@@ -109,27 +92,26 @@ struct ProgramStream {
   std::string system_text;
 };
 
-asio::awaitable<ProgramStream> StreamToSink(RawStream& stream, const OutputSink& sink) {
+asio::awaitable<ProgramStream> StreamToSink(ExecStream& stream, const OutputSink& sink) {
   ProgramStream out;
-  FrameDemuxer demux([&](FrameDemuxer::Stream s, std::string_view bytes) {
-    if (s == FrameDemuxer::Stream::kSystemError) {
+  ExecOutputSink to_sink = [&](ExecOutput s, std::string_view bytes) {
+    if (s == ExecOutput::kSystemError) {
       out.system_error = true;
       if (out.system_text.size() < kMaxErrorText) out.system_text.append(bytes);
       return;
     }
-    sink(s == FrameDemuxer::Stream::kStderr ? StreamKind::kStderr : StreamKind::kStdout, bytes);
-  });
-  out.read = co_await Pump(stream, demux);
+    sink(s == ExecOutput::kStderr ? StreamKind::kStderr : StreamKind::kStdout, bytes);
+  };
+  out.read = co_await Pump(stream, to_sink);
   co_return out;
 }
 
 // How a call ended (ServeCall).
 enum class CallEnd { kAnswered, kDied, kTimedOut, kCpu };
 
-class DockerSandbox final : public Sandbox {
+class ExecSandbox final : public Sandbox {
  public:
-  DockerSandbox(Container c, bool host_cgroups, std::shared_ptr<Removals> removals)
-      : c_(c), counters_(std::move(c), host_cgroups), removals_(std::move(removals)) {}
+  ExecSandbox(Container c, bool host_cgroups) : c_(c), counters_(std::move(c), host_cgroups) {}
 
   asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override {
     if (killed_) co_return Status::Error("sandbox killed");
@@ -157,25 +139,14 @@ class DockerSandbox final : public Sandbox {
     auto t0 = Clock::now();
     if (active_) active_->Close();
     if (server_) server_->stream->Close();
-    std::string path = "/containers/" + c_.id + "/json";
-    auto r = co_await c_.client->Request("GET", path);
-    rapidjson::Document doc;
-    if (r.ok() && r->ok() && ParseObject(r->body, doc) && doc.HasMember("State") &&
-        doc["State"].IsObject()) {
-      const auto& state = doc["State"];
-      report().oom_killed = state.HasMember("OOMKilled") && state["OOMKilled"].IsBool() &&
-                            state["OOMKilled"].GetBool();
-    }
-    // Docker flags OOMKilled only when PID 1 dies of it, never for an exec'd program, and has no
-    // pids event: the cgroup's own counters tell. Read from the host they cost nothing, so read
-    // them again (anything since Run); through an exec only when Run did not get them.
+    // The engines flag an OOM kill only when PID 1 dies of it, never for an exec'd program, and
+    // have no pids event: the cgroup's own counters tell. Read from the host they cost nothing,
+    // so read them again (anything since Run); through an exec only when Run did not get them.
     if (!killed_ && (counters_.host() || !counters_.read_once())) co_await counters_.Read(false);
-    spdlog::debug("docker {}: destroy: inspect+probe {} ms", c_.id.substr(0, 12),
-                  (Clock::now() - t0) / 1ms);
-    // The removal (~100 ms of the Engine's time) runs after the answer: DockerExecutor::Drain
-    // waits for it at shutdown, the reaper removes what a failure or a crash left.
-    ++removals_->in_flight;
-    asio::co_spawn(c_.ex, Remove(c_, removals_), asio::detached);
+    // The removal runs after the answer: the executor's Drain waits for it at shutdown, the
+    // reaper removes what a failure or a crash left.
+    co_await c_.api->Remove(report());
+    spdlog::debug("{}: destroy: probe+inspect {} ms", c_.short_id(), (Clock::now() - t0) / 1ms);
     co_return report();
   }
 
@@ -184,14 +155,7 @@ class DockerSandbox final : public Sandbox {
     killed_ = true;
     if (active_) active_->Close();
     if (server_) server_->stream->Close();
-    asio::co_spawn(
-        c_.ex,
-        [c = c_]() -> asio::awaitable<void> {
-          std::string method = "POST", path = "/containers/" + c.id + "/kill";
-          auto r = co_await c.client->Request(method, path);
-          (void)r;  // Destroy removes it either way
-        },
-        asio::detached);
+    c_.api->Kill();
   }
 
  private:
@@ -218,9 +182,11 @@ class DockerSandbox final : public Sandbox {
     const std::string background = BackgroundList(background_);
     const std::vector<std::string> argv = ProgramArgv(
         {payload.argv, std::move(*inline_files), c_.session, background, c_.cpu_time_sec});
-    auto started = co_await StartExec(c_, argv, true);
+    const uint64_t stdin_size = payload.stdin_data ? payload.stdin_data->size() : 0;
+    const ExecStdin program_stdin{true, stdin_size};
+    auto started = co_await c_.api->Exec(argv, program_stdin);
     if (!started.ok()) co_return started.status().Context("starting the program");
-    auto run = std::make_shared<ProgramRun>(c_.ex, started->stream);
+    auto run = std::make_shared<ProgramRun>(c_.ex, *started);
     active_ = run->stream;
     asio::co_spawn(c_.ex, WriteProgramStdin(run, std::move(payload.stdin_data)), asio::detached);
     run->deadline.expires_after(payload.timeout);
@@ -235,10 +201,9 @@ class DockerSandbox final : public Sandbox {
     out.timed_out = run->timed_out;
     if (killed_) co_return Status::Error("sandbox killed");
     if (!streamed.read.ok() && !run->timed_out) co_return streamed.read;
-    if (streamed.system_error)
-      co_return Status::Error("docker exec failed: " + streamed.system_text);
+    if (streamed.system_error) co_return Status::Error("exec failed: " + streamed.system_text);
     auto t_ended = Clock::now();
-    auto code = co_await ExecExitCode(c_, started->exec_id);
+    auto code = co_await run->stream->ExitCode();
     if (!code.ok()) co_return code.status();
     auto t_inspected = Clock::now();
     SetExitStatus(*code, out);
@@ -247,8 +212,8 @@ class DockerSandbox final : public Sandbox {
       if (!out.signal) out.signal = SIGKILL;
     }
     co_await AddProgramCounters(out);
-    spdlog::debug("docker {}: stage {} ms, exec+stream {} ms, inspect {} ms, counters {} ms",
-                  c_.id.substr(0, 12), (t0 - t_stage) / 1ms, (t_ended - t0) / 1ms,
+    spdlog::debug("{}: stage {} ms, exec+stream {} ms, inspect {} ms, counters {} ms",
+                  c_.short_id(), (t0 - t_stage) / 1ms, (t_ended - t0) / 1ms,
                   (t_inspected - t_ended) / 1ms, (Clock::now() - t_inspected) / 1ms);
     co_return out;
   }
@@ -281,11 +246,11 @@ class DockerSandbox final : public Sandbox {
   asio::awaitable<Result<RunOutcome>> StartCallServer(const std::vector<std::string>& argv) {
     auto t0 = Clock::now();
     if (server_) co_await EndCallServer();
-    auto started = co_await StartExec(c_, argv, true);
+    const ExecStdin calls{true, std::nullopt};  // never closed: framed requests
+    auto started = co_await c_.api->Exec(argv, calls);
     if (!started.ok()) co_return started.status().Context("starting the interpreter");
     auto s = std::make_shared<CallServer>(c_.ex);
-    s->stream = started->stream;
-    s->exec_id = started->exec_id;
+    s->stream = *started;
     asio::co_spawn(c_.ex, PumpCallServer(s), asio::detached);
     while (!s->started && s->alive && Clock::now() - t0 < 30s) co_await AwaitNews(*s, 250ms);
     char* end = nullptr;
@@ -321,7 +286,7 @@ class DockerSandbox final : public Sandbox {
       bool killed = host && KillHostCgroupProcesses(*host, counters_.init_pid(), c_.id);
       if (!killed) {
         Status k = co_await KillSandboxProcesses(c_, nullptr);
-        if (!k.ok()) spdlog::warn("docker {}: {}", c_.id.substr(0, 12), k.message());
+        if (!k.ok()) spdlog::warn("{}: {}", c_.short_id(), k.message());
       }
       auto t0 = Clock::now();
       while (s->alive && Clock::now() - t0 < kKillGrace) co_await AwaitNews(*s, 100ms);
@@ -360,7 +325,7 @@ class DockerSandbox final : public Sandbox {
     const std::string frame = CallFrame(*payload.call, payload.stdin_data.value_or(""), nonce);
     auto t0 = Clock::now();
     Status written = co_await s->stream->WriteAll(frame);
-    if (!written.ok()) spdlog::debug("docker {}: call: {}", c_.id.substr(0, 12), written.message());
+    if (!written.ok()) spdlog::debug("{}: call: {}", c_.short_id(), written.message());
     CallEnd end = co_await AwaitCallEnd(*s, t0 + payload.timeout, cpu_start, limit_ms);
     s->sink = nullptr;
     if (killed_) co_return Status::Error("sandbox killed");
@@ -394,7 +359,7 @@ class DockerSandbox final : public Sandbox {
     RunOutcome out;
     std::optional<int> code;
     if (end == CallEnd::kDied) {
-      auto c = co_await ExecExitCode(c_, s.exec_id);
+      auto c = co_await s.stream->ExitCode();
       if (c.ok()) code = *c;
     }
     if (end != CallEnd::kAnswered) co_await EndCallServer();
@@ -452,8 +417,7 @@ class DockerSandbox final : public Sandbox {
 
   Container c_;
   SandboxCounters counters_;
-  std::shared_ptr<Removals> removals_;
-  std::shared_ptr<RawStream> active_;
+  std::shared_ptr<ExecStream> active_;
   std::vector<long> background_;        // sessions: pids (= session ids) of background programs
   std::shared_ptr<CallServer> server_;  // sessions: the program serving calls, if any
   bool killed_ = false;
@@ -462,9 +426,8 @@ class DockerSandbox final : public Sandbox {
 
 }  // namespace
 
-std::unique_ptr<Sandbox> MakeDockerSandbox(Container c, bool host_cgroups,
-                                           std::shared_ptr<Removals> removals) {
-  return std::make_unique<DockerSandbox>(std::move(c), host_cgroups, std::move(removals));
+std::unique_ptr<Sandbox> MakeExecSandbox(Container c, bool host_cgroups) {
+  return std::make_unique<ExecSandbox>(std::move(c), host_cgroups);
 }
 
 }  // namespace ci::docker

@@ -1,0 +1,79 @@
+// What the exec-driven sandbox (exec_sandbox.h and the pieces it uses: staging, collection, the
+// counters probe, the kill, the session's interpreter) needs from the thing it runs in: execs
+// with their streams and exit codes, and the few calls around them. Two implementations: a
+// Docker container over the Engine API (engine_container.h) and a Kubernetes pod over the exec
+// WebSocket (k8s/pod_container.h), so both backends run the same shell, wrappers and steps.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/resource_report.h"
+#include "core/status.h"
+
+namespace ci::docker {
+
+namespace asio = boost::asio;
+
+// Where a piece of an exec's output came from. kSystemError: the engine's own message about the
+// exec (Docker's stream 3), never the program's.
+enum class ExecOutput { kStdout, kStderr, kSystemError };
+using ExecOutputSink = std::function<void(ExecOutput, std::string_view)>;
+
+// How an exec's stdin is used.
+struct ExecStdin {
+  bool attach = false;
+  // The exact number of bytes the caller writes before CloseStdin (a program's stdin). A
+  // transport that cannot signal the end of stdin (Kubernetes' v4 exec protocol) lets the
+  // program read exactly that many and then gives it EOF; unset: the reader stops by itself (a
+  // tar archive's end) or stdin never ends (a session's interpreter).
+  std::optional<uint64_t> exact_size;
+};
+
+// One exec in flight.
+class ExecStream {
+ public:
+  virtual ~ExecStream() = default;
+  // Reads the next output and hands it to `sink` (in pieces, as it arrives); false once the
+  // exec's output ended.
+  virtual asio::awaitable<Result<bool>> Read(const ExecOutputSink& sink) = 0;
+  virtual asio::awaitable<Status> WriteAll(std::string_view data) = 0;
+  // The end of stdin (the program reads EOF); output keeps coming.
+  virtual asio::awaitable<void> CloseStdin() = 0;
+  // Closes both directions at once; a pending Read completes with an error.
+  virtual void Close() = 0;
+  // The exec's exit status once Read returned false (128+N for a death by signal N); nullopt
+  // when the engine does not know it.
+  virtual asio::awaitable<Result<std::optional<int>>> ExitCode() = 0;
+};
+
+class ContainerApi {
+ public:
+  virtual ~ContainerApi() = default;
+  // Starts `cmd` (looked up in PATH) as the sandbox user in the workspace, stdout and stderr
+  // attached. Status::Gone when the container or pod is no longer there.
+  virtual asio::awaitable<Result<std::shared_ptr<ExecStream>>> Exec(
+      const std::vector<std::string>& cmd, ExecStdin stdin_use) = 0;
+  // Raises the pids limit by 16 * `step` (0: restores it) so that an exec can start while a fork
+  // bomb fills the limit. False when it cannot.
+  virtual asio::awaitable<bool> SetPidsHeadroom(int step) = 0;
+  // The sandbox's PID 1 as this host sees it, when its cgroup may be read from here (a local
+  // Docker Engine); 0 otherwise.
+  virtual asio::awaitable<pid_t> HostInitPid() = 0;
+  // Destroy's last step, after the counters were read: adds what the engine knows (Docker's
+  // OOMKilled of PID 1) to `report` and removes the container or pod (in the background; the
+  // executor's Drain waits for it).
+  virtual asio::awaitable<void> Remove(ResourceReport& report) = 0;
+  // Kills everything at once without waiting (Sandbox::Kill); Remove still follows.
+  virtual void Kill() = 0;
+};
+
+}  // namespace ci::docker
