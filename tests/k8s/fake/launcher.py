@@ -14,6 +14,8 @@ import sys
 from urllib.parse import urlencode, urlsplit
 
 from . import websocket as ws
+from .cgroups import remove_instance
+from .sandbox import mounts_under
 
 SERVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "fake_apiserver.py")
@@ -22,6 +24,21 @@ SERVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 def _die_with_parent():
     """In the child: SIGTERM when the test process dies, so a killed test leaves no server."""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def sweep(state_dir, info):
+    """Remove the pods' cgroups (killing what is still in them) and unmount their tmpfs volumes
+    after a server that could not do it itself (killed, or stuck). Returns what it removed."""
+    left = []
+    for point in mounts_under(os.path.abspath(state_dir)):
+        left.append(point)
+        if subprocess.run(["umount", point], stderr=subprocess.DEVNULL).returncode != 0:
+            subprocess.run(["umount", "-l", point], stderr=subprocess.DEVNULL)
+    for d in ((info or {}).get("cgroups") or {}).values():
+        if os.path.isdir(d):
+            left.append(d)
+    remove_instance((info or {}).get("cgroups") or {})
+    return left
 
 
 class FakeServer:
@@ -43,9 +60,21 @@ class FakeServer:
         return self
 
     def __exit__(self, *exc):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=60)
+        self.stop()
+
+    def stop(self):
+        """SIGTERM (the server stops its pods and removes their cgroups and mounts), SIGKILL
+        after 60 s; then sweep what a killed server could not clean. Returns what the sweep
+        found left over (empty when the server cleaned up after itself)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
         self.proc.stdout.close()
+        return sweep(self.state_dir, self.info)
 
     def client(self, token=None):
         return Client(self.info["url"], self.info["ca"],
