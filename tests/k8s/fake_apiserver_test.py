@@ -534,21 +534,19 @@ class NodeResourcesTest(ServerTestCase):
         pod = self.c.request("GET", f"{PODS}/membomb").json()
         self.assertEqual(pod["status"]["phase"], "Running")  # an exec's death is not the pod's
 
-    def test_a_container_command_over_the_memory_limit_is_oomkilled(self):
-        pod = self.create(limited_pod("oomcmd", memory="32Mi",
-                                      command=["python3", "-c", "b = b'x' * (200 << 20)"]))
+    def terminated(self, name, command):
+        """(reason, exitCode) of a 32Mi pod's container once its command ended."""
+        pod = self.create(limited_pod(name, memory="32Mi", command=command))
         events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Failed")
         (cs,) = events[-1]["object"]["status"]["containerStatuses"]
-        self.assertEqual((cs["state"]["terminated"]["reason"],
-                          cs["state"]["terminated"]["exitCode"]), ("OOMKilled", 137))
+        return cs["state"]["terminated"]["reason"], cs["state"]["terminated"]["exitCode"]
+
+    def test_a_container_command_over_the_memory_limit_is_oomkilled(self):
+        self.assertEqual(self.terminated("oomcmd", ["python3", "-c", "b = b'x' * (200 << 20)"]),
+                         ("OOMKilled", 137))
 
     def test_exit_137_without_an_oom_kill_is_an_error(self):
-        pod = self.create(limited_pod("killed", memory="32Mi",
-                                      command=["sh", "-c", "exit 137"]))
-        events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Failed")
-        (cs,) = events[-1]["object"]["status"]["containerStatuses"]
-        self.assertEqual((cs["state"]["terminated"]["reason"],
-                          cs["state"]["terminated"]["exitCode"]), ("Error", 137))
+        self.assertEqual(self.terminated("killed", ["sh", "-c", "exit 137"]), ("Error", 137))
 
     def test_a_fork_bomb_in_an_exec_stops_at_pids_max(self):
         self.running(limited_pod("forkbomb", memory="256Mi"))

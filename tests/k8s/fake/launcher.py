@@ -42,17 +42,23 @@ def sweep(state_dir, info):
 
 
 class FakeServer:
-    """`with FakeServer(dir, "--restricted", "ns") as s:`; s.info has url, ca, token, kubeconfig."""
+    """`with FakeServer(dir, "--restricted", "ns") as s:`; s.info has url, ca, token, kubeconfig
+    and cgroups. log: a file for the server's stderr (default: the caller's stderr)."""
 
-    def __init__(self, state_dir, *args):
-        self.state_dir, self.args = state_dir, args
+    def __init__(self, state_dir, *args, log=None):
+        self.state_dir, self.args, self.log = state_dir, args, log
         self.proc = None
         self.info = None
 
     def __enter__(self):
-        self.proc = subprocess.Popen([sys.executable, SERVER, "--port", "0", "--state-dir",
-                                      self.state_dir, *self.args], stdout=subprocess.PIPE,
-                                     preexec_fn=_die_with_parent)
+        stderr = open(self.log, "ab") if self.log else None
+        try:
+            self.proc = subprocess.Popen([sys.executable, SERVER, "--port", "0", "--state-dir",
+                                          self.state_dir, *self.args], stdout=subprocess.PIPE,
+                                         stderr=stderr, preexec_fn=_die_with_parent)
+        finally:
+            if stderr:
+                stderr.close()
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"fake_apiserver exited with {self.proc.wait()}")
