@@ -402,6 +402,11 @@ class FakeApiServerTest(ServerTestCase):
             for cs in e["object"]["status"].get("containerStatuses") or []))
         self.assertEqual(events[-1]["object"]["status"]["phase"], "Pending")
 
+    def test_spec_hostname_is_the_hostname(self):
+        self.running(pod_json("hosted", hostname="sandbox"))
+        out, _, _, _ = self.run_exec("hosted", ["sh", "-c", "hostname; echo $HOSTNAME"])
+        self.assertEqual(out[1], b"sandbox\nsandbox\n")
+
     def test_pods_get_the_default_pod_pids_limit(self):
         self.running(pod_json("pidsdefault"))
         path = "/sys/fs/cgroup/" + ("pids.max" if cgroups.is_v2() else "pids/pids.max")

@@ -64,8 +64,13 @@ def identity(pod, container):
     return int(uid), int(gid), [int(g) for g in groups]
 
 
+def hostname(pod):
+    """spec.hostname if set, else the pod's name (the kubelet's GeneratePodHostNameAndDomain)."""
+    return pod["spec"].get("hostname") or pod["metadata"]["name"][:63].rstrip("-.")
+
+
 def environment(pod, container):
-    env = {"PATH": DEFAULT_PATH, "HOSTNAME": pod["metadata"]["name"], "HOME": "/root"}
+    env = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname(pod), "HOME": "/root"}
     uid = identity(pod, container)[0]
     if uid != 0:
         env["HOME"] = "/"
@@ -173,7 +178,7 @@ class Container:
         # cgroup namespace is rooted there and /proc/self/cgroup says "/", as with containerd.
         argv = ["bwrap", "--die-with-parent", "--unshare-pid", "--as-pid-1", "--unshare-ipc",
                 "--unshare-uts",
-                "--unshare-cgroup", "--hostname", self.pod["metadata"]["name"]]
+                "--unshare-cgroup", "--hostname", hostname(self.pod)]
         for entry in sorted(os.listdir("/")):
             full = os.path.join("/", entry)
             if os.path.islink(full):
