@@ -654,6 +654,23 @@ class NodeResourcesTest(ServerTestCase):
             self.assertEqual([d for d in instance if os.path.exists(d)], [])
             self.assertEqual(mounts_under(state), [])
 
+    def test_the_sweep_cleans_up_after_a_killed_server(self):
+        with tempfile.TemporaryDirectory(prefix="fake-k8s-") as state:
+            server = FakeServer(state).__enter__()
+            client = server.client()
+            self.assertEqual(client.request("POST", PODS, pod_json("orphan")).status, 201)
+            for event in client.watch(f"{PODS}?watch=1&timeoutSeconds=60"):
+                if event["object"]["status"].get("phase") == "Running":
+                    break
+            server.proc.kill()  # no chance to clean up
+            server.proc.wait()
+            instance = sorted(set(server.info["cgroups"].values()))
+            mounts = mounts_under(state)
+            self.assertEqual(len(mounts), 2)
+            self.assertEqual(sorted(server.stop()), sorted(instance + mounts))
+            self.assertEqual([d for d in instance if os.path.exists(d)], [])
+            self.assertEqual(mounts_under(state), [])
+
 
 class QuantityTest(unittest.TestCase):
     def test_memory_quantities_are_bytes_rounded_up(self):

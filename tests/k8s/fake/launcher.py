@@ -29,15 +29,13 @@ def _die_with_parent():
 def sweep(state_dir, info):
     """Remove the pods' cgroups (killing what is still in them) and unmount their tmpfs volumes
     after a server that could not do it itself (killed, or stuck). Returns what it removed."""
-    left = []
+    cgroups = (info or {}).get("cgroups") or {}
+    left = [d for d in sorted(set(cgroups.values())) if os.path.isdir(d)]
+    remove_instance(cgroups)  # first: it kills what still runs in the pods
     for point in mounts_under(os.path.abspath(state_dir)):
         left.append(point)
         if subprocess.run(["umount", point], stderr=subprocess.DEVNULL).returncode != 0:
             subprocess.run(["umount", "-l", point], stderr=subprocess.DEVNULL)
-    for d in ((info or {}).get("cgroups") or {}).values():
-        if os.path.isdir(d):
-            left.append(d)
-    remove_instance((info or {}).get("cgroups") or {})
     return left
 
 
