@@ -639,38 +639,36 @@ class NodeResourcesTest(ServerTestCase):
         self.assertEqual([d for d in dirs if os.path.exists(d)], [])
         self.assertEqual(mounts_under(pod_dir), [])
 
+    def server_with_a_running_pod(self, state):
+        """A second server of its own, with one running pod; returns (server, its instance
+        cgroup directories)."""
+        server = FakeServer(state).__enter__()
+        client = server.client()
+        self.assertEqual(client.request("POST", PODS, pod_json("own")).status, 201)
+        for event in client.watch(f"{PODS}?watch=1&timeoutSeconds=60"):
+            if event["object"]["status"].get("phase") == "Running":
+                break
+        instance = sorted(set(server.info["cgroups"].values()))
+        self.assertTrue(all(os.listdir(d) for d in instance))
+        self.assertEqual(len(mounts_under(state)), 2)
+        return server, instance
 
     def test_stopping_the_server_removes_its_pods_cgroups_and_mounts(self):
         with tempfile.TemporaryDirectory(prefix="fake-k8s-") as state:
-            server = FakeServer(state).__enter__()
-            client = server.client()
-            self.assertEqual(client.request("POST", PODS, pod_json("stays")).status, 201)
-            for event in client.watch(f"{PODS}?watch=1&timeoutSeconds=60"):
-                if event["object"]["status"].get("phase") == "Running":
-                    break
-            instance = sorted(set(server.info["cgroups"].values()))
-            self.assertTrue(all(os.listdir(d) for d in instance))
+            server, instance = self.server_with_a_running_pod(state)
             self.assertEqual(server.stop(), [])  # the server cleaned up; nothing to sweep
             self.assertEqual([d for d in instance if os.path.exists(d)], [])
             self.assertEqual(mounts_under(state), [])
 
     def test_the_sweep_cleans_up_after_a_killed_server(self):
         with tempfile.TemporaryDirectory(prefix="fake-k8s-") as state:
-            server = FakeServer(state).__enter__()
-            client = server.client()
-            self.assertEqual(client.request("POST", PODS, pod_json("orphan")).status, 201)
-            for event in client.watch(f"{PODS}?watch=1&timeoutSeconds=60"):
-                if event["object"]["status"].get("phase") == "Running":
-                    break
+            server, instance = self.server_with_a_running_pod(state)
             server.proc.kill()  # no chance to clean up
             server.proc.wait()
-            instance = sorted(set(server.info["cgroups"].values()))
             mounts = mounts_under(state)
-            self.assertEqual(len(mounts), 2)
             self.assertEqual(sorted(server.stop()), sorted(instance + mounts))
             self.assertEqual([d for d in instance if os.path.exists(d)], [])
             self.assertEqual(mounts_under(state), [])
-
 
 class QuantityTest(unittest.TestCase):
     def test_memory_quantities_are_bytes_rounded_up(self):
