@@ -237,6 +237,13 @@ class DaemonPool:
                 raise
         return d
 
+    def kill_all(self):
+        """SIGKILL every daemon (the run was interrupted: no time for clean-shutdown checks)."""
+        for d in self._daemons.values():
+            if d.alive():
+                d._kill()
+            d.cleanup()
+
     def stop_all(self):
         """[(name, ok, diagnostic)] for the TAP lines of the clean-shutdown checks."""
         results = []

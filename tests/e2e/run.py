@@ -23,6 +23,7 @@ that lockdown cannot hold there). It skips without root, or fails under CI=true.
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import unittest
@@ -145,13 +146,25 @@ def main():
             tap.write(f"Bail out! {str(e).splitlines()[0]}\n")
             sys.stderr.write(f"{e}\n")
             return 1
+    if cluster:
+        # meson's timeout sends SIGTERM: unwind (unittest lets KeyboardInterrupt through) so
+        # the daemons are killed and the fake API server stopped, its pods with it.
+        signal.signal(signal.SIGTERM, _interrupt)
     failed = 1
     try:
         failed = harness.run_tap(suite, tap)
+    except KeyboardInterrupt:
+        tap.write("Bail out! interrupted\n")
+        if harness.Config.pool:
+            harness.Config.pool.kill_all()
     finally:
         if cluster:
             cluster.close(show_log=failed > 0)
     return 1 if failed else 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 if __name__ == "__main__":
