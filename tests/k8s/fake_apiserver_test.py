@@ -639,6 +639,29 @@ class NodeResourcesTest(ServerTestCase):
         self.assertEqual([d for d in dirs if os.path.exists(d)], [])
         self.assertEqual(mounts_under(pod_dir), [])
 
+    def test_the_backends_golden_pods_run_with_their_limits(self):
+        """The pods src/k8s/pod_spec.cc makes (golden/) start here, and an exec reads their
+        limits where the backend's in-container probe does."""
+        golden = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+        limit = cgroup_file("memory/memory.limit_in_bytes", "memory.max")
+        for name in ("execution_default", "session_overrides"):
+            with self.subTest(name), open(os.path.join(golden, name + ".json")) as f:
+                body = json.load(f)
+                spec = body["spec"]
+                pod = self.running(body)
+                pod_name = pod["metadata"]["name"]
+                files = self.read(pod_name, limit, cgroup_file("pids/pids.max", "pids.max"))
+                memory = spec["containers"][0]["resources"]["limits"]["memory"]
+                self.assertEqual(files[limit], f"{cgroups.memory_bytes(memory)}\n")
+                self.assertEqual(files[cgroup_file("pids/pids.max", "pids.max")], "64\n")
+                out, _, _, _ = self.run_exec(pod_name, ["python3", "-c", (
+                    "import os; s = os.statvfs('/workspace'); print(s.f_blocks * s.f_frsize);"
+                    "print(os.getuid(), os.getcwd(), os.uname().nodename)")])
+                size = next(v["emptyDir"]["sizeLimit"] for v in spec["volumes"]
+                            if v["name"] == "workspace")
+                self.assertEqual(out[1].decode().split("\n")[:2],
+                                 [str(cgroups.memory_bytes(size)), "65532 /workspace sandbox"])
+
     def server_with_a_running_pod(self, state):
         """A second server of its own, with one running pod; returns (server, its instance
         cgroup directories)."""
