@@ -44,6 +44,9 @@ class Config:
     no_skip = False  # CI_E2E_NO_SKIP=1: a skip for a missing capability becomes a failure
     as_user = None  # --as-user USER: spawned daemons run as this unprivileged user (rootless)
     pool = None  # DaemonPool
+    backend_env = {}  # what every spawned daemon's backend needs (e.g. the fake's KUBECONFIG)
+    backend_log = None  # the log of a service the backend uses (the fake API server), or None
+    final_checks = []  # callables -> [(name, ok, diagnostic)], run once the daemons stopped
 
     _user_bin = None
 
@@ -104,6 +107,7 @@ class Daemon:
             "FILE_STORAGE_DIR": self.store_dir,
             "EXECUTOR_BACKEND": Config.expected_backend or "local",  # run.py --backend
         })
+        env.update(Config.backend_env)
         env.update({k: str(v) for k, v in self.overrides.items()})
         return env
 
@@ -143,7 +147,8 @@ class Daemon:
             why = (f"exited with {rc}" if rc is not None else
                    f"no 'listening on HOST:PORT' line within {STARTUP_TIMEOUT_S:.0f} s")
             raise RuntimeError(f"daemon ({self.describe()}) did not start: {why}\n"
-                               f"--- daemon log ---\n{self.log_since(0)}")
+                               f"--- daemon log ---\n{self.log_since(0)}"
+                               f"{log_tail(Config.backend_log)}")
         if self.host in ("0.0.0.0", "::", ""):
             self.host = "127.0.0.1"
         return self
@@ -231,6 +236,13 @@ class DaemonPool:
                 self._errors[key] = str(e)
                 raise
         return d
+
+    def kill_all(self):
+        """SIGKILL every daemon (the run was interrupted: no time for clean-shutdown checks)."""
+        for d in self._daemons.values():
+            if d.alive():
+                d._kill()
+            d.cleanup()
 
     def stop_all(self):
         """[(name, ok, diagnostic)] for the TAP lines of the clean-shutdown checks."""
@@ -517,6 +529,27 @@ class SseResult:
 # Host helpers
 
 
+def backend_log_size():
+    try:
+        return os.path.getsize(Config.backend_log) if Config.backend_log else 0
+    except OSError:
+        return 0
+
+
+def log_tail(path, offset=0, lines=40):
+    """The last lines of the file at path written after offset, under a heading; "" if none."""
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    tail = text.splitlines()[-lines:]
+    return f"\n--- {path} (tail) ---\n" + "\n".join(tail) if tail else ""
+
+
 def pending_issue(number, what):
     """Marks a test of a capability that an open issue delivers: it skips with the issue number,
     so the suite stays honest about what is not built yet. Remove it with the issue."""
@@ -540,6 +573,105 @@ def wait_until(pred, timeout, interval=0.05):
 def unique_sleep_arg():
     """A number no other process on the host is sleeping for, to find our sandbox's children."""
     return str(900000000 + uuid.uuid4().int % 99999999)
+
+
+# --------------------------------------------------------------------------------------------
+# The fake Kubernetes cluster (run.py --backend kubernetes)
+
+K8S_TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "k8s")
+FAKE_TOOLS = ("bwrap", "nsenter", "setpriv", "openssl", "mount")
+
+
+def kubernetes_unavailable():
+    """Why the fake Kubernetes API server cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the fake Kubernetes API server's pods need root (tests/k8s/README.md)"
+    missing = [t for t in FAKE_TOOLS if shutil.which(t) is None]
+    if missing:
+        return "the fake Kubernetes API server needs " + ", ".join(missing)
+    return None
+
+
+class FakeCluster:
+    """One fake API server (tests/k8s/fake_apiserver.py) for the whole run, which every spawned
+    daemon uses through its kubeconfig. Its pods are bubblewrap sandboxes in cgroups with the
+    kubelet's limits (memory, cpu, --pod-pids-limit 1024), so the hostile suite's fork and
+    memory bombs stop at the pod, not at this machine. Its stderr (--verbose: every request)
+    goes to a log file whose new lines a failing test's diagnostics show."""
+
+    LEFT_OVER_WAIT_S = 15.0  # for pods a daemon deleted with a grace period as it stopped
+
+    def __init__(self):
+        if K8S_TESTS not in sys.path:
+            sys.path.insert(0, K8S_TESTS)
+        from fake.launcher import FakeServer  # noqa: E402 - tests/k8s/fake, needs the path
+        self.tmpdir = tempfile.mkdtemp(prefix="ci-e2e-k8s-")
+        self.log = os.path.join(self.tmpdir, "fake-apiserver.log")
+        self.server = FakeServer(os.path.join(self.tmpdir, "state"), "--verbose", log=self.log)
+        self.stopped = False
+
+    def start(self):
+        try:
+            self.server.__enter__()
+        except Exception as e:
+            message = f"the fake Kubernetes API server did not start: {e}{log_tail(self.log)}"
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            raise RuntimeError(message) from None
+        kubeconfig = self.server.info["kubeconfig"]
+        if Config.as_user:
+            # A daemon running as USER reads the kubeconfig (the token is a throwaway).
+            for d in (self.tmpdir, os.path.dirname(kubeconfig)):
+                os.chmod(d, 0o755)
+            os.chmod(kubeconfig, 0o644)
+        Config.backend_env = {
+            "KUBECONFIG": kubeconfig,
+            "KUBERNETES_EXECUTOR_NAMESPACE": "default",
+            # The fake's pods share the host's network namespace: the NET_ADMIN init
+            # container's iptables rules would land on this machine, and cannot isolate a pod
+            # anyway, so the lockdown is off (and there is no NetworkPolicy either).
+            "KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN": "false",
+        }
+        Config.backend_log = self.log
+        Config.final_checks.append(self.final_checks)
+        return self
+
+    def _pods(self):
+        r = self.server.client().request("GET", "/api/v1/pods")
+        if r.status != 200:
+            return [f"(listing pods answered {r.status}: {_clip(r.body, 300)})"]
+        return [f'{p["metadata"]["namespace"]}/{p["metadata"]["name"]}'
+                + (" (terminating)" if p["metadata"].get("deletionTimestamp") else "")
+                for p in r.json()["items"]]
+
+    def final_checks(self):
+        """After the daemons stopped: they left no pods behind, and the fake then stops cleanly
+        (its own pods' cgroups and tmpfs mounts gone)."""
+        out = []
+        try:
+            wait_until(lambda: not self._pods(), self.LEFT_OVER_WAIT_S, 0.2)
+            left = self._pods()
+        except OSError as e:
+            left = [f"(the fake API server did not answer: {e})"]
+        out.append(("no pods left in the fake Kubernetes API server once the daemons stopped",
+                    not left, "left: " + ", ".join(left) if left else ""))
+        swept = self.server.stop()
+        self.stopped = True
+        rc = self.server.proc.returncode
+        ok = rc == 0 and not swept
+        out.append(("the fake Kubernetes API server stops cleanly, leaving no cgroups or mounts",
+                    ok, "" if ok else f"exit code {rc}; swept after it: {swept}"
+                                      f"{log_tail(self.log)}"))
+        return out
+
+    def close(self, show_log):
+        """Stop the server if the final checks did not, print its log's tail if asked (the run
+        failed), and remove its directory."""
+        if not self.stopped:
+            self.server.stop()
+            self.stopped = True
+        if show_log:
+            sys.stderr.write(log_tail(self.log, lines=100) + "\n")
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -571,6 +703,7 @@ class E2ETestCase(unittest.TestCase):
     def setUp(self):
         self._exchanges = []
         self._log_start = self.daemon.log_len() if self.daemon else 0
+        self._backend_log_start = backend_log_size()
         if self._skip_reason:
             self.skipTest(self._skip_reason)
         if self._start_error:
@@ -705,6 +838,9 @@ class TapResult(unittest.TestResult):
         d = getattr(test, "daemon", None)
         if d is not None and hasattr(test, "_log_start"):
             fields.append(("daemon_log", d.log_since(test._log_start, tail=40)))
+        if hasattr(test, "_backend_log_start"):
+            fields.append(("backend_log", log_tail(Config.backend_log,
+                                                   test._backend_log_start)))
         return _yaml_block(fields)
 
     def _fmt(self, test, err):
@@ -764,6 +900,9 @@ def run_tap(suite, tap_stream):
     suite.run(result)
     if Config.pool is not None:
         for name, ok, diag in Config.pool.stop_all():
+            result.emit(ok, name, diag=_yaml_block([("message", diag)]) if diag else None)
+    for check in Config.final_checks:
+        for name, ok, diag in check():
             result.emit(ok, name, diag=_yaml_block([("message", diag)]) if diag else None)
     tap_stream.write(f"1..{result.count}\n")
     tap_stream.write(f"# {result.count - result.failed} passed, {result.failed} failed\n")

@@ -5,16 +5,25 @@
   run.py --suite hostile --bin build/code-interpreter
   run.py --bin build/code-interpreter --as-user nobody   # rootless: the daemon as nobody
   run.py --url http://127.0.0.1:8000                  # against a running daemon (any backend)
+  run.py --bin ... --backend docker                   # EXECUTOR_BACKEND=docker (needs a dockerd)
+  run.py --bin ... --backend kubernetes               # against tests/k8s/fake_apiserver.py (root)
   run.py --bin ... -k Stream -k test_health           # only tests whose id contains a pattern
   run.py --list                                       # list the test ids
 
 Environment: CI_DAEMON_BIN (instead of --bin), CI_E2E_NO_SKIP=1 (a skip for a missing
 capability, e.g. matplotlib absent in the sandbox, becomes a failure; CI sets it).
 Progress goes to stderr; stdout is TAP only.
+
+--backend kubernetes starts one fake Kubernetes API server for the whole run (its pods are
+bubblewrap sandboxes with the kubelet's cgroup limits; tests/k8s/README.md) and gives every
+daemon KUBECONFIG, KUBERNETES_EXECUTOR_NAMESPACE=default and
+KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN=false (the fake's pods share the host's network, so
+that lockdown cannot hold there). It skips without root, or fails under CI=true.
 """
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import unittest
@@ -105,6 +114,14 @@ def main():
                 return 1
             print("1..0 # SKIP --backend docker: no dockerd answers on its socket")
             return 0
+        if args.backend == "kubernetes":
+            why = harness.kubernetes_unavailable()
+            if why and os.environ.get("CI") == "true":
+                print(f"Bail out! --backend kubernetes: {why} (CI=true: no skipping)")
+                return 1
+            if why:
+                print(f"1..0 # SKIP --backend kubernetes: {why}")
+                return 0
         harness.Config.bin_path = os.path.abspath(args.bin)
         harness.Config.expected_backend = args.backend or "local"
         harness.Config.pool = harness.DaemonPool()
@@ -121,8 +138,33 @@ def main():
     # Anything a test prints must not break the TAP stream.
     tap = sys.stdout
     sys.stdout = sys.stderr
-    failed = harness.run_tap(suite, tap)
+    cluster = None
+    if args.backend == "kubernetes" and not args.url:
+        try:
+            cluster = harness.FakeCluster().start()
+        except RuntimeError as e:
+            tap.write(f"Bail out! {str(e).splitlines()[0]}\n")
+            sys.stderr.write(f"{e}\n")
+            return 1
+    if cluster:
+        # meson's timeout sends SIGTERM: unwind (unittest lets KeyboardInterrupt through) so
+        # the daemons are killed and the fake API server stopped, its pods with it.
+        signal.signal(signal.SIGTERM, _interrupt)
+    failed = 1
+    try:
+        failed = harness.run_tap(suite, tap)
+    except KeyboardInterrupt:
+        tap.write("Bail out! interrupted\n")
+        if harness.Config.pool:
+            harness.Config.pool.kill_all()
+    finally:
+        if cluster:
+            cluster.close(show_log=failed > 0)
     return 1 if failed else 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ class FakeApiServer:
         self.args = args
         self.token = args.token or secrets.token_hex(16)
         self.store = Store(args.watch_history)
-        self.node = Node(self.store, args.state_dir)
+        self.node = Node(self.store, args.state_dir, args.pod_pids_limit)
         self.namespaces = set(args.namespace or ["default"]) | {"default", "kube-system"}
         self.restricted = set(args.restricted or [])
         self.denied = set(args.deny or [])  # "verb:resource", e.g. "create:pods"
@@ -504,6 +504,9 @@ def main():
                    help="a ResourceQuota of N pods in every namespace (403 exceeded quota)")
     p.add_argument("--no-v5", action="store_true",
                    help="negotiate v4.channel.k8s.io only, as a pre-1.30 cluster does")
+    p.add_argument("--pod-pids-limit", type=int, default=1024, metavar="N",
+                   help="pids.max of every pod's cgroup, as the kubelet's podPidsLimit "
+                        "(default 1024; -1: unlimited)")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
     if os.geteuid() != 0:
@@ -522,7 +525,10 @@ def main():
     url = f"https://{host}:{server.server_address[1]}"
     kubeconfig = os.path.join(args.state_dir, "kubeconfig")
     write_kubeconfig(kubeconfig, url, ca, api.token)
-    info = {"url": url, "ca": ca, "token": api.token, "kubeconfig": kubeconfig}
+    # "cgroups": where this server's pod cgroups live (one directory per pod uid), for tests
+    # and for a sweep after a crash (launcher.sweep).
+    info = {"url": url, "ca": ca, "token": api.token, "kubeconfig": kubeconfig,
+            "cgroups": api.node.cgroup_parents}
     with open(os.path.join(args.state_dir, "server.json"), "w") as f:
         json.dump(info, f)
 

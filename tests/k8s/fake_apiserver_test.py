@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The fake API server's wire behaviour, spoken raw: TLS and the token, discovery, pods with
 their Status errors and resourceVersions, watch events, deletion, and the exec WebSocket frames
-(v5 with the stdin close signal, v4 without). Needs root (the fake's pods are bwrap sandboxes);
-skips (77) otherwise, except under CI=true."""
+(v5 with the stdin close signal, v4 without); then the fake node's resource enforcement (pod
+cgroups, memory/pids/cpu limits, tmpfs emptyDirs, the in-container /sys/fs/cgroup). Needs root
+(the fake's pods are bwrap sandboxes); skips (77) otherwise, except under CI=true."""
 
 import json
 import os
 import ssl
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -14,8 +16,10 @@ import http.client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from fake import cgroups  # noqa: E402
 from fake import websocket as ws  # noqa: E402
 from fake.launcher import FakeServer  # noqa: E402
+from fake.sandbox import mounts_under  # noqa: E402
 
 NS = "default"
 # A container command that ends on SIGTERM: as pid 1 of its namespace, a plain `sleep` would
@@ -47,18 +51,19 @@ def pod_json(name, image="registry.example/runner:1", labels=None, command=None,
     return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
 
 
-class FakeApiServerTest(unittest.TestCase):
+class ServerTestCase(unittest.TestCase):
+    """One fake server (started with `flags`) for the class, and helpers."""
+    flags = ()
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="fake-k8s-")
-        cls.server = FakeServer(cls.tmp.name, "--namespace", "locked", "--namespace", "strict",
-                                "--restricted", "strict", "--deny", "create:pods:locked",
-                                "--watch-history", "100", "--max-pods", "40").__enter__()
+        cls.server = FakeServer(cls.tmp.name, *cls.flags).__enter__()
         cls.c = cls.server.client()
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.__exit__(None, None, None)
+        cls.left_over = cls.server.stop()
         cls.tmp.cleanup()
 
     # -- helpers ----------------------------------------------------------------------------
@@ -121,6 +126,10 @@ class FakeApiServerTest(unittest.TestCase):
         self.assertEqual(sock.close_code, 1000)
         return out, order, status, sock.protocol
 
+
+class FakeApiServerTest(ServerTestCase):
+    flags = ("--namespace", "locked", "--namespace", "strict", "--restricted", "strict",
+             "--deny", "create:pods:locked", "--watch-history", "100", "--max-pods", "40")
     # -- TLS, auth, discovery ----------------------------------------------------------------
 
     def test_missing_or_wrong_token_is_401_status(self):
@@ -393,6 +402,17 @@ class FakeApiServerTest(unittest.TestCase):
             for cs in e["object"]["status"].get("containerStatuses") or []))
         self.assertEqual(events[-1]["object"]["status"]["phase"], "Pending")
 
+    def test_spec_hostname_is_the_hostname(self):
+        self.running(pod_json("hosted", hostname="sandbox"))
+        out, _, _, _ = self.run_exec("hosted", ["sh", "-c", "hostname; echo $HOSTNAME"])
+        self.assertEqual(out[1], b"sandbox\nsandbox\n")
+
+    def test_pods_get_the_default_pod_pids_limit(self):
+        self.running(pod_json("pidsdefault"))
+        path = "/sys/fs/cgroup/" + ("pids.max" if cgroups.is_v2() else "pids/pids.max")
+        out, _, _, _ = self.run_exec("pidsdefault", ["cat", path])
+        self.assertEqual(out[1], b"1024\n")
+
     def test_kill_all_from_an_exec_spares_the_container_process(self):
         self.running(pod_json("killall"))
         _, _, status, _ = self.run_exec("killall", ["sh", "-c", "sleep 600 & kill -9 -1; wait"])
@@ -434,6 +454,267 @@ class FakeApiServerTest(unittest.TestCase):
         # POST, as client-go's SPDY path and older clients send it, upgrades the same way.
         out, _, status, _ = self.run_exec("refuse", ["echo", "posted"], method="POST")
         self.assertEqual(out[1], b"posted\n")
+
+
+# -- the node's resource enforcement ----------------------------------------------------------
+
+V2 = cgroups.is_v2()
+MiB = 1 << 20
+
+
+def cgroup_file(v1, v2):
+    """A counter's path inside the container: per controller on v1, flat on v2."""
+    return "/sys/fs/cgroup/" + (v2 if V2 else v1)
+
+
+def limited_pod(name, memory=None, cpu=None, command=None, volumes=None):
+    body = pod_json(name, command=command)
+    limits = {k: v for k, v in (("memory", memory), ("cpu", cpu)) if v}
+    body["spec"]["containers"][0]["resources"] = {"limits": limits}
+    if volumes:
+        body["spec"]["volumes"] = volumes
+    return body
+
+
+# Bounded: 200 forks at most, each child waits to be killed, so the bomb ends by itself whatever
+# the limit; it prints how many forks succeeded and how many failed.
+FORK_BOMB = """
+import os, signal
+kids, failed = [], 0
+for _ in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        failed += 1
+        continue
+    if pid == 0:
+        signal.pause()
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+print(len(kids), failed)
+"""
+
+
+class NodeResourcesTest(ServerTestCase):
+    """What a kubelet + containerd enforce: each pod in its own cgroup, with the containers'
+    limits and --pod-pids-limit, visible read-only at /sys/fs/cgroup inside."""
+    flags = ("--pod-pids-limit", "64")
+
+    def read(self, name, *paths):
+        """{path: text} of files inside the pod, read by an exec."""
+        script = "".join(f'echo "@{p}"; cat "{p}"; ' for p in paths)
+        out, _, status, _ = self.run_exec(name, ["sh", "-c", script])
+        self.assertEqual(status["status"], "Success", out[2])
+        files, current = {}, None
+        for line in out[1].decode().splitlines():
+            if line.startswith("@"):
+                current = line[1:]
+                files[current] = ""
+            else:
+                files[current] += line + "\n"
+        return files
+
+    def host_dirs(self, pod):
+        return [os.path.join(d, pod["metadata"]["uid"])
+                for d in sorted(set(self.server.info["cgroups"].values()))]
+
+    def test_an_exec_over_the_memory_limit_is_oom_killed_and_counted(self):
+        self.running(limited_pod("membomb", memory="64Mi"))
+        _, _, status, _ = self.run_exec("membomb", ["python3", "-c", "b = b'x' * (200 << 20)"])
+        self.assertEqual(status["details"]["causes"][0]["message"], "137", status)
+        limit = cgroup_file("memory/memory.limit_in_bytes", "memory.max")
+        oom = cgroup_file("memory/memory.oom_control", "memory.events")
+        peak = cgroup_file("memory/memory.max_usage_in_bytes", "memory.peak")
+        files = self.read("membomb", limit, oom, peak)
+        self.assertEqual(files[limit], f"{64 * MiB}\n")
+        self.assertIn("oom_kill 1\n", files[oom])
+        self.assertGreater(int(files[peak]), 60 * MiB)
+        self.assertLessEqual(int(files[peak]), 64 * MiB)
+        if not V2 and os.path.exists("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"):
+            swap = "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"
+            self.assertEqual(self.read("membomb", swap)[swap], f"{64 * MiB}\n")
+        pod = self.c.request("GET", f"{PODS}/membomb").json()
+        self.assertEqual(pod["status"]["phase"], "Running")  # an exec's death is not the pod's
+
+    def terminated(self, name, command):
+        """(reason, exitCode) of a 32Mi pod's container once its command ended."""
+        pod = self.create(limited_pod(name, memory="32Mi", command=command))
+        events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Failed")
+        (cs,) = events[-1]["object"]["status"]["containerStatuses"]
+        return cs["state"]["terminated"]["reason"], cs["state"]["terminated"]["exitCode"]
+
+    def test_a_container_command_over_the_memory_limit_is_oomkilled(self):
+        self.assertEqual(self.terminated("oomcmd", ["python3", "-c", "b = b'x' * (200 << 20)"]),
+                         ("OOMKilled", 137))
+
+    def test_exit_137_without_an_oom_kill_is_an_error(self):
+        self.assertEqual(self.terminated("killed", ["sh", "-c", "exit 137"]), ("Error", 137))
+
+    def test_a_fork_bomb_in_an_exec_stops_at_pids_max(self):
+        self.running(limited_pod("forkbomb", memory="256Mi"))
+        out, _, status, _ = self.run_exec("forkbomb", ["python3", "-c", FORK_BOMB])
+        self.assertEqual(status["status"], "Success", out[2])
+        forked, failed = map(int, out[1].split())
+        # 64 pids for the whole pod: sleep (the command), bwrap outside, sh/nsenter/python.
+        self.assertLess(forked, 64)
+        self.assertGreater(failed, 0)
+        events, pids_max = (cgroup_file("pids/pids.events", "pids.events"),
+                            cgroup_file("pids/pids.max", "pids.max"))
+        files = self.read("forkbomb", events, pids_max)
+        self.assertEqual(files[pids_max], "64\n")
+        self.assertRegex(files[events], r"max [1-9]")
+        # The host still forks: the limit was the pod's, not the machine's.
+        self.assertEqual(subprocess.run(["true"]).returncode, 0)
+
+    def test_cpu_limit_is_a_cfs_quota_and_usage_is_counted(self):
+        self.running(limited_pod("cpu", memory="64Mi", cpu="500m"))
+        self.run_exec("cpu", ["python3", "-c", "sum(range(3000000))"])
+        if V2:
+            files = self.read("cpu", "/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu.stat")
+            self.assertEqual(files["/sys/fs/cgroup/cpu.max"], "50000 100000\n")
+            self.assertRegex(files["/sys/fs/cgroup/cpu.stat"], r"usage_usec [1-9]")
+            return
+        quota, period, usage = ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+                                "/sys/fs/cgroup/cpu/cpu.cfs_period_us",
+                                "/sys/fs/cgroup/cpuacct/cpuacct.usage")
+        files = self.read("cpu", quota, period, usage)
+        self.assertEqual((files[quota], files[period]), ("50000\n", "100000\n"))
+        self.assertGreater(int(files[usage]), 0)
+
+    def test_memory_emptydir_is_a_tmpfs_sized_and_charged_to_the_pod(self):
+        # sizeLimit bounds /workspace; /tmp's 1Gi is more than the pod may use: the pod's
+        # memory limit sizes it instead (SizeMemoryBackedVolumes).
+        volumes = [{"name": "workspace", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                   {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]
+        self.running(limited_pod("tmpfs", memory="96Mi", volumes=volumes))
+        script = ("import os\n"
+                  "for p in ('/workspace', '/tmp'):\n"
+                  "    s = os.statvfs(p); print(p, s.f_blocks * s.f_frsize)\n"
+                  "print([l.split()[2] for l in open('/proc/self/mounts')"
+                  " if l.split()[1] == '/workspace'][0])\n")
+        out, _, _, _ = self.run_exec("tmpfs", ["python3", "-c", script])
+        self.assertEqual(out[1].decode().split("\n"),
+                         [f"/workspace {16 * MiB}", f"/tmp {96 * MiB}", "tmpfs", ""])
+        out, _, status, _ = self.run_exec("tmpfs", [
+            "sh", "-c", "head -c 20971520 /dev/zero > /workspace/big"])
+        self.assertIn(b"No space left on device", out[2])
+        usage = cgroup_file("memory/memory.usage_in_bytes", "memory.current")
+        # The 16 MiB now in the tmpfs are the pod's memory, as tmpfs pages are on a node.
+        self.assertGreaterEqual(int(self.read("tmpfs", usage)[usage]), 16 * MiB)
+
+    def test_the_pod_sees_its_own_cgroup_read_only(self):
+        self.running(limited_pod("view", memory="48Mi"))
+        out, _, _, _ = self.run_exec("view", ["sh", "-c", "cat /proc/self/cgroup; "
+                                                          "grep ' /sys/fs/cgroup' /proc/mounts"])
+        lines = out[1].decode().splitlines()
+        for line in lines:
+            if "/sys/fs/cgroup" in line:
+                self.assertIn(" ro,", line)
+            elif ":memory:" in line or ":pids:" in line or line.startswith("0::"):
+                self.assertTrue(line.endswith(":/"), line)  # a cgroup namespace at the pod
+        self.assertEqual(len([x for x in lines if "/sys/fs/cgroup" in x]), 1 if V2 else 4)
+        limit = cgroup_file("memory/memory.limit_in_bytes", "memory.max")
+        self.assertEqual(self.read("view", limit)[limit], f"{48 * MiB}\n")
+
+    def test_the_cgroup_and_tmpfs_go_with_the_pod(self):
+        pod = self.running(limited_pod("gone", memory="64Mi"))
+        dirs = self.host_dirs(pod)
+        procs = []
+        for d in dirs:
+            with open(os.path.join(d, "cgroup.procs")) as f:
+                procs.append(f.read().split())
+        self.assertTrue(all(procs), procs)  # the container's processes are inside
+        pod_dir = os.path.join(self.tmp.name, "pods", pod["metadata"]["uid"])
+        self.assertEqual(len(mounts_under(pod_dir)), 2)  # /workspace and /tmp
+        rv = pod["metadata"]["resourceVersion"]
+        r = self.c.request("DELETE", f"{PODS}/gone?gracePeriodSeconds=0")
+        self.assertEqual(r.status, 200, r.body)
+        for event in self.c.watch(f"{PODS}?watch=1&fieldSelector=metadata.name%3Dgone"
+                                  f"&resourceVersion={rv}&timeoutSeconds=60"):
+            if event["type"] == "DELETED":
+                break
+        self.assertEqual([d for d in dirs if os.path.exists(d)], [])
+        self.assertEqual(mounts_under(pod_dir), [])
+
+    def test_the_backends_golden_pods_run_with_their_limits(self):
+        """The pods src/k8s/pod_spec.cc makes (golden/) start here, and an exec reads their
+        limits where the backend's in-container probe does."""
+        golden = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+        limit = cgroup_file("memory/memory.limit_in_bytes", "memory.max")
+        for name in ("execution_default", "session_overrides"):
+            with self.subTest(name), open(os.path.join(golden, name + ".json")) as f:
+                body = json.load(f)
+                spec = body["spec"]
+                pod = self.running(body)
+                pod_name = pod["metadata"]["name"]
+                files = self.read(pod_name, limit, cgroup_file("pids/pids.max", "pids.max"))
+                memory = spec["containers"][0]["resources"]["limits"]["memory"]
+                self.assertEqual(files[limit], f"{cgroups.memory_bytes(memory)}\n")
+                self.assertEqual(files[cgroup_file("pids/pids.max", "pids.max")], "64\n")
+                out, _, _, _ = self.run_exec(pod_name, ["python3", "-c", (
+                    "import os; s = os.statvfs('/workspace'); print(s.f_blocks * s.f_frsize);"
+                    "print(os.getuid(), os.getcwd(), os.uname().nodename)")])
+                size = next(v["emptyDir"]["sizeLimit"] for v in spec["volumes"]
+                            if v["name"] == "workspace")
+                self.assertEqual(out[1].decode().split("\n")[:2],
+                                 [str(cgroups.memory_bytes(size)), "65532 /workspace sandbox"])
+
+    def server_with_a_running_pod(self, state):
+        """A second server of its own, with one running pod; returns (server, its instance
+        cgroup directories)."""
+        server = FakeServer(state).__enter__()
+        client = server.client()
+        self.assertEqual(client.request("POST", PODS, pod_json("own")).status, 201)
+        for event in client.watch(f"{PODS}?watch=1&timeoutSeconds=60"):
+            if event["object"]["status"].get("phase") == "Running":
+                break
+        instance = sorted(set(server.info["cgroups"].values()))
+        self.assertTrue(all(os.listdir(d) for d in instance))
+        self.assertEqual(len(mounts_under(state)), 2)
+        return server, instance
+
+    def test_stopping_the_server_removes_its_pods_cgroups_and_mounts(self):
+        with tempfile.TemporaryDirectory(prefix="fake-k8s-") as state:
+            server, instance = self.server_with_a_running_pod(state)
+            self.assertEqual(server.stop(), [])  # the server cleaned up; nothing to sweep
+            self.assertEqual([d for d in instance if os.path.exists(d)], [])
+            self.assertEqual(mounts_under(state), [])
+
+    def test_the_sweep_cleans_up_after_a_killed_server(self):
+        with tempfile.TemporaryDirectory(prefix="fake-k8s-") as state:
+            server, instance = self.server_with_a_running_pod(state)
+            server.proc.kill()  # no chance to clean up
+            server.proc.wait()
+            mounts = mounts_under(state)
+            self.assertEqual(sorted(server.stop()), sorted(instance + mounts))
+            self.assertEqual([d for d in instance if os.path.exists(d)], [])
+            self.assertEqual(mounts_under(state), [])
+
+class QuantityTest(unittest.TestCase):
+    def test_memory_quantities_are_bytes_rounded_up(self):
+        for text, want in (("256Mi", 256 << 20), ("1G", 10 ** 9), ("1536", 1536),
+                           ("1.5Gi", 3 << 29), ("1e3", 1000), (1536, 1536), ("100k", 100000),
+                           ("0.1", 1)):
+            self.assertEqual(cgroups.memory_bytes(text), want, text)
+        for bad in ("12Q", "Mi", "1.5 Gi"):
+            with self.assertRaises(ValueError):
+                cgroups.memory_bytes(bad)
+
+    def test_cpu_quantities_are_millicores(self):
+        for text, want in (("500m", 500), ("1", 1000), ("2", 2000), ("0.25", 250), (1.5, 1500)):
+            self.assertEqual(cgroups.milli_cpu(text), want, text)
+
+    def test_a_pod_limit_needs_every_container_to_declare_it(self):
+        def pod(*limits):
+            return {"spec": {"containers": [{"resources": {"limits": lim}} for lim in limits]}}
+        self.assertEqual(cgroups.pod_limits(pod({"memory": "64Mi", "cpu": "500m"},
+                                                {"memory": "1Mi", "cpu": "1"})),
+                         (65 << 20, 1500))
+        self.assertEqual(cgroups.pod_limits(pod({"memory": "64Mi"}, {"cpu": "1"})),
+                         (None, None))
 
 
 class FramingTest(unittest.TestCase):

@@ -2,16 +2,23 @@
 sandboxes and reports their states into the pod's status, as a kubelet does through the API.
 
 Images named `*:pull-fails` fail to pull (ErrImagePull, then ImagePullBackOff); `*:unschedulable`
-keeps the pod Pending with an Unschedulable condition (as with a quota or no fitting node)."""
+keeps the pod Pending with an Unschedulable condition (as with a quota or no fitting node).
+
+Each pod runs in its own cgroup with the kubelet's limits (cgroups.py): the containers' memory
+and cpu limits and the node's podPidsLimit. A container command killed by the OOM killer ends
+OOMKilled; an exec it kills just dies with 137."""
 
 import itertools
 import os
+import secrets
 import shutil
 import signal
+import sys
 import threading
 import time
 
-from .sandbox import Container, StartError
+from . import cgroups
+from .sandbox import Container, StartError, unmount_volumes
 from .status import ApiError
 from .store import now_rfc3339
 
@@ -46,6 +53,7 @@ class PodWorker:
         self.delete_deadline = None
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"pod {name}")
         self.pod_dir = None
+        self.cgroup = None  # cgroups.PodCgroup once made
 
     def update(self, mutate):
         return self.node.store.update(self.namespace, self.name, mutate)
@@ -61,7 +69,12 @@ class PodWorker:
         finally:
             for c in self.containers.values():
                 c.kill()
+            if self.cgroup:
+                left = self.cgroup.remove()
+                if left:
+                    sys.stderr.write(f"fake kubelet: could not remove {left}\n")
             if self.pod_dir:
+                unmount_volumes(self.pod_dir)
                 shutil.rmtree(self.pod_dir, ignore_errors=True)
 
     def _lifecycle(self):
@@ -94,13 +107,26 @@ class PodWorker:
         os.makedirs(self.pod_dir, exist_ok=True)
         started_at = time.time()
         statuses = {}
+        memory, cpu = cgroups.pod_limits(pod)
+        cgroup = cgroups.PodCgroup(self.node.cgroup_parents, pod["metadata"]["uid"], memory, cpu,
+                                   self.node.pod_pids_limit)
+        try:
+            self.cgroup = cgroup  # set first: a half-made cgroup is removed too
+            cgroup.create()
+        except OSError as e:
+            # Without its cgroup a pod would run unbounded on the test machine: never start it.
+            self._publish({c["name"]: {"waiting": {
+                "reason": "CreateContainerError",
+                "message": f"fake kubelet: the pod's cgroup: {e}"}} for c in spec["containers"]})
+            self.stop.wait()
+            return
         for c in spec["containers"]:
             if c["image"].endswith(":pull-fails"):
                 statuses[c["name"]] = {"waiting": {"reason": "ErrImagePull", "message": (
                     f'failed to pull and unpack image "{c["image"]}": failed to resolve '
                     f'reference "{c["image"]}": {c["image"]}: not found')}}
                 continue
-            sandbox = Container(pod, c, self.pod_dir)
+            sandbox = Container(pod, c, self.pod_dir, cgroup)
             try:
                 sandbox.start()
                 self.containers[c["name"]] = sandbox
@@ -130,8 +156,12 @@ class PodWorker:
                 if "running" in statuses[name] and not sandbox.running():
                     code = sandbox.proc.returncode
                     code = 128 - code if code < 0 else code
+                    reason = "Completed" if code == 0 else "Error"
+                    if code == 128 + signal.SIGKILL and \
+                            cgroup.oom_kills() > cgroup.oom_kills_at_start:
+                        reason = "OOMKilled"  # what containerd reports after a TaskOOM event
                     statuses[name] = {"terminated": {
-                        "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                        "exitCode": code, "reason": reason,
                         "startedAt": statuses[name]["running"]["startedAt"],
                         "finishedAt": now_rfc3339()}}
                     changed = True
@@ -183,9 +213,12 @@ class PodWorker:
 
 
 class Node:
-    def __init__(self, store, state_dir):
+    def __init__(self, store, state_dir, pod_pids_limit=1024):
         self.store = store
         self.state_dir = state_dir
+        self.pod_pids_limit = pod_pids_limit  # the kubelet's podPidsLimit; -1: unlimited
+        # This server's own directory of pod cgroups (random: several fakes may run at once).
+        self.cgroup_parents = cgroups.instance_dirs(secrets.token_hex(4))
         self.workers = {}  # pod uid -> PodWorker
         self.lock = threading.Lock()
 
@@ -212,3 +245,6 @@ class Node:
             w.stop.set()
         for w in workers:
             w.thread.join(timeout=5)
+        left = cgroups.remove_instance(self.cgroup_parents)
+        if left:
+            sys.stderr.write(f"fake kubelet: could not remove {left}\n")

@@ -14,6 +14,8 @@ import sys
 from urllib.parse import urlencode, urlsplit
 
 from . import websocket as ws
+from .cgroups import remove_instance
+from .sandbox import mounts_under
 
 SERVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "fake_apiserver.py")
@@ -24,18 +26,37 @@ def _die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-class FakeServer:
-    """`with FakeServer(dir, "--restricted", "ns") as s:`; s.info has url, ca, token, kubeconfig."""
+def sweep(state_dir, info):
+    """Remove the pods' cgroups (killing what is still in them) and unmount their tmpfs volumes
+    after a server that could not do it itself (killed, or stuck). Returns what it removed."""
+    cgroups = (info or {}).get("cgroups") or {}
+    left = [d for d in sorted(set(cgroups.values())) if os.path.isdir(d)]
+    remove_instance(cgroups)  # first: it kills what still runs in the pods
+    for point in mounts_under(os.path.abspath(state_dir)):
+        left.append(point)
+        if subprocess.run(["umount", point], stderr=subprocess.DEVNULL).returncode != 0:
+            subprocess.run(["umount", "-l", point], stderr=subprocess.DEVNULL)
+    return left
 
-    def __init__(self, state_dir, *args):
-        self.state_dir, self.args = state_dir, args
+
+class FakeServer:
+    """`with FakeServer(dir, "--restricted", "ns") as s:`; s.info has url, ca, token, kubeconfig
+    and cgroups. log: a file for the server's stderr (default: the caller's stderr)."""
+
+    def __init__(self, state_dir, *args, log=None):
+        self.state_dir, self.args, self.log = state_dir, args, log
         self.proc = None
         self.info = None
 
     def __enter__(self):
-        self.proc = subprocess.Popen([sys.executable, SERVER, "--port", "0", "--state-dir",
-                                      self.state_dir, *self.args], stdout=subprocess.PIPE,
-                                     preexec_fn=_die_with_parent)
+        stderr = open(self.log, "ab") if self.log else None
+        try:
+            self.proc = subprocess.Popen([sys.executable, SERVER, "--port", "0", "--state-dir",
+                                          self.state_dir, *self.args], stdout=subprocess.PIPE,
+                                         stderr=stderr, preexec_fn=_die_with_parent)
+        finally:
+            if stderr:
+                stderr.close()
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"fake_apiserver exited with {self.proc.wait()}")
@@ -43,9 +64,21 @@ class FakeServer:
         return self
 
     def __exit__(self, *exc):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=60)
+        self.stop()
+
+    def stop(self):
+        """SIGTERM (the server stops its pods and removes their cgroups and mounts), SIGKILL
+        after 60 s; then sweep what a killed server could not clean. Returns what the sweep
+        found left over (empty when the server cleaned up after itself)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
         self.proc.stdout.close()
+        return sweep(self.state_dir, self.info)
 
     def client(self, token=None):
         return Client(self.info["url"], self.info["ca"],

@@ -3,19 +3,29 @@ host's /usr, /etc, /opt and /var, with the pod's emptyDir directories bind-mount
 container's mountPaths, its own pid/ipc/uts namespaces and hostname, running the container's
 command as the container's uid. Exec enters those namespaces with nsenter, so every exec sees
 the same mounts and processes as the container (a `kill -9 -1` reaches a session's shell).
+The command and every exec run in the pod's cgroup (cgroups.py), joined before they exec
+anything, and see it read-only at /sys/fs/cgroup; `medium: Memory` emptyDirs are tmpfs mounts.
 
 Needs root (bind mounts and setns); tests/k8s/README.md says what is not emulated."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import time
 
+from .cgroups import memory_bytes
+
 IMAGE_DIRS = ("usr", "etc", "opt", "var")
 EMPTY_DIRS = ("home", "root", "run", "mnt", "srv", "media")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Run by /bin/sh before bwrap or nsenter: write our own pid into each cgroup.procs given ($1 says
+# how many), then exec the rest, so no process of the pod ever runs outside its cgroup (a fork
+# bomb's first fork is already counted). 125: joining failed, nothing ran.
+JOIN_CGROUP = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; '
+               'n=$((n - 1)); shift; done; exec "$@"')
 
 
 class StartError(Exception):
@@ -54,8 +64,13 @@ def identity(pod, container):
     return int(uid), int(gid), [int(g) for g in groups]
 
 
+def hostname(pod):
+    """spec.hostname if set, else the pod's name (the kubelet's GeneratePodHostNameAndDomain)."""
+    return pod["spec"].get("hostname") or pod["metadata"]["name"][:63].rstrip("-.")
+
+
 def environment(pod, container):
-    env = {"PATH": DEFAULT_PATH, "HOSTNAME": pod["metadata"]["name"], "HOME": "/root"}
+    env = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname(pod), "HOME": "/root"}
     uid = identity(pod, container)[0]
     if uid != 0:
         env["HOME"] = "/"
@@ -65,9 +80,61 @@ def environment(pod, container):
     return env
 
 
+def _joined(cgroup, argv):
+    files = cgroup.join_files()
+    return ["/bin/sh", "-c", JOIN_CGROUP, "fake-kubelet-join", str(len(files)), *files, *argv]
+
+
+def pod_volumes(pod, pod_dir, memory_limit):
+    """{volume name: host directory}, made once per pod (idempotent: each container asks).
+    A disk emptyDir is a 0777 directory; `medium: Memory` is a tmpfs of
+    min(sizeLimit, the pod's memory limit) bytes, as the kubelet sizes it (SizeMemoryBackedVolumes);
+    its pages are charged to the memory cgroup of the pod's process that writes them."""
+    dirs = {}
+    for v in pod["spec"].get("volumes") or []:
+        if "emptyDir" not in v:
+            kind = next((k for k in v if k != "name"), "?")
+            raise StartError("ContainerCreating",
+                             f'volume "{v["name"]}": the fake supports emptyDir only, '
+                             f"not {kind}")
+        path = os.path.join(pod_dir, "volumes", v["name"])
+        os.makedirs(path, exist_ok=True)
+        empty_dir = v["emptyDir"] or {}
+        if empty_dir.get("medium") == "Memory" and not os.path.ismount(path):
+            sizes = [s for s in (memory_limit, empty_dir.get("sizeLimit") and
+                                 memory_bytes(empty_dir["sizeLimit"])) if s]
+            options = "mode=0777" + (f",size={min(sizes)}" if sizes else "")
+            done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", path],
+                                  stderr=subprocess.PIPE, text=True)
+            if done.returncode != 0:
+                raise StartError("CreateContainerError", f'volume "{v["name"]}": mount tmpfs: '
+                                                         f"{done.stderr.strip()}")
+        os.chmod(path, 0o777)  # the kubelet creates emptyDir world-writable
+        dirs[v["name"]] = path
+    return dirs
+
+
+def mounts_under(directory):
+    """Mount points below directory, deepest first (from /proc/self/mountinfo)."""
+    prefix = directory.rstrip("/") + "/"
+    with open("/proc/self/mountinfo") as f:
+        points = [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+                  for line in f]
+    return sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True)
+
+
+def unmount_volumes(pod_dir):
+    """Unmount the pod's tmpfs volumes (before its directory is removed: rmtree would only
+    empty them). Lazily if something still holds one."""
+    for point in mounts_under(pod_dir):
+        if subprocess.run(["umount", point], stderr=subprocess.DEVNULL).returncode != 0:
+            subprocess.run(["umount", "-l", point], stderr=subprocess.DEVNULL)
+
+
 class Container:
-    def __init__(self, pod, container, pod_dir):
+    def __init__(self, pod, container, pod_dir, cgroup):
         self.pod = pod
+        self.cgroup = cgroup  # cgroups.PodCgroup, already made with the pod's limits
         self.spec = container
         self.name = container["name"]
         self.pod_dir = pod_dir
@@ -78,20 +145,6 @@ class Container:
         self.mounts = []  # (mountPath, host dir, read-only)
 
     # -- creation ---------------------------------------------------------------------------
-
-    def _volume_dirs(self):
-        dirs = {}
-        for v in self.pod["spec"].get("volumes") or []:
-            if "emptyDir" not in v:
-                kind = next((k for k in v if k != "name"), "?")
-                raise StartError("ContainerCreating",
-                                 f'volume "{v["name"]}": the fake supports emptyDir only, '
-                                 f"not {kind}")
-            path = os.path.join(self.pod_dir, "volumes", v["name"])
-            os.makedirs(path, exist_ok=True)
-            os.chmod(path, 0o777)  # the kubelet creates emptyDir world-writable
-            dirs[v["name"]] = path
-        return dirs
 
     def _privilege_args(self):
         """setpriv arguments for the container's identity and securityContext."""
@@ -117,13 +170,15 @@ class Container:
                              "container has runAsNonRoot and image will run as root "
                              f'(pod: "{name}_{ns}({self.pod["metadata"]["uid"]})", '
                              f'container: {self.name})')
-        volumes = self._volume_dirs()
+        volumes = pod_volumes(self.pod, self.pod_dir, self.cgroup.memory)
         # --as-pid-1: the container's command is its pid namespace's init, as in a real
         # container, so `kill -9 -1` from an exec spares it and SIGTERM reaches it only if it
         # handles the signal (why a plain `sleep` pod needs the whole grace period).
+        # --unshare-cgroup: bwrap starts inside the pod's cgroup (_joined), so the container's
+        # cgroup namespace is rooted there and /proc/self/cgroup says "/", as with containerd.
         argv = ["bwrap", "--die-with-parent", "--unshare-pid", "--as-pid-1", "--unshare-ipc",
                 "--unshare-uts",
-                "--unshare-cgroup-try", "--hostname", self.pod["metadata"]["name"]]
+                "--unshare-cgroup", "--hostname", hostname(self.pod)]
         for entry in sorted(os.listdir("/")):
             full = os.path.join("/", entry)
             if os.path.islink(full):
@@ -133,6 +188,10 @@ class Container:
         for entry in EMPTY_DIRS:
             argv += ["--dir", "/" + entry]
         argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--dir", "/tmp"]
+        # --dir: bwrap would make the parents of a mount point 0700, unreadable for the uid.
+        argv += ["--dir", "/sys", "--dir", "/sys/fs", "--dir", "/sys/fs/cgroup"]
+        for host, inside in self.cgroup.container_view():
+            argv += ["--ro-bind", host, inside]  # the pod's counters and limits, read-only
         for m in self.spec.get("volumeMounts") or []:
             host = volumes[m["name"]]
             if m.get("subPath"):
@@ -154,8 +213,9 @@ class Container:
         argv += ["--info-fd", str(info_w)]
         argv += self._privilege_args() + self._env_args(workdir) + command
         log = open(os.path.join(self.pod_dir, f"{self.name}.log"), "ab")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     pass_fds=(info_w,), start_new_session=True)
+        self.proc = subprocess.Popen(_joined(self.cgroup, argv), stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=log, pass_fds=(info_w,),
+                                     start_new_session=True)
         os.close(info_w)
         with os.fdopen(info_r) as info:
             text = info.read()
@@ -203,10 +263,12 @@ class Container:
     def exec(self, command, stdin, stdout, stderr):
         """Start `command` inside the running container; a Popen whose pid is nsenter's."""
         workdir = self.spec.get("workingDir") or "/"
-        argv = ["nsenter", "-t", str(self.init_pid), "--mount", "--pid", "--ipc", "--uts", "--"]
+        argv = ["nsenter", "-t", str(self.init_pid), "--mount", "--pid", "--ipc", "--uts",
+                "--cgroup", "--"]
         argv += self._privilege_args() + self._env_args(workdir) + list(command)
         pipe = subprocess.PIPE
-        return subprocess.Popen(argv, stdin=pipe if stdin else subprocess.DEVNULL,
+        return subprocess.Popen(_joined(self.cgroup, argv),
+                                stdin=pipe if stdin else subprocess.DEVNULL,
                                 stdout=pipe if stdout else subprocess.DEVNULL,
                                 stderr=pipe if stderr else subprocess.DEVNULL,
                                 start_new_session=True)
