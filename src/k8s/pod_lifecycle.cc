@@ -417,7 +417,7 @@ asio::awaitable<Status> WaitRunning(ApiClient& api, std::string_view ns_view,
                                                 std::to_string((timeout.count() + 999) / 1000) +
                                                 " s: " + last);
   };
-  int empty_watches = 0;  // watches the server ended at once, without an event
+  int empty_watches = 0;  // watches in a row the server ended at once, without an event
   for (;;) {
     if (rv.empty()) {  // no start point, or it expired (410): the pod as it is now
       auto fresh = co_await GetFresh(api, ns, name);
@@ -441,6 +441,7 @@ asio::awaitable<Status> WaitRunning(ApiClient& api, std::string_view ns_view,
       co_return watch.status();
     }
     LineStream& events = **watch;
+    const auto watch_started = Clock::now();
     bool any_event = false;
     for (;;) {
       auto line = co_await events.Next();
@@ -475,7 +476,8 @@ asio::awaitable<Status> WaitRunning(ApiClient& api, std::string_view ns_view,
     if (Clock::now() >= deadline) co_return timed_out();
     // Restarted from the last event (or a GET); a server that keeps ending watches at once would
     // otherwise be asked again and again until the deadline.
-    empty_watches = any_event ? 0 : empty_watches + 1;
+    const bool at_once = !any_event && Clock::now() - watch_started < std::chrono::seconds(1);
+    empty_watches = at_once ? empty_watches + 1 : 0;
     if (empty_watches >= 3) {
       co_return Status::Error(
           "watching pod " + name +
