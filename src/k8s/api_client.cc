@@ -3,6 +3,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
+#include <array>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl.hpp>
@@ -12,6 +13,9 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
+#include <cstdint>
+#include <limits>
+#include <utility>
 
 #include "core/json.h"
 #include "core/tls_peer.h"
@@ -173,6 +177,99 @@ class WebSocketExec final : public ExecConnection {
   std::string protocol_;
 };
 
+http::request<http::string_body> MakeRequest(const KubeConfig& c, std::string_view method,
+                                             std::string_view path,
+                                             const std::string& authorization,
+                                             std::string_view json_body) {
+  http::request<http::string_body> req(http::string_to_verb(method),
+                                       c.server.base_path + std::string(path), 11);
+  req.set(http::field::host, c.server.HostPort());
+  req.set(http::field::user_agent, "code-interpreter/" CI_VERSION);
+  req.set(http::field::accept, "application/json");
+  if (!authorization.empty()) req.set(http::field::authorization, authorization);
+  if (!json_body.empty()) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = std::string(json_body);
+  }
+  req.prepare_payload();
+  return req;
+}
+
+// A response body read as it arrives (buffer_body: the parser fills our buffer with whatever the
+// socket gave, chunk framing removed), split into lines.
+class HttpLineStream final : public LineStream {
+ public:
+  using Parser = http::response_parser<http::buffer_body>;
+  HttpLineStream(TlsStream s, beast::flat_buffer buf, std::unique_ptr<Parser> parser,
+                 std::chrono::milliseconds read_timeout, std::string what)
+      : s_(std::move(s)),
+        buf_(std::move(buf)),
+        parser_(std::move(parser)),
+        read_timeout_(read_timeout),
+        what_(std::move(what)) {}
+
+  asio::awaitable<Result<std::optional<std::string>>> Next() override {
+    for (;;) {
+      const size_t nl = pending_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = pending_.substr(0, nl);
+        pending_.erase(0, nl + 1);
+        if (line.empty() || line == "\r") continue;
+        co_return std::optional<std::string>(std::move(line));
+      }
+      if (parser_->is_done()) {
+        if (pending_.empty()) co_return std::optional<std::string>();
+        co_return std::optional<std::string>(std::exchange(pending_, std::string()));
+      }
+      if (pending_.size() > kMaxLine) co_return Status::Error(what_ + ": a line over 16 MiB");
+      Status read = co_await ReadSome();
+      if (!read.ok()) co_return read;
+    }
+  }
+
+  // Appends what the next read gives to pending_ (possibly nothing: a chunk header only).
+  asio::awaitable<Status> ReadSome() {
+    parser_->get().body().data = chunk_.data();
+    parser_->get().body().size = chunk_.size();
+    beast::get_lowest_layer(s_).expires_after(read_timeout_);
+    error_code ec;
+    co_await http::async_read_some(s_, buf_, *parser_, asio::redirect_error(use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};  // our buffer is full: take it, read on
+    if (ec == beast::error::timeout) {
+      co_return Status::Error(what_ + ": no data within " + std::to_string(read_timeout_.count()) +
+                              " ms");
+    }
+    if (ec) co_return Status::Error(what_ + ": reading: " + ec.message());
+    pending_.append(chunk_.data(), chunk_.size() - parser_->get().body().size);
+    co_return Status();
+  }
+
+  // The rest of the body (a refusal's Status), at most `limit` bytes.
+  asio::awaitable<Result<std::string>> ReadAll(size_t limit) {
+    while (!parser_->is_done() && pending_.size() <= limit) {
+      Status s = co_await ReadSome();
+      if (!s.ok()) co_return s;
+    }
+    co_return std::exchange(pending_, std::string());
+  }
+
+  void Close() override {
+    error_code ignored;
+    beast::get_lowest_layer(s_).socket().shutdown(asio::socket_base::shutdown_both, ignored);
+    beast::get_lowest_layer(s_).close();
+  }
+
+ private:
+  static constexpr size_t kMaxLine = 16 << 20;
+  TlsStream s_;
+  beast::flat_buffer buf_;
+  std::unique_ptr<Parser> parser_;
+  std::chrono::milliseconds read_timeout_;
+  std::string what_;
+  std::array<char, 16384> chunk_{};
+  std::string pending_;
+};
+
 }  // namespace
 
 Status ApiError(std::string_view what, const ApiResponse& r) {
@@ -205,17 +302,7 @@ asio::awaitable<Result<ApiResponse>> ApiClient::Request(std::string_view method,
   const std::string& authorization = opened->authorization;
 
   const std::string what = std::string(method) + " " + std::string(path);
-  http::request<http::string_body> req(http::string_to_verb(method),
-                                       config_.server.base_path + std::string(path), 11);
-  req.set(http::field::host, config_.server.HostPort());
-  req.set(http::field::user_agent, "code-interpreter/" CI_VERSION);
-  req.set(http::field::accept, "application/json");
-  if (!authorization.empty()) req.set(http::field::authorization, authorization);
-  if (!json_body.empty()) {
-    req.set(http::field::content_type, "application/json");
-    req.body() = std::string(json_body);
-  }
-  req.prepare_payload();
+  auto req = MakeRequest(config_, method, path, authorization, json_body);
   error_code ec;
   beast::get_lowest_layer(s).expires_after(timeout_);
   co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
@@ -235,6 +322,37 @@ asio::awaitable<Result<ApiResponse>> ApiClient::Request(std::string_view method,
   error_code ignored;
   beast::get_lowest_layer(s).socket().shutdown(asio::socket_base::shutdown_both, ignored);
   co_return r;
+}
+
+asio::awaitable<Result<std::unique_ptr<LineStream>>> ApiClient::Watch(
+    std::string_view path, std::chrono::milliseconds read_timeout) {
+  auto opened = co_await Open(ex_, config_, tls_, timeout_);
+  if (!opened.ok()) co_return opened.status();
+  TlsStream s = std::move(opened->stream);
+  const std::string what = std::string("watch ").append(path);
+  auto req = MakeRequest(config_, "GET", path, opened->authorization, "");
+  error_code ec;
+  beast::get_lowest_layer(s).expires_after(timeout_);
+  co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
+  if (ec) co_return Status::Error(Where(config_) + ": " + what + ": sending: " + ec.message());
+  beast::flat_buffer buf;
+  auto parser = std::make_unique<HttpLineStream::Parser>();
+  parser->body_limit(std::numeric_limits<std::uint64_t>::max());  // a watch has no end size
+  co_await http::async_read_header(s, buf, *parser, asio::redirect_error(use_awaitable, ec));
+  if (ec == beast::error::timeout) {
+    co_return Status::Error(Where(config_) + ": " + what + ": no answer within " +
+                            std::to_string(timeout_.count()) + " ms");
+  }
+  if (ec) co_return Status::Error(Where(config_) + ": " + what + ": reading: " + ec.message());
+  const int status = static_cast<int>(parser->get().result_int());
+  auto stream = std::make_unique<HttpLineStream>(std::move(s), std::move(buf), std::move(parser),
+                                                 read_timeout, Where(config_) + ": " + what);
+  if (status < 200 || status >= 300) {
+    auto body = co_await stream->ReadAll(1 << 20);
+    stream->Close();
+    co_return ApiError(what, ApiResponse{status, body.ok() ? body.value() : std::string()});
+  }
+  co_return std::unique_ptr<LineStream>(std::move(stream));
 }
 
 asio::awaitable<Result<std::unique_ptr<ExecConnection>>> ApiClient::Exec(std::string_view target) {

@@ -49,6 +49,19 @@ class ExecConnection {
   virtual void Close() = 0;
 };
 
+// A streaming response read line by line: a watch's body, one JSON WatchEvent per line (the API
+// server writes each event as its own chunk, ending in '\n'; a line may still span chunks).
+class LineStream {
+ public:
+  virtual ~LineStream() = default;
+  // The next non-empty line, without its '\n'; nullopt once the server ended the response (a
+  // watch's timeoutSeconds); an error for a broken connection, a line over 16 MiB, or nothing
+  // read within the stream's read timeout ("no data within N ms").
+  virtual asio::awaitable<Result<std::optional<std::string>>> Next() = 0;
+  // Closes at once; a pending Next completes with an error.
+  virtual void Close() = 0;
+};
+
 class ApiClient {
  public:
   ApiClient(asio::any_io_executor ex, KubeConfig config, std::chrono::milliseconds timeout);
@@ -61,6 +74,13 @@ class ApiClient {
   // outlive the call (GCC 12 and temporaries in co_await expressions).
   asio::awaitable<Result<ApiResponse>> Request(std::string_view method, std::string_view path,
                                                std::string_view json_body);
+
+  // GET `path` ("...?watch=1&...") and its body as a stream of lines. The connection stays open
+  // for as long as the server sends: each Next waits at most `read_timeout` (not the client's
+  // per-call timeout, which still bounds connecting and the response's header). A non-2xx answer
+  // is read whole and returned as ApiError("watch <path>", ...).
+  asio::awaitable<Result<std::unique_ptr<LineStream>>> Watch(
+      std::string_view path, std::chrono::milliseconds read_timeout);
 
   // GET `target` (exec_protocol.h ExecRequestTarget) upgraded to a WebSocket, offering v5 then
   // v4. A refused upgrade is an error carrying the server's Status message.

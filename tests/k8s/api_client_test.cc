@@ -2,14 +2,10 @@
 // and the token of the kubeconfig it writes, real pods, exec over WebSocket v5 and v4.
 #include "k8s/api_client.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,65 +13,13 @@
 #include "common/await.h"
 #include "core/json.h"
 #include "k8s/exec_protocol.h"
+#include "k8s/fake_apiserver.h"
 
 namespace ci::k8s {
 namespace {
 
 using testing_support::AwaitOn;
-
-// The fake, started for one test; its first stdout line says where it listens.
-class FakeApiServer {
- public:
-  explicit FakeApiServer(std::vector<std::string> extra = {}) {
-    dir_ = std::filesystem::temp_directory_path() / ("fake-apiserver-" + std::to_string(getpid()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    int out[2];
-    if (pipe(out) != 0) std::abort();
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], 1);
-      close(out[0]);
-      std::vector<std::string> args = {"python3", CI_K8S_FAKE_APISERVER, "--port",
-                                       "0",       "--state-dir",         dir_.string()};
-      args.insert(args.end(), extra.begin(), extra.end());
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execvp("python3", argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    std::string line;
-    char c;
-    while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    close(out[0]);
-    rapidjson::Document d;
-    std::string why;
-    if (!ParseJson(line, d, why) || !d.IsObject() || !d.HasMember("kubeconfig")) {
-      ADD_FAILURE() << "the fake API server did not start: '" << line << "'";
-      return;
-    }
-    kubeconfig_ = d["kubeconfig"].GetString();
-    token_ = d["token"].GetString();
-  }
-  ~FakeApiServer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  const std::string& kubeconfig() const { return kubeconfig_; }
-  const std::string& token() const { return token_; }
-  const std::filesystem::path& dir() const { return dir_; }
-
- private:
-  std::filesystem::path dir_;
-  pid_t pid_ = -1;
-  std::string kubeconfig_, token_;
-};
+using testing_support::FakeApiServer;
 
 constexpr char kPod[] = R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1"},
   "spec":{"restartPolicy":"Never","containers":[{"name":"runner","image":"executor:latest",
@@ -94,10 +38,7 @@ class ApiClientTest : public ::testing::Test {
   }
 
   std::unique_ptr<ApiClient> Client(const FakeApiServer& fake) {
-    auto config = LoadKubeconfig(fake.kubeconfig());
-    EXPECT_TRUE(config.ok()) << config.status().message();
-    return std::make_unique<ApiClient>(io_.get_executor(), std::move(config).value(),
-                                       std::chrono::seconds(10));
+    return fake.Client(io_.get_executor());
   }
 
   // Creates p1 and waits until it runs (polling GET: the watch is the backend's business).
