@@ -60,8 +60,9 @@ struct K8sOptions {
   std::string lockdown_image;  // KUBERNETES_EXECUTOR_LOCKDOWN_IMAGE; empty: `image` (iptables)
   PodOverrides pod;
   std::optional<OwnerPod> owner;
-  // How long a warm pool pod may wait for its execution (activeDeadlineSeconds and expiry).
-  std::chrono::seconds pool_ttl{3600};
+  // How long an execution pod may live, a warm pool's wait included (activeDeadlineSeconds and
+  // its expiry label): a backstop for a daemon that died before deleting it.
+  std::chrono::seconds execution_pod_ttl{3600};
 };
 
 // Reads the variables above (README.md "Options"). An empty variable is unset (as onyx reads

@@ -523,9 +523,9 @@ asio::awaitable<Status> DeletePod(ApiClient& api, std::string_view ns_view,
 }
 
 std::string ReapListPath(std::string_view ns) {
-  // labelSelector=app=code-interpreter,component in (executor,session,pool)
+  // labelSelector=app=code-interpreter,component in (executor,session)
   return "/api/v1/namespaces/" + std::string(ns) + "/pods?labelSelector=" + kAppLabel + "%3D" +
-         kAppValue + "%2C" + kComponentLabel + "%20in%20%28executor%2Csession%2Cpool%29";
+         kAppValue + "%2C" + kComponentLabel + "%20in%20%28executor%2Csession%29";
 }
 
 std::vector<ReapDecision> PodsToReap(const Value& pod_list, const ReapRequest& req) {
@@ -548,7 +548,7 @@ std::vector<ReapDecision> PodsToReap(const Value& pod_list, const ReapRequest& r
       continue;
     }
     const int64_t created = ParseRfc3339(Str(meta, "creationTimestamp"));
-    if (ours && (component == "executor" || component == "pool") && created >= 0 &&
+    if (ours && component == "executor" && created >= 0 &&
         created < req.started_at_unix) {
       out.push_back({name, "left by an earlier run of instance " + req.instance_id + " (created " +
                                Rfc3339(created) + ", before this start at " +

@@ -77,7 +77,7 @@ struct ReapDecision {
 
 // From a PodList (GET .../pods?labelSelector=...): which pods to delete, and why. Pure.
 // (a) code-interpreter.expires-at in the past (any owner: the pod outlived its use);
-// (b) an executor or pool pod of this instance created before it started (a restart of the
+// (b) an executor pod of this instance created before it started (a restart of the
 //     same daemon left it; sessions are not: several replicas share them, they end by expiry);
 // (c) a finished pod (phase Succeeded or Failed) of this instance.
 std::vector<ReapDecision> PodsToReap(const rapidjson::Value& pod_list, const ReapRequest& request);
@@ -87,7 +87,7 @@ struct ReapResult {
   std::vector<std::string> errors;   // one message per failure (the next round retries)
 };
 
-// Lists our pods in `ns` (app=code-interpreter, component in (executor,session,pool)) and
+// Lists our pods in `ns` (app=code-interpreter, component in (executor,session)) and
 // deletes what PodsToReap names, with grace 0 (not waiting for each to be confirmed gone).
 boost::asio::awaitable<ReapResult> ReapPods(ApiClient& api, std::string_view ns,
                                             const ReapRequest& request);

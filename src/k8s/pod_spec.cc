@@ -14,8 +14,6 @@ const char* ComponentOf(PodKind kind) {
   switch (kind) {
     case PodKind::kSession:
       return "session";
-    case PodKind::kPool:
-      return "pool";
     case PodKind::kExecution:
       break;
   }
@@ -30,8 +28,6 @@ const char* GenerateNameOf(PodKind kind) {
   switch (kind) {
     case PodKind::kSession:
       return "ci-session-";
-    case PodKind::kPool:
-      return "ci-pool-";
     case PodKind::kExecution:
       break;
   }
@@ -206,14 +202,10 @@ PodOptions PodOptionsFor(const K8sOptions& o, const SandboxSpec& spec, const Pod
     p.expires_at = spec.session_expires_at;
     p.active_deadline_sec = left;
     p.command = docker::ContainerInitArgv(left);
-  } else if (r.pool) {
-    p.kind = PodKind::kPool;
-    p.active_deadline_sec = o.pool_ttl.count();
-    p.expires_at = r.now + p.active_deadline_sec;
-    p.command = docker::ContainerInitArgv(std::nullopt);
   } else {
+    // Made before its request is known (a warm pool's): the TTL bounds the wait and the run.
     p.kind = PodKind::kExecution;
-    p.active_deadline_sec = int64_t{r.timeout_sec} + kExecutionDeadlineMarginSec;
+    p.active_deadline_sec = o.execution_pod_ttl.count();
     p.expires_at = r.now + p.active_deadline_sec;
     p.command = docker::ContainerInitArgv(std::nullopt);
   }

@@ -16,15 +16,15 @@
 
 namespace ci::k8s {
 
-// What a pod is for: one execution, a session (many runs until its expiry), or a warm pool pod
-// waiting to become an execution.
-enum class PodKind { kExecution, kSession, kPool };
+// What a pod is for: one execution (made ahead of it by a warm pool, or for it), or a session
+// (many runs until its expiry).
+enum class PodKind { kExecution, kSession };
 
 // The labels and annotations every pod of ours carries (the reaper's and NetworkPolicy's
-// selectors: app=code-interpreter, component in (executor, session, pool)).
+// selectors: app=code-interpreter, component in (executor, session)).
 inline constexpr const char* kAppLabel = "app";
 inline constexpr const char* kAppValue = "code-interpreter";
-inline constexpr const char* kComponentLabel = "component";           // executor | session | pool
+inline constexpr const char* kComponentLabel = "component";           // executor | session
 inline constexpr const char* kOwnerLabel = "code-interpreter.owner";  // the daemon instance id
 inline constexpr const char* kExpiresLabel = "code-interpreter.expires-at";    // unix seconds
 inline constexpr const char* kOwnerAnnotation = "code-interpreter/owner";      // free text
@@ -33,15 +33,10 @@ inline constexpr const char* kExpiresAnnotation = "code-interpreter/expires";  /
 // The program's container, and the init container of KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN.
 inline constexpr const char* kExecutorContainer = "executor";
 inline constexpr const char* kLockdownContainer = "network-lockdown";
-// activeDeadlineSeconds of an execution pod beyond its run's timeout: scheduling, the image,
-// staging and collection. A backstop only: the daemon deletes the pod at the timeout itself.
-inline constexpr int64_t kExecutionDeadlineMarginSec = 120;
 
 // Which pod the executor asks for, besides the spec.
 struct PodRequest {
-  bool pool = false;          // a warm pool pod (an execution spec only; sessions are never pooled)
-  int64_t now = 0;            // unix seconds: expiries are computed from it
-  uint32_t timeout_sec = 60;  // executions: the run's timeout
+  int64_t now = 0;  // unix seconds: expiries are computed from it
   std::string instance_id;    // the daemon instance (label value): owner label
   std::string owner_description;  // annotation, e.g. "pod code-interpreter-7c9d/ns (uid ...)"
   // The daemon's namespace (the connection's): ownerReferences cannot cross namespaces (an owner
@@ -66,9 +61,8 @@ struct PodOptions {
 };
 
 // The options the executor's Prepare uses: a session pod's deadline, expiry and PID 1's sleep are
-// its spec's session_expires_at; an execution's its timeout plus the margin; a pool pod's the
-// pool TTL (the executor lowers it when it hands the pod out: activeDeadlineSeconds may only
-// decrease on a live pod).
+// its spec's session_expires_at; an execution pod's deadline and expiry the execution pod TTL (a
+// backstop: the daemon deletes the pod after its run, the reaper what a crash left).
 PodOptions PodOptionsFor(const K8sOptions& options, const SandboxSpec& spec,
                          const PodRequest& request);
 

@@ -220,19 +220,18 @@ TEST(PodsToReap, ExpiredPodsGoWhoeverOwnsThem) {
   EXPECT_THAT(reasons, ElementsAre(std::string("expired at ") + Rfc3339(kNow - 1)));
 }
 
-TEST(PodsToReap, ExecutorAndPoolPodsOfAnEarlierRunOfThisInstance) {
+TEST(PodsToReap, ExecutorPodsOfAnEarlierRunOfThisInstance) {
   std::vector<std::string> reasons;
   EXPECT_THAT(
       Reaped({Item("prev-exec", "executor", "ci-me", kNow + 60, kStarted - 5),
-              Item("prev-pool", "pool", "ci-me", kNow + 60, kStarted - 5),
               // Sessions outlive a replica: another one may be serving them; expiry ends them.
               Item("prev-session", "session", "ci-me", kNow + 60, kStarted - 5),
               // Another replica's pods, and ours from this run.
               Item("other-exec", "executor", "ci-other", kNow + 60, kStarted - 5),
               Item("this-run", "executor", "ci-me", kNow + 60, kStarted)},
              &reasons),
-      ElementsAre("prev-exec", "prev-pool"));
-  ASSERT_EQ(reasons.size(), 2u);
+      ElementsAre("prev-exec"));
+  ASSERT_EQ(reasons.size(), 1u);
   EXPECT_THAT(reasons[0], HasSubstr("left by an earlier run of instance ci-me"));
 }
 
@@ -261,7 +260,7 @@ TEST(PodsToReap, PodsWithoutUsableLabelsAreLeftAlone) {
 TEST(ReapListPath, SelectsOurPodsURLEncoded) {
   EXPECT_EQ(ReapListPath("sandboxes"),
             "/api/v1/namespaces/sandboxes/pods?labelSelector=app%3Dcode-interpreter%2C"
-            "component%20in%20%28executor%2Csession%2Cpool%29");
+            "component%20in%20%28executor%2Csession%29");
 }
 
 TEST(ParseRfc3339, MetavOneTimes) {

@@ -37,7 +37,6 @@ SandboxSpec DefaultSpec() {
 PodRequest Request() {
   PodRequest r;
   r.now = kNow;
-  r.timeout_sec = 60;
   r.instance_id = "ci-7f3a9c";
   r.owner_description = "host builder-1, pid 4242";
   r.daemon_namespace = "default";
@@ -89,12 +88,11 @@ TEST(PodJson, SessionWithEveryOverride) {
   ExpectGolden("session_overrides", PodJson(SessionPod()));
 }
 
-TEST(PodJson, PoolPodWithALockdownImage) {
+TEST(PodJson, ExecutionWithALockdownImage) {
   K8sOptions o;
   o.lockdown_image = "iptables-tools:1";
   PodRequest r = Request();
-  r.pool = true;
-  ExpectGolden("pool_lockdown_image",
+  ExpectGolden("execution_lockdown_image",
                PodJson(PodFromSpec(DefaultSpec(), PodOptionsFor(o, DefaultSpec(), r))));
 }
 
@@ -222,11 +220,14 @@ TEST(PodSecurity, TheCheckerCatchesViolations) {
 
 // --- what Prepare asks for ---
 
-TEST(PodOptionsFor, AnExecutionLivesForItsTimeoutAndTheMargin) {
+TEST(PodOptionsFor, AnExecutionPodLivesForTheExecutionPodTtl) {
   PodOptions p = PodOptionsFor(K8sOptions(), DefaultSpec(), Request());
   EXPECT_EQ(p.kind, PodKind::kExecution);
-  EXPECT_EQ(p.active_deadline_sec, 60 + kExecutionDeadlineMarginSec);
-  EXPECT_EQ(p.expires_at, kNow + 60 + kExecutionDeadlineMarginSec);
+  EXPECT_EQ(p.active_deadline_sec, 3600);
+  EXPECT_EQ(p.expires_at, kNow + 3600);
+  K8sOptions o;
+  o.execution_pod_ttl = std::chrono::seconds(900);
+  EXPECT_EQ(PodOptionsFor(o, DefaultSpec(), Request()).active_deadline_sec, 900);
   EXPECT_THAT(p.command, ElementsAre("/bin/bash", "-c", "trap '' CHLD; exec sleep infinity"));
   EXPECT_EQ(p.lockdown_image, "code-interpreter-executor:latest");  // the executor image's iptables
 }
@@ -240,20 +241,6 @@ TEST(PodOptionsFor, ASessionEndsByItselfAtItsExpiry) {
   EXPECT_THAT(p.command, ElementsAre("/bin/bash", "-c", "trap '' CHLD; exec sleep 1800"));
   spec.session_expires_at = kNow - 5;  // already past: the shortest deadline, never 0 (none)
   EXPECT_EQ(PodOptionsFor(K8sOptions(), spec, Request()).active_deadline_sec, 1);
-  PodRequest pooled = Request();
-  pooled.pool = true;  // sessions are never pool pods
-  EXPECT_EQ(PodOptionsFor(K8sOptions(), SessionSpec(), pooled).kind, PodKind::kSession);
-}
-
-TEST(PodOptionsFor, APoolPodWaitsForThePoolTtl) {
-  K8sOptions o;
-  o.pool_ttl = std::chrono::seconds(900);
-  PodRequest r = Request();
-  r.pool = true;
-  PodOptions p = PodOptionsFor(o, DefaultSpec(), r);
-  EXPECT_EQ(p.kind, PodKind::kPool);
-  EXPECT_EQ(p.active_deadline_sec, 900);
-  EXPECT_EQ(p.expires_at, kNow + 900);
 }
 
 // An owner in another namespace would look deleted to the garbage collector, which would remove
@@ -284,8 +271,8 @@ TEST(PodFromSpec, ValuesFromTheSpec) {
                                  std::pair<std::string, std::string>{"EMPTY", ""}));
   EXPECT_EQ(p.hostname, "");
   EXPECT_FALSE(p.read_only_root);
-  EXPECT_EQ(p.labels.at(kExpiresLabel), std::to_string(kNow + 60 + kExecutionDeadlineMarginSec));
-  EXPECT_EQ(p.annotations.at(kExpiresAnnotation), "2023-11-14T22:16:20Z");
+  EXPECT_EQ(p.labels.at(kExpiresLabel), std::to_string(kNow + 3600));
+  EXPECT_EQ(p.annotations.at(kExpiresAnnotation), "2023-11-14T23:13:20Z");
   EXPECT_THAT(MeasureNames(PodMeasures(p)),
               Not(Contains("read-only root (kubernetes readOnlyRootFilesystem)")));
 }

@@ -25,7 +25,7 @@ EXPECTED_RULES = {("", "pods"): {"create", "get", "list", "watch", "delete"},
                   ("", "pods/exec"): {"create", "get"}}
 # The labels of executor pods (src/k8s/pod_spec.h): app=code-interpreter, component in these.
 EXECUTOR_APP = "code-interpreter"
-EXECUTOR_COMPONENTS = {"executor", "session", "pool"}
+EXECUTOR_COMPONENTS = {"executor", "session"}
 ALLOWED_ADDED_CAPS = {"NET_BIND_SERVICE"}
 
 

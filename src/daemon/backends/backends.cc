@@ -6,6 +6,7 @@
 
 #include "daemon/backends/local_options.h"
 #include "docker/docker_executor.h"
+#include "k8s/k8s_executor.h"
 #include "runtime/host_probe.h"
 #include "runtime/local_executor.h"
 
@@ -32,11 +33,30 @@ Result<std::unique_ptr<Executor>> MakeDocker(const Config&, asio::any_io_executo
   return docker::MakeDockerExecutor(std::move(ex), *options);
 }
 
+// The connection (KUBECONFIG, in-cluster, ~/.kube/config) and the pod options are read here; an
+// invalid value stops startup. The API server is first asked by the first health check.
+Result<std::unique_ptr<Executor>> MakeKubernetes(const Config&, asio::any_io_executor ex) {
+  auto getenv = [](const char* name) { return std::getenv(name); };
+  auto connection = k8s::ResolveKubeConfig(getenv);
+  if (!connection.ok()) return connection.status();
+  auto pods = k8s::K8sOptionsFromEnv(getenv);
+  if (!pods.ok()) return pods.status();
+  const char* ns = getenv("KUBERNETES_EXECUTOR_NAMESPACE");
+  if (ns == nullptr || *ns == '\0') pods->namespace_ = connection->Namespace();
+  spdlog::info("kubernetes backend: {} namespace {} image {}", connection->origin,
+               pods->namespace_, pods->image);
+  k8s::K8sExecutorOptions options;
+  options.connection = std::move(*connection);
+  options.pods = std::move(*pods);
+  return k8s::MakeK8sExecutor(std::move(ex), std::move(options));
+}
+
 struct Backend {
   const char* name;
   Result<std::unique_ptr<Executor>> (*make)(const Config&, asio::any_io_executor);
 };
-constexpr Backend kBackends[] = {{"local", MakeLocal}, {"docker", MakeDocker}};
+constexpr Backend kBackends[] = {
+    {"local", MakeLocal}, {"docker", MakeDocker}, {"kubernetes", MakeKubernetes}};
 
 }  // namespace
 

@@ -1,0 +1,202 @@
+#include "k8s/k8s_executor.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <set>
+
+#include "core/sleep.h"
+#include "docker/exec_sandbox.h"
+#include "k8s/api_client.h"
+#include "k8s/pod_container.h"
+#include "k8s/pod_lifecycle.h"
+#include "k8s/pod_spec.h"
+
+namespace ci::k8s {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// How long a deletion may take to be confirmed, and how often the reaper looks.
+constexpr auto kDeleteConfirm = 30s;
+constexpr auto kReapPeriod = 60s;
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Pod deletions in flight, each pod once: Destroy and Kill both ask for it.
+struct Removals {
+  std::shared_ptr<ApiClient> client;
+  std::set<std::string> in_flight;
+};
+
+asio::awaitable<void> RemovePodNow(std::shared_ptr<Removals> r, PodRef pod) {
+  Status s = co_await DeletePod(*r->client, pod.namespace_, pod.name, kDeleteConfirm);
+  r->in_flight.erase(pod.name);
+  if (!s.ok()) spdlog::error("deleting pod {}: {} (the reaper will retry)", pod.name, s.message());
+}
+
+// Deletes `pod` in the background unless that is under way.
+void StartRemoval(const std::shared_ptr<Removals>& r, const asio::any_io_executor& ex,
+                  const PodRef& pod) {
+  if (!r->in_flight.insert(pod.name).second) return;
+  asio::co_spawn(ex, RemovePodNow(r, pod), asio::detached);
+}
+
+struct ReaperState {
+  bool running = false;
+  bool first_done = false;
+  Clock::time_point last;
+};
+
+class K8sExecutor final : public Executor {
+ public:
+  K8sExecutor(asio::any_io_executor ex, K8sExecutorOptions opts)
+      : ex_(ex),
+        opts_(std::move(opts)),
+        client_(std::make_shared<ApiClient>(ex, opts_.connection, opts_.api_timeout)),
+        instance_(InstanceId(opts_.pods)),
+        started_at_(UnixNow()) {
+    removals_->client = client_;
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    owner_description_ = opts_.pods.owner ? "pod " + opts_.pods.owner->name
+                                          : "host " + std::string(host) + ", pid " +
+                                                std::to_string(::getpid());
+  }
+
+  std::string_view name() const override { return "kubernetes"; }
+  bool supports_sessions() const override { return true; }
+
+  asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
+    const std::string& ns = opts_.pods.namespace_;
+    const std::string body = PodJson(spec, OptionsFor(spec));
+    auto created = co_await CreatePod(*client_, ns, body);
+    if (!created.ok()) co_return created.status();
+    PodRef pod{ns, created->name, kExecutorContainer};
+    auto t0 = Clock::now();
+    Status running =
+        co_await WaitRunning(*client_, ns, pod.name, created->resource_version, opts_.start_timeout);
+    if (!running.ok()) {
+      StartRemoval(removals_, ex_, pod);
+      co_return running;
+    }
+    spdlog::debug("pod {}: running in {} ms", pod.name, (Clock::now() - t0) / 1ms);
+    docker::Container c;
+    c.api = MakePodContainer(client_, pod, memo_, [r = removals_, ex = ex_](const PodRef& p) {
+      StartRemoval(r, ex, p);
+    });
+    c.ex = ex_;
+    c.id = pod.name;
+    c.cwd = spec.cwd;
+    c.session = spec.session_expires_at != 0;
+    c.cpu_time_sec = spec.limits.cpu_time_sec;
+    co_return docker::MakeExecSandbox(std::move(c), false);
+  }
+
+  // Lists our pods (one): the API server answers, the credentials work and the Role grants
+  // what the backend uses first. The reaper rides on it, as docker's does.
+  asio::awaitable<Status> Check() override {
+    const std::string path = "/api/v1/namespaces/" + opts_.pods.namespace_ +
+                             "/pods?limit=1&labelSelector=app%3Dcode-interpreter";
+    auto r = co_await client_->Request("GET", path, "");
+    if (!r.ok()) {
+      co_return r.status().Context("kubernetes API at " + opts_.connection.server.host + ":" +
+                                   std::to_string(opts_.connection.server.port) + " (" +
+                                   opts_.connection.origin + ")");
+    }
+    if (!r->ok()) {
+      co_return ApiError("listing pods in namespace " + opts_.pods.namespace_ +
+                             " (check the kubeconfig's credentials and the Role of "
+                             "packaging/kubernetes/rbac.yaml)",
+                         *r);
+    }
+    if (!reaper_.running && (!reaper_.first_done || Clock::now() - reaper_.last >= kReapPeriod)) {
+      reaper_.last = Clock::now();
+      asio::co_spawn(ex_, Reap(), asio::detached);
+    }
+    co_return Status();
+  }
+
+  asio::awaitable<void> Drain() override {
+    if (!removals_->in_flight.empty()) {
+      spdlog::info("waiting for {} pod deletion(s)", removals_->in_flight.size());
+    }
+    while (!removals_->in_flight.empty()) co_await Sleep(10ms);
+  }
+
+  std::string network_isolation() const override {
+    if (opts_.pods.net_admin_lockdown) {
+      return "none: the network-lockdown init container drops every packet but loopback";
+    }
+    return "NetworkPolicy: no ingress or egress for executor pods, where the CNI enforces it";
+  }
+
+  // Read from the Pod that Prepare sends for this spec.
+  Enforcement enforcement(const SandboxSpec& spec) const override {
+    const Pod pod = PodFromSpec(spec, OptionsFor(spec));
+    return {PodMeasures(pod), PodDowngrades(pod)};
+  }
+
+ private:
+  PodOptions OptionsFor(const SandboxSpec& spec) const {
+    PodRequest r;
+    r.now = UnixNow();
+    r.instance_id = instance_;
+    r.owner_description = owner_description_;
+    r.daemon_namespace = opts_.connection.Namespace();
+    return PodOptionsFor(opts_.pods, spec, r);
+  }
+
+  asio::awaitable<void> Reap() {
+    reaper_.running = true;
+    ReapRequest req{instance_, started_at_, UnixNow()};
+    ReapResult result = co_await ReapPods(*client_, opts_.pods.namespace_, req);
+    for (const auto& e : result.errors) spdlog::warn("reaper: {}", e);
+    reaper_.first_done = true;
+    reaper_.running = false;
+  }
+
+  asio::any_io_executor ex_;
+  K8sExecutorOptions opts_;
+  std::shared_ptr<ApiClient> client_;
+  std::string instance_;
+  std::string owner_description_;
+  int64_t started_at_;
+  std::shared_ptr<ExecProtocolMemo> memo_ = std::make_shared<ExecProtocolMemo>();
+  std::shared_ptr<Removals> removals_ = std::make_shared<Removals>();
+  ReaperState reaper_;
+};
+
+}  // namespace
+
+std::string InstanceId(const K8sOptions& pods) {
+  std::string id;
+  if (pods.owner) {
+    id = pods.owner->name;
+  } else {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    id = std::string(host) + "-" + std::to_string(::getpid());
+  }
+  for (char& ch : id) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') {
+      ch = '-';
+    }
+  }
+  if (id.size() > 63) id.erase(0, id.size() - 63);  // the pid end is the distinct one
+  while (!id.empty() && !std::isalnum(static_cast<unsigned char>(id.front()))) id.erase(0, 1);
+  return id;
+}
+
+std::unique_ptr<Executor> MakeK8sExecutor(asio::any_io_executor ex, K8sExecutorOptions opts) {
+  return std::make_unique<K8sExecutor>(std::move(ex), std::move(opts));
+}
+
+}  // namespace ci::k8s

@@ -1,0 +1,31 @@
+// EXECUTOR_BACKEND=kubernetes: one pod per execution or session on a Kubernetes cluster reached
+// over its API (api_client.h): the pod from the spec (pod_spec.h), created and watched until it
+// runs (pod_lifecycle.h), then driven by the same exec-driven sandbox as a Docker container
+// (docker/exec_sandbox.h over pod_container.h), deleted with grace 0 after its last run, and
+// what a crashed daemon left found by label and reaped. README.md has the lifecycle.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <chrono>
+#include <memory>
+
+#include "core/executor.h"
+#include "k8s/k8s_options.h"
+#include "k8s/kube_config.h"
+
+namespace ci::k8s {
+
+struct K8sExecutorOptions {
+  KubeConfig connection;
+  K8sOptions pods;
+  std::chrono::milliseconds api_timeout{10000};  // one API call
+  std::chrono::seconds start_timeout{120};       // created to Running (scheduling, the image)
+};
+
+std::unique_ptr<Executor> MakeK8sExecutor(asio::any_io_executor ex, K8sExecutorOptions opts);
+
+// The daemon instance's id as a label value: POD_NAME in a cluster, else "<host>-<pid>"
+// (names cut to 63 characters, other characters than [A-Za-z0-9_.-] replaced by '-').
+std::string InstanceId(const K8sOptions& pods);
+
+}  // namespace ci::k8s
