@@ -41,6 +41,9 @@ struct Container {
   // A session sandbox (SandboxSpec::session_expires_at): many runs, background programs spared.
   bool session = false;
   uint32_t cpu_time_sec = 0;  // sessions: the program's RLIMIT_CPU, set by the run's wrapper
+  // The kernel quotas the programs' wrappers set (sandbox_shell.h RunLimitsScript), where the
+  // engine cannot (a pod); empty: the engine sets them (docker's ulimits).
+  std::string run_limits;
   std::string short_id() const { return id.substr(0, 12); }
 };
 

@@ -180,8 +180,9 @@ class ExecSandbox final : public Sandbox {
     if (!inline_files.ok()) co_return inline_files.status();
     const auto t0 = Clock::now();
     const std::string background = BackgroundList(background_);
-    const std::vector<std::string> argv = ProgramArgv(
-        {payload.argv, std::move(*inline_files), c_.session, background, c_.cpu_time_sec});
+    const std::vector<std::string> argv =
+        ProgramArgv({payload.argv, std::move(*inline_files), c_.session, background,
+                     c_.cpu_time_sec, c_.run_limits});
     const uint64_t stdin_size = payload.stdin_data ? payload.stdin_data->size() : 0;
     const ExecStdin program_stdin{true, stdin_size};
     auto started = co_await c_.api->Exec(argv, program_stdin);
@@ -247,7 +248,7 @@ class ExecSandbox final : public Sandbox {
     auto t0 = Clock::now();
     if (server_) co_await EndCallServer();
     const ExecStdin calls{true, std::nullopt};  // never closed: framed requests
-    auto started = co_await c_.api->Exec(argv, calls);
+    auto started = co_await c_.api->Exec(WithRunLimits(c_.run_limits, argv), calls);
     if (!started.ok()) co_return started.status().Context("starting the interpreter");
     auto s = std::make_shared<CallServer>(c_.ex);
     s->stream = *started;
@@ -395,7 +396,8 @@ class ExecSandbox final : public Sandbox {
   // once it runs (no exit code); its session is spared by the kills of later runs.
   asio::awaitable<Result<RunOutcome>> RunBackground(const std::vector<std::string>& program) {
     auto t0 = Clock::now();
-    const std::vector<std::string> argv = BackgroundStartArgv(program);
+    const std::vector<std::string> argv =
+        BackgroundStartArgv(WithRunLimits(c_.run_limits, program));
     CaptureOptions no_exit_code;
     no_exit_code.inspect_exit = false;
     no_exit_code.hold = Hold();

@@ -67,8 +67,9 @@ std::vector<std::string> InlineFilesArgv(const std::string& wrapper,
 // A session's wrapper kills leftovers but spares background programs' sessions; it takes the
 // background list and the CPU seconds before the program's argv.
 std::vector<std::string> ProgramArgv(const ProgramExec& exec) {
-  std::string run = exec.session ? std::string(kSessionKillFunction) + kSessionRunScript
-                                 : std::string(kExecutionRunScript);
+  std::string run = exec.limits;
+  run += exec.session ? std::string(kSessionKillFunction) + kSessionRunScript
+                      : std::string(kExecutionRunScript);
   std::vector<std::string> argv = {"/bin/bash", "-c", run, "ci-run"};
   if (!exec.inline_files.empty()) argv = InlineFilesArgv(run, exec.inline_files);
   if (exec.session) {
@@ -77,6 +78,28 @@ std::vector<std::string> ProgramArgv(const ProgramExec& exec) {
   }
   argv.insert(argv.end(), exec.program.begin(), exec.program.end());
   return argv;
+}
+
+std::string RunLimitsScript(const SandboxLimits& l, bool cpu) {
+  std::string s;
+  if (cpu) {
+    // Soft first: a hard limit below the soft one is refused.
+    s += "ulimit -S -t " + std::to_string(l.cpu_time_sec) + " 2>/dev/null; ";
+    s += "ulimit -H -t " + std::to_string(l.cpu_time_sec + 1) + " 2>/dev/null; ";
+  }
+  s += "ulimit -n " + std::to_string(l.open_files) + " 2>/dev/null; ";
+  s += "ulimit -i " + std::to_string(l.queued_signals) + " 2>/dev/null; ";
+  s += "ulimit -q " + std::to_string(l.message_queue_bytes) + " 2>/dev/null; ";
+  s += "ulimit -l " + std::to_string(l.locked_memory_bytes >> 10) + " 2>/dev/null; ";  // KiB
+  return s;
+}
+
+std::vector<std::string> WithRunLimits(const std::string& limits,
+                                       const std::vector<std::string>& argv) {
+  if (limits.empty()) return argv;
+  std::vector<std::string> out = {"/bin/bash", "-c", limits + "exec \"$@\"", "ci-limits"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
 }
 
 std::vector<std::string> BackgroundStartArgv(const std::vector<std::string>& program) {

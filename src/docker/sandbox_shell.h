@@ -23,6 +23,17 @@ extern const char* const kExecutionRunScript;
 // The container's PID 1: waits forever, or (sessions) `sleep_seconds` until the session expires.
 std::vector<std::string> ContainerInitArgv(std::optional<int64_t> sleep_seconds);
 
+// `ulimit`s that give the wrapper, and so the program, the spec's kernel quotas (open files,
+// queued signals, message queue bytes, locked memory and, with `cpu`, RLIMIT_CPU soft N, hard
+// N+1), for an engine that cannot set rlimits itself (a pod): a process may always lower its
+// own. Shell commands ending in "; ".
+std::string RunLimitsScript(const SandboxLimits& limits, bool cpu);
+
+// `argv` under `limits` (RunLimitsScript): bash sets them and execs it; `argv` unchanged when
+// `limits` is empty.
+std::vector<std::string> WithRunLimits(const std::string& limits,
+                                       const std::vector<std::string>& argv);
+
 // What the program's exec carries.
 struct ProgramExec {
   std::vector<std::string> program;       // the program's argv
@@ -30,6 +41,7 @@ struct ProgramExec {
   bool session = false;
   std::string background;     // sessions: the spared background programs' pids (BackgroundList)
   uint32_t cpu_time_sec = 0;  // sessions: the program's RLIMIT_CPU
+  std::string limits;         // RunLimitsScript's, set by the wrapper first (empty: none)
 };
 
 // The program's exec: the run wrapper (the session's when `session`), with the inlined files

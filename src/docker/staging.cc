@@ -53,12 +53,14 @@ asio::awaitable<Status> WriteTar(ExecStream& stream, const std::vector<StagedFil
   const uint32_t uid = 65532, gid = 65532;
   std::set<std::string> dirs;
   std::string chunk(kReadChunk, '\0');
+  uint64_t archive_size = 0;  // headers and padded contents so far
   for (const auto& f : files) {
     for (size_t slash = f.workspace_path.find('/'); slash != std::string::npos;
          slash = f.workspace_path.find('/', slash + 1)) {
       std::string dir = f.workspace_path.substr(0, slash);
       if (!dirs.insert(dir).second) continue;
       std::string header = TarHeader(dir, 0, true, 0755, uid, gid);
+      archive_size += header.size();
       if (Status w = co_await stream.WriteAll(header); !w.ok()) co_return w;
     }
     int fd = ::open(f.host_path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -70,6 +72,8 @@ asio::awaitable<Status> WriteTar(ExecStream& stream, const std::vector<StagedFil
     }
     uint64_t size = static_cast<uint64_t>(st.st_size);
     std::string header = TarHeader(f.workspace_path, size, false, 0644, uid, gid);
+    std::string pad = TarPadding(size);
+    archive_size += header.size() + size + pad.size();
     Status written = co_await stream.WriteAll(header);
     uint64_t left = size;
     while (written.ok() && left > 0) {
@@ -85,10 +89,9 @@ asio::awaitable<Status> WriteTar(ExecStream& stream, const std::vector<StagedFil
     }
     ::close(fd);
     if (!written.ok()) co_return written;
-    std::string pad = TarPadding(size);
     if (Status w = co_await stream.WriteAll(pad); !w.ok()) co_return w;
   }
-  std::string trailer = TarTrailer();
+  std::string trailer = TarTrailer(archive_size);
   co_return co_await stream.WriteAll(trailer);
 }
 

@@ -108,7 +108,10 @@ std::string TarHeader(std::string_view path, uint64_t size, bool directory, uint
 
 std::string TarPadding(uint64_t size) { return std::string(Pad(size), '\0'); }
 
-std::string TarTrailer() { return std::string(2 * kBlock, '\0'); }
+std::string TarTrailer(uint64_t archive_size) {
+  const uint64_t end = archive_size + 2 * kBlock;
+  return std::string(2 * kBlock + (kTarRecord - end % kTarRecord) % kTarRecord, '\0');
+}
 
 Status TarReader::Feed(std::string_view bytes) {
   while (!bytes.empty() && !stopped_ && !finished_) {

@@ -19,8 +19,11 @@ std::string TarHeader(std::string_view path, uint64_t size, bool directory, uint
                       uint32_t uid, uint32_t gid);
 // Zero bytes that pad a member of `size` bytes to a 512-byte boundary.
 std::string TarPadding(uint64_t size);
-// The two zero blocks that end an archive.
-std::string TarTrailer();
+// The two zero blocks that end an archive of `archive_size` bytes so far, padded to a whole
+// 10 KiB record as tar writes it: GNU tar reads whole records and stops at the end marker only
+// once its record is complete, so a `tar -x` whose stdin never ends (Kubernetes' v4 exec) exits.
+std::string TarTrailer(uint64_t archive_size);
+inline constexpr uint64_t kTarRecord = 10240;
 
 // Parses a tar stream fed in pieces of any size. Regular files ('0', '\0', '7') are reported as
 // Begin(path, size), Data(bytes)..., End(); everything else (directories, links, devices) is

@@ -5,10 +5,13 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <cerrno>
+#include <csignal>
 #include <set>
 
 #include "core/sleep.h"
 #include "docker/exec_sandbox.h"
+#include "docker/sandbox_shell.h"
 #include "k8s/api_client.h"
 #include "k8s/pod_container.h"
 #include "k8s/pod_lifecycle.h"
@@ -66,9 +69,9 @@ class K8sExecutor final : public Executor {
     removals_->client = client_;
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
-    owner_description_ = opts_.pods.owner ? "pod " + opts_.pods.owner->name
-                                          : "host " + std::string(host) + ", pid " +
-                                                std::to_string(::getpid());
+    owner_description_ = opts_.pods.owner
+                             ? "pod " + opts_.pods.owner->name
+                             : "host " + std::string(host) + ", pid " + std::to_string(::getpid());
   }
 
   std::string_view name() const override { return "kubernetes"; }
@@ -78,15 +81,16 @@ class K8sExecutor final : public Executor {
     const std::string& ns = opts_.pods.namespace_;
     const std::string body = PodJson(spec, OptionsFor(spec));
     auto created = co_await CreatePod(*client_, ns, body);
-    if (!created.ok()) co_return created.status();
+    if (!created.ok()) co_return StartFailure(created.status(), "kubernetes API");
     PodRef pod{ns, created->name, kExecutorContainer};
     auto t0 = Clock::now();
-    Status running =
-        co_await WaitRunning(*client_, ns, pod.name, created->resource_version, opts_.start_timeout);
+    Status running = co_await WaitRunning(*client_, ns, pod.name, created->resource_version,
+                                          opts_.start_timeout);
     if (!running.ok()) {
       StartRemoval(removals_, ex_, pod);
-      co_return running;
+      co_return StartFailure(running, "pod start");
     }
+    last_start_failure_.clear();
     spdlog::debug("pod {}: running in {} ms", pod.name, (Clock::now() - t0) / 1ms);
     docker::Container c;
     c.api = MakePodContainer(client_, pod, memo_, [r = removals_, ex = ex_](const PodRef& p) {
@@ -97,6 +101,8 @@ class K8sExecutor final : public Executor {
     c.cwd = spec.cwd;
     c.session = spec.session_expires_at != 0;
     c.cpu_time_sec = spec.limits.cpu_time_sec;
+    // No rlimits in the Pod API: each run's wrapper sets them (a session's CPU time per run).
+    c.run_limits = docker::RunLimitsScript(spec.limits, !c.session);
     co_return docker::MakeExecSandbox(std::move(c), false);
   }
 
@@ -116,6 +122,9 @@ class K8sExecutor final : public Executor {
                              " (check the kubeconfig's credentials and the Role of "
                              "packaging/kubernetes/rbac.yaml)",
                          *r);
+    }
+    if (!last_start_failure_.empty()) {
+      co_return Status::Error("the last executor pod did not start: " + last_start_failure_);
     }
     if (!reaper_.running && (!reaper_.first_done || Clock::now() - reaper_.last >= kReapPeriod)) {
       reaper_.last = Clock::now();
@@ -154,10 +163,20 @@ class K8sExecutor final : public Executor {
     return PodOptionsFor(opts_.pods, spec, r);
   }
 
+  // No pod to run in is never the program's fault: the API answers 503 with the reason (as
+  // docker's missing image), and until a pod starts again /health and /ready say why.
+  Status StartFailure(const Status& why, const char* reason) {
+    if (why.unavailable()) return why;
+    last_start_failure_ = why.message();
+    return Status::Unavailable(reason, why.message());
+  }
+
   asio::awaitable<void> Reap() {
     reaper_.running = true;
-    ReapRequest req{instance_, started_at_, UnixNow()};
+    ReapRequest req{instance_, started_at_, UnixNow(), OwnerGoneHere};
     ReapResult result = co_await ReapPods(*client_, opts_.pods.namespace_, req);
+    for (const auto& d : result.deleted)
+      spdlog::info("reaper: deleted pod {} ({})", d.name, d.reason);
     for (const auto& e : result.errors) spdlog::warn("reaper: {}", e);
     reaper_.first_done = true;
     reaper_.running = false;
@@ -172,25 +191,40 @@ class K8sExecutor final : public Executor {
   std::shared_ptr<ExecProtocolMemo> memo_ = std::make_shared<ExecProtocolMemo>();
   std::shared_ptr<Removals> removals_ = std::make_shared<Removals>();
   ReaperState reaper_;
+  std::string last_start_failure_;  // the last Prepare's, until one succeeds
 };
 
 }  // namespace
 
 std::string InstanceId(const K8sOptions& pods) {
-  std::string id;
-  if (pods.owner) {
-    id = pods.owner->name;
-  } else {
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    id = std::string(host) + "-" + std::to_string(::getpid());
+  return pods.owner ? LabelValue(pods.owner->name)
+                    : HostInstancePrefix() + std::to_string(::getpid());
+}
+
+std::string HostInstancePrefix() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return LabelValue(std::string(host) + "-").substr(0, 50);
+}
+
+bool OwnerGoneHere(std::string_view owner) {
+  const std::string prefix = HostInstancePrefix();
+  if (owner.size() <= prefix.size() || owner.substr(0, prefix.size()) != prefix) return false;
+  const std::string_view digits = owner.substr(prefix.size());
+  if (digits.find_first_not_of("0123456789") != std::string_view::npos || digits.size() > 9) {
+    return false;
   }
+  const pid_t pid = static_cast<pid_t>(std::stol(std::string(digits)));
+  return pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+std::string LabelValue(std::string id) {
   for (char& ch : id) {
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') {
       ch = '-';
     }
   }
-  if (id.size() > 63) id.erase(0, id.size() - 63);  // the pid end is the distinct one
+  if (id.size() > 63) id.resize(63);
   while (!id.empty() && !std::isalnum(static_cast<unsigned char>(id.front()))) id.erase(0, 1);
   return id;
 }

@@ -8,6 +8,8 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "core/executor.h"
 #include "k8s/k8s_options.h"
@@ -24,8 +26,15 @@ struct K8sExecutorOptions {
 
 std::unique_ptr<Executor> MakeK8sExecutor(asio::any_io_executor ex, K8sExecutorOptions opts);
 
-// The daemon instance's id as a label value: POD_NAME in a cluster, else "<host>-<pid>"
-// (names cut to 63 characters, other characters than [A-Za-z0-9_.-] replaced by '-').
+// The daemon instance's id, its pods' owner label: POD_NAME in a cluster (a restart of the
+// daemon's container keeps it), else HostInstancePrefix() + the pid.
 std::string InstanceId(const K8sOptions& pods);
+// "<host>-" as a label value's start (at most 50 characters).
+std::string HostInstancePrefix();
+// An owner id of this host's form whose pid is no longer alive (a daemon here that died).
+bool OwnerGoneHere(std::string_view owner);
+// `id` as a label value: characters other than [A-Za-z0-9_.-] replaced by '-', at most 63,
+// starting with an alphanumeric.
+std::string LabelValue(std::string id);
 
 }  // namespace ci::k8s

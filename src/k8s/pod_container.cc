@@ -122,7 +122,7 @@ class PodContainer final : public docker::ContainerApi {
   }
 
   asio::awaitable<bool> SetPidsHeadroom(int) override { co_return false; }  // no per-pod knob
-  asio::awaitable<pid_t> HostInitPid() override { co_return 0; }           // on a node elsewhere
+  asio::awaitable<pid_t> HostInitPid() override { co_return 0; }            // on a node elsewhere
 
   asio::awaitable<void> Remove(ResourceReport&) override {
     remove_(pod_);

@@ -535,7 +535,6 @@ std::vector<ReapDecision> PodsToReap(const Value& pod_list, const ReapRequest& r
     const Value* labels = Member(meta, "labels");
     const std::string name = Str(meta, "name");
     if (name.empty()) continue;
-    const std::string component = Str(labels, kComponentLabel);
     const bool ours = !req.instance_id.empty() && Str(labels, kOwnerLabel) == req.instance_id;
     int64_t expires = 0;
     if (ParseInt64(Str(labels, kExpiresLabel), expires) && expires < req.now_unix) {
@@ -548,11 +547,13 @@ std::vector<ReapDecision> PodsToReap(const Value& pod_list, const ReapRequest& r
       continue;
     }
     const int64_t created = ParseRfc3339(Str(meta, "creationTimestamp"));
-    if (ours && component == "executor" && created >= 0 &&
-        created < req.started_at_unix) {
+    const std::string owner = Str(labels, kOwnerLabel);
+    if (ours && created >= 0 && created < req.started_at_unix) {
       out.push_back({name, "left by an earlier run of instance " + req.instance_id + " (created " +
                                Rfc3339(created) + ", before this start at " +
                                Rfc3339(req.started_at_unix) + ")"});
+    } else if (!ours && !owner.empty() && req.owner_gone && req.owner_gone(owner)) {
+      out.push_back({name, "left by daemon " + owner + ", which is gone"});
     }
   }
   return out;
@@ -583,7 +584,7 @@ asio::awaitable<ReapResult> ReapPods(ApiClient& api, std::string_view ns_view,
     if (!deleted.ok()) {
       result.errors.push_back(deleted.status().message() + " (" + doomed.reason + ")");
     } else if (!deleted->empty()) {
-      result.deleted.push_back(doomed.name);
+      result.deleted.push_back(doomed);
     }
   }
   co_return result;

@@ -10,6 +10,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,9 @@ struct ReapRequest {
   std::string instance_id;      // this daemon's code-interpreter.owner value
   int64_t started_at_unix = 0;  // when this daemon started
   int64_t now_unix = 0;
+  // Whether the daemon named by an owner label is known to be gone (a dead pid of this host);
+  // empty: none is.
+  std::function<bool(std::string_view owner)> owner_gone;
 };
 
 struct ReapDecision {
@@ -77,14 +81,16 @@ struct ReapDecision {
 
 // From a PodList (GET .../pods?labelSelector=...): which pods to delete, and why. Pure.
 // (a) code-interpreter.expires-at in the past (any owner: the pod outlived its use);
-// (b) an executor pod of this instance created before it started (a restart of the
-//     same daemon left it; sessions are not: several replicas share them, they end by expiry);
+// (b) a pod of a daemon that is gone: this instance's from before it started (a restart of the
+//     same daemon pod left it) or one whose owner_gone says so. Sessions too: a session's
+//     interpreter lives on the exec connection of the daemon that made it, so no other daemon
+//     can serve it (docs: README "Not done yet", sessions across replicas);
 // (c) a finished pod (phase Succeeded or Failed) of this instance.
 std::vector<ReapDecision> PodsToReap(const rapidjson::Value& pod_list, const ReapRequest& request);
 
 struct ReapResult {
-  std::vector<std::string> deleted;  // names
-  std::vector<std::string> errors;   // one message per failure (the next round retries)
+  std::vector<ReapDecision> deleted;
+  std::vector<std::string> errors;  // one message per failure (the next round retries)
 };
 
 // Lists our pods in `ns` (app=code-interpreter, component in (executor,session)) and

@@ -393,6 +393,13 @@ std::vector<Measure> PodMeasures(const Pod& p) {
     m.push_back({K::kCpuCap, p.resources.cpu_millicores / 10, "kubernetes limits.cpu"});
   }
   m.push_back({K::kNoTerminal, 0, "kubernetes, no tty"});
+  // No rlimits in the Pod API: the run's wrapper lowers its own (docker/sandbox_shell.h).
+  const char* per_run = "ulimit in the run's wrapper";
+  m.push_back({K::kCpuTime, p.limits.cpu_time_sec, "RLIMIT_CPU, ulimit in the run's wrapper"});
+  m.push_back({K::kOpenFilesLimit, p.limits.open_files, per_run});
+  m.push_back({K::kQueuedSignalsLimit, p.limits.queued_signals, per_run});
+  m.push_back({K::kMessageQueueLimit, p.limits.message_queue_bytes, per_run});
+  m.push_back({K::kLockedMemoryLimit, p.limits.locked_memory_bytes, per_run});
   return m;
 }
 
@@ -417,20 +424,13 @@ std::vector<Downgrade> PodDowngrades(const Pod& p) {
                  "set KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN=false and rely on the NetworkPolicy "
                  "of packaging/kubernetes with a CNI that enforces it"});
   }
-  // No rlimits in the Pod API: the container runtime's defaults apply to every process.
-  const Measure rlimits[] = {
-      {MeasureKind::kCpuTime, p.limits.cpu_time_sec, "RLIMIT_CPU"},
-      {MeasureKind::kOpenFilesLimit, p.limits.open_files},
-      {MeasureKind::kQueuedSignalsLimit, p.limits.queued_signals},
-      {MeasureKind::kMessageQueueLimit, p.limits.message_queue_bytes},
-      {MeasureKind::kLockedMemoryLimit, p.limits.locked_memory_bytes},
-  };
-  for (const Measure& m : rlimits) {
-    d.push_back({MeasureName(m),
-                 "a pod cannot set rlimits (the Pod API has no ulimits): the container "
-                 "runtime's defaults apply",
-                 "use the docker or local backend for per-process kernel quotas"});
-  }
+  // procMount Default: the runtime's masked paths (kcore, keys, timer_list, sched_debug, acpi,
+  // scsi...), not the longer list of core/proc_masks.h; a pod cannot add any.
+  d.push_back({kProcMasksDowngrade,
+               "a pod's /proc hides only the container runtime's masked paths: kallsyms, "
+               "config.gz, modules and boot_id stay readable",
+               "run executor pods under a sandboxed runtime (KUBERNETES_EXECUTOR_RUNTIME_CLASS, "
+               "gVisor or Kata), whose /proc is not the host's"});
   d.push_back({MeasureName({MeasureKind::kOwnHostIds}),
                std::string("every pod runs as uid ") + std::to_string(p.run_as_user) +
                    " on its node (no user namespace per pod): per-user kernel counters (pipe "

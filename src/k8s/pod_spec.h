@@ -36,8 +36,8 @@ inline constexpr const char* kLockdownContainer = "network-lockdown";
 
 // Which pod the executor asks for, besides the spec.
 struct PodRequest {
-  int64_t now = 0;  // unix seconds: expiries are computed from it
-  std::string instance_id;    // the daemon instance (label value): owner label
+  int64_t now = 0;                // unix seconds: expiries are computed from it
+  std::string instance_id;        // the daemon instance (label value): owner label
   std::string owner_description;  // annotation, e.g. "pod code-interpreter-7c9d/ns (uid ...)"
   // The daemon's namespace (the connection's): ownerReferences cannot cross namespaces (an owner
   // elsewhere looks deleted, and the garbage collector removes the pod at once).
@@ -129,6 +129,9 @@ std::vector<Measure> PodMeasures(const Pod& pod);
 // one host uid for every pod, the runtime's default seccomp filter instead of ours, the
 // lockdown's exception to the restricted Pod Security Standard.
 std::vector<Downgrade> PodDowngrades(const Pod& pod);
+
+// The downgrade naming the /proc files a pod cannot mask (core/proc_masks.h's list).
+inline constexpr const char* kProcMasksDowngrade = "host facts masked in /proc";
 
 // 268435456 -> "256Mi", 1536 -> "1536" ... (a resource.Quantity in the binary SI form when exact).
 std::string BytesQuantity(uint64_t bytes);

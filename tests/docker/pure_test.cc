@@ -184,7 +184,29 @@ std::string Archive(const std::vector<Member>& members) {
     a += TarHeader(m.path, m.data.size(), false, 0644, 65532, 65532) + m.data +
          TarPadding(m.data.size());
   }
-  return a + TarTrailer();
+  return a + TarTrailer(a.size());
+}
+
+// GNU tar -x on a stdin that stays open (Kubernetes' v4 exec cannot close it) must end at the
+// archive's end: only a whole last record lets it.
+TEST(Tar, GnuTarExtractsAndExitsWithoutEndOfStdin) {
+  for (size_t size : {size_t{0}, size_t{5}, size_t{9000}, size_t{10240}, size_t{30000}}) {
+    std::string archive = Archive({{"f.bin", std::string(size, 'x')}});
+    EXPECT_EQ(archive.size() % kTarRecord, 0u);
+    char dir[] = "/tmp/tar-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    std::string d = dir;
+    std::ofstream(d + "/a.tar", std::ios::binary) << archive;
+    // The archive, then a stdin that only ends after 30 s: tar must be done well before.
+    std::string cmd = "cd " + d + " && { cat a.tar; sleep 30; } | { timeout 20 tar -x -f -; " +
+                      "echo $? > rc; pkill -P $$ sleep; } ; cat rc; wc -c < f.bin";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[256] = {};
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    ::pclose(p);
+    EXPECT_EQ(std::string(buf, n), "0\n" + std::to_string(size) + "\n") << "size " << size;
+    std::system(("rm -rf " + d).c_str());
+  }
 }
 
 TEST(Tar, RoundTripIncludingLongNames) {

@@ -179,6 +179,34 @@ TEST(SandboxShell, AFileThatCannotBeWrittenIsExitStatus126) {
   EXPECT_EQ(ran.out, "") << "the program must not run";
 }
 
+// The kernel quotas a pod's run wrapper sets, read back by the program it runs.
+TEST(SandboxShell, RunLimitsReachTheProgram) {
+  TempDir work;
+  SandboxLimits limits;
+  limits.cpu_time_sec = 7;
+  limits.open_files = 200;
+  limits.queued_signals = 300;
+  limits.message_queue_bytes = 4096;
+  limits.locked_memory_bytes = 64 << 10;
+  const char* report =
+      "echo $(ulimit -S -t) $(ulimit -H -t) $(ulimit -n) $(ulimit -H -n) $(ulimit -i) "
+      "$(ulimit -q) $(ulimit -l)";
+  Ran ran =
+      RunIn(work.path(), WithRunLimits(RunLimitsScript(limits, true), {"/bin/bash", "-c", report}));
+  EXPECT_EQ(ran.out, "7 8 200 200 300 4096 64\n");
+  // In a session each run's wrapper sets the CPU time itself: none here.
+  ran = RunIn(work.path(), WithRunLimits(RunLimitsScript(limits, false),
+                                         {"/bin/bash", "-c", "ulimit -t; ulimit -n"}));
+  EXPECT_EQ(ran.out, "unlimited\n200\n");
+  // The program's wrapper sets them first (not run here: its kill(-1) would reach the test's
+  // own processes).
+  ProgramExec exec;
+  exec.program = {"/bin/true"};
+  exec.limits = RunLimitsScript(limits, true);
+  EXPECT_EQ(ProgramArgv(exec)[2].rfind(exec.limits, 0), 0u);
+  EXPECT_EQ(WithRunLimits("", {"a", "b"}), (std::vector<std::string>{"a", "b"}));
+}
+
 TEST(InlineFiles, SmallTopLevelTextTravelsInTheArgv) {
   TempDir host;
   const std::string code = "print('h\xc3\xa9llo \xf0\x9f\x90\x8d')\n";  // UTF-8, 2 and 4 bytes

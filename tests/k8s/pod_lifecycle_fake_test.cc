@@ -226,7 +226,7 @@ TEST_F(PodLifecycleTest, AnExpiredResourceVersionRestartsFromAFreshGet) {
   EXPECT_TRUE(a_running.ok()) << a_running.message();
 }
 
-TEST_F(PodLifecycleTest, TheReaperRemovesExpiredAndLeftoverPodsButNotLiveSessions) {
+TEST_F(PodLifecycleTest, TheReaperRemovesExpiredAndLeftoverPodsButNotAnotherReplicasSession) {
   FakeApiServer fake;
   auto api = Client(fake);
   const int64_t now = time(nullptr);
@@ -235,7 +235,8 @@ TEST_F(PodLifecycleTest, TheReaperRemovesExpiredAndLeftoverPodsButNotLiveSession
   expired.kind = PodKind::kSession;
   expired.expires_at = now - 60;
   PodWish leftover;  // ours, from "before" this run started (started_at below is later)
-  PodWish session;
+  PodWish session;   // another replica's, live
+  session.instance = "ci-other";
   session.kind = PodKind::kSession;
   session.expires_at = now + 3600;
   PodWish other_replica;
@@ -245,18 +246,21 @@ TEST_F(PodLifecycleTest, TheReaperRemovesExpiredAndLeftoverPodsButNotLiveSession
   const std::string session_name = Create(*api, PodBody(session)).name;
   const std::string other_name = Create(*api, PodBody(other_replica)).name;
 
-  ReapResult r = AwaitOn(io_, ReapPods(*api, kNs, ReapRequest{kInstance, now + 5, now}));
+  ReapResult r = AwaitOn(io_, ReapPods(*api, kNs, ReapRequest{kInstance, now + 5, now, nullptr}));
   EXPECT_TRUE(r.errors.empty()) << r.errors.front();
   std::vector<std::string> want = {expired_name, leftover_name};
   std::sort(want.begin(), want.end());
-  std::sort(r.deleted.begin(), r.deleted.end());
-  EXPECT_EQ(r.deleted, want);
+  std::vector<std::string> deleted;
+  for (const auto& d : r.deleted) deleted.push_back(d.name);
+  std::sort(deleted.begin(), deleted.end());
+  EXPECT_EQ(deleted, want);
   EXPECT_EQ(GetStatus(*api, expired_name), 404);
   EXPECT_EQ(GetStatus(*api, leftover_name), 404);
   EXPECT_EQ(GetStatus(*api, session_name), 200);
   EXPECT_EQ(GetStatus(*api, other_name), 200);
   // Nothing left to do: a second round deletes nothing.
-  ReapResult again = AwaitOn(io_, ReapPods(*api, kNs, ReapRequest{kInstance, now + 5, now}));
+  ReapResult again =
+      AwaitOn(io_, ReapPods(*api, kNs, ReapRequest{kInstance, now + 5, now, nullptr}));
   EXPECT_TRUE(again.deleted.empty());
   EXPECT_TRUE(again.errors.empty());
 }

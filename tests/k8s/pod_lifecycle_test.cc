@@ -203,7 +203,9 @@ std::vector<std::string> Reaped(const std::vector<std::string>& items,
   std::string why;
   EXPECT_TRUE(ParseJson(list, d, why)) << why;
   std::vector<std::string> names;
-  for (const ReapDecision& r : PodsToReap(d, ReapRequest{"ci-me", kStarted, kNow})) {
+  // "host-7" is a daemon that is gone, as owner_gone would find a dead pid of this host.
+  ReapRequest request{"ci-me", kStarted, kNow, [](std::string_view o) { return o == "host-7"; }};
+  for (const ReapDecision& r : PodsToReap(d, request)) {
     names.push_back(r.name);
     if (reasons) reasons->push_back(r.reason);
   }
@@ -220,19 +222,21 @@ TEST(PodsToReap, ExpiredPodsGoWhoeverOwnsThem) {
   EXPECT_THAT(reasons, ElementsAre(std::string("expired at ") + Rfc3339(kNow - 1)));
 }
 
-TEST(PodsToReap, ExecutorPodsOfAnEarlierRunOfThisInstance) {
+TEST(PodsToReap, PodsOfADaemonThatIsGone) {
   std::vector<std::string> reasons;
-  EXPECT_THAT(
-      Reaped({Item("prev-exec", "executor", "ci-me", kNow + 60, kStarted - 5),
-              // Sessions outlive a replica: another one may be serving them; expiry ends them.
-              Item("prev-session", "session", "ci-me", kNow + 60, kStarted - 5),
-              // Another replica's pods, and ours from this run.
-              Item("other-exec", "executor", "ci-other", kNow + 60, kStarted - 5),
-              Item("this-run", "executor", "ci-me", kNow + 60, kStarted)},
-             &reasons),
-      ElementsAre("prev-exec"));
-  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_THAT(Reaped({Item("prev-exec", "executor", "ci-me", kNow + 60, kStarted - 5),
+                      // Its interpreter lived on the exec connection of the daemon that is gone.
+                      Item("prev-session", "session", "ci-me", kNow + 60, kStarted - 5),
+                      Item("dead-session", "session", "host-7", kNow + 60, kStarted + 5),
+                      // Another live replica's pods, and ours from this run.
+                      Item("other-exec", "executor", "ci-other", kNow + 60, kStarted - 5),
+                      Item("other-session", "session", "ci-other", kNow + 60, kStarted - 5),
+                      Item("this-run", "executor", "ci-me", kNow + 60, kStarted)},
+                     &reasons),
+              ElementsAre("prev-exec", "prev-session", "dead-session"));
+  ASSERT_EQ(reasons.size(), 3u);
   EXPECT_THAT(reasons[0], HasSubstr("left by an earlier run of instance ci-me"));
+  EXPECT_EQ(reasons[2], "left by daemon host-7, which is gone");
 }
 
 TEST(PodsToReap, FinishedPodsOfOursOnly) {
@@ -254,7 +258,7 @@ TEST(PodsToReap, PodsWithoutUsableLabelsAreLeftAlone) {
   ASSERT_TRUE(ParseJson(std::string("{\"items\":[") +
                             Item("x", "executor", "", kNow + 60, kStarted - 5, "Failed") + "]}",
                         d, why));
-  EXPECT_THAT(PodsToReap(d, ReapRequest{"", kStarted, kNow}), IsEmpty());
+  EXPECT_THAT(PodsToReap(d, ReapRequest{"", kStarted, kNow, nullptr}), IsEmpty());
 }
 
 TEST(ReapListPath, SelectsOurPodsURLEncoded) {

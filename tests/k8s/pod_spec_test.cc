@@ -297,7 +297,12 @@ TEST(PodMeasures, DefaultsWithTheLockdown) {
                           "read-only root (kubernetes readOnlyRootFilesystem)",
                           "no_new_privs (kubernetes allowPrivilegeEscalation false)",
                           "seccomp (RuntimeDefault profile)", "memory limit 256 MiB (kubernetes)",
-                          "no controlling terminal (kubernetes, no tty)"));
+                          "no controlling terminal (kubernetes, no tty)",
+                          "CPU time limit 5 s (RLIMIT_CPU, ulimit in the run's wrapper)",
+                          "open files limit 1024 (ulimit in the run's wrapper)",
+                          "queued signals limit 1024 (ulimit in the run's wrapper)",
+                          "message queue limit 800 KiB (ulimit in the run's wrapper)",
+                          "locked memory limit 8 MiB (ulimit in the run's wrapper)"));
 }
 
 TEST(PodMeasures, CpuCapLocalhostProfileAndNoNetworkClaimWithoutTheLockdown) {
@@ -318,12 +323,10 @@ std::vector<std::string> DowngradeNames(const Pod& pod) {
 }
 
 TEST(PodDowngrades, WhatAPodCannotEnforce) {
-  EXPECT_THAT(DowngradeNames(ExecutionPod()),
-              ElementsAre("pids limit 64", "restricted Pod Security Standard",
-                          "CPU time limit 5 s (RLIMIT_CPU)", "open files limit 1024",
-                          "queued signals limit 1024", "message queue limit 800 KiB",
-                          "locked memory limit 8 MiB", "own host uid/gid per sandbox",
-                          "seccomp (default profile)"));
+  EXPECT_THAT(
+      DowngradeNames(ExecutionPod()),
+      ElementsAre("pids limit 64", "restricted Pod Security Standard", "host facts masked in /proc",
+                  "own host uid/gid per sandbox", "seccomp (default profile)"));
   // Without the lockdown, network isolation rests on the NetworkPolicy; with the node's own
   // Localhost profile, the executor profile is no downgrade.
   auto session = DowngradeNames(SessionPod());

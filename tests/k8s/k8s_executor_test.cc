@@ -1,0 +1,207 @@
+// K8sExecutor against the fake API server, on both exec subprotocols: v5 (stdin closed with the
+// close signal) and v4 (--no-v5: stdin cannot be half-closed, so the program and tar must stop
+// by themselves). The e2e and hostile suites run the whole API on it; this covers what they
+// cannot choose: the subprotocol, and the pods left behind.
+#include "k8s/k8s_executor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/await.h"
+#include "fake_apiserver.h"
+#include "k8s/api_client.h"
+
+namespace ci::k8s {
+namespace {
+
+using testing::HasSubstr;
+using testing_support::AwaitOn;
+using namespace std::chrono_literals;
+
+struct Execution {
+  Result<RunOutcome> outcome = Status::Error("not run");
+  std::string out, err;
+};
+
+class K8sExecutorTest : public testing::TestWithParam<bool> {  // v4 only
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "the fake API server's pods need root";
+    std::vector<std::string> flags;
+    if (GetParam()) flags.push_back("--no-v5");
+    fake_ = std::make_unique<testing_support::FakeApiServer>(flags);
+    executor_ = Make("code-interpreter-executor:latest");
+  }
+  void TearDown() override {
+    if (executor_) {
+      AwaitOn(io_, Drained(*executor_));
+      EXPECT_EQ(PodCount(), 0) << "pods left behind";
+    }
+  }
+
+  std::unique_ptr<Executor> Make(const std::string& image) {
+    K8sExecutorOptions o;
+    auto config = LoadKubeconfig(fake_->kubeconfig());
+    EXPECT_TRUE(config.ok()) << config.status().message();
+    o.connection = std::move(config).value();
+    o.pods.image = image;
+    o.pods.net_admin_lockdown = false;
+    o.start_timeout = 30s;
+    return MakeK8sExecutor(io_.get_executor(), std::move(o));
+  }
+
+  static asio::awaitable<int> Drained(Executor& e) {
+    co_await e.Drain();
+    co_return 0;
+  }
+
+  int PodCount() {
+    auto client = fake_->Client(io_.get_executor());
+    auto r = AwaitOn(io_, client->Request("GET", "/api/v1/namespaces/default/pods", ""));
+    if (!r.ok()) return -1;
+    rapidjson::Document d;
+    std::string why;
+    if (!ParseJson(r->body, d, why) || !d.HasMember("items")) return -1;
+    return static_cast<int>(d["items"].Size());
+  }
+
+  static SandboxSpec Spec() {
+    SandboxSpec spec;
+    spec.env = DefaultSandboxEnv();
+    return spec;
+  }
+
+  Execution Run(Sandbox& sandbox, std::vector<std::string> argv,
+                std::optional<std::string> stdin_data = std::nullopt,
+                std::vector<StagedFile> files = {}, std::chrono::milliseconds timeout = 20s) {
+    Execution e;
+    RunPayload p;
+    p.argv = std::move(argv);
+    p.stdin_data = std::move(stdin_data);
+    p.files = std::move(files);
+    p.timeout = timeout;
+    e.outcome = AwaitOn(io_, sandbox.Run(std::move(p), [&](StreamKind k, std::string_view d) {
+      (k == StreamKind::kStdout ? e.out : e.err).append(d);
+    }));
+    return e;
+  }
+
+  std::unique_ptr<Sandbox> Prepare(const SandboxSpec& spec = Spec()) {
+    auto s = AwaitOn(io_, executor_->Prepare(spec));
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  boost::asio::io_context io_;
+  std::unique_ptr<testing_support::FakeApiServer> fake_;
+  std::unique_ptr<Executor> executor_;
+};
+
+TEST_P(K8sExecutorTest, StdinReachesTheProgramWhichThenReadsEof) {
+  auto sandbox = Prepare();
+  ASSERT_TRUE(sandbox);
+  auto e = Run(*sandbox, {"bash", "-c", "cat; echo err >&2; exit 3"}, std::string("hello\n"));
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, "hello\n");
+  EXPECT_EQ(e.err, "err\n");
+  EXPECT_EQ(e.outcome->exit_code, 3);
+  EXPECT_FALSE(e.outcome->timed_out);
+  AwaitOn(io_, sandbox->Destroy());
+}
+
+TEST_P(K8sExecutorTest, NoStdinIsEofAtOnce) {
+  auto sandbox = Prepare();
+  ASSERT_TRUE(sandbox);
+  auto e = Run(*sandbox, {"bash", "-c", "wc -c"});
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, "0\n");
+  EXPECT_FALSE(e.outcome->timed_out);
+  AwaitOn(io_, sandbox->Destroy());
+}
+
+// Files too big for the argv go by `tar -x` over an exec, whose stdin v4 cannot close.
+TEST_P(K8sExecutorTest, LargeFilesAreStagedAndOutputsCollected) {
+  auto dir = std::filesystem::temp_directory_path() / ("k8s-exec-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "out");
+  { std::ofstream(dir / "big.bin", std::ios::binary) << std::string(300000, 'x'); }
+  auto sandbox = Prepare();
+  ASSERT_TRUE(sandbox);
+  auto e = Run(*sandbox, {"bash", "-c", "wc -c < data/big.bin; echo made > out.txt"}, std::nullopt,
+               {{"data/big.bin", (dir / "big.bin").string()}});
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, "300000\n") << e.err;
+  CollectLimits limits;
+  limits.dest_dir = (dir / "out").string();
+  auto collected = AwaitOn(io_, sandbox->Collect(limits));
+  ASSERT_TRUE(collected.ok()) << collected.status().message();
+  std::map<std::string, std::string> got;
+  for (const auto& f : collected->files) {
+    std::stringstream ss;
+    ss << std::ifstream(f.host_path).rdbuf();
+    got[f.workspace_path] = ss.str();
+  }
+  EXPECT_EQ(got["out.txt"], "made\n");
+  EXPECT_EQ(got["data/big.bin"].size(), 300000u);
+  AwaitOn(io_, sandbox->Destroy());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_P(K8sExecutorTest, TimeoutKillsTheProgram) {
+  auto sandbox = Prepare();
+  ASSERT_TRUE(sandbox);
+  auto e = Run(*sandbox, {"sleep", "30"}, std::nullopt, {}, 1s);
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_TRUE(e.outcome->timed_out);
+  EXPECT_EQ(e.outcome->signal, SIGKILL);
+  AwaitOn(io_, sandbox->Destroy());
+}
+
+TEST_P(K8sExecutorTest, ASessionKeepsItsFilesAndBackgroundProgramsBetweenRuns) {
+  SandboxSpec spec = Spec();
+  spec.session_expires_at = std::time(nullptr) + 600;
+  auto sandbox = Prepare(spec);
+  ASSERT_TRUE(sandbox);
+  RunPayload bg;
+  bg.argv = {"bash", "-c", "echo $$ > /tmp/bg.pid; exec sleep 300"};
+  bg.background = true;
+  auto started = AwaitOn(io_, sandbox->Run(std::move(bg), [](StreamKind, std::string_view) {}));
+  ASSERT_TRUE(started.ok()) << started.status().message();
+  auto first = Run(*sandbox, {"bash", "-c", "echo kept > /tmp/state; sleep 100 &"});
+  ASSERT_TRUE(first.outcome.ok()) << first.outcome.status().message();
+  auto second = Run(*sandbox, {"bash", "-c",
+                               "cat /tmp/state; kill -0 $(cat /tmp/bg.pid) && "
+                               "echo alive; pgrep -c -x -f 'sleep 100'"});
+  ASSERT_TRUE(second.outcome.ok()) << second.outcome.status().message();
+  EXPECT_EQ(second.out, "kept\nalive\n0\n") << "the run's leftover `sleep 100` is killed";
+  AwaitOn(io_, sandbox->Destroy());
+}
+
+TEST_P(K8sExecutorTest, AnImageThatCannotBePulledFailsPrepareAndLeavesNoPod) {
+  executor_ = Make("registry.example/none:pull-fails");
+  auto s = AwaitOn(io_, executor_->Prepare(Spec()));
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("ErrImagePull"));
+  EXPECT_EQ(s.status().unavailable_reason(), "pod start");  // a 503 naming it, not a 500
+  Status health = AwaitOn(io_, executor_->Check());         // /health and /ready say so meanwhile
+  EXPECT_THAT(health.message(), HasSubstr("the last executor pod did not start"));
+}
+
+TEST_P(K8sExecutorTest, CheckAnswersAndNamesTheHealthProblem) {
+  EXPECT_TRUE(AwaitOn(io_, executor_->Check()).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Subprotocols, K8sExecutorTest, testing::Values(false, true),
+                         [](const testing::TestParamInfo<bool>& p) {
+                           return p.param ? "v4" : "v5";
+                         });
+
+}  // namespace
+}  // namespace ci::k8s
