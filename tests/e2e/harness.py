@@ -46,6 +46,7 @@ class Config:
     pool = None  # DaemonPool
     backend_env = {}  # what every spawned daemon's backend needs (e.g. the fake's KUBECONFIG)
     backend_log = None  # the log of a service the backend uses (the fake API server), or None
+    cluster = None  # the FakeCluster of a --backend kubernetes run
     final_checks = []  # callables -> [(name, ok, diagnostic)], run once the daemons stopped
 
     _user_bin = None
@@ -632,8 +633,28 @@ class FakeCluster:
             "KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN": "false",
         }
         Config.backend_log = self.log
+        Config.cluster = self
         Config.final_checks.append(self.final_checks)
         return self
+
+    def delete_pod_of(self, pid):
+        """Deletes at once (grace 0), through the API, the pod whose cgroup holds host process
+        `pid` (its uid ends the fake kubelet's cgroup path): the pod dies under the daemon, as
+        when a node is lost. Returns the pod's name."""
+        with open(f"/proc/{pid}/cgroup") as f:
+            uids = re.findall(r"fake-kubelet/[^/]+/([0-9a-f-]{36})", f.read())
+        if not uids:
+            raise AssertionError(f"process {pid} is in no fake pod's cgroup")
+        client = self.server.client()
+        for p in client.request("GET", "/api/v1/pods").json()["items"]:
+            if p["metadata"]["uid"] == uids[0]:
+                name, ns = p["metadata"]["name"], p["metadata"]["namespace"]
+                r = client.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}"
+                                             "?gracePeriodSeconds=0")
+                if r.status != 200:
+                    raise AssertionError(f"deleting pod {name}: {r.status} {r.body!r}")
+                return name
+        raise AssertionError(f"no pod has uid {uids[0]}")
 
     def _pods(self):
         r = self.server.client().request("GET", "/api/v1/pods")
@@ -757,6 +778,17 @@ class E2ETestCase(unittest.TestCase):
             self.assertTrue(self.daemon.alive(), "the daemon process died")
         res = self.execute("print('still alive')")
         self.assertEqual(res.get("stdout"), "still alive\n", f"a plain execute afterwards: {res}")
+
+    def downgraded(self, prefix):
+        """True when /health lists a downgrade whose measure starts with `prefix`."""
+        r = self.client.get("/health", timeout=10)
+        hardening = (r.json or {}).get("hardening") or {}
+        return any(d.get("measure", "").startswith(prefix)
+                   for d in hardening.get("downgrades") or [])
+
+    def pids_limit_downgraded(self):
+        """True when the backend cannot give a sandbox its own pids limit (kubernetes)."""
+        return self.downgraded("pids limit")
 
     def cgroup_downgraded(self):
         """True when /health reports the cgroup limits as downgraded (a rootless daemon without a

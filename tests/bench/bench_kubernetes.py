@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+"""The kubernetes backend on the fake API server (tests/k8s/) next to the local backend, in one
+run: hello-world `POST /v1/execute` and a persistent-Python session call (`x += 1`) on each,
+with bare `python3 -c 'print(1)'` as the baseline, interleaved round by round. Needs root (the
+fake's pods). The fake's pods are bubblewrap sandboxes on this machine, so the kubernetes rows
+measure the backend's own cost (pod create + watch, exec WebSockets, staging), not a cluster's
+scheduling or image pulls.
+
+  tests/bench/bench_kubernetes.py --bin build/code-interpreter
+  tests/bench/bench_kubernetes.py --bin build/code-interpreter --runs 100 --env WARM_POOL_SIZE=0
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+
+import harness  # noqa: E402
+from bench_execute import CODE, PYTHON, CommandTarget, DaemonTarget, percentile  # noqa: E402
+
+
+class SessionCallTarget:
+    """One call `x += 1` on a live interpreter (the session made and warmed first)."""
+
+    def __init__(self, host, port):
+        self.conn = harness.Client(host, port, log=[]).connection(timeout=60)
+        created = self.post("/v1/sessions", {})
+        self.path = f"/v1/sessions/{created['session_id']}/execute"
+        self.post(self.path, {"code": "x = 0"})
+        self.expect = 0
+
+    def post(self, path, obj):
+        self.conn.request("POST", path, body=json.dumps(obj).encode(),
+                          headers={"Content-Type": "application/json"})
+        r = self.conn.getresponse()
+        data = r.read()
+        if r.status not in (200, 201):
+            raise RuntimeError(f"POST {path}: {r.status} {data[:300]!r}")
+        return json.loads(data)
+
+    def once(self):
+        import time
+        t0 = time.perf_counter()
+        out = self.post(self.path, {"code": "x += 1\nx"})
+        took = time.perf_counter() - t0
+        self.expect += 1
+        if out.get("stdout") != f"{self.expect}\n":
+            raise RuntimeError(f"session call: {out}")
+        return took
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.environ.get("CI_DAEMON_BIN"))
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra environment of both daemons, e.g. WARM_POOL_SIZE=0")
+    args = ap.parse_args()
+    if not args.bin:
+        ap.error("give --bin PATH (or CI_DAEMON_BIN)")
+    why = harness.kubernetes_unavailable()
+    if why:
+        print(f"cannot run: {why}", file=sys.stderr)
+        return 77
+    harness.Config.bin_path = os.path.abspath(args.bin)
+    overrides = dict(kv.split("=", 1) for kv in args.env)
+    overrides.setdefault("LOG_LEVEL", "info")
+    cluster = harness.FakeCluster().start()
+    daemons = []
+    try:
+        local = harness.Daemon(dict(overrides, EXECUTOR_BACKEND="local")).start()
+        daemons.append(local)
+        k8s = harness.Daemon(dict(overrides, EXECUTOR_BACKEND="kubernetes")).start()
+        daemons.append(k8s)
+        targets = [
+            ("kubernetes (fake) `POST /v1/execute` print(1)", DaemonTarget(k8s.host, k8s.port)),
+            ("local `POST /v1/execute` print(1)", DaemonTarget(local.host, local.port)),
+            ("kubernetes (fake) session call `x += 1`", SessionCallTarget(k8s.host, k8s.port)),
+            ("local session call `x += 1`", SessionCallTarget(local.host, local.port)),
+            (f"bare `{PYTHON} -c 'print(1)'`", CommandTarget([PYTHON, "-c", CODE])),
+        ]
+        samples = {name: [] for name, _ in targets}
+        for _ in range(args.warmup):
+            for _, t in targets:
+                t.once()
+        for _ in range(args.runs):
+            for name, t in targets:
+                samples[name].append(t.once())
+    finally:
+        for d in daemons:
+            d.stop()
+            d.cleanup()
+        cluster.close(show_log=False)
+
+    base = percentile(samples[targets[-1][0]], 50)
+    print(f"kubernetes on the fake API server next to local, {args.runs} runs each after "
+          f"{args.warmup} warm-up rounds, interleaved; {os.cpu_count()} CPUs\n")
+    print("| what | p50 ms | p99 ms | p50 / bare python p50 |")
+    print("|---|---:|---:|---:|")
+    for name, _ in targets:
+        p50, p99 = percentile(samples[name], 50), percentile(samples[name], 99)
+        print(f"| {name} | {p50:.2f} | {p99:.2f} | {p50 / base:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
