@@ -103,6 +103,10 @@ DENY_SYSINFO = {"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_
                             {"names": ["getpriority"], "action": "SCMP_ACT_ERRNO",
                              "errnoRet": 13,
                              "args": [{"index": 0, "value": 1, "op": "SCMP_CMP_EQ"}]}]}
+# Refuses setgroups, which the runtime's own uid change (setpriv here, runc's init on a node)
+# makes: fatal when the filter goes on before that change (no no_new_privs), not after it.
+DENY_SETGROUPS = {"defaultAction": "SCMP_ACT_ALLOW",
+                  "syscalls": [{"names": ["setgroups"], "action": "SCMP_ACT_ERRNO"}]}
 EXECUTOR_PROFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "policies", "seccomp-executor.json")
 
@@ -794,6 +798,7 @@ class SeccompTest(ServerTestCase):
     @classmethod
     def setUpClass(cls):
         cls.profiles = seccomp_root({"deny-sysinfo.json": DENY_SYSINFO,
+                                     "deny-setgroups.json": DENY_SETGROUPS,
                                      "repo/executor.json": EXECUTOR_PROFILE})
         cls.flags = ("--seccomp-root", cls.profiles.name)
         super().setUpClass()
@@ -884,6 +889,20 @@ class SeccompTest(ServerTestCase):
         self.assertIn(f'cannot load seccomp profile "{self.profiles.name}/absent.json"',
                       waiting["message"])
         self.assertEqual(events[-1]["object"]["status"]["phase"], "Pending")
+
+    def test_the_filter_goes_on_where_runc_puts_it(self):
+        profile = {"type": "Localhost", "localhostProfile": "deny-setgroups.json"}
+        self.running(seccomp_pod("late", profile))  # no_new_privs: after the uid change
+        out, _, status, _ = self.run_exec("late", ["id", "-u"])
+        self.assertEqual((out[1], status["status"]), (b"65532\n", "Success"))
+        body = seccomp_pod("early", profile)
+        del body["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"]
+        pod = self.create(body)
+        events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Failed")
+        state = events[-1]["object"]["status"]["containerStatuses"][0]["state"]
+        self.assertEqual(state["terminated"]["reason"], "Error", state)
+        log = self.c.request("GET", f"{PODS}/early/log").body.decode()
+        self.assertIn("setgroups failed", log)
 
     def test_unconfined_has_no_filter(self):
         for name, profile in (("unconfined", {"type": "Unconfined"}), ("nofield", None)):
