@@ -213,6 +213,13 @@ class Container:
                              f'(pod: "{name}_{ns}({self.pod["metadata"]["uid"]})", '
                              f'container: {self.name})')
         self._load_seccomp()
+        try:
+            self._start()
+        except StartError:
+            self._close_seccomp()  # a container that never ran is not kept: nothing closes it
+            raise
+
+    def _start(self):
         volumes = pod_volumes(self.pod, self.pod_dir, self.cgroup.memory)
         # --as-pid-1: the container's command is its pid namespace's init, as in a real
         # container, so `kill -9 -1` from an exec spares it and SIGTERM reaches it only if it
@@ -339,6 +346,9 @@ class Container:
                 pass
         if self.proc:
             self.proc.wait()
+        self._close_seccomp()
+
+    def _close_seccomp(self):
         if self.seccomp_fd is not None:
             os.close(self.seccomp_fd)
             self.seccomp_fd = None
