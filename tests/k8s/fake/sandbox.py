@@ -5,9 +5,9 @@ command as the container's uid. Exec enters those namespaces with nsenter, so ev
 the same mounts and processes as the container (a `kill -9 -1` reaches a session's shell).
 The command and every exec run in the pod's cgroup (cgroups.py), joined before they exec
 anything, and see it read-only at /sys/fs/cgroup; `medium: Memory` emptyDirs are tmpfs mounts.
-Both also get the container's seccomp filter (seccomp_profile.py), installed last, right before
-the exec of the command, and (with the isolated pod network) the pod's own network namespace,
-where only `lo` is up.
+Both also get the container's seccomp filter (seccomp_profile.py), installed after the fake's
+own steps, where runc installs it, and (with the isolated pod network) the pod's own network
+namespace, where only `lo` is up.
 
 Needs root (bind mounts and setns); tests/k8s/README.md says what is not emulated."""
 
@@ -139,7 +139,7 @@ class Container:
     def __init__(self, pod, container, pod_dir, cgroup, seccomp_root="/var/lib/kubelet/seccomp",
                  isolated_network=True):
         self.pod = pod
-        self.seccomp_root = seccomp_root  # the kubelet's --seccomp-profile-root
+        self.seccomp_root = seccomp_root  # the kubelet's seccomp directory
         self.seccomp_fd = None  # a memfd with the container's BPF filter
         self.confined = False  # under a seccomp profile (then never run without seccomp_fd)
         # Its own network namespace (what a deny-all NetworkPolicy leaves a pod: itself), or
