@@ -18,6 +18,7 @@ packages=(
   # the Kubernetes manifests check parses kubectl kustomize's output (kubectl itself is not in
   # Debian 12: preinstalled here; the check is skipped without it outside CI)
   python3-yaml
+  python3-seccomp  # the fake Kubernetes API server's pod seccomp filters (tests/k8s/fake)
   # the fake Kubernetes API server's second client (tests/k8s/python_client_test.py)
   python3-kubernetes
   # rootless sandboxes with subordinate ids (newuidmap, newgidmap)

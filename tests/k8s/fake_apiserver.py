@@ -75,7 +75,8 @@ class FakeApiServer:
         self.args = args
         self.token = args.token or secrets.token_hex(16)
         self.store = Store(args.watch_history)
-        self.node = Node(self.store, args.state_dir, args.pod_pids_limit)
+        self.node = Node(self.store, args.state_dir, args.pod_pids_limit, args.seccomp_root,
+                         args.pod_network)
         self.namespaces = set(args.namespace or ["default"]) | {"default", "kube-system"}
         self.restricted = set(args.restricted or [])
         self.denied = set(args.deny or [])  # "verb:resource", e.g. "create:pods"
@@ -443,7 +444,10 @@ class Handler(BaseHTTPRequestHandler):
                 return (f'failed to exec in container: failed to start exec: OCI runtime exec '
                         f'failed: exec failed: unable to start container process: exec: '
                         f'"{command[0]}": executable file not found in $PATH: unknown')
-            return sandbox.exec(command, want["stdin"], want["stdout"], want["stderr"])
+            try:
+                return sandbox.exec(command, want["stdin"], want["stdout"], want["stderr"])
+            except ProcessLookupError:
+                return f'container not found ("{container}")'  # stopped since the check above
         ExecStream(self.rfile, self.connection, chosen).run(
             start, want["stdin"], want["stdout"], want["stderr"])
 
@@ -507,12 +511,21 @@ def main():
     p.add_argument("--pod-pids-limit", type=int, default=1024, metavar="N",
                    help="pids.max of every pod's cgroup, as the kubelet's podPidsLimit "
                         "(default 1024; -1: unlimited)")
+    p.add_argument("--seccomp-root", metavar="DIR",
+                   help="the kubelet's seccomp directory: a Localhost profile is DIR/<its "
+                        "localhostProfile> (default: STATE_DIR/seccomp)")
+    p.add_argument("--pod-network", choices=("isolated", "host"), default="isolated",
+                   help="isolated (default): each pod has its own network namespace with only "
+                        "lo, as under a deny-all NetworkPolicy; host: pods share the host's")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
     if os.geteuid() != 0:
         sys.exit("fake_apiserver: pods need root (bind mounts and nsenter into the sandbox)")
     args.state_dir = os.path.abspath(args.state_dir)
     os.makedirs(args.state_dir, exist_ok=True)
+    args.seccomp_root = os.path.abspath(args.seccomp_root or
+                                        os.path.join(args.state_dir, "seccomp"))
+    os.makedirs(args.seccomp_root, exist_ok=True)
     ca, cert, key = make_certs(args.state_dir)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
@@ -528,7 +541,8 @@ def main():
     # "cgroups": where this server's pod cgroups live (one directory per pod uid), for tests
     # and for a sweep after a crash (launcher.sweep).
     info = {"url": url, "ca": ca, "token": api.token, "kubeconfig": kubeconfig,
-            "cgroups": api.node.cgroup_parents}
+            "cgroups": api.node.cgroup_parents, "seccomp_root": args.seccomp_root,
+            "pod_network": args.pod_network}
     with open(os.path.join(args.state_dir, "server.json"), "w") as f:
         json.dump(info, f)
 

@@ -7,6 +7,8 @@ cgroups, memory/pids/cpu limits, tmpfs emptyDirs, the in-container /sys/fs/cgrou
 
 import json
 import os
+import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -49,6 +51,88 @@ def pod_json(name, image="registry.example/runner:1", labels=None, command=None,
     md = {"labels": labels or {"app": "fake-test"}}
     md["generateName" if name.endswith("-") else "name"] = name
     return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
+
+
+# Raw syscalls from inside a pod, one "<name> <ok|errno name>" line each. The arguments make a
+# call fail differently without a filter than under one: mount with MS_NOUSER is EINVAL before
+# the kernel's permission check, any user may read its session keyring's id, clone3 with size 0
+# is EINVAL; getpriority(PRIO_PGRP) and sysinfo are what the test's Localhost profile refuses.
+PROBE = r"""
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+L = ctypes.c_long
+CALLS = {"unshare_user": (272, L(0x10000000)),
+         "mount": (165, b"none", b"/", b"tmpfs", L(1 << 31), None),
+         "keyctl": (250, L(0), L(-3), L(0)),
+         "bpf": (321, L(0xffff), None, L(0)),
+         "clone3": (435, None, L(0)),
+         "sysinfo": (99, ctypes.create_string_buffer(512)),
+         "getpriority_pgrp": (140, L(1), L(0)),
+         "getpriority_self": (140, L(0), L(0))}
+for name in sys.argv[1:]:
+    nr, *args = CALLS[name]
+    ok = libc.syscall(nr, *args) != -1
+    print(name, "ok" if ok else errno.errorcode[ctypes.get_errno()])
+"""
+ALL_CALLS = ["mount", "keyctl", "bpf", "clone3", "sysinfo", "unshare_user"]
+
+# Connect to 127.0.0.1:<argv[1]>, print "connected" (and with argv[3] "read" what the server
+# sent) or the errno's name; retry a refusal up to argv[2] times, 0.1 s apart (for a pod's server
+# that may not listen yet).
+CONNECT = r"""
+import errno, socket, sys, time
+for attempt in range(int(sys.argv[2]) + 1):
+    try:
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+        print("connected", s.recv(100).decode()) if sys.argv[3:] == ["read"] else print("connected")
+        break
+    except OSError as e:
+        if attempt == int(sys.argv[2]):
+            print(errno.errorcode[e.errno])
+        time.sleep(0.1)
+"""
+# A pod's own server on 127.0.0.1:8080 that greets each connection.
+SERVE = ("import socket; s = socket.socket(); s.bind(('127.0.0.1', 8080)); s.listen()\n"
+         "while True:\n    c = s.accept()[0]; c.sendall(b'hello from the pod'); c.close()")
+
+# A Localhost profile: everything allowed but sysinfo (EPERM, the default errno; a syscall that
+# Python's start does not make, unlike getcwd) and
+# getpriority(PRIO_PGRP, ...) (EACCES, an argument condition with its own errnoRet).
+DENY_SYSINFO = {"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"],
+               "syscalls": [{"names": ["sysinfo"], "action": "SCMP_ACT_ERRNO"},
+                            {"names": ["getpriority"], "action": "SCMP_ACT_ERRNO",
+                             "errnoRet": 13,
+                             "args": [{"index": 0, "value": 1, "op": "SCMP_CMP_EQ"}]}]}
+# Refuses setgroups, which the runtime's own uid change (setpriv here, runc's init on a node)
+# makes: fatal when the filter goes on before that change (no no_new_privs), not after it.
+DENY_SETGROUPS = {"defaultAction": "SCMP_ACT_ALLOW",
+                  "syscalls": [{"names": ["setgroups"], "action": "SCMP_ACT_ERRNO"}]}
+EXECUTOR_PROFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "policies", "seccomp-executor.json")
+
+
+def seccomp_root(files):
+    """A kubelet seccomp directory: {relative path: a profile dict, or the path of a file}."""
+    root = tempfile.TemporaryDirectory(prefix="fake-k8s-seccomp-")
+    for rel, profile in files.items():
+        path = os.path.join(root.name, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if isinstance(profile, str):
+            shutil.copyfile(profile, path)
+        else:
+            with open(path, "w") as f:
+                json.dump(profile, f)
+    return root
+
+
+def seccomp_pod(name, profile=None, command=None, **container_sc):
+    """pod_json with the pod-level seccompProfile `profile` (None: no field)."""
+    body = pod_json(name, command=command)
+    del body["spec"]["securityContext"]["seccompProfile"]
+    if profile:
+        body["spec"]["securityContext"]["seccompProfile"] = profile
+    body["spec"]["containers"][0]["securityContext"].update(container_sc)
+    return body
 
 
 class ServerTestCase(unittest.TestCase):
@@ -501,7 +585,18 @@ print(len(kids), failed)
 class NodeResourcesTest(ServerTestCase):
     """What a kubelet + containerd enforce: each pod in its own cgroup, with the containers'
     limits and --pod-pids-limit, visible read-only at /sys/fs/cgroup inside."""
-    flags = ("--pod-pids-limit", "64")
+    @classmethod
+    def setUpClass(cls):
+        # The golden session pod names a Localhost profile: the node has the repo's executor
+        # profile there, as an operator would install it.
+        cls.profiles = seccomp_root({"profiles/code-interpreter.json": EXECUTOR_PROFILE})
+        cls.flags = ("--pod-pids-limit", "64", "--seccomp-root", cls.profiles.name)
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.profiles.cleanup()
 
     def read(self, name, *paths):
         """{path: text} of files inside the pod, read by an exec."""
@@ -656,11 +751,14 @@ class NodeResourcesTest(ServerTestCase):
                 self.assertEqual(files[cgroup_file("pids/pids.max", "pids.max")], "64\n")
                 out, _, _, _ = self.run_exec(pod_name, ["python3", "-c", (
                     "import os; s = os.statvfs('/workspace'); print(s.f_blocks * s.f_frsize);"
-                    "print(os.getuid(), os.getcwd(), os.uname().nodename)")])
+                    "print(os.getuid(), os.getcwd(), os.uname().nodename);"
+                    "print([l for l in open('/proc/self/status') if l.startswith('Seccomp:')])")])
                 size = next(v["emptyDir"]["sizeLimit"] for v in spec["volumes"]
                             if v["name"] == "workspace")
-                self.assertEqual(out[1].decode().split("\n")[:2],
-                                 [str(cgroups.memory_bytes(size)), "65532 /workspace sandbox"])
+                # Both profiles (RuntimeDefault, the executor's as Localhost) are filters.
+                self.assertEqual(out[1].decode().split("\n")[:3],
+                                 [str(cgroups.memory_bytes(size)), "65532 /workspace sandbox",
+                                  "['Seccomp:\\t2\\n']"])
 
     def server_with_a_running_pod(self, state):
         """A second server of its own, with one running pod; returns (server, its instance
@@ -692,6 +790,175 @@ class NodeResourcesTest(ServerTestCase):
             self.assertEqual(sorted(server.stop()), sorted(instance + mounts))
             self.assertEqual([d for d in instance if os.path.exists(d)], [])
             self.assertEqual(mounts_under(state), [])
+
+class SeccompTest(ServerTestCase):
+    """securityContext.seccompProfile: RuntimeDefault, Localhost from --seccomp-root,
+    Unconfined, for the container's command and its execs."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.profiles = seccomp_root({"deny-sysinfo.json": DENY_SYSINFO,
+                                     "deny-setgroups.json": DENY_SETGROUPS,
+                                     "repo/executor.json": EXECUTOR_PROFILE})
+        cls.flags = ("--seccomp-root", cls.profiles.name)
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.profiles.cleanup()
+
+    def probe(self, name, *calls):
+        out, _, status, _ = self.run_exec(name, ["python3", "-c", PROBE, *calls])
+        self.assertEqual(status["status"], "Success", out)
+        return dict(line.split() for line in out[1].decode().splitlines())
+
+    def seccomp_mode(self, name):
+        """The Seccomp and Seccomp_filters lines of an exec's own status and of the container's
+        command (pid 1)."""
+        out, _, _, _ = self.run_exec(name, ["sh", "-c", "grep ^Seccomp /proc/self/status; "
+                                            "grep ^Seccomp /proc/1/status"])
+        return out[1].decode().split()
+
+    def test_runtime_default_refuses_what_containerd_refuses(self):
+        self.running(seccomp_pod("rd", {"type": "RuntimeDefault"}))
+        self.assertEqual(self.probe("rd", *ALL_CALLS, "getpriority_self"),
+                         {"mount": "EPERM", "keyctl": "EPERM", "bpf": "EPERM",
+                          "clone3": "ENOSYS", "sysinfo": "ok", "unshare_user": "EPERM",
+                          "getpriority_self": "ok"})
+        out, _, status, _ = self.run_exec("rd", ["unshare", "--user", "true"])
+        self.assertIn(b"Operation not permitted", out[2])
+
+    def test_runtime_default_runs_ordinary_programs(self):
+        self.running(seccomp_pod("rdok", {"type": "RuntimeDefault"}))
+        script = ("import subprocess, threading; t = threading.Thread(target=print, "
+                  "args=('thread',)); t.start(); t.join(); "
+                  "print(subprocess.run(['echo', 'child'], capture_output=True).stdout.decode()"
+                  ".strip())")
+        out, _, status, _ = self.run_exec("rdok", [
+            "bash", "-c", f"python3 -c \"{script}\" && cd /workspace && echo data > f && "
+                          "tar cf a.tar f && tar tf a.tar && echo $(( 6 * 7 ))"])
+        self.assertEqual((out[1].decode().split(), status["status"]),
+                         (["thread", "child", "f", "42"], "Success"), out)
+
+    def test_an_exec_has_the_containers_filter(self):
+        self.running(seccomp_pod("same", {"type": "RuntimeDefault"}))
+        self.assertEqual(self.seccomp_mode("same"), ["Seccomp:", "2", "Seccomp_filters:", "1"] * 2)
+        self.running(seccomp_pod("bare", None))
+        self.assertEqual(self.seccomp_mode("bare"), ["Seccomp:", "0", "Seccomp_filters:", "0"] * 2)
+
+    def test_the_containers_command_runs_under_the_filter(self):
+        pod = self.create(seccomp_pod("cmd", {"type": "RuntimeDefault"}, command=[
+            "python3", "-c", PROBE, "keyctl", "clone3"]))
+        events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Succeeded")
+        log = self.c.request("GET", f"{PODS}/cmd/log").body.decode()
+        self.assertEqual(log.split(), ["keyctl", "EPERM", "clone3", "ENOSYS"], events[-1])
+
+    def test_the_container_level_profile_overrides_the_pods(self):
+        body = seccomp_pod("override", {"type": "RuntimeDefault"})
+        body["spec"]["containers"][0]["securityContext"]["seccompProfile"] = {
+            "type": "Localhost", "localhostProfile": "deny-sysinfo.json"}
+        self.running(body)
+        self.assertEqual(self.probe("override", "sysinfo", "keyctl"),
+                         {"sysinfo": "EPERM", "keyctl": "ok"})
+
+    def test_localhost_profile_comes_from_the_seccomp_root(self):
+        self.running(seccomp_pod("local", {"type": "Localhost",
+                                           "localhostProfile": "deny-sysinfo.json"}))
+        self.assertEqual(self.probe("local", "sysinfo", "getpriority_pgrp", "getpriority_self",
+                                    "keyctl"),
+                         {"sysinfo": "EPERM", "getpriority_pgrp": "EACCES",
+                          "getpriority_self": "ok", "keyctl": "ok"})
+        self.assertEqual(self.seccomp_mode("local"), ["Seccomp:", "2", "Seccomp_filters:", "1"] * 2)
+
+    def test_the_repos_executor_profile_runs_python_and_bash(self):
+        self.running(seccomp_pod("repo", {"type": "Localhost",
+                                          "localhostProfile": "repo/executor.json"}))
+        out, _, status, _ = self.run_exec("repo", ["bash", "-c", "python3 -c 'print(6 * 7)'"])
+        self.assertEqual((out[1], status["status"]), (b"42\n", "Success"), out)
+        self.assertEqual(self.probe("repo", "keyctl", "mount")["keyctl"], "EPERM")
+
+    def test_a_missing_localhost_profile_is_create_container_error(self):
+        pod = self.create(seccomp_pod("nofile", {"type": "Localhost",
+                                                 "localhostProfile": "absent.json"}))
+        events = self.until(pod, lambda e: "waiting" in e["object"]["status"].get(
+            "containerStatuses", [{}])[0].get("state", {}) and e["object"]["status"][
+            "containerStatuses"][0]["state"]["waiting"]["reason"] != "ContainerCreating")
+        waiting = events[-1]["object"]["status"]["containerStatuses"][0]["state"]["waiting"]
+        self.assertEqual(waiting["reason"], "CreateContainerError")
+        self.assertIn(f'cannot load seccomp profile "{self.profiles.name}/absent.json"',
+                      waiting["message"])
+        self.assertEqual(events[-1]["object"]["status"]["phase"], "Pending")
+
+    def test_the_filter_goes_on_where_runc_puts_it(self):
+        profile = {"type": "Localhost", "localhostProfile": "deny-setgroups.json"}
+        self.running(seccomp_pod("late", profile))  # no_new_privs: after the uid change
+        out, _, status, _ = self.run_exec("late", ["id", "-u"])
+        self.assertEqual((out[1], status["status"]), (b"65532\n", "Success"))
+        body = seccomp_pod("early", profile)
+        del body["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"]
+        pod = self.create(body)
+        events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Failed")
+        state = events[-1]["object"]["status"]["containerStatuses"][0]["state"]
+        self.assertEqual(state["terminated"]["reason"], "Error", state)
+        log = self.c.request("GET", f"{PODS}/early/log").body.decode()
+        self.assertIn("setgroups failed", log)
+
+    def test_unconfined_has_no_filter(self):
+        for name, profile in (("unconfined", {"type": "Unconfined"}), ("nofield", None)):
+            self.running(seccomp_pod(name, profile))
+            self.assertEqual(self.seccomp_mode(name),
+                             ["Seccomp:", "0", "Seccomp_filters:", "0"] * 2)
+            got = self.probe(name, *ALL_CALLS)
+            self.assertEqual({k: got[k] for k in ("mount", "keyctl", "clone3")},
+                             {"mount": "EINVAL", "keyctl": "ok", "clone3": "EINVAL"})
+        if got["unshare_user"] != "ok":
+            self.skipTest(f"this kernel refuses unprivileged user namespaces: "
+                          f"{got['unshare_user']}")
+
+    def test_localhost_without_a_profile_name_is_invalid(self):
+        r = self.c.request("POST", PODS, seccomp_pod("noname", {"type": "Localhost"}))
+        body = self.assert_status(r, 422, "Invalid")
+        self.assertEqual(body["details"]["causes"][0]["field"],
+                         "spec.securityContext.seccompProfile.localhostProfile")
+
+
+class PodNetworkTest(ServerTestCase):
+    """--pod-network isolated (the default): a pod reaches nothing but itself."""
+
+    def test_the_api_server_is_out_of_reach(self):
+        self.running(pod_json("netiso"))
+        out, _, _, _ = self.run_exec("netiso", ["python3", "-c", CONNECT, str(self.c.port), "0"])
+        self.assertEqual(out[1], b"ECONNREFUSED\n")
+        out, _, _, _ = self.run_exec("netiso", ["cat", "/proc/net/dev"])
+        self.assertEqual([line.split(":")[0].strip() for line in
+                          out[1].decode().splitlines()[2:]], ["lo"])
+
+    def test_loopback_is_the_pods_own(self):
+        self.running(pod_json("srv", command=["python3", "-c", SERVE]))
+        self.running(pod_json("other"))
+        out, _, _, _ = self.run_exec("srv", ["python3", "-c", CONNECT, "8080", "300", "read"])
+        self.assertEqual(out[1], b"connected hello from the pod\n")
+        out, _, _, _ = self.run_exec("other", ["python3", "-c", CONNECT, "8080", "0"])
+        self.assertEqual(out[1], b"ECONNREFUSED\n")
+
+
+class HostPodNetworkTest(ServerTestCase):
+    """--pod-network host: the pods share the host's network, as before."""
+    flags = ("--pod-network", "host")
+
+    def test_pods_share_the_hosts_network(self):
+        with socket.socket() as probe:  # a port free on the host, for a pod's server
+            probe.bind(("127.0.0.1", 0))
+            port = str(probe.getsockname()[1])
+        self.running(pod_json("hsrv", command=["python3", "-c", SERVE.replace("8080", port)]))
+        self.running(pod_json("hother"))
+        out, _, _, _ = self.run_exec("hother", ["python3", "-c", CONNECT, port, "300", "read"])
+        self.assertEqual(out[1], b"connected hello from the pod\n")
+        out, _, _, _ = self.run_exec("hother", ["python3", "-c", CONNECT, str(self.c.port),
+                                                "0"])
+        self.assertEqual(out[1], b"connected\n")
+
 
 class QuantityTest(unittest.TestCase):
     def test_memory_quantities_are_bytes_rounded_up(self):

@@ -126,7 +126,8 @@ class PodWorker:
                     f'failed to pull and unpack image "{c["image"]}": failed to resolve '
                     f'reference "{c["image"]}": {c["image"]}: not found')}}
                 continue
-            sandbox = Container(pod, c, self.pod_dir, cgroup)
+            sandbox = Container(pod, c, self.pod_dir, cgroup, self.node.seccomp_root,
+                                self.node.pod_network == "isolated")
             try:
                 sandbox.start()
                 self.containers[c["name"]] = sandbox
@@ -213,10 +214,16 @@ class PodWorker:
 
 
 class Node:
-    def __init__(self, store, state_dir, pod_pids_limit=1024):
+    def __init__(self, store, state_dir, pod_pids_limit=1024, seccomp_root=None,
+                 pod_network="isolated"):
         self.store = store
         self.state_dir = state_dir
         self.pod_pids_limit = pod_pids_limit  # the kubelet's podPidsLimit; -1: unlimited
+        # The kubelet's seccomp directory: Localhost profiles are files under it.
+        self.seccomp_root = seccomp_root or os.path.join(state_dir, "seccomp")
+        # "isolated": each pod its own network namespace with only lo (a deny-all
+        # NetworkPolicy enforced by the CNI); "host": the host's network.
+        self.pod_network = pod_network
         # This server's own directory of pod cgroups (random: several fakes may run at once).
         self.cgroup_parents = cgroups.instance_dirs(secrets.token_hex(4))
         self.workers = {}  # pod uid -> PodWorker

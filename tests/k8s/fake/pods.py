@@ -75,11 +75,40 @@ def validate(pod, namespace):
             if not str(m.get("mountPath", "")).startswith("/"):
                 causes.append((f"{where}.volumeMounts[{j}].mountPath", "FieldValueRequired",
                                "Required value: must be an absolute path"))
+    causes += _seccomp_causes("spec.securityContext", spec.get("securityContext"))
+    for i, c in enumerate(containers):
+        causes += _seccomp_causes(f"spec.containers[{i}].securityContext",
+                                  c.get("securityContext"))
     if spec.get("restartPolicy") not in (None, "Always", "OnFailure", "Never"):
         causes.append(("spec.restartPolicy", "FieldValueNotSupported",
                        f'Unsupported value: "{spec.get("restartPolicy")}"'))
     if causes:
         raise invalid("Pod", name, causes)
+
+
+def _seccomp_causes(where, sc):
+    """ValidateSeccompProfileField: a known type, and a relative localhostProfile without ".."
+    exactly when the type is Localhost."""
+    profile = (sc or {}).get("seccompProfile")
+    if not profile:
+        return []
+    where += ".seccompProfile"
+    kind, name = profile.get("type"), profile.get("localhostProfile")
+    if kind not in ("Localhost", "RuntimeDefault", "Unconfined"):
+        return [(f"{where}.type", "FieldValueNotSupported",
+                 f'Unsupported value: "{kind}": supported values: "Localhost", '
+                 '"RuntimeDefault", "Unconfined"')]
+    if kind != "Localhost":
+        return [] if name is None else [(f"{where}.localhostProfile", "FieldValueInvalid",
+                                         "Invalid value: can only be set when seccomp type is "
+                                         "Localhost")]
+    if not name:
+        return [(f"{where}.localhostProfile", "FieldValueRequired",
+                 "Required value: must be set when seccomp type is Localhost")]
+    if name.startswith("/") or ".." in name.split("/"):
+        return [(f"{where}.localhostProfile", "FieldValueInvalid",
+                 f'Invalid value: "{name}": must be a relative path without ".."')]
+    return []
 
 
 def effective(container, pod_sc, field):

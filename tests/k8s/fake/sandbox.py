@@ -5,6 +5,9 @@ command as the container's uid. Exec enters those namespaces with nsenter, so ev
 the same mounts and processes as the container (a `kill -9 -1` reaches a session's shell).
 The command and every exec run in the pod's cgroup (cgroups.py), joined before they exec
 anything, and see it read-only at /sys/fs/cgroup; `medium: Memory` emptyDirs are tmpfs mounts.
+Both also get the container's seccomp filter (seccomp_profile.py), installed after the fake's
+own steps, where runc installs it, and (with the isolated pod network) the pod's own network
+namespace, where only `lo` is up.
 
 Needs root (bind mounts and setns); tests/k8s/README.md says what is not emulated."""
 
@@ -16,6 +19,7 @@ import signal
 import subprocess
 import time
 
+from . import seccomp_profile
 from .cgroups import memory_bytes
 
 IMAGE_DIRS = ("usr", "etc", "opt", "var")
@@ -132,8 +136,15 @@ def unmount_volumes(pod_dir):
 
 
 class Container:
-    def __init__(self, pod, container, pod_dir, cgroup):
+    def __init__(self, pod, container, pod_dir, cgroup, seccomp_root="/var/lib/kubelet/seccomp",
+                 isolated_network=True):
         self.pod = pod
+        self.seccomp_root = seccomp_root  # the kubelet's seccomp directory
+        self.seccomp_fd = None  # a memfd with the container's BPF filter
+        self.confined = False  # under a seccomp profile (then never run without seccomp_fd)
+        # Its own network namespace (what a deny-all NetworkPolicy leaves a pod: itself), or
+        # the host's (False).
+        self.isolated_network = isolated_network
         self.cgroup = cgroup  # cgroups.PodCgroup, already made with the pod's limits
         self.spec = container
         self.name = container["name"]
@@ -163,6 +174,37 @@ class Container:
         # env's "--" goes before the assignments: after them it would be taken as the command.
         return ["env", "-i", "-C", workdir, "--"] + [f"{k}={v}" for k, v in self.env.items()]
 
+    def _process_args(self, command):
+        """What runs the command inside the container: the identity (setpriv), the environment
+        and, under a seccomp profile, the filter's loader, in runc's order: with no_new_privs
+        (allowPrivilegeEscalation: false) the filter comes last, after the uid and capability
+        change; without it first, so the profile must allow that change (as with runc)."""
+        workdir = self.spec.get("workingDir") or "/"
+        identity = self._privilege_args() + self._env_args(workdir)
+        if not self.confined:
+            return identity + list(command)
+        if self.seccomp_fd is None:  # killed meanwhile: fail closed, never run unfiltered
+            raise ProcessLookupError("the container is gone")
+        nnp = (self.spec.get("securityContext") or {}).get("allowPrivilegeEscalation") is False
+        load = seccomp_profile.loader_args(self.seccomp_fd, nnp)
+        return identity + load + list(command) if nnp else load + identity + list(command)
+
+    def _load_seccomp(self):
+        """The container's filter into a memfd that the command and every exec inherit.
+        A profile the runtime cannot load is its CreateContainerError."""
+        caps = capabilities((self.spec.get("securityContext") or {}).get("capabilities") or {})
+        try:
+            profile = seccomp_profile.profile_for(self.pod, self.spec, caps, self.seccomp_root)
+            if profile is None:
+                return
+            code = seccomp_profile.compile_bpf(profile)
+        except seccomp_profile.ProfileError as e:
+            raise StartError("CreateContainerError",
+                             f"failed to create containerd container: {e}") from None
+        self.seccomp_fd = os.memfd_create("fake-kubelet-seccomp")
+        os.write(self.seccomp_fd, code)
+        self.confined = True
+
     def start(self):
         if self.uid == 0 and self._run_as_non_root():
             ns, name = self.pod["metadata"]["namespace"], self.pod["metadata"]["name"]
@@ -170,6 +212,14 @@ class Container:
                              "container has runAsNonRoot and image will run as root "
                              f'(pod: "{name}_{ns}({self.pod["metadata"]["uid"]})", '
                              f'container: {self.name})')
+        self._load_seccomp()
+        try:
+            self._start()
+        except StartError:
+            self._close_seccomp()  # a container that never ran is not kept: nothing closes it
+            raise
+
+    def _start(self):
         volumes = pod_volumes(self.pod, self.pod_dir, self.cgroup.memory)
         # --as-pid-1: the container's command is its pid namespace's init, as in a real
         # container, so `kill -9 -1` from an exec spares it and SIGTERM reaches it only if it
@@ -179,6 +229,8 @@ class Container:
         argv = ["bwrap", "--die-with-parent", "--unshare-pid", "--as-pid-1", "--unshare-ipc",
                 "--unshare-uts",
                 "--unshare-cgroup", "--hostname", hostname(self.pod)]
+        if self.isolated_network:
+            argv.append("--unshare-net")  # bwrap brings up lo in it, nothing else
         for entry in sorted(os.listdir("/")):
             full = os.path.join("/", entry)
             if os.path.islink(full):
@@ -205,16 +257,15 @@ class Container:
         command = (self.spec.get("command") or []) + (self.spec.get("args") or [])
         if not self.spec.get("command") and not self.spec.get("args"):
             command = ["sleep", "infinity"]  # no image entrypoint to run: keep the pod alive
-        workdir = self.spec.get("workingDir") or "/"
         if not self.resolve(command[0]):
             raise StartError("StartError", f'failed to create containerd task: exec: '
                              f'"{command[0]}": executable file not found in $PATH: unknown')
         info_r, info_w = os.pipe()
         argv += ["--info-fd", str(info_w)]
-        argv += self._privilege_args() + self._env_args(workdir) + command
+        argv += self._process_args(command)
         log = open(os.path.join(self.pod_dir, f"{self.name}.log"), "ab")
         self.proc = subprocess.Popen(_joined(self.cgroup, argv), stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=log, pass_fds=(info_w,),
+                                     stdout=log, stderr=log, pass_fds=self._fds(info_w),
                                      start_new_session=True)
         os.close(info_w)
         with os.fdopen(info_r) as info:
@@ -231,6 +282,9 @@ class Container:
         bwrap = os.path.realpath(shutil.which("bwrap"))
         while self._exe() == bwrap and self.proc.poll() is None:
             time.sleep(0.005)
+
+    def _fds(self, *fds):
+        return fds + ((self.seccomp_fd,) if self.seccomp_fd is not None else ())
 
     def _exe(self):
         try:
@@ -262,16 +316,15 @@ class Container:
 
     def exec(self, command, stdin, stdout, stderr):
         """Start `command` inside the running container; a Popen whose pid is nsenter's."""
-        workdir = self.spec.get("workingDir") or "/"
         argv = ["nsenter", "-t", str(self.init_pid), "--mount", "--pid", "--ipc", "--uts",
-                "--cgroup", "--"]
-        argv += self._privilege_args() + self._env_args(workdir) + list(command)
+                "--cgroup"] + (["--net"] if self.isolated_network else []) + ["--"]
+        argv += self._process_args(command)
         pipe = subprocess.PIPE
         return subprocess.Popen(_joined(self.cgroup, argv),
                                 stdin=pipe if stdin else subprocess.DEVNULL,
                                 stdout=pipe if stdout else subprocess.DEVNULL,
                                 stderr=pipe if stderr else subprocess.DEVNULL,
-                                start_new_session=True)
+                                pass_fds=self._fds(), start_new_session=True)
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None
@@ -293,6 +346,12 @@ class Container:
                 pass
         if self.proc:
             self.proc.wait()
+        self._close_seccomp()
+
+    def _close_seccomp(self):
+        if self.seccomp_fd is not None:
+            os.close(self.seccomp_fd)
+            self.seccomp_fd = None
 
 
 def kill_exec(proc):
