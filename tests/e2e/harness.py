@@ -608,7 +608,14 @@ class FakeCluster:
         from fake.launcher import FakeServer  # noqa: E402 - tests/k8s/fake, needs the path
         self.tmpdir = tempfile.mkdtemp(prefix="ci-e2e-k8s-")
         self.log = os.path.join(self.tmpdir, "fake-apiserver.log")
-        self.server = FakeServer(os.path.join(self.tmpdir, "state"), "--verbose", log=self.log)
+        # The nodes have the executor profile installed in the kubelet's seccomp directory, as
+        # src/k8s/README.md tells an administrator (KUBERNETES_EXECUTOR_SECCOMP_PROFILE).
+        seccomp_root = os.path.join(self.tmpdir, "seccomp")
+        os.makedirs(seccomp_root)
+        shutil.copy(os.path.join(K8S_TESTS, "..", "..", "policies", "seccomp-executor.json"),
+                    os.path.join(seccomp_root, "code-interpreter.json"))
+        self.server = FakeServer(os.path.join(self.tmpdir, "state"), "--verbose",
+                                 "--seccomp-root", seccomp_root, log=self.log)
         self.stopped = False
 
     def start(self):
@@ -627,10 +634,11 @@ class FakeCluster:
         Config.backend_env = {
             "KUBECONFIG": kubeconfig,
             "KUBERNETES_EXECUTOR_NAMESPACE": "default",
-            # The fake's pods share the host's network namespace: the NET_ADMIN init
-            # container's iptables rules would land on this machine, and cannot isolate a pod
-            # anyway, so the lockdown is off (and there is no NetworkPolicy either).
+            # The fake runs no init containers; its pods' own network namespaces with only `lo`
+            # (--pod-network isolated) are what the deny-all NetworkPolicy of
+            # packaging/kubernetes gives on a CNI that enforces it: the lockdown is off.
             "KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN": "false",
+            "KUBERNETES_EXECUTOR_SECCOMP_PROFILE": "code-interpreter.json",
         }
         Config.backend_log = self.log
         Config.cluster = self

@@ -467,6 +467,22 @@ class FakeApiServerTest(ServerTestCase):
         with open(host) as f:
             self.assertEqual(f.read(), "kept\n")
 
+    def test_each_exec_leads_a_session_of_its_own(self):
+        # As runc does for every exec: the process is its session's leader, inside the pod.
+        self.running(pod_json("sid"))
+        out, _, _, _ = self.run_exec("sid", ["python3", "-c",
+                                             "import os; print(os.getsid(0) == os.getpid())"])
+        self.assertEqual(out[1], b"True\n")
+
+    def test_proc_hides_what_containerd_masks(self):
+        self.running(pod_json("masks"))
+        out, _, _, _ = self.run_exec("masks", ["sh", "-c",
+                                               "wc -c < /proc/keys; wc -c < /proc/timer_list; "
+                                               "ls /proc/acpi | wc -l; wc -c < /proc/version"])
+        lines = out[1].decode().split()
+        self.assertEqual(lines[:3], ["0", "0", "0"], out[2])
+        self.assertGreater(int(lines[3]), 0)  # the rest of /proc is the kernel's
+
     def test_root_pod_is_bounded_by_the_runtime_capabilities(self):
         body = pod_json("rooty")
         body["spec"]["securityContext"] = {}

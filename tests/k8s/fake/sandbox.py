@@ -240,6 +240,7 @@ class Container:
         for entry in EMPTY_DIRS:
             argv += ["--dir", "/" + entry]
         argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--dir", "/tmp"]
+        argv += masked_proc_args()
         # --dir: bwrap would make the parents of a mount point 0700, unreadable for the uid.
         argv += ["--dir", "/sys", "--dir", "/sys/fs", "--dir", "/sys/fs/cgroup"]
         for host, inside in self.cgroup.container_view():
@@ -318,7 +319,8 @@ class Container:
         """Start `command` inside the running container; a Popen whose pid is nsenter's."""
         argv = ["nsenter", "-t", str(self.init_pid), "--mount", "--pid", "--ipc", "--uts",
                 "--cgroup"] + (["--net"] if self.isolated_network else []) + ["--"]
-        argv += self._process_args(command)
+        # runc makes every exec'd process the leader of a session of its own.
+        argv += self._process_args(["/usr/bin/setsid"] + list(command))
         pipe = subprocess.PIPE
         return subprocess.Popen(_joined(self.cgroup, argv),
                                 stdin=pipe if stdin else subprocess.DEVNULL,
@@ -352,6 +354,25 @@ class Container:
         if self.seccomp_fd is not None:
             os.close(self.seccomp_fd)
             self.seccomp_fd = None
+
+
+# What containerd hides in every container's /proc (its default spec's MaskedPaths; runc binds
+# /dev/null over a file and an empty read-only tmpfs over a directory).
+MASKED_PROC_FILES = ("kcore", "keys", "latency_stats", "timer_list", "timer_stats",
+                     "sched_debug")
+MASKED_PROC_DIRS = ("acpi", "asound", "scsi")
+
+
+def masked_proc_args():
+    """bwrap arguments masking MASKED_PROC_* (those this kernel has) after --proc /proc."""
+    argv = []
+    for name in MASKED_PROC_FILES:
+        if os.path.exists("/proc/" + name):
+            argv += ["--dev-bind", "/dev/null", "/proc/" + name]  # nodev would make it EACCES
+    for name in MASKED_PROC_DIRS:
+        if os.path.isdir("/proc/" + name):
+            argv += ["--tmpfs", "/proc/" + name, "--remount-ro", "/proc/" + name]
+    return argv
 
 
 def kill_exec(proc):
