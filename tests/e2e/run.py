@@ -16,9 +16,11 @@ Progress goes to stderr; stdout is TAP only.
 
 --backend kubernetes starts one fake Kubernetes API server for the whole run (its pods are
 bubblewrap sandboxes with the kubelet's cgroup limits; tests/k8s/README.md) and gives every
-daemon KUBECONFIG, KUBERNETES_EXECUTOR_NAMESPACE=default and
-KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN=false (the fake's pods share the host's network, so
-that lockdown cannot hold there). It skips without root, or fails under CI=true.
+daemon KUBECONFIG, KUBERNETES_EXECUTOR_NAMESPACE=default,
+KUBERNETES_EXECUTOR_SECCOMP_PROFILE (the executor profile, installed in the fake's seccomp root)
+and KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN=false (the fake runs no init containers; each pod's
+own network namespace stands for the enforced deny-all NetworkPolicy). It skips without root, or
+fails under CI=true.
 """
 
 import argparse

@@ -13,9 +13,11 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "common/await.h"
+#include "common/enforcement_spec.h"
 #include "fake_apiserver.h"
 #include "k8s/api_client.h"
 
@@ -196,6 +198,95 @@ TEST_P(K8sExecutorTest, AnImageThatCannotBePulledFailsPrepareAndLeavesNoPod) {
 
 TEST_P(K8sExecutorTest, CheckAnswersAndNamesTheHealthProblem) {
   EXPECT_TRUE(AwaitOn(io_, executor_->Check()).ok());
+}
+
+// Every measure /health reports for a pod holds inside one (the local and docker backends have
+// the same test: tests/runtime/enforcement_test.cc, DockerTest.EnforcementReportIsWhatIsInForce).
+TEST_P(K8sExecutorTest, EnforcementReportIsWhatIsInForce) {
+  SandboxSpec spec = testing_support::WithDistinctLimits(Spec());
+  const Enforcement report = executor_->enforcement(spec);
+  SCOPED_TRACE("reported: " + testing_support::ReportedNames(report));
+  auto sandbox = Prepare(spec);
+  ASSERT_TRUE(sandbox);
+  auto e = Run(*sandbox, {"bash", "-c",
+      "for k in Seccomp NoNewPrivs CapEff CapPrm CapBnd; do "
+      "printf '%s=%s\\n' $k \"$(grep \"^$k:\" /proc/self/status | cut -f2)\"; done; "
+      "for n in pid mnt; do printf 'ns_%s=%s\\n' $n \"$(readlink /proc/self/ns/$n)\"; done; "
+      "touch /usr/x 2>/dev/null && echo usr=writable || echo usr=read-only; "
+      "printf 'ulimit_t=%s\\n' \"$(ulimit -t)\"; cg=/sys/fs/cgroup; "
+      "if [ -f $cg/cpu.max ]; then printf 'cpu=%s\\n' \"$(cat $cg/cpu.max)\"; "
+      "printf 'mem=%s\\n' \"$(cat $cg/memory.max)\"; else printf 'cpu=%s %s\\n' \"$(cat "
+      "$cg/cpu/cpu.cfs_quota_us)\" \"$(cat $cg/cpu/cpu.cfs_period_us)\"; printf 'mem=%s\\n' "
+      "\"$(cat $cg/memory/memory.limit_in_bytes)\"; fi; "
+      "for l in 'open files:nofile' 'pending signals:sigpending' 'msgqueue size:msgqueue' "
+      "'locked memory:memlock'; do printf 'limit_%s=%s\\n' \"${l#*:}\" \"$(grep \"^Max "
+      "${l%:*}\" /proc/self/limits | awk '{print $(NF-2)}')\"; done; "
+      "(exec 3<>/dev/tty) 2>/dev/null && echo tty=reachable || echo tty=none"});
+  AwaitOn(io_, sandbox->Destroy());
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  SCOPED_TRACE("probe: " + e.out);
+  std::map<std::string, std::string> in;
+  std::istringstream lines(e.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (size_t eq = line.find('='); eq != std::string::npos) {
+      in[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+  }
+  auto host_ns = [](const std::string& n) {
+    return std::filesystem::read_symlink("/proc/self/ns/" + n).string();
+  };
+  ASSERT_FALSE(report.enforced.empty());
+  for (const Measure& m : report.enforced) {
+    SCOPED_TRACE(MeasureName(m));
+    switch (m.kind) {
+      case MeasureKind::kPidNamespace:
+        EXPECT_NE(in["ns_pid"], host_ns("pid"));
+        break;
+      case MeasureKind::kMountNamespace:
+        EXPECT_NE(in["ns_mnt"], host_ns("mnt"));
+        break;
+      case MeasureKind::kReadOnlyRoot:
+        EXPECT_EQ(in["usr"], "read-only");
+        break;
+      case MeasureKind::kNoCapabilities:
+        for (const char* set : {"CapEff", "CapPrm", "CapBnd"}) {
+          EXPECT_EQ(in[set], "0000000000000000") << set;
+        }
+        break;
+      case MeasureKind::kNoNewPrivs:
+        EXPECT_EQ(in["NoNewPrivs"], "1");
+        break;
+      case MeasureKind::kSeccomp:
+        EXPECT_EQ(in["Seccomp"], "2");
+        break;
+      case MeasureKind::kMemoryLimit:
+        EXPECT_EQ(in["mem"], std::to_string(200ull << 20));
+        break;
+      case MeasureKind::kCpuCap:
+        EXPECT_EQ(in["cpu"], "50000 100000");
+        break;
+      case MeasureKind::kCpuTime:
+        EXPECT_EQ(in["ulimit_t"], "7");
+        break;
+      case MeasureKind::kOpenFilesLimit:
+        EXPECT_EQ(in["limit_nofile"], std::to_string(m.amount));
+        break;
+      case MeasureKind::kQueuedSignalsLimit:
+        EXPECT_EQ(in["limit_sigpending"], std::to_string(m.amount));
+        break;
+      case MeasureKind::kMessageQueueLimit:
+        EXPECT_EQ(in["limit_msgqueue"], std::to_string(m.amount));
+        break;
+      case MeasureKind::kLockedMemoryLimit:
+        EXPECT_EQ(in["limit_memlock"], std::to_string(m.amount));
+        break;
+      case MeasureKind::kNoTerminal:
+        EXPECT_EQ(in["tty"], "none");
+        break;
+      default:
+        ADD_FAILURE() << "a measure this test does not check";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Subprotocols, K8sExecutorTest, testing::Values(false, true),
