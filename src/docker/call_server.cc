@@ -36,9 +36,12 @@ asio::awaitable<void> PumpCallServer(std::shared_ptr<CallServer> s) {
 }
 
 asio::awaitable<void> AwaitNews(CallServer& s, std::chrono::steady_clock::duration d) {
-  s.event.expires_after(d);
-  boost::system::error_code ec;
-  co_await s.event.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  if (!s.news) {
+    s.event.expires_after(d);
+    boost::system::error_code ec;
+    co_await s.event.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  s.news = false;
 }
 
 asio::awaitable<void> WatchIdleCpu(std::shared_ptr<CallServer> s, HostCgroup host, pid_t init_pid,

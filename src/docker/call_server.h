@@ -36,7 +36,13 @@ struct CallServer {
   bool busy = false;  // a run of the sandbox is active
   uint64_t window_start_ms = 0;
   uint64_t idle_ms = 0;
-  void Notify() { event.cancel(); }
+  // News (output, the end of a call, death) wakes AwaitNews; news that came while nobody waited
+  // is kept, so a waiter that was busy meanwhile (a counters probe exec) does not sleep through it.
+  bool news = false;
+  void Notify() {
+    news = true;
+    event.cancel();
+  }
 };
 
 // Reads the server's stream to its end: its pid line first, then each call's output to `sink`.

@@ -238,7 +238,7 @@ class ExecSandbox final : public Sandbox {
     co_await counters_.Read(!c_.session);
     out.cpu_ms = report().cpu_ms;
     if (c_.session) out.cpu_ms = report().cpu_ms > cpu_before ? report().cpu_ms - cpu_before : 0;
-    if (server_) server_->window_start_ms = report().cpu_ms;  // this run's CPU is not idle CPU
+    if (server_) server_->window_start_ms = counters_.cpu_ms_besides_probes();  // not idle CPU
     out.max_rss_kb = report().memory_peak_bytes >> 10;
   }
 
@@ -264,7 +264,7 @@ class ExecSandbox final : public Sandbox {
     s->pid = pid;
     background_.push_back(pid);
     co_await counters_.Read(false);
-    s->window_start_ms = report().cpu_ms;
+    s->window_start_ms = counters_.cpu_ms_besides_probes();
     server_ = s;
     if (counters_.host() && c_.cpu_time_sec > 0) {
       asio::co_spawn(c_.ex,
@@ -313,7 +313,8 @@ class ExecSandbox final : public Sandbox {
     if (!staged.ok()) co_return staged.Context("staging files");
     const uint64_t limit_ms = uint64_t{c_.cpu_time_sec} * 1000;
     co_await counters_.Read(false);
-    s->idle_ms += report().cpu_ms > s->window_start_ms ? report().cpu_ms - s->window_start_ms : 0;
+    const uint64_t cpu_now = counters_.cpu_ms_besides_probes();
+    s->idle_ms += cpu_now > s->window_start_ms ? cpu_now - s->window_start_ms : 0;
     if (limit_ms > 0 && s->idle_ms > limit_ms) {  // burnt it while no call ran
       co_await EndCallServer();
       out.no_server = true;
@@ -369,7 +370,7 @@ class ExecSandbox final : public Sandbox {
     out.oom_killed = counters_.oom_kills() > oom_start;
     out.max_rss_kb = report().memory_peak_bytes >> 10;  // the container's peak so far
     out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
-    s.window_start_ms = report().cpu_ms;
+    s.window_start_ms = counters_.cpu_ms_besides_probes();
     switch (end) {
       case CallEnd::kAnswered:
         if (s.out[1].flags() & 1) {

@@ -78,6 +78,7 @@ asio::awaitable<std::optional<CgroupCounters>> SandboxCounters::ProbeInContainer
       bool raised = co_await c_.api->SetPidsHeadroom(attempt);
       if (!raised) spdlog::debug("{}: raising the pids limit failed", c_.short_id());
     }
+    ++probes_;
     auto probe = co_await CaptureExec(c_, cmd, stdout_only);
     if (!probe.ok()) {
       why = probe.status().message();

@@ -30,7 +30,15 @@ class SandboxCounters {
   ResourceReport& report() { return report_; }
   const ResourceReport& report() const { return report_; }
   uint64_t oom_kills() const { return oom_kills_; }  // the cgroup's OOM kill count, as last read
-  bool read_once() const { return read_once_; }      // a Read got them
+  // The sandbox's CPU time as last read, less an allowance for the probe execs' own CPU (each
+  // charged to the sandbox's cgroup: the engine's exec setup and a shell): what a session's idle
+  // interpreter is held to must not grow with the daemon's own probing.
+  uint64_t cpu_ms_besides_probes() const {
+    const uint64_t allowance = probes_ * kProbeCpuAllowanceMs;
+    return report_.cpu_ms > allowance ? report_.cpu_ms - allowance : 0;
+  }
+  static constexpr uint64_t kProbeCpuAllowanceMs = 50;
+  bool read_once() const { return read_once_; }  // a Read got them
   // Known after the first Read: the container's cgroup on this host (none: by exec), and its PID
   // 1 as seen here (0: not looked up).
   const std::optional<HostCgroup>& host() const { return host_; }
@@ -46,6 +54,7 @@ class SandboxCounters {
   std::optional<HostCgroup> host_;
   pid_t init_pid_ = 0;
   bool read_once_ = false;
+  uint64_t probes_ = 0;  // probe execs started
   uint64_t oom_kills_ = 0;
   ResourceReport report_;
 };

@@ -403,6 +403,16 @@ class SessionCallLimitsTest(SessionCase):
     typed verdicts, and CPU a cell's thread burns between calls counts."""
     daemon_env = {"CPU_TIME_LIMIT_SEC": "2", "MEMORY_LIMIT_MB": "256"}
 
+    def test_many_quick_calls_keep_the_interpreter(self):
+        # Only the cells' own CPU counts against the limit between calls, not the backend's
+        # probing of the sandbox (docker through a remote Engine, kubernetes: execs whose setup
+        # is charged to the sandbox): 120 calls of nothing stay within 2 s.
+        sid = self.create()
+        self.py(sid, "x = 0")
+        for i in range(120):
+            res = self.py(sid, "x += 1\nx")
+            self.assertEqual(res["stdout"], f"{i + 1}\n", res)
+
     def test_deaf_cell_is_killed_after_timeout_and_grace(self):
         sid = self.create()
         self.py(sid, "z = 7")
