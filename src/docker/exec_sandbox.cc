@@ -339,7 +339,7 @@ class ExecSandbox final : public Sandbox {
   asio::awaitable<CallEnd> AwaitCallEnd(CallServer& s, Clock::time_point deadline,
                                         uint64_t cpu_start, uint64_t limit_ms) {
     const auto poll = counters_.host() ? Clock::duration(250ms) : Clock::duration(1s);
-    auto next_counters = Clock::now();
+    auto next_counters = Clock::now() + poll;  // ServeCall read them just before
     for (;;) {
       if (s.out[0].ended() && s.out[1].ended()) co_return CallEnd::kAnswered;
       if (!s.alive || killed_) co_return CallEnd::kDied;
