@@ -123,12 +123,12 @@ class K8sExecutor final : public Executor {
                              "packaging/kubernetes/rbac.yaml)",
                          *r);
     }
-    if (!last_start_failure_.empty()) {
-      co_return Status::Error("the last executor pod did not start: " + last_start_failure_);
-    }
     if (!reaper_.running && (!reaper_.first_done || Clock::now() - reaper_.last >= kReapPeriod)) {
       reaper_.last = Clock::now();
       asio::co_spawn(ex_, Reap(), asio::detached);
+    }
+    if (!last_start_failure_.empty()) {
+      co_return Status::Error("the last executor pod did not start: " + last_start_failure_);
     }
     co_return Status();
   }
