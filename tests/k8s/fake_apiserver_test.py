@@ -19,6 +19,7 @@ import http.client
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fake import cgroups  # noqa: E402
+from fake import store  # noqa: E402
 from fake import websocket as ws  # noqa: E402
 from fake.launcher import FakeServer  # noqa: E402
 from fake.sandbox import mounts_under  # noqa: E402
@@ -974,6 +975,26 @@ class HostPodNetworkTest(ServerTestCase):
         out, _, _, _ = self.run_exec("hother", ["python3", "-c", CONNECT, str(self.c.port),
                                                 "0"])
         self.assertEqual(out[1], b"connected\n")
+
+
+class WatchHistoryTest(unittest.TestCase):
+    """The store's watch, without a server: events compacted while a watch was still sending
+    end it with 410 Expired (as an apiserver's watch cache does), never silently."""
+
+    def test_compaction_during_a_watch_is_410_not_a_gap(self):
+        import time
+        st = store.Store(history=1)
+        pod = {"metadata": {"namespace": NS, "name": "w", "labels": {}}, "spec": {},
+               "status": {"phase": "Pending"}}
+        st.add(pod)
+        since = st.get(NS, "w")["metadata"]["resourceVersion"]
+        events = st.watch(NS, [], [], since, time.time() + 5)
+        st.update(NS, "w", lambda p: p["status"].update(phase="Running"))
+        self.assertEqual(next(events)[1]["status"]["phase"], "Running")
+        for phase in ("Succeeded", "Failed"):  # two writes, one kept: one is lost to the watch
+            st.update(NS, "w", lambda p, ph=phase: p["status"].update(phase=ph))
+        kind, obj = next(events)
+        self.assertEqual((kind, obj["code"], obj["reason"]), ("ERROR", 410, "Expired"))
 
 
 class QuantityTest(unittest.TestCase):

@@ -113,6 +113,13 @@ class Store:
                         return
                     self.cond.wait(timeout=max(0.0, min(1.0, deadline - time.time())))
                     pending = [(rv, t, p) for rv, t, p in self.events if rv > last]
+                if pending and pending[0][0] > last + 1:
+                    # Compacted while this watch was sending: an apiserver whose watcher falls
+                    # behind the cache ends it with 410, never skips events silently.
+                    yield "ERROR", {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                    "status": "Failure", "reason": "Expired", "code": 410,
+                                    "message": f"too old resource version: {last} ({self.rv})"}
+                    return
             for rv, kind, pod in pending:
                 last = rv
                 if selected(pod):
