@@ -57,6 +57,7 @@ struct ProgramRun {
   asio::steady_timer deadline;
   bool done = false;
   bool timed_out = false;
+  bool sandbox_killed = false;  // the kill exec did not end it: the engine killed everything
 };
 
 // stdin: written whole, then half-closed so the program sees EOF.
@@ -82,7 +83,16 @@ asio::awaitable<void> KillAtDeadline(std::shared_ptr<ProgramRun> run, Container 
   if (run->done) co_return;
   run->deadline.expires_after(kKillGrace);
   co_await run->deadline.async_wait(asio::redirect_error(use_awaitable, ec));
-  if (!ec && !run->done) run->stream->Close();
+  if (ec || run->done) co_return;
+  run->stream->Close();
+  // The kill exec did not end the program (it could not start: a fork bomb fills the pids
+  // limit). An execution's sandbox has nothing else to keep: the engine kills it whole (a
+  // session's is kept for its background programs).
+  if (!c.session) {
+    spdlog::warn("{}: the program outlived its kill; killing the sandbox", c.short_id());
+    run->sandbox_killed = true;
+    c.api->Kill();
+  }
 }
 
 // How the program's stream went: its output went to the sink, the Engine's own errors here.
@@ -127,6 +137,7 @@ class ExecSandbox final : public Sandbox {
 
   asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override {
     if (killed_) co_return Status::Error("sandbox killed");
+    if (killed_whole_) co_return Collection{{}, true};  // its files went with it
     if (counters_.host() && WorkspaceHoldsNothing(counters_.init_pid(), c_.cwd, limits.skip_path)) {
       co_return Collection{};
     }
@@ -142,7 +153,9 @@ class ExecSandbox final : public Sandbox {
     // The engines flag an OOM kill only when PID 1 dies of it, never for an exec'd program, and
     // have no pids event: the cgroup's own counters tell. Read from the host they cost nothing,
     // so read them again (anything since Run); through an exec only when Run did not get them.
-    if (!killed_ && (counters_.host() || !counters_.read_once())) co_await counters_.Read(false);
+    if (!killed_ && !killed_whole_ && (counters_.host() || !counters_.read_once())) {
+      co_await counters_.Read(false);
+    }
     // The removal runs after the answer: the executor's Drain waits for it at shutdown, the
     // reaper removes what a failure or a crash left.
     co_await c_.api->Remove(report());
@@ -212,7 +225,11 @@ class ExecSandbox final : public Sandbox {
       out.exit_code.reset();
       if (!out.signal) out.signal = SIGKILL;
     }
-    co_await AddProgramCounters(out);
+    if (run->sandbox_killed) {
+      killed_whole_ = true;  // what it left cannot be reached by exec any more
+    } else {
+      co_await AddProgramCounters(out);
+    }
     spdlog::debug("{}: stage {} ms, exec+stream {} ms, inspect {} ms, counters {} ms",
                   c_.short_id(), (t0 - t_stage) / 1ms, (t_ended - t0) / 1ms,
                   (t_inspected - t_ended) / 1ms, (Clock::now() - t_inspected) / 1ms);
@@ -424,6 +441,7 @@ class ExecSandbox final : public Sandbox {
   std::vector<long> background_;        // sessions: pids (= session ids) of background programs
   std::shared_ptr<CallServer> server_;  // sessions: the program serving calls, if any
   bool killed_ = false;
+  bool killed_whole_ = false;  // by the engine, after a program outlived its kill exec
   bool destroyed_ = false;
 };
 

@@ -37,7 +37,9 @@ class K8sExecutorTest : public testing::TestWithParam<bool> {  // v4 only
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "the fake API server's pods need root";
-    std::vector<std::string> flags;
+    // A node whose kubelet has a podPidsLimit (the backend's downgrade tells administrators to
+    // set one), small enough for a test to fill.
+    std::vector<std::string> flags = {"--pod-pids-limit", "32"};
     if (GetParam()) flags.push_back("--no-v5");
     fake_ = std::make_unique<testing_support::FakeApiServer>(flags);
     executor_ = Make("code-interpreter-executor:latest");
@@ -163,6 +165,32 @@ TEST_P(K8sExecutorTest, TimeoutKillsTheProgram) {
   ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
   EXPECT_TRUE(e.outcome->timed_out);
   EXPECT_EQ(e.outcome->signal, SIGKILL);
+  AwaitOn(io_, sandbox->Destroy());
+}
+
+// The pod's pids limit full of the program's processes: no kill exec can start at the timeout,
+// so the pod is deleted whole; the run still ends as a timeout, its files are reported lost.
+TEST_P(K8sExecutorTest, AProgramThatOutlivesItsKillExecEndsWithItsPod) {
+  auto sandbox = Prepare();
+  ASSERT_TRUE(sandbox);
+  auto e = Run(*sandbox, {"python3", "-c",
+                          "import os, time\n"
+                          "open('out.txt', 'w').write('x')\n"
+                          "while True:\n"
+                          "    try:\n"
+                          "        if os.fork() == 0:\n"
+                          "            time.sleep(300)\n"
+                          "    except OSError:\n"
+                          "        time.sleep(0.05)\n"},
+               std::nullopt, {}, 2s);
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_TRUE(e.outcome->timed_out);
+  CollectLimits limits;
+  limits.dest_dir = std::filesystem::temp_directory_path().string();
+  auto collected = AwaitOn(io_, sandbox->Collect(limits));
+  ASSERT_TRUE(collected.ok()) << collected.status().message();
+  EXPECT_TRUE(collected->files.empty());
+  EXPECT_TRUE(collected->truncated) << "out.txt went with the pod: reported, not silent";
   AwaitOn(io_, sandbox->Destroy());
 }
 
