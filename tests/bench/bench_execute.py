@@ -93,6 +93,19 @@ class CommandTarget:
         return took
 
 
+def run_interleaved(targets, warmup, runs):
+    """{name: [seconds]}: `warmup` untimed rounds, then `runs` rounds of every target in turn (so
+    machine noise hits all of them alike)."""
+    samples = {name: [] for name, _ in targets}
+    for _ in range(warmup):
+        for _, t in targets:
+            t.once()
+    for _ in range(runs):
+        for name, t in targets:
+            samples[name].append(t.once())
+    return samples
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -133,14 +146,8 @@ def main():
                         CommandTarget([docker, "run", "--rm", "--network", "none",
                                        args.docker_image, PYTHON, "-c", CODE])))
 
-    samples = {name: [] for name, _ in targets}
     try:
-        for _ in range(args.warmup):
-            for _, t in targets:
-                t.once()
-        for _ in range(args.runs):
-            for name, t in targets:
-                samples[name].append(t.once())
+        samples = run_interleaved(targets, args.warmup, args.runs)
     finally:
         if daemon:
             rc, _ = daemon.stop()

@@ -14,12 +14,14 @@ import argparse
 import json
 import os
 import sys
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 
 import harness  # noqa: E402
-from bench_execute import CODE, PYTHON, CommandTarget, DaemonTarget, percentile  # noqa: E402
+from bench_execute import (CODE, PYTHON, CommandTarget, DaemonTarget, percentile,  # noqa: E402
+                           run_interleaved)
 
 
 class SessionCallTarget:
@@ -42,7 +44,6 @@ class SessionCallTarget:
         return json.loads(data)
 
     def once(self):
-        import time
         t0 = time.perf_counter()
         out = self.post(self.path, {"code": "x += 1\nx"})
         took = time.perf_counter() - t0
@@ -84,13 +85,7 @@ def main():
             ("local session call `x += 1`", SessionCallTarget(local.host, local.port)),
             (f"bare `{PYTHON} -c 'print(1)'`", CommandTarget([PYTHON, "-c", CODE])),
         ]
-        samples = {name: [] for name, _ in targets}
-        for _ in range(args.warmup):
-            for _, t in targets:
-                t.once()
-        for _ in range(args.runs):
-            for name, t in targets:
-                samples[name].append(t.once())
+        samples = run_interleaved(targets, args.warmup, args.runs)
     finally:
         for d in daemons:
             d.stop()

@@ -249,36 +249,14 @@ TEST_F(DockerTest, EnforcementReportIsWhatIsInForce) {
 
   std::string out;
   RunPayload p;
-  p.argv = {"bash", "-c",
-            "for k in Seccomp NoNewPrivs CapEff CapPrm CapBnd; do "
-            "printf '%s=%s\\n' $k \"$(grep \"^$k:\" /proc/self/status | cut -f2)\"; done; "
-            "for n in pid mnt net; do printf 'ns_%s=%s\\n' $n \"$(readlink /proc/self/ns/$n)\"; "
-            "done; printf 'ifaces=%s\\n' \"$(ls /sys/class/net | tr '\\n' ' ')\"; "
-            "touch /usr/x 2>/dev/null && echo usr=writable || echo usr=read-only; "
-            "printf 'ulimit_t=%s\\n' \"$(ulimit -t)\"; cg=/sys/fs/cgroup; "
-            "if [ -f $cg/cpu.max ]; then printf 'cpu=%s\\n' \"$(cat $cg/cpu.max)\"; "
-            "printf 'mem=%s\\n' \"$(cat $cg/memory.max)\"; printf 'pids=%s\\n' \"$(cat "
-            "$cg/pids.max)\"; else printf 'cpu=%s %s\\n' \"$(cat $cg/cpu/cpu.cfs_quota_us)\" "
-            "\"$(cat $cg/cpu/cpu.cfs_period_us)\"; printf 'mem=%s\\n' \"$(cat "
-            "$cg/memory/memory.limit_in_bytes)\"; printf 'pids=%s\\n' \"$(cat "
-            "$cg/pids/pids.max)\"; fi; "
-            "for l in 'open files:nofile' 'pending signals:sigpending' 'msgqueue size:msgqueue' "
-            "'locked memory:memlock'; do printf 'limit_%s=%s\\n' \"${l#*:}\" \"$(grep \"^Max "
-            "${l%:*}\" /proc/self/limits | awk '{print $(NF-2)}')\"; done; "
-            "(exec 3<>/dev/tty) 2>/dev/null && echo tty=reachable || echo tty=none; "
-            "printf 'tty_nr=%s\\n' \"$(cut -d' ' -f7 /proc/self/stat)\""};
+  p.argv = {"bash", "-c", testing_support::kContainerProbeScript};
   auto outcome = Await((*sandbox)->Run(std::move(p), [&](StreamKind k, std::string_view d) {
     if (k == StreamKind::kStdout) out.append(d);
   }));
   Await((*sandbox)->Destroy());
   ASSERT_TRUE(outcome.ok()) << outcome.status().message();
   SCOPED_TRACE("probe: " + out);
-  std::map<std::string, std::string> in;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    if (size_t eq = line.find('='); eq != std::string::npos)
-      in[line.substr(0, eq)] = line.substr(eq + 1);
-  }
+  std::map<std::string, std::string> in = testing_support::ParseProbe(out);
   auto host_ns = [](const std::string& n) {
     char buf[64] = {};
     ssize_t len = ::readlink(("/proc/self/ns/" + n).c_str(), buf, sizeof buf - 1);

@@ -173,15 +173,16 @@ TEST_P(K8sExecutorTest, TimeoutKillsTheProgram) {
 TEST_P(K8sExecutorTest, AProgramThatOutlivesItsKillExecEndsWithItsPod) {
   auto sandbox = Prepare();
   ASSERT_TRUE(sandbox);
-  auto e = Run(*sandbox, {"python3", "-c",
-                          "import os, time\n"
-                          "open('out.txt', 'w').write('x')\n"
-                          "while True:\n"
-                          "    try:\n"
-                          "        if os.fork() == 0:\n"
-                          "            time.sleep(300)\n"
-                          "    except OSError:\n"
-                          "        time.sleep(0.05)\n"},
+  auto e = Run(*sandbox,
+               {"python3", "-c",
+                "import os, time\n"
+                "open('out.txt', 'w').write('x')\n"
+                "while True:\n"
+                "    try:\n"
+                "        if os.fork() == 0:\n"
+                "            time.sleep(300)\n"
+                "    except OSError:\n"
+                "        time.sleep(0.05)\n"},
                std::nullopt, {}, 2s);
   ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
   EXPECT_TRUE(e.outcome->timed_out);
@@ -236,32 +237,11 @@ TEST_P(K8sExecutorTest, EnforcementReportIsWhatIsInForce) {
   SCOPED_TRACE("reported: " + testing_support::ReportedNames(report));
   auto sandbox = Prepare(spec);
   ASSERT_TRUE(sandbox);
-  auto e =
-      Run(*sandbox,
-          {"bash", "-c",
-           "for k in Seccomp NoNewPrivs CapEff CapPrm CapBnd; do "
-           "printf '%s=%s\\n' $k \"$(grep \"^$k:\" /proc/self/status | cut -f2)\"; done; "
-           "for n in pid mnt; do printf 'ns_%s=%s\\n' $n \"$(readlink /proc/self/ns/$n)\"; done; "
-           "touch /usr/x 2>/dev/null && echo usr=writable || echo usr=read-only; "
-           "printf 'ulimit_t=%s\\n' \"$(ulimit -t)\"; cg=/sys/fs/cgroup; "
-           "if [ -f $cg/cpu.max ]; then printf 'cpu=%s\\n' \"$(cat $cg/cpu.max)\"; "
-           "printf 'mem=%s\\n' \"$(cat $cg/memory.max)\"; else printf 'cpu=%s %s\\n' \"$(cat "
-           "$cg/cpu/cpu.cfs_quota_us)\" \"$(cat $cg/cpu/cpu.cfs_period_us)\"; printf 'mem=%s\\n' "
-           "\"$(cat $cg/memory/memory.limit_in_bytes)\"; fi; "
-           "for l in 'open files:nofile' 'pending signals:sigpending' 'msgqueue size:msgqueue' "
-           "'locked memory:memlock'; do printf 'limit_%s=%s\\n' \"${l#*:}\" \"$(grep \"^Max "
-           "${l%:*}\" /proc/self/limits | awk '{print $(NF-2)}')\"; done; "
-           "(exec 3<>/dev/tty) 2>/dev/null && echo tty=reachable || echo tty=none"});
+  auto e = Run(*sandbox, {"bash", "-c", testing_support::kContainerProbeScript});
   AwaitOn(io_, sandbox->Destroy());
   ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
   SCOPED_TRACE("probe: " + e.out);
-  std::map<std::string, std::string> in;
-  std::istringstream lines(e.out);
-  for (std::string line; std::getline(lines, line);) {
-    if (size_t eq = line.find('='); eq != std::string::npos) {
-      in[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-  }
+  std::map<std::string, std::string> in = testing_support::ParseProbe(e.out);
   auto host_ns = [](const std::string& n) {
     return std::filesystem::read_symlink("/proc/self/ns/" + n).string();
   };
