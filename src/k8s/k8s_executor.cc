@@ -25,6 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 // How long a deletion may take to be confirmed, and how often the reaper looks.
 constexpr auto kDeleteConfirm = 30s;
+constexpr int kDeleteAttempts = 3;
 constexpr auto kReapPeriod = 60s;
 
 int64_t UnixNow() {
@@ -39,10 +40,18 @@ struct Removals {
   std::set<std::string> in_flight;
 };
 
+// Tried a few times: at shutdown there is no later reaper run of ours to catch a failure.
 asio::awaitable<void> RemovePodNow(std::shared_ptr<Removals> r, PodRef pod) {
-  Status s = co_await DeletePod(*r->client, pod.namespace_, pod.name, kDeleteConfirm);
+  Status s;
+  for (int attempt = 1; attempt <= kDeleteAttempts; ++attempt) {
+    s = co_await DeletePod(*r->client, pod.namespace_, pod.name, kDeleteConfirm);
+    if (s.ok()) break;
+    spdlog::warn("deleting pod {} (attempt {} of {}): {}", pod.name, attempt, kDeleteAttempts,
+                 s.message());
+    if (attempt < kDeleteAttempts) co_await Sleep(1s);
+  }
   r->in_flight.erase(pod.name);
-  if (!s.ok()) spdlog::error("deleting pod {}: {} (the reaper will retry)", pod.name, s.message());
+  if (!s.ok()) spdlog::error("pod {} was not deleted; the reaper will retry", pod.name);
 }
 
 // Deletes `pod` in the background unless that is under way.

@@ -672,6 +672,28 @@ class FakeCluster:
                 + (" (terminating)" if p["metadata"].get("deletionTimestamp") else "")
                 for p in r.json()["items"]]
 
+    def _history(self):
+        """Each left pod's labels and phase, and the requests about it in the fake's log: which
+        daemon made it, for what, and whether anyone tried to delete it."""
+        out = []
+        try:
+            items = self.server.client().request("GET", "/api/v1/pods").json()["items"]
+        except (OSError, ValueError, KeyError):
+            items = []
+        try:
+            with open(self.log, encoding="utf-8", errors="replace") as f:
+                log = f.read().splitlines()
+        except OSError:
+            log = []
+        for p in items:
+            meta = p["metadata"]
+            name = meta["name"]
+            out.append(f"\n{name}: labels {meta.get('labels')}, phase "
+                       f"{p.get('status', {}).get('phase')}, created {meta.get('creationTimestamp')}")
+            about = [line for line in log if name in line]
+            out.extend("\n    " + line for line in about[-12:])
+        return "".join(out) + "\n" if out else ""
+
     def final_checks(self):
         """After the daemons stopped: they left no pods behind, and the fake then stops cleanly
         (its own pods' cgroups and tmpfs mounts gone)."""
@@ -682,7 +704,7 @@ class FakeCluster:
         except OSError as e:
             left = [f"(the fake API server did not answer: {e})"]
         out.append(("no pods left in the fake Kubernetes API server once the daemons stopped",
-                    not left, "left: " + ", ".join(left) if left else ""))
+                    not left, "left: " + ", ".join(left) + self._history() if left else ""))
         swept = self.server.stop()
         self.stopped = True
         rc = self.server.proc.returncode

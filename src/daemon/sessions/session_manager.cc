@@ -13,6 +13,7 @@
 #include <ctime>
 
 #include "core/random.h"
+#include "core/sleep.h"
 #include "daemon/files/workspace_paths.h"
 #include "daemon/service/output_buffer.h"
 #include "daemon/sessions/python_session.h"
@@ -94,6 +95,11 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::Create(
   ++creating_;
   auto created = co_await CreateSandbox(std::move(files), ttl_seconds);
   --creating_;
+  // Created while DestroyAll ran (shutdown): nothing would end it, its sandbox would outlive us.
+  if (ending_all_ && std::holds_alternative<SessionSummary>(created)) {
+    co_await Delete(std::get<SessionSummary>(created).id);
+    co_return ApiError{503, "The daemon is shutting down; create the session again"};
+  }
   co_return created;
 }
 
@@ -361,9 +367,12 @@ asio::awaitable<std::optional<ApiError>> SessionManager::Stage(const std::string
 }
 
 asio::awaitable<void> SessionManager::DestroyAll() {
+  ending_all_ = true;
   std::vector<SessionPtr> all;
   for (auto& [id, s] : sessions_) all.push_back(s);
   for (auto& s : all) co_await End(s);
+  // Sessions being created end as soon as they exist (Create).
+  while (creating_ > 0) co_await Sleep(10ms);
 }
 
 }  // namespace ci::daemon

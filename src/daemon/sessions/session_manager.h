@@ -124,6 +124,7 @@ class SessionManager {
   SandboxSpec spec_;
   std::map<std::string, SessionPtr> sessions_;
   size_t creating_ = 0;  // sessions being set up, counted against MAX_SESSIONS
+  bool ending_all_ = false;  // DestroyAll (shutdown) began
 };
 
 }  // namespace ci::daemon
