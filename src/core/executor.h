@@ -137,6 +137,28 @@ class Executor {
   virtual asio::awaitable<void> Drain() { co_return; }
   // Whether Prepare accepts session specs (api.md: 501 otherwise).
   virtual bool supports_sessions() const { return false; }
+
+  // Sessions that live in the backend rather than in a daemon (kubernetes: the session's pod,
+  // found by label), so any replica serves them: a session another replica (or this daemon
+  // before a restart) created, its sandbox attached here; nullopt when the backend has none by
+  // that id. `spec` is what this daemon makes sessions of (their limits). Other backends'
+  // sessions live and die with their daemon.
+  struct FoundSession {
+    SessionIdentity identity;
+    std::unique_ptr<Sandbox> sandbox;
+  };
+  virtual asio::awaitable<Result<std::optional<FoundSession>>> FindSession(
+      const SandboxSpec& /*spec*/, const std::string& /*id*/) {
+    co_return std::nullopt;
+  }
+  // Every session the backend holds (for GET /v1/sessions on any replica); nullopt when its
+  // sessions live in their daemon.
+  virtual asio::awaitable<Result<std::optional<std::vector<SessionIdentity>>>> ListSessions() {
+    co_return std::nullopt;
+  }
+  // Whether a session's sandbox outlives the daemon's shutdown (then shutdown leaves it to its
+  // TTL and to the replicas that remain).
+  virtual bool sessions_outlive_daemon() const { return false; }
 };
 
 }  // namespace ci

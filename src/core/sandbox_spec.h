@@ -37,6 +37,13 @@ struct SandboxSecurity {
   bool operator==(const SandboxSecurity&) const = default;
 };
 
+struct SessionIdentity {
+  std::string id;
+  double created_at = 0;  // unix seconds
+  double expires_at = 0;
+  bool operator==(const SessionIdentity&) const = default;
+};
+
 struct SandboxSpec {
   // "host": read-only binds of the host's /usr, /lib*, /bin, /sbin and a generated /etc.
   // Otherwise a directory holding an unpacked image root.
@@ -52,6 +59,9 @@ struct SandboxSpec {
   // 0: an execution sandbox (one Run). Otherwise a session sandbox (api.md "Sessions"): any
   // number of Runs, and it ends by itself at this unix time even when the daemon is gone.
   int64_t session_expires_at = 0;
+  // A session's identity (the API's), for backends whose sandboxes outlive a daemon replica
+  // (kubernetes: labels and annotations of the pod, so any replica finds the session).
+  SessionIdentity session;
   // Equal specs make interchangeable sandboxes (the warm pool relies on it).
   bool operator==(const SandboxSpec&) const = default;
 };

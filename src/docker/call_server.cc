@@ -18,11 +18,9 @@ asio::awaitable<void> PumpCallServer(std::shared_ptr<CallServer> s) {
     if (k == ExecOutput::kSystemError) return;
     const int i = k == ExecOutput::kStderr ? 1 : 0;
     if (!s->started) {
-      if (i == 0 && s->first_line.size() < 64) s->first_line.append(bytes);
-      if (s->first_line.find('\n') != std::string::npos) {
-        s->started = true;
-        s->Notify();
-      }
+      if (i == 0 && s->head.size() < 256) s->head.append(bytes);
+      s->started = s->head_lines() >= 2;
+      s->Notify();
       return;
     }
     std::string text = s->out[i].Feed(bytes);

@@ -1,11 +1,13 @@
-// A session's persistent interpreter (python_session.h): an exec running for the
-// session's life whose stdin and output only the daemon holds. A detached pump routes its output
-// to the call in flight (CallOutput splits it at the call's end marker) and drops the rest; a
-// detached watch kills it when its idle CPU passes the limit. README "Sessions".
+// A session's persistent interpreter (python_session.h), reached through this daemon's relay: an
+// exec whose stdin and output only the daemon holds, running while the interpreter serves it. A
+// detached pump reads the relay's two handshake lines, then routes its output to the call in
+// flight (CallOutput splits it at the call's end marker) and drops the rest; a detached watch
+// kills the interpreter when its idle CPU passes the limit. README "Sessions".
 #pragma once
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -24,10 +26,12 @@ namespace ci::docker {
 struct CallServer {
   explicit CallServer(const asio::any_io_executor& ex) : event(ex) {}
   std::shared_ptr<ExecStream> stream;
-  long pid = 0;  // its pid in the container, also its session id (a spared background program)
-  bool alive = true;
-  bool started = false;  // it printed its pid
-  std::string first_line;
+  long pid = 0;  // the interpreter's pid in the sandbox
+  bool alive = true;  // the relay's stream is open
+  // The relay's handshake (python_session.cc): `ready`, then `new PID`, `attached PID` or `none`.
+  std::string head;
+  bool started = false;  // both lines are in `head`
+  size_t head_lines() const { return static_cast<size_t>(std::count(head.begin(), head.end(), '\n')); }
   CallOutput out[2];  // stdout, stderr
   OutputSink sink;    // the call in flight's; empty between calls
   asio::steady_timer event;
@@ -45,7 +49,7 @@ struct CallServer {
   }
 };
 
-// Reads the server's stream to its end: its pid line first, then each call's output to `sink`.
+// Reads the relay's stream to its end: the handshake first, then each call's output to `sink`.
 asio::awaitable<void> PumpCallServer(std::shared_ptr<CallServer> s);
 
 // Waits for news of the server (or `d`, whichever first).

@@ -44,6 +44,8 @@ struct Container {
   // The kernel quotas the programs' wrappers set (sandbox_shell.h RunLimitsScript), where the
   // engine cannot (a pod); empty: the engine sets them (docker's ulimits).
   std::string run_limits;
+  // Sessions: the secret a relay proves to the interpreter (python_session.cc), hex.
+  std::string call_token;
   std::string short_id() const { return id.substr(0, 12); }
 };
 

@@ -80,6 +80,10 @@ class DockerExecutor final : public Executor {
     c.cwd = spec.cwd;
     c.session = session;
     c.cpu_time_sec = spec.limits.cpu_time_sec;
+    if (session) {
+      c.call_token = RandomHex(32);
+      if (c.call_token.empty()) co_return Status::Errno("getrandom", errno);
+    }
     auto sandbox = MakeExecSandbox(c, opts_.host_cgroups);
     auto t_created = std::chrono::steady_clock::now();
     std::string start = "/containers/" + c.id + "/start";

@@ -259,27 +259,44 @@ class ExecSandbox final : public Sandbox {
     out.max_rss_kb = report().memory_peak_bytes >> 10;
   }
 
-  // Session only: starts the program serving calls as an exec of its own, whose stdin and output
-  // only the daemon holds; returns once it printed its pid (spared by later runs' kills).
-  asio::awaitable<Result<RunOutcome>> StartCallServer(const std::vector<std::string>& argv) {
+  // Session only: opens the channel to the interpreter (python_session.cc) through a relay exec
+  // of our own, whose stdin and output only the daemon holds: the relay starts the interpreter
+  // (`argv` is its program) or attaches to the one already there, started by another replica or
+  // by this one before its relay broke. Returns false when `attach_only` and none is there.
+  asio::awaitable<Result<bool>> OpenChannel(bool attach_only) {
     auto t0 = Clock::now();
     if (server_) co_await EndCallServer();
+    std::vector<std::string> argv = server_argv_;
+    argv.push_back("channel");
+    if (attach_only) argv.push_back("attach");
     const ExecStdin calls{true, std::nullopt};  // never closed: framed requests
     auto started = co_await c_.api->Exec(WithRunLimits(c_.run_limits, argv), calls);
-    if (!started.ok()) co_return started.status().Context("starting the interpreter");
+    if (!started.ok()) co_return started.status().Context("starting the interpreter's relay");
     auto s = std::make_shared<CallServer>(c_.ex);
     s->stream = *started;
     asio::co_spawn(c_.ex, PumpCallServer(s), asio::detached);
-    while (!s->started && s->alive && Clock::now() - t0 < 30s) co_await AwaitNews(*s, 250ms);
-    char* end = nullptr;
-    long pid = std::strtol(s->first_line.c_str(), &end, 10);
-    if (!s->started || pid <= 1 || end == nullptr || *end != '\n') {
+    // The token goes only to a relay that said it is non-dumpable (no process of the sandbox
+    // can read it from the relay's stdin).
+    while (s->head_lines() < 1 && s->alive && Clock::now() - t0 < 30s) co_await AwaitNews(*s, 250ms);
+    if (s->head == "ready\n") {
+      Status sent = co_await s->stream->WriteAll(c_.call_token + "\n");
+      if (!sent.ok()) spdlog::debug("{}: relay: {}", c_.short_id(), sent.message());
+      while (!s->started && s->alive && Clock::now() - t0 < 30s) co_await AwaitNews(*s, 250ms);
+    }
+    const std::string said = s->head.substr(s->head.find('\n') + 1);
+    if (s->started && said == "none\n") {
       s->stream->Close();
-      co_return Status::Error("starting the interpreter: it did not report its pid (" +
-                              s->first_line + ")");
+      co_return false;
+    }
+    const size_t space = said.find(' ');
+    const std::string kind = said.substr(0, space);
+    char* end = nullptr;
+    long pid = space == std::string::npos ? 0 : std::strtol(said.c_str() + space + 1, &end, 10);
+    if (!s->started || (kind != "new" && kind != "attached") || pid <= 1 || *end != '\n') {
+      s->stream->Close();
+      co_return Status::Error("starting the interpreter: its relay said " + s->head);
     }
     s->pid = pid;
-    background_.push_back(pid);
     co_await counters_.Read(false);
     s->window_start_ms = counters_.cpu_ms_besides_probes();
     server_ = s;
@@ -289,6 +306,16 @@ class ExecSandbox final : public Sandbox {
                                   uint64_t{c_.cpu_time_sec} * 1000),
                      asio::detached);
     }
+    spdlog::debug("{}: interpreter {} ({}) in {} ms", c_.short_id(), pid, kind,
+                  (Clock::now() - t0) / 1ms);
+    co_return true;
+  }
+
+  asio::awaitable<Result<RunOutcome>> StartCallServer(const std::vector<std::string>& argv) {
+    auto t0 = Clock::now();
+    server_argv_ = argv;
+    auto opened = co_await OpenChannel(false);
+    if (!opened.ok()) co_return opened.status();
     RunOutcome out;
     out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
     co_return out;
@@ -311,8 +338,6 @@ class ExecSandbox final : public Sandbox {
       s->stream->Close();
     }
     s->sink = nullptr;
-    background_.erase(std::remove(background_.begin(), background_.end(), s->pid),
-                      background_.end());
   }
 
   // A call (RunPayload::call): request, stdin and nonce on the interpreter's stdin; its output
@@ -320,9 +345,13 @@ class ExecSandbox final : public Sandbox {
   // during the call (and idle since the last call) against the CPU limit.
   asio::awaitable<Result<RunOutcome>> ServeCall(RunPayload payload, OutputSink sink) {
     RunOutcome out;
+    if (server_ && !server_->alive) co_await EndCallServer();  // its relay is gone, maybe not it
+    if (!server_ && !server_argv_.empty()) {
+      auto attached = co_await OpenChannel(true);
+      if (!attached.ok()) co_return attached.status();
+    }
     auto s = server_;
-    if (s && !s->alive) co_await EndCallServer();
-    if (!server_) {
+    if (!s) {
       out.no_server = true;
       co_return out;
     }
@@ -439,7 +468,8 @@ class ExecSandbox final : public Sandbox {
   SandboxCounters counters_;
   std::shared_ptr<ExecStream> active_;
   std::vector<long> background_;        // sessions: pids (= session ids) of background programs
-  std::shared_ptr<CallServer> server_;  // sessions: the program serving calls, if any
+  std::shared_ptr<CallServer> server_;  // sessions: the relay to the interpreter, if any
+  std::vector<std::string> server_argv_;  // sessions: the interpreter's program, once started
   bool killed_ = false;
   bool killed_whole_ = false;  // by the engine, after a program outlived its kill exec
   bool destroyed_ = false;

@@ -3,17 +3,21 @@
 namespace ci::docker {
 
 // Sessions (README "Sessions"). `k` stops, then SIGKILLs, every live process but PID 1, the
-// shell itself, the pids in $keep and the sessions listed in $bg (the background programs' pids,
+// shell itself, the pids in $keep, the sessions listed in $bg (the background programs' pids,
 // each its own session id: setsid), read from field 6 of /proc/PID/stat (after the last ')', the
-// name may hold anything). Each phase is repeated until a pass finds nothing (children forked
-// meanwhile); SIGSTOP first, so a fork bomb cannot refill the slots freed one by one. Builtins
-// only: it needs no free pid.
+// name may hold anything), and the sessions led by the interpreter and the relays to it (named
+// ci-interpreter and ci-relay, python_session.cc), whichever replica started them. A program may
+// take those names to outlive the cleanup; it gains nothing a cell's subprocess does not have.
+// Each phase is repeated until a pass finds nothing (children forked meanwhile); SIGSTOP first,
+// so a fork bomb cannot refill the slots freed one by one. Builtins only: it needs no free pid.
 const char* const kSessionKillFunction =
-    "k() { local s n d p t f; for s in STOP KILL; do for n in {1..100}; do f=; "
+    "k() { local s n d p t f l; for s in STOP KILL; do for n in {1..100}; do f=; "
     "for d in /proc/[1-9]*; do p=${d#/proc/}; [ \"$p\" = 1 ] || [ \"$p\" = $$ ] && continue; "
     "read -r t 2>/dev/null < \"$d/stat\" || continue; t=${t##*) }; set -- $t; "
     "case \"$s$1\" in *Z|*X|STOPT|STOPt) continue;; esac; "
     "case \" $bg \" in *\" ${4:-x} \"*) continue;; esac; "
+    "read -r l 2>/dev/null < \"/proc/$4/stat\" && "
+    "case \"$l\" in \"$4 (ci-interpreter) \"*|\"$4 (ci-relay) \"*) continue;; esac; "
     "case \" $keep \" in *\" $p \"*) continue;; esac; "
     "kill -$s \"$p\" 2>/dev/null && f=1; done; [ -n \"$f\" ] || break; done; done; }; ";
 // A session run: `ci-run <background pids> <cpu seconds> argv...`. The program gets RLIMIT_CPU

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <set>
 
+#include "core/random.h"
 #include "core/sleep.h"
 #include "docker/exec_sandbox.h"
 #include "docker/sandbox_shell.h"
@@ -16,6 +17,7 @@
 #include "k8s/pod_container.h"
 #include "k8s/pod_lifecycle.h"
 #include "k8s/pod_spec.h"
+#include "k8s/session_pods.h"
 
 namespace ci::k8s {
 namespace {
@@ -88,7 +90,12 @@ class K8sExecutor final : public Executor {
 
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
     const std::string& ns = opts_.pods.namespace_;
-    const std::string body = PodJson(spec, OptionsFor(spec));
+    PodOptions options = OptionsFor(spec);
+    if (options.kind == PodKind::kSession) {
+      options.session_token = RandomHex(32);
+      if (options.session_token.empty()) co_return Status::Errno("getrandom", errno);
+    }
+    const std::string body = PodJson(spec, options);
     auto created = co_await CreatePod(*client_, ns, body);
     if (!created.ok()) co_return StartFailure(created.status(), "kubernetes API");
     PodRef pod{ns, created->name, kExecutorContainer};
@@ -101,19 +108,34 @@ class K8sExecutor final : public Executor {
     }
     last_start_failure_.clear();
     spdlog::debug("pod {}: running in {} ms", pod.name, (Clock::now() - t0) / 1ms);
-    docker::Container c;
-    c.api = MakePodContainer(client_, pod, memo_, [r = removals_, ex = ex_](const PodRef& p) {
-      StartRemoval(r, ex, p);
-    });
-    c.ex = ex_;
-    c.id = pod.name;
-    c.cwd = spec.cwd;
-    c.session = spec.session_expires_at != 0;
-    c.cpu_time_sec = spec.limits.cpu_time_sec;
-    // No rlimits in the Pod API: each run's wrapper sets them (a session's CPU time per run).
-    c.run_limits = docker::RunLimitsScript(spec.limits, !c.session);
-    co_return docker::MakeExecSandbox(std::move(c), false);
+    co_return SandboxOn(pod, spec, options.session_token);
   }
+
+  asio::awaitable<Result<std::optional<FoundSession>>> FindSession(
+      const SandboxSpec& spec, const std::string& id) override {
+    if (!IsSessionLabelValue(id)) co_return std::nullopt;
+    auto pods = co_await ListSessionPods(*client_, opts_.pods.namespace_, id);
+    if (!pods.ok()) co_return pods.status();
+    if (pods->empty()) co_return std::nullopt;
+    const SessionPod& found = pods->front();
+    SandboxSpec session = spec;
+    session.session = found.identity;
+    session.session_expires_at = static_cast<int64_t>(found.identity.expires_at) + 1;
+    spdlog::info("session {}: served here from pod {}", id, found.name);
+    co_return FoundSession{found.identity,
+                           SandboxOn({opts_.pods.namespace_, found.name, kExecutorContainer},
+                                     session, found.token)};
+  }
+
+  asio::awaitable<Result<std::optional<std::vector<SessionIdentity>>>> ListSessions() override {
+    auto pods = co_await ListSessionPods(*client_, opts_.pods.namespace_, "");
+    if (!pods.ok()) co_return pods.status();
+    std::vector<SessionIdentity> out;
+    for (const auto& p : *pods) out.push_back(p.identity);
+    co_return std::optional(std::move(out));
+  }
+
+  bool sessions_outlive_daemon() const override { return opts_.pods.sessions_outlive_daemon; }
 
   // Lists our pods (one): the API server answers, the credentials work and the Role grants
   // what the backend uses first. The reaper rides on it, as docker's does.
@@ -180,9 +202,28 @@ class K8sExecutor final : public Executor {
     return Status::Unavailable(reason, why.message());
   }
 
+  // The sandbox driving `pod` (made by Prepare, or another replica's session pod).
+  std::unique_ptr<Sandbox> SandboxOn(const PodRef& pod, const SandboxSpec& spec,
+                                     const std::string& session_token) {
+    docker::Container c;
+    c.api = MakePodContainer(client_, pod, memo_, [r = removals_, ex = ex_](const PodRef& p) {
+      StartRemoval(r, ex, p);
+    });
+    c.ex = ex_;
+    c.id = pod.name;
+    c.cwd = spec.cwd;
+    c.session = spec.session_expires_at != 0;
+    c.cpu_time_sec = spec.limits.cpu_time_sec;
+    // No rlimits in the Pod API: each run's wrapper sets them (a session's CPU time per run).
+    c.run_limits = docker::RunLimitsScript(spec.limits, !c.session);
+    c.call_token = session_token;
+    return docker::MakeExecSandbox(std::move(c), false);
+  }
+
   asio::awaitable<void> Reap() {
     reaper_.running = true;
-    ReapRequest req{instance_, started_at_, UnixNow(), OwnerGoneHere};
+    ReapRequest req{instance_, started_at_, UnixNow(), OwnerGoneHere,
+                    opts_.pods.sessions_outlive_daemon};
     ReapResult result = co_await ReapPods(*client_, opts_.pods.namespace_, req);
     for (const auto& d : result.deleted)
       spdlog::info("reaper: deleted pod {} ({})", d.name, d.reason);

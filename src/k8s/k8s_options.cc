@@ -145,6 +145,7 @@ Result<K8sOptions> K8sOptionsFromEnv(const EnvLookup& getenv) {
   env.String("KUBERNETES_EXECUTOR_SERVICE_ACCOUNT", o.service_account);
   env.Bool("KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN", o.net_admin_lockdown);
   env.String("KUBERNETES_EXECUTOR_LOCKDOWN_IMAGE", o.lockdown_image);
+  env.Bool("KUBERNETES_SESSIONS_OUTLIVE_DAEMON", o.sessions_outlive_daemon);
   env.String("KUBERNETES_EXECUTOR_RUNTIME_CLASS", o.pod.runtime_class);
   env.String("KUBERNETES_EXECUTOR_PRIORITY_CLASS", o.pod.priority_class);
   env.String("KUBERNETES_EXECUTOR_SECCOMP_PROFILE", o.pod.seccomp_localhost_profile);

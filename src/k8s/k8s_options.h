@@ -63,6 +63,11 @@ struct K8sOptions {
   // How long an execution pod may live, a warm pool's wait included (activeDeadlineSeconds and
   // its expiry label): a backstop for a daemon that died before deleting it.
   std::chrono::seconds execution_pod_ttl{3600};
+  // KUBERNETES_SESSIONS_OUTLIVE_DAEMON (default true): a session's pod is found by label by any
+  // replica and lives to its TTL, whatever happens to the replica that created it (no
+  // ownerReference, left alone at shutdown and by the reaper). false: sessions end with their
+  // daemon, as on the other backends.
+  bool sessions_outlive_daemon = true;
 };
 
 // Reads the variables above (README.md "Options"). An empty variable is unset (as onyx reads

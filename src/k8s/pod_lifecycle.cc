@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/json.h"
+#include "k8s/pod_fields.h"
 #include "k8s/pod_spec.h"
 
 namespace ci::k8s {
@@ -21,28 +22,6 @@ using Clock = std::chrono::steady_clock;
 constexpr char kDeleteOptions[] =
     R"({"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0,)"
     R"("propagationPolicy":"Background"})";
-
-// -- reading the Pod JSON: every field optional (a watch may carry a partial status) -------------
-
-const Value* Member(const Value* v, const char* key) {
-  if (v == nullptr || !v->IsObject()) return nullptr;
-  auto it = v->FindMember(key);
-  return it == v->MemberEnd() ? nullptr : &it->value;
-}
-
-std::string Str(const Value* v, const char* key) {
-  const Value* m = Member(v, key);
-  return m != nullptr && m->IsString() ? std::string(m->GetString(), m->GetStringLength()) : "";
-}
-
-// Members of an array field (none when absent or not an array).
-std::vector<const Value*> Items(const Value* v, const char* key) {
-  std::vector<const Value*> out;
-  const Value* a = Member(v, key);
-  if (a == nullptr || !a->IsArray()) return out;
-  for (const Value& e : a->GetArray()) out.push_back(&e);
-  return out;
-}
 
 std::string PodNameOf(const Value& pod) {
   std::string name = Str(Member(&pod, "metadata"), "name");
@@ -546,6 +525,7 @@ std::vector<ReapDecision> PodsToReap(const Value& pod_list, const ReapRequest& r
       out.push_back({name, "finished (phase " + phase + ")"});
       continue;
     }
+    if (req.sessions_outlive_daemon && Str(labels, kComponentLabel) == "session") continue;
     const int64_t created = ParseRfc3339(Str(meta, "creationTimestamp"));
     const std::string owner = Str(labels, kOwnerLabel);
     if (ours && created >= 0 && created < req.started_at_unix) {

@@ -180,6 +180,12 @@ std::string Rfc3339(int64_t unix_seconds) {
   return buf;
 }
 
+std::string UnixSecondsText(double unix_seconds) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.17g", unix_seconds);  // exact: replicas report the same times
+  return buf;
+}
+
 PodOptions PodOptionsFor(const K8sOptions& o, const SandboxSpec& spec, const PodRequest& r) {
   PodOptions p;
   p.image = o.image;
@@ -199,6 +205,9 @@ PodOptions PodOptionsFor(const K8sOptions& o, const SandboxSpec& spec, const Pod
     // sleeping until then (as docker's session container).
     int64_t left = std::max<int64_t>(1, spec.session_expires_at - r.now);
     p.kind = PodKind::kSession;
+    p.session = spec.session;
+    // Its daemon's pod going (a rolling update) must not take the session with it.
+    if (o.sessions_outlive_daemon) p.owner.reset();
     p.expires_at = spec.session_expires_at;
     p.active_deadline_sec = left;
     p.command = docker::ContainerInitArgv(left);
@@ -223,6 +232,12 @@ Pod PodFromSpec(const SandboxSpec& spec, const PodOptions& o) {
   if (!o.owner_description.empty()) p.annotations[kOwnerAnnotation] = o.owner_description;
   p.annotations[kKindAnnotation] = KindName(o.kind);
   p.annotations[kExpiresAnnotation] = Rfc3339(o.expires_at);
+  if (!o.session.id.empty()) {
+    p.labels[kSessionLabel] = o.session.id;
+    p.annotations[kSessionCreatedAnnotation] = UnixSecondsText(o.session.created_at);
+    p.annotations[kSessionExpiresAnnotation] = UnixSecondsText(o.session.expires_at);
+  }
+  if (!o.session_token.empty()) p.annotations[kSessionTokenAnnotation] = o.session_token;
   p.owner = o.owner;
   p.active_deadline_sec = o.active_deadline_sec;
   p.service_account = o.service_account;

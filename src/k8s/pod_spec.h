@@ -30,6 +30,13 @@ inline constexpr const char* kExpiresLabel = "code-interpreter.expires-at";    /
 inline constexpr const char* kOwnerAnnotation = "code-interpreter/owner";      // free text
 inline constexpr const char* kKindAnnotation = "code-interpreter/kind";        // execution|...
 inline constexpr const char* kExpiresAnnotation = "code-interpreter/expires";  // RFC 3339, UTC
+// A session pod's: the API's session id (label, what replicas find it by), its times (unix
+// seconds, as the API reports them) and the token its interpreter's relays prove
+// (python_session.cc; whoever may read the pod may exec into it anyway).
+inline constexpr const char* kSessionLabel = "code-interpreter.session";
+inline constexpr const char* kSessionCreatedAnnotation = "code-interpreter/session-created-at";
+inline constexpr const char* kSessionExpiresAnnotation = "code-interpreter/session-expires-at";
+inline constexpr const char* kSessionTokenAnnotation = "code-interpreter/session-token";
 // The program's container, and the init container of KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN.
 inline constexpr const char* kExecutorContainer = "executor";
 inline constexpr const char* kLockdownContainer = "network-lockdown";
@@ -58,6 +65,8 @@ struct PodOptions {
   int64_t expires_at = 0;            // unix seconds
   int64_t active_deadline_sec = 0;   // activeDeadlineSeconds (0: none)
   std::vector<std::string> command;  // PID 1, a process that only waits
+  SessionIdentity session;           // sessions: labels and annotations
+  std::string session_token;         // sessions: annotation (the executor's Prepare sets it)
 };
 
 // The options the executor's Prepare uses: a session pod's deadline, expiry and PID 1's sleep are
@@ -135,6 +144,8 @@ inline constexpr const char* kProcMasksDowngrade = "host facts masked in /proc";
 
 // 268435456 -> "256Mi", 1536 -> "1536" ... (a resource.Quantity in the binary SI form when exact).
 std::string BytesQuantity(uint64_t bytes);
+// 1700000000.25 -> "1700000000.25" (a session's times in its annotations, round-tripping).
+std::string UnixSecondsText(double unix_seconds);
 // 1700000000 -> "2023-11-14T22:13:20Z".
 std::string Rfc3339(int64_t unix_seconds);
 

@@ -639,6 +639,10 @@ class FakeCluster:
             # packaging/kubernetes gives on a CNI that enforces it: the lockdown is off.
             "KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN": "false",
             "KUBERNETES_EXECUTOR_SECCOMP_PROFILE": "code-interpreter.json",
+            # Sessions end with their daemon, as on the other backends, so the suite's cases
+            # hold unchanged and no pod outlives the run; MultiReplicaSessionTest runs the
+            # default (sessions outlive a replica).
+            "KUBERNETES_SESSIONS_OUTLIVE_DAEMON": "false",
         }
         Config.backend_log = self.log
         Config.cluster = self

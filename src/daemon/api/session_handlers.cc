@@ -35,7 +35,8 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex, const std::st
 }
 
 asio::awaitable<void> ApiHandlers::ListSessions(HttpExchange& ex, const std::string&) {
-  co_await ex.Respond(JsonResponse(200, SessionListJson(sessions_.List())));
+  auto sessions = co_await sessions_.List();
+  co_await ex.Respond(JsonResponse(200, SessionListJson(sessions)));
 }
 
 asio::awaitable<void> ApiHandlers::DeleteSession(HttpExchange& ex, const std::string& id) {

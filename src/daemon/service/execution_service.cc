@@ -163,7 +163,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
   };
   auto t0 = Clock::now();
-  auto prepared = co_await executor_.Prepare(spec);
+  auto prepared = co_await Prepare();
   auto t_prepared = Clock::now();
   if (!prepared.ok()) {
     unlink(entry->c_str());
@@ -256,11 +256,19 @@ std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
   return out;
 }
 
+asio::awaitable<Result<std::unique_ptr<Sandbox>>> ExecutionService::Prepare() {
+  ++preparing_;
+  auto prepared = co_await executor_.Prepare(spec_);
+  --preparing_;
+  co_return prepared;
+}
+
 asio::awaitable<Status> ExecutionService::ProbeLanguages() {
   std::vector<Language> usable;
   for (auto& language : languages_) {
-    auto sandbox = co_await executor_.Prepare(spec_);
+    auto sandbox = co_await Prepare();
     if (!sandbox.ok()) co_return sandbox.status().Context("starting a sandbox");
+    live_.insert(sandbox->get());  // shutdown waits for it, or kills it
     std::string out;
     RunPayload payload;
     payload.argv = {language.interpreter, "--version"};
@@ -269,6 +277,7 @@ asio::awaitable<Status> ExecutionService::ProbeLanguages() {
       if (out.size() < 4096) out.append(d);
     });
     co_await (*sandbox)->Destroy();
+    live_.erase(sandbox->get());
     if (!run.ok()) co_return run.status().Context("running " + language.interpreter);
     // The backend's root may lack an interpreter the host has (node in the Docker image).
     if (run->exit_code != 0) {

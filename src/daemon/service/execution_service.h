@@ -74,7 +74,9 @@ class ExecutionService {
 
   // Shutdown: kill every running sandbox now.
   void KillAll();
-  size_t running() const { return live_.size(); }
+  // Executions and the startup probe with a sandbox or waiting for one: shutdown waits for them
+  // (a sandbox still being prepared would outlive the daemon).
+  size_t running() const { return live_.size() + preparing_; }
   const std::vector<Language>& languages() const { return languages_; }
   const SandboxSpec& spec() const { return spec_; }
   const Config& config() const { return config_; }
@@ -92,6 +94,8 @@ class ExecutionService {
   std::vector<Language> languages_;
   const SandboxSpec spec_;  // every sandbox of this service: from the config, built once
   std::set<Sandbox*> live_;
+  size_t preparing_ = 0;  // Prepare calls in flight
+  asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare();
 };
 
 }  // namespace ci::daemon

@@ -117,6 +117,7 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   s->summary.expires_at = s->summary.created_at + static_cast<double>(ttl_seconds);
   SandboxSpec spec = spec_;
   spec.session_expires_at = static_cast<int64_t>(s->summary.expires_at) + 1;
+  spec.session = {s->id, s->summary.created_at, s->summary.expires_at};
   auto prepared = co_await executor_.Prepare(spec);
   if (!prepared.ok()) co_return PrepareFailure(prepared.status());
   s->sandbox = std::move(prepared).value();
@@ -134,6 +135,30 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   co_return s->summary;
 }
 
+asio::awaitable<SessionManager::SessionPtr> SessionManager::Find(const std::string& id) {
+  while (finding_.contains(id)) co_await Sleep(5ms);  // one request looks, the others see it
+  if (auto it = sessions_.find(id); it != sessions_.end()) co_return it->second;
+  // Ended here: its sandbox may still be on its way out.
+  if (ended_.contains(id)) co_return nullptr;
+  finding_.insert(id);
+  auto found = co_await executor_.FindSession(spec_, id);
+  finding_.erase(id);
+  if (!found.ok()) {
+    spdlog::warn("looking for session {} in the backend: {}", id, found.status().message());
+    co_return nullptr;
+  }
+  if (!*found || sessions_.contains(id)) co_return nullptr;
+  auto s = std::make_shared<Session>(ex_);
+  s->id = id;
+  s->summary = {id, (*found)->identity.created_at, (*found)->identity.expires_at};
+  s->sandbox = std::move((*found)->sandbox);
+  // Its interpreter, if it has one, is attached to by the first Python call (the relay finds
+  // it); the files it knows are those of its first listing.
+  sessions_[id] = s;
+  asio::co_spawn(ex_, ExpireAt(s), asio::detached);
+  co_return s;
+}
+
 asio::awaitable<void> SessionManager::ExpireAt(SessionPtr s) {
   auto left = std::chrono::duration<double>(s->summary.expires_at - UnixNow());
   s->expiry.expires_after(std::chrono::duration_cast<std::chrono::milliseconds>(left));
@@ -148,6 +173,7 @@ asio::awaitable<void> SessionManager::End(SessionPtr s) {
   if (s->ended) co_return;
   s->ended = true;
   sessions_.erase(s->id);
+  RememberEnded(*s);
   s->expiry.cancel();
   if (s->busy) s->sandbox->Kill();  // the call in flight ends now, with EndedDuringCall
   while (s->busy) co_await s->idle.Wait();
@@ -155,25 +181,61 @@ asio::awaitable<void> SessionManager::End(SessionPtr s) {
   co_await s->sandbox->Destroy();
 }
 
+void SessionManager::RememberEnded(const Session& s) {
+  const double now = UnixNow();
+  std::erase_if(ended_, [now](const auto& e) { return e.second < now; });
+  ended_[s.id] = s.summary.expires_at;
+}
+
+asio::awaitable<void> SessionManager::Leave(SessionPtr s) {
+  if (s->ended) co_return;
+  s->ended = true;
+  sessions_.erase(s->id);
+  s->expiry.cancel();
+  while (s->busy) co_await s->idle.Wait();  // the call in flight gets its answer
+  s->idle.Notify();
+}
+
 asio::awaitable<bool> SessionManager::Delete(const std::string& id) {
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) co_return false;
-  SessionPtr s = it->second;
+  SessionPtr s = co_await Find(id);
+  if (!s) co_return false;
   co_await End(s);
   spdlog::info("session {} deleted", id);
   co_return true;
 }
 
-std::vector<SessionSummary> SessionManager::List() const {
+asio::awaitable<std::vector<SessionSummary>> SessionManager::List() {
+  std::map<std::string, SessionSummary> all;
+  auto held = co_await executor_.ListSessions();
+  if (!held.ok()) {
+    spdlog::warn("listing the backend's sessions: {} (listing this replica's only)",
+                 held.status().message());
+  }
+  std::vector<SessionPtr> gone;
+  if (held.ok() && *held) {
+    for (const auto& h : **held) {
+      if (!ended_.contains(h.id)) all[h.id] = {h.id, h.created_at, h.expires_at};  // ending
+    }
+    // Ours that the backend no longer holds were deleted through another replica, or their
+    // sandbox died: they end here too.
+    for (const auto& [id, s] : sessions_) {
+      if (!all.contains(id)) gone.push_back(s);
+    }
+  } else {
+    for (const auto& [id, s] : sessions_) all[id] = s->summary;
+  }
+  for (auto& s : gone) {
+    spdlog::info("session {} ended: the backend no longer holds it", s->id);
+    co_await End(s);
+  }
   std::vector<SessionSummary> out;
-  for (const auto& [id, s] : sessions_) out.push_back(s->summary);
-  return out;
+  for (auto& [id, summary] : all) out.push_back(std::move(summary));
+  co_return out;
 }
 
 asio::awaitable<SessionManager::SessionPtr> SessionManager::Acquire(const std::string& id) {
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) co_return nullptr;
-  SessionPtr s = it->second;
+  SessionPtr s = co_await Find(id);
+  if (!s) co_return nullptr;
   while (s->busy && !s->ended) co_await s->idle.Wait();
   if (s->ended) co_return nullptr;
   s->busy = true;
@@ -370,7 +432,13 @@ asio::awaitable<void> SessionManager::DestroyAll() {
   ending_all_ = true;
   std::vector<SessionPtr> all;
   for (auto& [id, s] : sessions_) all.push_back(s);
-  for (auto& s : all) co_await End(s);
+  for (auto& s : all) {
+    if (executor_.sessions_outlive_daemon()) {
+      co_await Leave(s);
+    } else {
+      co_await End(s);
+    }
+  }
   // Sessions being created end as soon as they exist (Create).
   while (creating_ > 0) co_await Sleep(10ms);
 }

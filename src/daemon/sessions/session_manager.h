@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -56,7 +57,8 @@ class SessionManager {
   asio::awaitable<std::variant<SessionSummary, ApiError>> Create(std::vector<StagedFile> files,
                                                                  int64_t ttl_seconds);
   asio::awaitable<bool> Delete(const std::string& id);  // false: no such session
-  std::vector<SessionSummary> List() const;
+  // This replica's sessions and those the backend holds for any replica (kubernetes).
+  asio::awaitable<std::vector<SessionSummary>> List();
 
   asio::awaitable<std::variant<RunOutcome, ApiError>> Bash(const std::string& id, std::string cmd,
                                                            std::chrono::milliseconds timeout,
@@ -68,7 +70,8 @@ class SessionManager {
   asio::awaitable<std::optional<ApiError>> Stage(const std::string& id,
                                                  std::vector<StagedFile> files);
 
-  // Shutdown: every session ends now.
+  // Shutdown: every session ends now, or is left to the backend when it outlives the daemon
+  // (Executor::sessions_outlive_daemon).
   asio::awaitable<void> DestroyAll();
   size_t count() const { return sessions_.size(); }
 
@@ -92,12 +95,17 @@ class SessionManager {
   };
   using SessionPtr = std::shared_ptr<Session>;
 
+  // This replica's session `id`, or the backend's (Executor::FindSession), served here from now
+  // on; nullptr when neither has it.
+  asio::awaitable<SessionPtr> Find(const std::string& id);
   // Waits for the session's current call; nullptr when it does not exist (or ended meanwhile).
   asio::awaitable<SessionPtr> Acquire(const std::string& id);
   void Release(const SessionPtr& s);
   asio::awaitable<std::variant<SessionSummary, ApiError>> CreateSandbox(
       std::vector<StagedFile> files, int64_t ttl_seconds);
   asio::awaitable<void> End(SessionPtr s);
+  // Stops serving it here, its sandbox left running (shutdown, when sessions outlive us).
+  asio::awaitable<void> Leave(SessionPtr s);
   asio::awaitable<void> ExpireAt(SessionPtr s);
   ApiError EndedDuringCall(const Session& s) const;
   // The sandbox died under the session (killed from outside, OOM-killed init, container
@@ -125,6 +133,10 @@ class SessionManager {
   std::map<std::string, SessionPtr> sessions_;
   size_t creating_ = 0;  // sessions being set up, counted against MAX_SESSIONS
   bool ending_all_ = false;  // DestroyAll (shutdown) began
+  std::set<std::string> finding_;  // ids being looked up in the backend
+  // Sessions ended here, until their expiry: never found in the backend again.
+  std::map<std::string, double> ended_;
+  void RememberEnded(const Session& s);
 };
 
 }  // namespace ci::daemon

@@ -1,0 +1,100 @@
+"""Several daemon replicas on one cluster (issue #11 item 4, kubernetes only): a session made
+through one replica is served by any other, because its state lives in its pod (found by its
+`code-interpreter.session` label) and its interpreter is reached through a relay of the serving
+replica's own (python_session.cc). These replicas run the default
+KUBERNETES_SESSIONS_OUTLIVE_DAEMON=true: a session outlives the replica that made it."""
+
+from harness import (Client, Daemon, E2ETestCase, host_processes_matching, unique_sleep_arg,
+                     wait_until)
+
+STATE_LOST = "This session's Python interpreter had stopped"
+REPLICA = {"KUBERNETES_SESSIONS_OUTLIVE_DAEMON": "true", "WARM_POOL_SIZE": "0"}
+
+
+class MultiReplicaSessionTest(E2ETestCase):
+    def setUp(self):
+        self.require_spawned("starts replicas of its own")
+
+    def replica(self):
+        d = Daemon(REPLICA)
+        self.addCleanup(d.cleanup)
+        d.start()
+        self.addCleanup(d.stop)
+        return d, Client(d.host, d.port)
+
+    def py(self, client, sid, code):
+        r = client.post_json(f"/v1/sessions/{sid}/execute", {"code": code})
+        self.assertEqual(r.status, 200, r)
+        self.assertNotIn(STATE_LOST, r.json["stderr"], "the interpreter's state is kept")
+        return r.json
+
+    def bash(self, client, sid, cmd):
+        r = client.post_json(f"/v1/sessions/{sid}/bash", {"cmd": cmd})
+        self.assertEqual(r.status, 200, r)
+        return r.json
+
+    def create(self, client):
+        r = client.post_json("/v1/sessions", {"ttl_seconds": 300})
+        self.assertEqual(r.status, 201, r)
+        return r.json
+
+    def test_a_session_made_on_one_replica_is_served_by_another(self):
+        (_, a), (_, b) = self.replica(), self.replica()
+        made = self.create(a)
+        sid = made["session_id"]
+        self.addCleanup(lambda: b.delete(f"/v1/sessions/{sid}"))
+        mark = unique_sleep_arg()
+        self.py(a, sid, f"x = 41\nimport subprocess\np = subprocess.Popen(['sleep', '{mark}'])")
+        self.bash(a, sid, "echo one > /workspace/a.txt")
+
+        on_a = [s for s in a.get("/v1/sessions").json["sessions"] if s["session_id"] == sid]
+        on_b = [s for s in b.get("/v1/sessions").json["sessions"] if s["session_id"] == sid]
+        self.assertEqual(on_b, on_a, "B lists A's session, with the same times")
+        self.assertEqual(on_b[0]["expires_at"], made["expires_at"])
+        self.assertEqual(self.py(b, sid, "x + 1")["stdout"], "42\n")
+        self.assertEqual(self.bash(b, sid, "cat /workspace/a.txt")["stdout"], "one\n")
+        self.assertTrue(host_processes_matching(f"sleep {mark}"),
+                        "B's bash call spared the interpreter's program")
+        # Back and forth: each replica attaches to the one interpreter again.
+        self.assertEqual(self.py(a, sid, "x += 1\nx")["stdout"], "42\n")
+        self.assertEqual(self.py(b, sid, "x")["stdout"], "42\n")
+        self.assertEqual(self.py(a, sid, "x")["stdout"], "42\n")
+        r = b.get(f"/v1/sessions/{sid}/files")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual([f["path"] for f in r.json["files"]], ["a.txt"])
+
+        r = b.delete(f"/v1/sessions/{sid}")
+        self.assertEqual(r.status, 204, r)
+        self.assertTrue(wait_until(lambda: not host_processes_matching(f"sleep {mark}"), 30),
+                        "the session's pod is gone with its programs")
+        self.assertTrue(wait_until(lambda: sid not in [
+            s["session_id"] for s in a.get("/v1/sessions").json["sessions"]], 10),
+            "A no longer lists it")
+        r = a.post_json(f"/v1/sessions/{sid}/bash", {"cmd": "true"})
+        self.assertIn(r.status, (404, 410), r)
+
+    def test_a_session_outlives_the_replica_that_made_it(self):
+        old, a = self.replica()
+        sid = self.create(a)["session_id"]
+        self.py(a, sid, "x = 7")
+        old.proc.kill()  # no shutdown at all: the pod is all that is left
+        old.proc.wait(10)
+        # A replica started afterwards has reaped at its start (the owner's pid is dead): the
+        # session pod is spared, and served.
+        third, c = self.replica()
+        self.assertEqual(self.py(c, sid, "x * 6")["stdout"], "42\n")
+        # A clean shutdown leaves the session to the replicas that remain.
+        rc, _ = third.stop()
+        self.assertEqual(rc, 0)
+        _, d = self.replica()
+        self.addCleanup(lambda: d.delete(f"/v1/sessions/{sid}"))
+        self.assertEqual(self.py(d, sid, "x")["stdout"], "7\n")
+        r = d.delete(f"/v1/sessions/{sid}")
+        self.assertEqual(r.status, 204, r)
+
+    def test_an_unknown_session_is_404_on_every_replica(self):
+        (_, a), (_, b) = self.replica(), self.replica()
+        for client in (a, b):
+            for sid in ("code-session-" + "0" * 32, "Not_A-Label!", "x" * 100):
+                r = client.post_json(f"/v1/sessions/{sid}/bash", {"cmd": "true"})
+                self.assertEqual(r.status, 404, r)
