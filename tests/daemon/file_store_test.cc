@@ -719,12 +719,20 @@ TEST_F(FileStoreTest, AnotherProcessesTempFilesGoOnlyOnceItIsDead) {
   const std::set<std::string> child_files = Entries(child_dir);
   ASSERT_EQ(child_files.size(), 1u);
   EXPECT_TRUE(child_files.begin()->starts_with("upload-"));
+  // And a commit of the child's in progress: its metadata is in place, its data not yet.
+  const std::string half_id = "5b5f6a3c-1d2e-4f70-8a9b-0c1d2e3f4a5b";
+  const std::string half = dir_ + "/" + half_id + ".json";
+  WriteFile(half, "{\"file_id\":\"" + half_id +
+                      "\",\"filename\":\"x\",\"size_bytes\":4,\"upload_time\":1.0,"
+                      "\"owner\":\"" +
+                      fs::path(child_dir).filename().string() + "\"}");
 
   // While it lives, opening (and sweeping) leaves its files alone; its upload counts.
   store_ = OpenStore();
   ASSERT_NE(store_, nullptr);
   store_->RemoveLeftovers(Now() + 100 * FileStore::kLeftoverAgeSec);
   EXPECT_EQ(Entries(child_dir), child_files);
+  EXPECT_TRUE(fs::exists(half));
   EXPECT_GE(store_->used_bytes(), 90000u);
 
   finish_child();
@@ -733,6 +741,7 @@ TEST_F(FileStoreTest, AnotherProcessesTempFilesGoOnlyOnceItIsDead) {
   ASSERT_NE(store_, nullptr);
   EXPECT_FALSE(fs::exists(child_dir));
   EXPECT_FALSE(fs::exists(child_dir + ".lock"));
+  EXPECT_FALSE(fs::exists(half));
   EXPECT_EQ(Entries(dir_ + "/.tmp"),
             (std::set<std::string>{store_->owner(), store_->owner() + ".lock"}));
   EXPECT_EQ(store_->used_bytes(), 0u);

@@ -379,6 +379,38 @@ bool FileStore::OwnerAlive(const std::string& owner) const {
 size_t FileStore::RemoveLeftovers(double now) {
   size_t removed = 0;
   std::error_code ignored;
+  // Half pairs first, while a dead publisher's lock file is still there to ask.
+  std::set<std::string> data, meta;
+  Result<std::vector<std::string>> names = ListNames(dir_);
+  for (const std::string& name : names.ok() ? *names : std::vector<std::string>{}) {
+    std::string id;
+    if (IsMetaName(name, &id)) {
+      meta.insert(id);
+    } else if (IsDataName(name)) {
+      data.insert(name);
+    }
+  }
+  for (const std::string& id : data) {
+    // Data without metadata is no step of ours, in any process: publishing renames the metadata
+    // in first, deleting unlinks the data first. So it is a crash's or a stranger's.
+    if (!meta.contains(id) && !Exists(MetaPath(id)) && ::unlink(DataPath(id).c_str()) == 0) {
+      ++removed;
+    }
+  }
+  for (const std::string& id : meta) {
+    if (data.contains(id)) continue;
+    // Metadata without data is what a commit in progress looks like for a moment (and a delete
+    // in progress): it goes only when its publisher is dead (or, naming none, it is old).
+    FileMeta m;
+    struct stat st;
+    const bool read = ReadMetaFile(MetaPath(id), &m, &st);
+    if (!read && ::lstat(MetaPath(id).c_str(), &st) != 0) continue;
+    const bool abandoned =
+        read && IsOwnerName(m.owner) ? !OwnerAlive(m.owner) : now - ChangedAt(st) > kLeftoverAgeSec;
+    // The data checked after the owner: a live owner may have completed the pair since.
+    if (abandoned && !Exists(DataPath(id)) && ::unlink(MetaPath(id).c_str()) == 0) ++removed;
+  }
+
   if (Result<std::vector<std::string>> temps = ListNames(tmp_root_); temps.ok()) {
     for (const std::string& name : *temps) {
       const std::string path = tmp_root_ + "/" + name;
@@ -417,37 +449,6 @@ size_t FileStore::RemoveLeftovers(double now) {
     }
   }
 
-  Result<std::vector<std::string>> names = ListNames(dir_);
-  if (!names.ok()) return removed;
-  std::set<std::string> data, meta;
-  for (const std::string& name : *names) {
-    std::string id;
-    if (IsMetaName(name, &id)) {
-      meta.insert(id);
-    } else if (IsDataName(name)) {
-      data.insert(name);
-    }
-  }
-  for (const std::string& id : data) {
-    // Data without metadata is no step of ours, in any process: publishing renames the metadata
-    // in first, deleting unlinks the data first. So it is a crash's or a stranger's.
-    if (!meta.contains(id) && !Exists(MetaPath(id)) && ::unlink(DataPath(id).c_str()) == 0) {
-      ++removed;
-    }
-  }
-  for (const std::string& id : meta) {
-    if (data.contains(id)) continue;
-    // Metadata without data is what a commit in progress looks like for a moment (and a delete
-    // in progress): it goes only when its publisher is dead (or, naming none, it is old).
-    FileMeta m;
-    struct stat st;
-    const bool read = ReadMetaFile(MetaPath(id), &m, &st);
-    if (!read && ::lstat(MetaPath(id).c_str(), &st) != 0) continue;
-    const bool abandoned =
-        read && IsOwnerName(m.owner) ? !OwnerAlive(m.owner) : now - ChangedAt(st) > kLeftoverAgeSec;
-    // The data checked after the owner: a live owner may have completed the pair since.
-    if (abandoned && !Exists(DataPath(id)) && ::unlink(MetaPath(id).c_str()) == 0) ++removed;
-  }
   return removed;
 }
 
