@@ -666,12 +666,20 @@ TEST_F(FileStoreTest, ACommitInProgressIsKeptWhileItsPublisherLives) {
   WriteFile(dir_ + "/" + live_id, "data");
   EXPECT_TRUE(store_->Get(live_id).has_value());
 
-  // Had it died before the data, its half would go as soon as anyone looks.
-  ASSERT_EQ(::unlink((dir_ + "/" + live_id).c_str()), 0);
+  // A real publish names its publisher: were its data not there yet, the metadata stays while
+  // the publisher lives and goes as soon as anyone looks once it is dead.
+  Result<std::unique_ptr<FileStore::Upload>> up = publisher->BeginUpload(kMiB);
+  ASSERT_TRUE(up.ok());
+  ASSERT_TRUE((*up)->Write("data").ok());
+  Result<FileMeta> meta = (*up)->Commit("p");
+  ASSERT_TRUE(meta.ok()) << meta.status().message();
+  up->reset();
+  ASSERT_EQ(::unlink(meta->data_path.c_str()), 0);
   EXPECT_EQ(store_->RemoveLeftovers(Now()), 0u);
+  EXPECT_TRUE(fs::exists(meta->data_path + ".json"));
   publisher.reset();
   EXPECT_EQ(store_->RemoveLeftovers(Now()), 1u);
-  EXPECT_FALSE(fs::exists(dir_ + "/" + live_id + ".json"));
+  EXPECT_FALSE(fs::exists(meta->data_path + ".json"));
 }
 
 TEST_F(FileStoreTest, AnotherProcessesTempFilesGoOnlyOnceItIsDead) {
