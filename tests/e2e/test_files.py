@@ -2,12 +2,15 @@
 
 import json
 import os
+import pwd
 import re
+import shutil
 import subprocess
+import tempfile
 import threading
 import uuid
 
-from harness import E2ETestCase
+from harness import Client, Config, Daemon, E2ETestCase
 
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -320,8 +323,10 @@ def store_disk_bytes(store_dir):
 
 
 def store_temp_files(store_dir):
-    return [os.path.join(dp, f) for dp, _, fs in os.walk(os.path.join(store_dir, ".tmp"))
-            for f in fs]
+    """Files under .tmp/, except each live process's lock (`.tmp/proc-<hex>.lock`)."""
+    tmp = os.path.join(store_dir, ".tmp")
+    return [os.path.join(dp, f) for dp, _, fs in os.walk(tmp) for f in fs
+            if not (dp == tmp and f.endswith(".lock"))]
 
 
 class SparseOutputsTest(E2ETestCase):
@@ -509,3 +514,59 @@ class RealClientLimitsTest(E2ETestCase):
         self.assertEqual(got["status"], 413, got)
         self.assertIn("detail", json.loads(got["body"]), got)
         self.assertHealthy()
+
+
+class SharedStoreTest(E2ETestCase):
+    """Replicas sharing one FILE_STORAGE_DIR (a ReadWriteMany volume): a file uploaded through
+    one is served and staged by the other, a delete through either is seen by both, and the
+    quota counts what both stored."""
+
+    def test_two_daemons_share_one_store(self):
+        self.require_spawned("starts two daemons of its own on one directory")
+        shared = tempfile.mkdtemp(prefix="ci-e2e-shared-")
+        self.addCleanup(shutil.rmtree, shared, True)
+        store = os.path.join(shared, "store")
+        os.mkdir(store)
+        if Config.as_user:
+            pw = pwd.getpwnam(Config.as_user)
+            for d in (shared, store):
+                os.chown(d, pw.pw_uid, pw.pw_gid)
+        env = {"FILE_STORAGE_DIR": store, "FILE_STORAGE_MAX_MB": "4", "WARM_POOL_SIZE": "0"}
+        daemons = []
+        for _ in range(2):
+            d = Daemon(env)
+            self.addCleanup(d.cleanup)
+            self.addCleanup(d.stop)  # cleanups run last-in first: stopped, then removed
+            d.start()
+            daemons.append(d)
+        a, b = (Client(d.host, d.port, self._exchanges) for d in daemons)
+
+        data = os.urandom(3 << 20)
+        r = a.upload("a.bin", data)
+        self.assertEqual(r.status, 201, r)
+        fid = r.json["file_id"]
+        r = b.get(f"/v1/files/{fid}")
+        self.assertEqual(r.status, 200, f"a file uploaded through one replica: {r!r}")
+        self.assertTrue(r.body == data, "the other replica served other bytes")
+        self.assertEqual([f["file_id"] for f in b.get("/v1/files").json["files"]], [fid])
+        r = b.post_json("/v1/execute", {"code": "import os\nprint(os.path.getsize('in.bin'))",
+                                        "files": [{"path": "in.bin", "file_id": fid}]})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json["stdout"], f"{len(data)}\n", r.json)
+
+        # 3 of 4 MB are used through a: 2 MB more do not fit through b.
+        r = b.upload("b.bin", os.urandom(2 << 20))
+        self.assertDetail(r, 507, contains="FILE_STORAGE_MAX_MB")
+        # Deleted through b: gone through a, and room again there.
+        self.assertEqual(b.delete(f"/v1/files/{fid}").status, 204)
+        self.assertEqual(a.get(f"/v1/files/{fid}").status, 404)
+        self.assertEqual(a.get("/v1/files").json["files"], [])
+        r = a.upload("c.bin", os.urandom(2 << 20))
+        self.assertEqual(r.status, 201, f"the room freed through the other replica: {r!r}")
+        self.assertEqual(b.delete(f"/v1/files/{r.json['file_id']}").status, 204)
+
+        for d in daemons:
+            rc, _ = d.stop()
+            self.assertEqual(rc, 0, d.log_since(0, tail=40))
+        self.assertEqual(os.listdir(os.path.join(store, ".tmp")), [],
+                         "a stopped replica left its temp directory or lock")
