@@ -374,11 +374,22 @@ class FileStoreQuotaTest : public FileStoreTest {
   void SetUp() override {
     FileStoreTest::SetUp();
     store_.reset();
-    auto s = FileStore::Open(dir_, kQuota);
-    ASSERT_TRUE(s.ok()) << s.status().message();
-    store_ = std::move(s).value();
+    store_ = OpenQuotaStore();
+    ASSERT_NE(store_, nullptr);
   }
   static constexpr uint64_t kQuota = 2 * kMiB;
+  std::unique_ptr<FileStore> OpenQuotaStore() {
+    auto s = FileStore::Open(dir_, kQuota);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+  // A new upload of 1 MiB more into `store` is refused as over the quota.
+  static void ExpectNoRoomForAMiB(FileStore& store) {
+    Result<std::unique_ptr<FileStore::Upload>> up = store.BeginUpload(10 * kMiB);
+    ASSERT_TRUE(up.ok());
+    EXPECT_FALSE((*up)->Write(Dense(kMiB)).ok());
+    EXPECT_TRUE((*up)->store_full());
+  }
   // Random bytes: nothing for the store to leave as a hole.
   static std::string Dense(size_t n) {
     std::string out(n, '\0');
@@ -438,30 +449,21 @@ TEST_F(FileStoreQuotaTest, FilesAlreadyStoredCountAfterReopening) {
   ASSERT_FALSE(Upload(Dense(kMiB + kMiB / 2), "kept.bin").file_id.empty());
   const uint64_t used = store_->used_bytes();
   store_.reset();
-  auto s = FileStore::Open(dir_, kQuota);
-  ASSERT_TRUE(s.ok());
-  store_ = std::move(s).value();
+  store_ = OpenQuotaStore();
+  ASSERT_NE(store_, nullptr);
   EXPECT_EQ(store_->used_bytes(), used);
-  Result<std::unique_ptr<FileStore::Upload>> up = store_->BeginUpload(10 * kMiB);
-  ASSERT_TRUE(up.ok());
-  EXPECT_FALSE((*up)->Write(Dense(kMiB)).ok());
-  EXPECT_TRUE((*up)->store_full());
+  ExpectNoRoomForAMiB(*store_);
 }
 
 TEST_F(FileStoreQuotaTest, TheQuotaIsSharedByStoresOnOneDirectory) {
-  auto opened = FileStore::Open(dir_, kQuota);
-  ASSERT_TRUE(opened.ok()) << opened.status().message();
-  std::unique_ptr<FileStore> b = std::move(opened).value();
+  std::unique_ptr<FileStore> b = OpenQuotaStore();
+  ASSERT_NE(b, nullptr);
 
   // Stored through store_ (opened before b counted anything): b counts it.
   FileMeta first = Upload(Dense(kMiB + kMiB / 2), "first.bin");
   ASSERT_FALSE(first.file_id.empty());
-  Result<std::unique_ptr<FileStore::Upload>> up = b->BeginUpload(10 * kMiB);
-  ASSERT_TRUE(up.ok());
+  ExpectNoRoomForAMiB(*b);
   EXPECT_GE(b->used_bytes(), kMiB + kMiB / 2);
-  EXPECT_FALSE((*up)->Write(Dense(kMiB)).ok());
-  EXPECT_TRUE((*up)->store_full());
-  up->reset();
 
   // store_ has begun its next upload (and counted); b deletes: store_'s write finds the room
   // when it would otherwise be refused.
@@ -477,24 +479,19 @@ TEST_F(FileStoreQuotaTest, TheQuotaIsSharedByStoresOnOneDirectory) {
   Result<std::unique_ptr<FileStore::Upload>> pending = store_->BeginUpload(10 * kMiB);
   ASSERT_TRUE(pending.ok());
   ASSERT_TRUE((*pending)->Write(Dense(kMiB + kMiB / 2)).ok());
-  Result<std::unique_ptr<FileStore::Upload>> squeezed = b->BeginUpload(10 * kMiB);
-  ASSERT_TRUE(squeezed.ok());
-  EXPECT_FALSE((*squeezed)->Write(Dense(kMiB)).ok());
-  EXPECT_TRUE((*squeezed)->store_full());
+  ExpectNoRoomForAMiB(*b);
 }
 
 TEST_F(FileStoreQuotaTest, AnAdoptionFindsRoomFreedByAnotherStore) {
-  auto opened = FileStore::Open(dir_, kQuota);
-  ASSERT_TRUE(opened.ok()) << opened.status().message();
-  std::unique_ptr<FileStore> b = std::move(opened).value();
+  std::unique_ptr<FileStore> b = OpenQuotaStore();
+  ASSERT_NE(b, nullptr);
   std::string a = b->incoming_dir() + "/a";
   WriteFile(a, Dense(kMiB + kMiB / 2));
   Result<FileMeta> kept = b->AdoptFile(a, "a");
   ASSERT_TRUE(kept.ok()) << kept.status().message();
   store_.reset();
-  opened = FileStore::Open(dir_, kQuota);  // counts b's file
-  ASSERT_TRUE(opened.ok()) << opened.status().message();
-  store_ = std::move(opened).value();
+  store_ = OpenQuotaStore();  // counts b's file
+  ASSERT_NE(store_, nullptr);
   std::string c = store_->incoming_dir() + "/c";
   WriteFile(c, Dense(kMiB));
   bool full = false;

@@ -167,8 +167,7 @@ class FileSizeLimitTest(E2ETestCase):
         after = self.client.get("/v1/files").json["files"]
         self.assertEqual(after, before, "the refused upload is listed")
         if self.daemon:
-            leftovers = [os.path.join(dp, f) for dp, _, fs in os.walk(self.daemon.store_dir)
-                         for f in fs]
+            leftovers = store_files(self.daemon.store_dir)
             self.assertEqual(leftovers, [], "the refused upload left files in the store")
         self.assertTrue(self.client.health_ok())
 
@@ -322,11 +321,16 @@ def store_disk_bytes(store_dir):
     return total
 
 
-def store_temp_files(store_dir):
-    """Files under .tmp/, except each live process's lock (`.tmp/proc-<hex>.lock`)."""
+def store_files(store_dir):
+    """Every file in the store, except each live daemon's lock (`.tmp/proc-<hex>.lock`)."""
     tmp = os.path.join(store_dir, ".tmp")
-    return [os.path.join(dp, f) for dp, _, fs in os.walk(tmp) for f in fs
+    return [os.path.join(dp, f) for dp, _, fs in os.walk(store_dir) for f in fs
             if not (dp == tmp and f.endswith(".lock"))]
+
+
+def store_temp_files(store_dir):
+    tmp = os.path.join(store_dir, ".tmp") + os.sep
+    return [p for p in store_files(store_dir) if p.startswith(tmp)]
 
 
 class SparseOutputsTest(E2ETestCase):

@@ -360,9 +360,11 @@ Result<std::unique_ptr<FileStore>> FileStore::Open(const std::string& dir, uint6
   std::unique_ptr<FileStore> store(
       new FileStore(abs, std::move(claim->owner), claim->lock_fd, quota_bytes));
   store->RemoveLeftovers(NowSeconds());
-  // What is already stored, by this or any other replica, counts against the quota.
-  std::lock_guard lock(store->mu_);
-  store->RecountLocked();
+  {
+    // What is already stored, by this or any other replica, counts against the quota.
+    std::lock_guard lock(store->mu_);
+    store->RecountLocked();
+  }
   return store;
 }
 
@@ -382,7 +384,8 @@ size_t FileStore::RemoveLeftovers(double now) {
   // Half pairs first, while a dead publisher's lock file is still there to ask.
   std::set<std::string> data, meta;
   Result<std::vector<std::string>> names = ListNames(dir_);
-  for (const std::string& name : names.ok() ? *names : std::vector<std::string>{}) {
+  if (!names.ok()) names = std::vector<std::string>{};  // the temp directories still go
+  for (const std::string& name : *names) {
     std::string id;
     if (IsMetaName(name, &id)) {
       meta.insert(id);
