@@ -10,7 +10,7 @@ import tempfile
 import threading
 import uuid
 
-from harness import Client, Config, Daemon, E2ETestCase
+from harness import Client, Config, Daemon, E2ETestCase, wait_until
 
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -525,8 +525,8 @@ class SharedStoreTest(E2ETestCase):
     one is served and staged by the other, a delete through either is seen by both, and the
     quota counts what both stored."""
 
-    def test_two_daemons_share_one_store(self):
-        self.require_spawned("starts two daemons of its own on one directory")
+    def shared_store(self):
+        self.require_spawned("starts daemons of its own on one directory")
         shared = tempfile.mkdtemp(prefix="ci-e2e-shared-")
         self.addCleanup(shutil.rmtree, shared, True)
         store = os.path.join(shared, "store")
@@ -535,15 +535,19 @@ class SharedStoreTest(E2ETestCase):
             pw = pwd.getpwnam(Config.as_user)
             for d in (shared, store):
                 os.chown(d, pw.pw_uid, pw.pw_gid)
-        env = {"FILE_STORAGE_DIR": store, "FILE_STORAGE_MAX_MB": "4", "WARM_POOL_SIZE": "0"}
-        daemons = []
-        for _ in range(2):
-            d = Daemon(env)
-            self.addCleanup(d.cleanup)
-            self.addCleanup(d.stop)  # cleanups run last-in first: stopped, then removed
-            d.start()
-            daemons.append(d)
-        a, b = (Client(d.host, d.port, self._exchanges) for d in daemons)
+        return store
+
+    def start_replica(self, store):
+        d = Daemon({"FILE_STORAGE_DIR": store, "FILE_STORAGE_MAX_MB": "4", "WARM_POOL_SIZE": "0"})
+        self.addCleanup(d.cleanup)
+        self.addCleanup(d.stop)  # cleanups run last-in first: stopped, then removed
+        d.start()
+        return d, Client(d.host, d.port, self._exchanges)
+
+    def test_two_daemons_share_one_store(self):
+        store = self.shared_store()
+        (da, a), (db, b) = self.start_replica(store), self.start_replica(store)
+        daemons = [da, db]
 
         data = os.urandom(3 << 20)
         r = a.upload("a.bin", data)
@@ -574,3 +578,40 @@ class SharedStoreTest(E2ETestCase):
             self.assertEqual(rc, 0, d.log_since(0, tail=40))
         self.assertEqual(os.listdir(os.path.join(store, ".tmp")), [],
                          "a stopped replica left its temp directory or lock")
+
+    def test_a_starting_replica_leaves_an_upload_in_progress_alone(self):
+        store = self.shared_store()
+        _, a = self.start_replica(store)
+        data = os.urandom(2 << 20)
+        ctype, body = a.multipart([("file", "slow.bin", data, None)])
+        head = (f"POST /v1/files HTTP/1.1\r\nHost: e2e\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        resume = threading.Event()
+
+        def chunks():  # half the body, then a pause while the other replica starts
+            half = len(body) // 2
+            for i in range(0, half, 65536):
+                yield body[i:min(i + 65536, half)]
+            resume.wait(60)
+            for i in range(half, len(body), 65536):
+                yield body[i:i + 65536]
+
+        out = {}
+        sender = threading.Thread(target=lambda: out.update(r=a.raw_request(head, chunks())))
+        sender.start()
+        self.addCleanup(sender.join)
+        self.addCleanup(resume.set)
+        uploading = wait_until(lambda: [p for p in store_temp_files(store)
+                                        if os.path.basename(p).startswith("upload-") and
+                                        os.path.getsize(p) > 0], 30)
+        self.assertTrue(uploading, "the upload's temp file never appeared")
+        _, b = self.start_replica(store)  # its startup cleans up after dead replicas only
+        self.assertTrue(os.path.exists(uploading[0]), "a starting replica deleted a live upload")
+        resume.set()
+        sender.join(60)
+        r, note = out["r"]
+        self.assertIsNotNone(r, note)
+        self.assertEqual(r.status, 201, r)
+        got = b.get(f"/v1/files/{r.json['file_id']}")
+        self.assertEqual(got.status, 200, got)
+        self.assertTrue(got.body == data, "the upload lost bytes")
