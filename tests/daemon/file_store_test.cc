@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -76,7 +78,13 @@ TEST_F(FileStoreTest, OpenCreatesPrivateDirectories) {
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   ASSERT_EQ(stat((dir_ + "/.tmp").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  EXPECT_EQ(store_->incoming_dir(), dir_ + "/.tmp");
+  // This process's own temp directory, next to the lock that says it is alive.
+  EXPECT_EQ(store_->incoming_dir(), dir_ + "/.tmp/" + store_->owner());
+  EXPECT_TRUE(store_->owner().starts_with("proc-")) << store_->owner();
+  ASSERT_EQ(stat(store_->incoming_dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(Entries(dir_ + "/.tmp"),
+            (std::set<std::string>{store_->owner(), store_->owner() + ".lock"}));
   // Reopening an existing store works; a file in the way does not.
   EXPECT_NE(OpenStore(), nullptr);
   WriteFile(root_ + "/plain", "x");
@@ -110,7 +118,7 @@ TEST_F(FileStoreTest, UploadRoundTrip) {
   EXPECT_EQ(got->size_bytes, 11u);
   EXPECT_EQ(got->upload_time, meta->upload_time);
   EXPECT_EQ(got->data_path, meta->data_path);
-  EXPECT_TRUE(Entries(dir_ + "/.tmp").empty());
+  EXPECT_TRUE(Entries(store_->incoming_dir()).empty());
   EXPECT_EQ(Entries(dir_), (std::set<std::string>{".tmp", meta->file_id, meta->file_id + ".json"}));
 }
 
@@ -156,7 +164,7 @@ TEST_F(FileStoreTest, SizeLimitLeavesNothingBehind) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message(), "File size exceeds maximum of 2 MB");
   // The temp file is gone at once, before the upload object is destroyed.
-  EXPECT_TRUE(Entries(dir_ + "/.tmp").empty());
+  EXPECT_TRUE(Entries(store_->incoming_dir()).empty());
   EXPECT_EQ((*up)->Write("y").message(), "File size exceeds maximum of 2 MB");
   EXPECT_FALSE((*up)->Commit("big.bin").ok());
   up->reset();
@@ -169,7 +177,7 @@ TEST_F(FileStoreTest, SizeLimitLeavesNothingBehind) {
   EXPECT_EQ((*big)->Write(std::string(kMiB + 1, 'b')).message(),
             "File size exceeds maximum of 1 MB");
   EXPECT_EQ((*big)->bytes_written(), 0u);
-  EXPECT_TRUE(Entries(dir_ + "/.tmp").empty());
+  EXPECT_TRUE(Entries(store_->incoming_dir()).empty());
 }
 
 TEST_F(FileStoreTest, AbandonedUploadIsDeleted) {
@@ -177,9 +185,9 @@ TEST_F(FileStoreTest, AbandonedUploadIsDeleted) {
     Result<std::unique_ptr<FileStore::Upload>> up = store_->BeginUpload(kMiB);
     ASSERT_TRUE(up.ok());
     ASSERT_TRUE((*up)->Write("partial").ok());
-    EXPECT_EQ(Entries(dir_ + "/.tmp").size(), 1u);
+    EXPECT_EQ(Entries(store_->incoming_dir()).size(), 1u);
   }
-  EXPECT_TRUE(Entries(dir_ + "/.tmp").empty());
+  EXPECT_TRUE(Entries(store_->incoming_dir()).empty());
   EXPECT_TRUE(store_->List().empty());
 }
 
@@ -366,11 +374,22 @@ class FileStoreQuotaTest : public FileStoreTest {
   void SetUp() override {
     FileStoreTest::SetUp();
     store_.reset();
-    auto s = FileStore::Open(dir_, kQuota);
-    ASSERT_TRUE(s.ok()) << s.status().message();
-    store_ = std::move(s).value();
+    store_ = OpenQuotaStore();
+    ASSERT_NE(store_, nullptr);
   }
   static constexpr uint64_t kQuota = 2 * kMiB;
+  std::unique_ptr<FileStore> OpenQuotaStore() {
+    auto s = FileStore::Open(dir_, kQuota);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+  // A new upload of 1 MiB more into `store` is refused as over the quota.
+  static void ExpectNoRoomForAMiB(FileStore& store) {
+    Result<std::unique_ptr<FileStore::Upload>> up = store.BeginUpload(10 * kMiB);
+    ASSERT_TRUE(up.ok());
+    EXPECT_FALSE((*up)->Write(Dense(kMiB)).ok());
+    EXPECT_TRUE((*up)->store_full());
+  }
   // Random bytes: nothing for the store to leave as a hole.
   static std::string Dense(size_t n) {
     std::string out(n, '\0');
@@ -430,14 +449,58 @@ TEST_F(FileStoreQuotaTest, FilesAlreadyStoredCountAfterReopening) {
   ASSERT_FALSE(Upload(Dense(kMiB + kMiB / 2), "kept.bin").file_id.empty());
   const uint64_t used = store_->used_bytes();
   store_.reset();
-  auto s = FileStore::Open(dir_, kQuota);
-  ASSERT_TRUE(s.ok());
-  store_ = std::move(s).value();
+  store_ = OpenQuotaStore();
+  ASSERT_NE(store_, nullptr);
   EXPECT_EQ(store_->used_bytes(), used);
-  Result<std::unique_ptr<FileStore::Upload>> up = store_->BeginUpload(10 * kMiB);
-  ASSERT_TRUE(up.ok());
-  EXPECT_FALSE((*up)->Write(Dense(kMiB)).ok());
-  EXPECT_TRUE((*up)->store_full());
+  ExpectNoRoomForAMiB(*store_);
+}
+
+TEST_F(FileStoreQuotaTest, TheQuotaIsSharedByStoresOnOneDirectory) {
+  std::unique_ptr<FileStore> b = OpenQuotaStore();
+  ASSERT_NE(b, nullptr);
+
+  // Stored through store_ (opened before b counted anything): b counts it.
+  FileMeta first = Upload(Dense(kMiB + kMiB / 2), "first.bin");
+  ASSERT_FALSE(first.file_id.empty());
+  ExpectNoRoomForAMiB(*b);
+  EXPECT_GE(b->used_bytes(), kMiB + kMiB / 2);
+
+  // store_ has begun its next upload (and counted); b deletes: store_'s write finds the room
+  // when it would otherwise be refused.
+  Result<std::unique_ptr<FileStore::Upload>> again = store_->BeginUpload(10 * kMiB);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(b->Delete(first.file_id));
+  ASSERT_TRUE((*again)->Write(Dense(kMiB + kMiB / 2)).ok()) << "the delete through b is unseen";
+  Result<FileMeta> second = (*again)->Commit("second.bin");
+  ASSERT_TRUE(second.ok()) << second.status().message();
+
+  // An upload under way in one store counts in the other.
+  ASSERT_TRUE(b->Delete(second->file_id));
+  Result<std::unique_ptr<FileStore::Upload>> pending = store_->BeginUpload(10 * kMiB);
+  ASSERT_TRUE(pending.ok());
+  ASSERT_TRUE((*pending)->Write(Dense(kMiB + kMiB / 2)).ok());
+  ExpectNoRoomForAMiB(*b);
+}
+
+TEST_F(FileStoreQuotaTest, AnAdoptionFindsRoomFreedByAnotherStore) {
+  std::unique_ptr<FileStore> b = OpenQuotaStore();
+  ASSERT_NE(b, nullptr);
+  std::string a = b->incoming_dir() + "/a";
+  WriteFile(a, Dense(kMiB + kMiB / 2));
+  Result<FileMeta> kept = b->AdoptFile(a, "a");
+  ASSERT_TRUE(kept.ok()) << kept.status().message();
+  store_.reset();
+  store_ = OpenQuotaStore();  // counts b's file
+  ASSERT_NE(store_, nullptr);
+  std::string c = store_->incoming_dir() + "/c";
+  WriteFile(c, Dense(kMiB));
+  bool full = false;
+  EXPECT_FALSE(store_->AdoptFile(c, "c", &full).ok());
+  EXPECT_TRUE(full);
+  // Deleted through b: store_ still counts it, but looks again before refusing.
+  ASSERT_TRUE(b->Delete(kept->file_id));
+  EXPECT_TRUE(store_->AdoptFile(c, "c", &full).ok()) << "the delete through b is unseen";
+  EXPECT_FALSE(full);
 }
 
 TEST_F(FileStoreTest, PinnedBytesSurviveADelete) {
@@ -459,17 +522,15 @@ TEST_F(FileStoreTest, PinnedBytesSurviveADelete) {
 
 TEST_F(FileStoreTest, CrashLeftoversAreAbsentAndCleanedOnOpen) {
   FileMeta kept = Upload("kept", "kept.txt");
-  // A data file without metadata, metadata without data, a half-written temp file, a stray
-  // directory in .tmp, and a data file whose size disagrees with its metadata.
+  // A data file without metadata, metadata without data naming a dead publisher, and a data
+  // file whose size disagrees with its metadata.
   const std::string orphan_data = "0b5f6a3c-1d2e-4f70-8a9b-0c1d2e3f4a5b";
   const std::string orphan_meta = "1b5f6a3c-1d2e-4f70-8a9b-0c1d2e3f4a5b";
   WriteFile(dir_ + "/" + orphan_data, "half");
   WriteFile(dir_ + "/" + orphan_meta + ".json",
             "{\"file_id\":\"" + orphan_meta +
-                "\",\"filename\":\"x\",\"size_bytes\":1,\"upload_time\":1.0}");
-  WriteFile(dir_ + "/.tmp/upload-deadbeef", "partial");
-  fs::create_directory(dir_ + "/.tmp/junk");
-  WriteFile(dir_ + "/.tmp/junk/f", "x");
+                "\",\"filename\":\"x\",\"size_bytes\":1,\"upload_time\":1.0,"
+                "\"owner\":\"proc-0123456789abcdef0123456789abcdef\"}");
   FileMeta truncated = Upload("12345", "t");
   WriteFile(truncated.data_path, "12");
   WriteFile(dir_ + "/README", "not ours");
@@ -484,12 +545,219 @@ TEST_F(FileStoreTest, CrashLeftoversAreAbsentAndCleanedOnOpen) {
 
   store_ = OpenStore();
   ASSERT_NE(store_, nullptr);
-  EXPECT_TRUE(Entries(dir_ + "/.tmp").empty());
   EXPECT_FALSE(fs::exists(dir_ + "/" + orphan_data));
   EXPECT_FALSE(fs::exists(dir_ + "/" + orphan_meta + ".json"));
   EXPECT_TRUE(fs::exists(dir_ + "/README"));  // unknown files are left alone
   ASSERT_TRUE(store_->Get(kept.file_id).has_value());
   EXPECT_EQ(ReadFile(store_->Get(kept.file_id)->data_path), "kept");
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+TEST_F(FileStoreTest, OlderVersionsLeftoversGoOnlyOnceOld) {
+  // Older versions wrote temp files directly in .tmp/ and metadata naming no owner; an older
+  // process may still be at work on a shared directory, so these go by age alone.
+  const std::string meta_id = "2b5f6a3c-1d2e-4f70-8a9b-0c1d2e3f4a5b";
+  WriteFile(
+      dir_ + "/" + meta_id + ".json",
+      "{\"file_id\":\"" + meta_id + "\",\"filename\":\"x\",\"size_bytes\":1,\"upload_time\":1.0}");
+  WriteFile(dir_ + "/.tmp/upload-deadbeef", "partial");
+  fs::create_directory(dir_ + "/.tmp/junk");
+  WriteFile(dir_ + "/.tmp/junk/f", "x");
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_TRUE(fs::exists(dir_ + "/" + meta_id + ".json"));
+  EXPECT_TRUE(fs::exists(dir_ + "/.tmp/upload-deadbeef"));
+  EXPECT_TRUE(fs::exists(dir_ + "/.tmp/junk/f"));
+  EXPECT_EQ(store_->RemoveLeftovers(Now() + FileStore::kLeftoverAgeSec - 60), 0u);
+  EXPECT_TRUE(fs::exists(dir_ + "/.tmp/upload-deadbeef"));
+
+  EXPECT_EQ(store_->RemoveLeftovers(Now() + FileStore::kLeftoverAgeSec + 60), 3u);
+  EXPECT_FALSE(fs::exists(dir_ + "/" + meta_id + ".json"));
+  EXPECT_EQ(Entries(dir_ + "/.tmp"),
+            (std::set<std::string>{store_->owner(), store_->owner() + ".lock"}));
+}
+
+// --- Several stores (replicas) on one directory.
+
+TEST_F(FileStoreTest, TwoStoresSeeEachOthersFiles) {
+  std::unique_ptr<FileStore> b = OpenStore();
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(b->incoming_dir(), store_->incoming_dir());
+  FileMeta meta = Upload("through a", "a.txt");
+  std::optional<FileMeta> got = b->Get(meta.file_id);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->filename, "a.txt");
+  EXPECT_EQ(ReadFile(got->data_path), "through a");
+  ASSERT_EQ(b->List().size(), 1u);
+  std::shared_ptr<const FileStore::Pinned> pin_a = store_->Pin(meta.file_id);
+  std::shared_ptr<const FileStore::Pinned> pin_b = b->Pin(meta.file_id);
+  ASSERT_NE(pin_a, nullptr);
+  ASSERT_NE(pin_b, nullptr);
+  EXPECT_EQ(ReadFile(pin_b->path()), "through a");
+
+  // Deleted through b: gone for a too, while the readers that pinned it keep their bytes.
+  EXPECT_TRUE(b->Delete(meta.file_id));
+  EXPECT_FALSE(store_->Get(meta.file_id).has_value());
+  EXPECT_TRUE(store_->List().empty());
+  EXPECT_FALSE(store_->Delete(meta.file_id));
+  EXPECT_EQ(store_->Pin(meta.file_id), nullptr);
+  EXPECT_EQ(ReadFile(pin_a->path()), "through a");
+  EXPECT_EQ(ReadFile(pin_b->path()), "through a");
+}
+
+TEST_F(FileStoreTest, OpeningLeavesALiveStoresWorkAlone) {
+  // store_ has an upload under way, a pinned file and a collected output waiting to be adopted.
+  FileMeta meta = Upload("pinned", "p");
+  std::shared_ptr<const FileStore::Pinned> pin = store_->Pin(meta.file_id);
+  ASSERT_NE(pin, nullptr);
+  Result<std::unique_ptr<FileStore::Upload>> up = store_->BeginUpload(kMiB);
+  ASSERT_TRUE(up.ok());
+  ASSERT_TRUE((*up)->Write(std::string(100000, 'u')).ok());
+  const std::string collected = store_->incoming_dir() + "/collected";
+  WriteFile(collected, "output");
+  const std::set<std::string> before = Entries(store_->incoming_dir());
+  ASSERT_EQ(before.size(), 3u);
+
+  std::unique_ptr<FileStore> b = OpenStore();
+  ASSERT_NE(b, nullptr);
+  // Even judged far in the future: a live owner's files have no age.
+  b->RemoveLeftovers(Now() + 100 * FileStore::kLeftoverAgeSec);
+  EXPECT_EQ(Entries(store_->incoming_dir()), before);
+  Result<FileMeta> done = (*up)->Commit("u");
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  EXPECT_TRUE(b->Get(done->file_id).has_value());
+  EXPECT_TRUE(store_->AdoptFile(collected, "out").ok());
+  EXPECT_EQ(ReadFile(pin->path()), "pinned");
+
+  // Closing a store removes its own temp directory and lock, not the other's.
+  const std::string b_dir = b->incoming_dir();
+  b.reset();
+  EXPECT_FALSE(fs::exists(b_dir));
+  EXPECT_FALSE(fs::exists(b_dir + ".lock"));
+  EXPECT_TRUE(fs::exists(pin->path()));
+}
+
+TEST_F(FileStoreTest, ACommitInProgressIsKeptWhileItsPublisherLives) {
+  // Publishing renames the metadata in before the data: for a moment another replica sees
+  // metadata without data. Made here by hand, in the name of a live store and of a dead one.
+  auto half = [&](const std::string& id, const std::string& owner) {
+    WriteFile(dir_ + "/" + id + ".json",
+              "{\"file_id\":\"" + id +
+                  "\",\"filename\":\"x\",\"size_bytes\":4,\"upload_time\":1.0,"
+                  "\"owner\":\"" +
+                  owner + "\"}");
+  };
+  std::unique_ptr<FileStore> publisher = OpenStore();
+  ASSERT_NE(publisher, nullptr);
+  const std::string live_id = "3b5f6a3c-1d2e-4f70-8a9b-0c1d2e3f4a5b";
+  const std::string dead_id = "4b5f6a3c-1d2e-4f70-8a9b-0c1d2e3f4a5b";
+  half(live_id, publisher->owner());
+  half(dead_id, "proc-00000000000000000000000000000000");
+  EXPECT_EQ(store_->RemoveLeftovers(Now() + 100 * FileStore::kLeftoverAgeSec), 1u);
+  EXPECT_FALSE(fs::exists(dir_ + "/" + dead_id + ".json"));
+  ASSERT_TRUE(fs::exists(dir_ + "/" + live_id + ".json"));
+  // The publisher completes the pair: the file is there, whole, for everyone.
+  WriteFile(dir_ + "/" + live_id, "data");
+  EXPECT_TRUE(store_->Get(live_id).has_value());
+
+  // A real publish names its publisher: were its data not there yet, the metadata stays while
+  // the publisher lives and goes as soon as anyone looks once it is dead.
+  Result<std::unique_ptr<FileStore::Upload>> up = publisher->BeginUpload(kMiB);
+  ASSERT_TRUE(up.ok());
+  ASSERT_TRUE((*up)->Write("data").ok());
+  Result<FileMeta> meta = (*up)->Commit("p");
+  ASSERT_TRUE(meta.ok()) << meta.status().message();
+  up->reset();
+  ASSERT_EQ(::unlink(meta->data_path.c_str()), 0);
+  EXPECT_EQ(store_->RemoveLeftovers(Now()), 0u);
+  EXPECT_TRUE(fs::exists(meta->data_path + ".json"));
+  publisher.reset();
+  EXPECT_EQ(store_->RemoveLeftovers(Now()), 1u);
+  EXPECT_FALSE(fs::exists(meta->data_path + ".json"));
+}
+
+TEST_F(FileStoreTest, AnotherProcessesTempFilesGoOnlyOnceItIsDead) {
+  int to_child[2], from_child[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(from_child), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Another daemon process: its own store on the directory, with an upload under way.
+    close(to_child[1]);
+    close(from_child[0]);
+    std::string report = "\n";
+    auto other = FileStore::Open(dir_);
+    std::unique_ptr<FileStore::Upload> up;
+    if (other.ok()) {
+      auto begun = (*other)->BeginUpload(kMiB);
+      if (begun.ok() && (*begun)->Write(std::string(100000, 'c')).ok()) {
+        up = std::move(begun).value();
+        report = (*other)->incoming_dir() + "\n";
+      }
+    }
+    if (write(from_child[1], report.data(), report.size()) < 0) _exit(1);
+    char c;
+    while (read(to_child[0], &c, 1) > 0) {
+    }
+    _exit(0);  // no destructors: to the store, a crash
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  std::string child_dir;
+  char c;
+  while (read(from_child[0], &c, 1) == 1 && c != '\n') child_dir.push_back(c);
+  close(from_child[0]);
+  auto finish_child = [&] {
+    close(to_child[1]);
+    int status = 0;
+    EXPECT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  };
+  if (child_dir.empty()) {
+    finish_child();
+    FAIL() << "the child could not open the store";
+  }
+  const std::set<std::string> child_files = Entries(child_dir);
+  ASSERT_EQ(child_files.size(), 1u);
+  EXPECT_TRUE(child_files.begin()->starts_with("upload-"));
+  // And a commit of the child's in progress: its metadata is in place, its data not yet.
+  const std::string half_id = "5b5f6a3c-1d2e-4f70-8a9b-0c1d2e3f4a5b";
+  const std::string half = dir_ + "/" + half_id + ".json";
+  WriteFile(half, "{\"file_id\":\"" + half_id +
+                      "\",\"filename\":\"x\",\"size_bytes\":4,\"upload_time\":1.0,"
+                      "\"owner\":\"" +
+                      fs::path(child_dir).filename().string() + "\"}");
+
+  // While it lives, opening (and sweeping) leaves its files alone; its upload counts.
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  store_->RemoveLeftovers(Now() + 100 * FileStore::kLeftoverAgeSec);
+  EXPECT_EQ(Entries(child_dir), child_files);
+  EXPECT_TRUE(fs::exists(half));
+  EXPECT_GE(store_->used_bytes(), 90000u);
+
+  finish_child();
+  EXPECT_TRUE(fs::exists(child_dir)) << "nobody has looked yet";
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_FALSE(fs::exists(child_dir));
+  EXPECT_FALSE(fs::exists(child_dir + ".lock"));
+  EXPECT_FALSE(fs::exists(half));
+  EXPECT_EQ(Entries(dir_ + "/.tmp"),
+            (std::set<std::string>{store_->owner(), store_->owner() + ".lock"}));
+  EXPECT_EQ(store_->used_bytes(), 0u);
+}
+
+TEST_F(FileStoreTest, ATempDirectoryWithoutItsLockIsNobodys) {
+  const std::string stray = dir_ + "/.tmp/proc-0123456789abcdef0123456789abcdef";
+  fs::create_directory(stray);
+  WriteFile(stray + "/upload-1", "x");
+  EXPECT_EQ(store_->RemoveLeftovers(Now()), 1u);
+  EXPECT_FALSE(fs::exists(stray));
 }
 
 TEST_F(FileStoreTest, CorruptMetadataIsAbsent) {

@@ -2,12 +2,15 @@
 
 import json
 import os
+import pwd
 import re
+import shutil
 import subprocess
+import tempfile
 import threading
 import uuid
 
-from harness import E2ETestCase
+from harness import Client, Config, Daemon, E2ETestCase, wait_until
 
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -164,8 +167,7 @@ class FileSizeLimitTest(E2ETestCase):
         after = self.client.get("/v1/files").json["files"]
         self.assertEqual(after, before, "the refused upload is listed")
         if self.daemon:
-            leftovers = [os.path.join(dp, f) for dp, _, fs in os.walk(self.daemon.store_dir)
-                         for f in fs]
+            leftovers = store_files(self.daemon.store_dir)
             self.assertEqual(leftovers, [], "the refused upload left files in the store")
         self.assertTrue(self.client.health_ok())
 
@@ -319,9 +321,16 @@ def store_disk_bytes(store_dir):
     return total
 
 
+def store_files(store_dir):
+    """Every file in the store, except each live daemon's lock (`.tmp/proc-<hex>.lock`)."""
+    tmp = os.path.join(store_dir, ".tmp")
+    return [os.path.join(dp, f) for dp, _, fs in os.walk(store_dir) for f in fs
+            if not (dp == tmp and f.endswith(".lock"))]
+
+
 def store_temp_files(store_dir):
-    return [os.path.join(dp, f) for dp, _, fs in os.walk(os.path.join(store_dir, ".tmp"))
-            for f in fs]
+    tmp = os.path.join(store_dir, ".tmp") + os.sep
+    return [p for p in store_files(store_dir) if p.startswith(tmp)]
 
 
 class SparseOutputsTest(E2ETestCase):
@@ -509,3 +518,100 @@ class RealClientLimitsTest(E2ETestCase):
         self.assertEqual(got["status"], 413, got)
         self.assertIn("detail", json.loads(got["body"]), got)
         self.assertHealthy()
+
+
+class SharedStoreTest(E2ETestCase):
+    """Replicas sharing one FILE_STORAGE_DIR (a ReadWriteMany volume): a file uploaded through
+    one is served and staged by the other, a delete through either is seen by both, and the
+    quota counts what both stored."""
+
+    def shared_store(self):
+        self.require_spawned("starts daemons of its own on one directory")
+        shared = tempfile.mkdtemp(prefix="ci-e2e-shared-")
+        self.addCleanup(shutil.rmtree, shared, True)
+        store = os.path.join(shared, "store")
+        os.mkdir(store)
+        if Config.as_user:
+            pw = pwd.getpwnam(Config.as_user)
+            for d in (shared, store):
+                os.chown(d, pw.pw_uid, pw.pw_gid)
+        return store
+
+    def start_replica(self, store):
+        d = Daemon({"FILE_STORAGE_DIR": store, "FILE_STORAGE_MAX_MB": "4", "WARM_POOL_SIZE": "0"})
+        self.addCleanup(d.cleanup)
+        self.addCleanup(d.stop)  # cleanups run last-in first: stopped, then removed
+        d.start()
+        return d, Client(d.host, d.port, self._exchanges)
+
+    def test_two_daemons_share_one_store(self):
+        store = self.shared_store()
+        (da, a), (db, b) = self.start_replica(store), self.start_replica(store)
+        daemons = [da, db]
+
+        data = os.urandom(3 << 20)
+        r = a.upload("a.bin", data)
+        self.assertEqual(r.status, 201, r)
+        fid = r.json["file_id"]
+        r = b.get(f"/v1/files/{fid}")
+        self.assertEqual(r.status, 200, f"a file uploaded through one replica: {r!r}")
+        self.assertTrue(r.body == data, "the other replica served other bytes")
+        self.assertEqual([f["file_id"] for f in b.get("/v1/files").json["files"]], [fid])
+        r = b.post_json("/v1/execute", {"code": "import os\nprint(os.path.getsize('in.bin'))",
+                                        "files": [{"path": "in.bin", "file_id": fid}]})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json["stdout"], f"{len(data)}\n", r.json)
+
+        # 3 of 4 MB are used through a: 2 MB more do not fit through b.
+        r = b.upload("b.bin", os.urandom(2 << 20))
+        self.assertDetail(r, 507, contains="FILE_STORAGE_MAX_MB")
+        # Deleted through b: gone through a, and room again there.
+        self.assertEqual(b.delete(f"/v1/files/{fid}").status, 204)
+        self.assertEqual(a.get(f"/v1/files/{fid}").status, 404)
+        self.assertEqual(a.get("/v1/files").json["files"], [])
+        r = a.upload("c.bin", os.urandom(2 << 20))
+        self.assertEqual(r.status, 201, f"the room freed through the other replica: {r!r}")
+        self.assertEqual(b.delete(f"/v1/files/{r.json['file_id']}").status, 204)
+
+        for d in daemons:
+            rc, _ = d.stop()
+            self.assertEqual(rc, 0, d.log_since(0, tail=40))
+        self.assertEqual(os.listdir(os.path.join(store, ".tmp")), [],
+                         "a stopped replica left its temp directory or lock")
+
+    def test_a_starting_replica_leaves_an_upload_in_progress_alone(self):
+        store = self.shared_store()
+        _, a = self.start_replica(store)
+        data = os.urandom(2 << 20)
+        ctype, body = a.multipart([("file", "slow.bin", data, None)])
+        head = (f"POST /v1/files HTTP/1.1\r\nHost: e2e\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        resume = threading.Event()
+
+        def chunks():  # half the body, then a pause while the other replica starts
+            half = len(body) // 2
+            for i in range(0, half, 65536):
+                yield body[i:min(i + 65536, half)]
+            resume.wait(60)
+            for i in range(half, len(body), 65536):
+                yield body[i:i + 65536]
+
+        out = {}
+        sender = threading.Thread(target=lambda: out.update(r=a.raw_request(head, chunks())))
+        sender.start()
+        self.addCleanup(sender.join)
+        self.addCleanup(resume.set)
+        uploading = wait_until(lambda: [p for p in store_temp_files(store)
+                                        if os.path.basename(p).startswith("upload-") and
+                                        os.path.getsize(p) > 0], 30)
+        self.assertTrue(uploading, "the upload's temp file never appeared")
+        _, b = self.start_replica(store)  # its startup cleans up after dead replicas only
+        self.assertTrue(os.path.exists(uploading[0]), "a starting replica deleted a live upload")
+        resume.set()
+        sender.join(60)
+        r, note = out["r"]
+        self.assertIsNotNone(r, note)
+        self.assertEqual(r.status, 201, r)
+        got = b.get(f"/v1/files/{r.json['file_id']}")
+        self.assertEqual(got.status, 200, got)
+        self.assertTrue(got.body == data, "the upload lost bytes")

@@ -28,7 +28,7 @@ namespace {
 using namespace std::chrono_literals;
 using asio::use_awaitable;
 
-// Deletes stored files older than FILE_TTL_SEC.
+// Deletes stored files older than FILE_TTL_SEC, and what crashed processes left.
 asio::awaitable<void> SweepFiles(FileStore& store, const Config& config) {
   auto period = std::chrono::seconds(std::clamp<uint64_t>(config.file_ttl_sec / 4, 1, 60));
   for (;;) {
@@ -36,6 +36,10 @@ asio::awaitable<void> SweepFiles(FileStore& store, const Config& config) {
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     if (size_t n = store.SweepOlderThan(static_cast<double>(config.file_ttl_sec), now)) {
       spdlog::info("file sweep: deleted {} file(s) older than {} s", n, config.file_ttl_sec);
+    }
+    // Replicas sharing the directory may crash and leave temp files to the ones that live on.
+    if (size_t n = store.RemoveLeftovers(now)) {
+      spdlog::info("file sweep: removed {} leftover(s) of crashed processes", n);
     }
     co_await Sleep(period);
   }

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,10 +25,91 @@ constexpr uint64_t kMiB = uint64_t{1024} * 1024;
 // Metadata is a filename plus a few numbers; anything larger is not ours.
 constexpr off_t kMaxMetaBytes = 1 << 20;
 constexpr std::string_view kMetaSuffix = ".json";
+// A process's temp directory under .tmp/ is `proc-<32 hex>`, its lock `proc-<32 hex>.lock`.
+constexpr std::string_view kOwnerPrefix = "proc-";
+constexpr std::string_view kLockSuffix = ".lock";
+constexpr size_t kOwnerHexDigits = 32;
+// Uploads in progress are `upload-<hex>` in their process's temp directory (and were so
+// directly in .tmp/ in older versions).
+constexpr std::string_view kUploadPrefix = "upload-";
+// How stale the count may be when a file is adopted: collected outputs come in bursts, and a
+// recount per file would read the whole directory once per output.
+constexpr double kRecountEverySec = 1;
 
 double NowSeconds() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+double SteadySeconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// When an entry last changed, in unix seconds: the later of mtime and ctime, because a hard
+// link (a pin) or a rename changes only the ctime, and nobody can set a ctime back.
+double ChangedAt(const struct stat& st) {
+  auto secs = [](const struct timespec& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+  };
+  return std::max(secs(st.st_mtim), secs(st.st_ctim));
+}
+
+bool IsOwnerName(std::string_view name) {
+  if (!name.starts_with(kOwnerPrefix) || name.size() != kOwnerPrefix.size() + kOwnerHexDigits) {
+    return false;
+  }
+  name.remove_prefix(kOwnerPrefix.size());
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+bool IsOwnerLockName(std::string_view name, std::string* owner) {
+  if (!name.ends_with(kLockSuffix)) return false;
+  name.remove_suffix(kLockSuffix.size());
+  if (!IsOwnerName(name)) return false;
+  *owner = std::string(name);
+  return true;
+}
+
+std::string LockPath(const std::string& tmp_root, std::string_view owner) {
+  return tmp_root + "/" + std::string(owner) + std::string(kLockSuffix);
+}
+
+bool SameFile(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 || errno != ENOENT;  // unsure counts as there
+}
+
+// The owners (temp directories) this process holds, whichever FileStore holds them. On NFS,
+// flock() is emulated with POSIX record locks, which belong to the process, not to the open
+// file: opening one of our own lock files again would "get" the lock, and closing that second
+// descriptor would silently drop the lock we hold. So the liveness of our own owners is answered
+// from here, and their lock files are never opened twice. An owner is added before its lock
+// file exists, so that no other store of this process can find the file unheld.
+std::mutex& LiveOwnersMu() {
+  static std::mutex mu;
+  return mu;
+}
+std::set<std::string>& LiveOwners() {
+  static std::set<std::string> owners;
+  return owners;
+}
+void AddLiveOwner(const std::string& owner) {
+  std::lock_guard lock(LiveOwnersMu());
+  LiveOwners().insert(owner);
+}
+void DropLiveOwner(const std::string& owner) {
+  std::lock_guard lock(LiveOwnersMu());
+  LiveOwners().erase(owner);
+}
+bool IsLiveOwner(const std::string& owner) {
+  std::lock_guard lock(LiveOwnersMu());
+  return LiveOwners().contains(owner);
 }
 
 Result<std::string> NewUuidV4() {
@@ -143,6 +225,83 @@ Result<std::vector<std::string>> ListNames(const std::string& dir) {
   return names;
 }
 
+// Reads and decodes a metadata file; false when it is not one.
+bool ReadMetaFile(const std::string& path, FileMeta* meta, struct stat* st) {
+  Result<int> fd = OpenRegularNoFollow(path, st);
+  if (!fd.ok()) return false;
+  std::string text;
+  if (st->st_size <= kMaxMetaBytes) {
+    text.resize(static_cast<size_t>(st->st_size));
+    ssize_t n = ::pread(*fd, text.data(), text.size(), 0);
+    if (n != static_cast<ssize_t>(text.size())) text.clear();
+  }
+  ::close(*fd);
+  return json::Decode(text, meta);
+}
+
+struct Claim {
+  std::string owner;
+  int lock_fd;
+};
+
+// Creates this process's temp directory under `tmp_root`, holding its lock. The lock file comes
+// first and is locked before the directory exists, so that a directory is never without its
+// held lock while its owner lives.
+Result<Claim> ClaimOwner(const std::string& tmp_root) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::string hex = RandomHex(kOwnerHexDigits / 2);
+    if (hex.empty()) return Status::Errno("getrandom", errno);
+    std::string owner = std::string(kOwnerPrefix) + hex;
+    std::string lock = LockPath(tmp_root, owner);
+    AddLiveOwner(owner);
+    int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      int err = errno;
+      DropLiveOwner(owner);
+      if (err == EEXIST) continue;
+      return Status::Errno("creating " + lock, err);
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      ::close(fd);
+      DropLiveOwner(owner);
+      // Another process's cleanup found the file unheld and took it first; it deletes it.
+      if (err == EWOULDBLOCK) continue;
+      ::unlink(lock.c_str());
+      return Status::Errno("locking " + lock + " (the file store needs file locks)", err);
+    }
+    // That cleanup may also have finished (deleted the file, let go) before our flock: then we
+    // hold a lock nobody else can find.
+    struct stat held, named;
+    if (::fstat(fd, &held) != 0 || ::lstat(lock.c_str(), &named) != 0 || !SameFile(held, named)) {
+      ::close(fd);
+      DropLiveOwner(owner);
+      continue;
+    }
+    std::string dir = tmp_root + "/" + owner;
+    if (::mkdir(dir.c_str(), 0700) != 0) {
+      int err = errno;
+      ::unlink(lock.c_str());
+      ::close(fd);
+      DropLiveOwner(owner);
+      return Status::Errno("creating " + dir, err);
+    }
+    // For whoever looks at a shared directory: which process holds it. Best effort.
+    char host[256] = "";
+    ::gethostname(host, sizeof host - 1);
+    (void)WriteAll(fd, std::string(host) + " pid " + std::to_string(::getpid()) + "\n");
+    return Claim{std::move(owner), fd};
+  }
+  return Status::Error("could not claim a temp directory under " + tmp_root);
+}
+
+// Disk bytes of a regular file, 0 when it is gone or not one.
+uint64_t DiskBytes(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
 }  // namespace
 
 bool FileStore::IsValidId(std::string_view id) {
@@ -158,8 +317,23 @@ bool FileStore::IsValidId(std::string_view id) {
   return true;
 }
 
-FileStore::FileStore(std::string dir, uint64_t quota_bytes)
-    : dir_(std::move(dir)), tmp_dir_(dir_ + "/.tmp"), quota_(quota_bytes) {}
+FileStore::FileStore(std::string dir, std::string owner, int lock_fd, uint64_t quota_bytes)
+    : dir_(std::move(dir)),
+      tmp_root_(dir_ + "/.tmp"),
+      owner_(std::move(owner)),
+      tmp_dir_(tmp_root_ + "/" + owner_),
+      lock_fd_(lock_fd),
+      quota_(quota_bytes) {}
+
+FileStore::~FileStore() {
+  std::error_code ignored;
+  fs::remove_all(tmp_dir_, ignored);
+  // The directory before its lock, the lock file before letting go of it: the same order as
+  // RemoveLeftovers(), so no directory is ever without a lock file.
+  ::unlink(LockPath(tmp_root_, owner_).c_str());
+  ::close(lock_fd_);
+  DropLiveOwner(owner_);
+}
 
 Result<std::unique_ptr<FileStore>> FileStore::Open(const std::string& dir, uint64_t quota_bytes) {
   if (dir.empty()) return Status::Error("file store directory is not set");
@@ -181,19 +355,36 @@ Result<std::unique_ptr<FileStore>> FileStore::Open(const std::string& dir, uint6
     if (::lstat(d.c_str(), &st) != 0) return Status::Errno("stat " + d, errno);
     if (!S_ISDIR(st.st_mode)) return Status::Error(d + " is not a directory");
   }
-
-  std::unique_ptr<FileStore> store(new FileStore(abs, quota_bytes));
-  // A crash leaves temp files (never visible under an id) and possibly one half of a
-  // data/metadata pair; neither can be completed, so both go.
-  Result<std::vector<std::string>> temps = ListNames(store->tmp_dir_);
-  if (!temps.ok()) return temps.status();
-  for (const std::string& name : *temps) {
-    std::error_code ignored;
-    fs::remove_all(store->tmp_dir_ + "/" + name, ignored);
+  Result<Claim> claim = ClaimOwner(abs + "/.tmp");
+  if (!claim.ok()) return claim.status();
+  std::unique_ptr<FileStore> store(
+      new FileStore(abs, std::move(claim->owner), claim->lock_fd, quota_bytes));
+  store->RemoveLeftovers(NowSeconds());
+  {
+    // What is already stored, by this or any other replica, counts against the quota.
+    std::lock_guard lock(store->mu_);
+    store->RecountLocked();
   }
-  Result<std::vector<std::string>> names = ListNames(abs);
-  if (!names.ok()) return names.status();
+  return store;
+}
+
+bool FileStore::OwnerAlive(const std::string& owner) const {
+  if (IsLiveOwner(owner)) return true;  // this process's (see LiveOwners())
+  int fd = ::open(LockPath(tmp_root_, owner).c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  // An owner's lock file exists for all its life; anything but "not there" may be a live one.
+  if (fd < 0) return errno != ENOENT;
+  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  ::close(fd);
+  return held;
+}
+
+size_t FileStore::RemoveLeftovers(double now) {
+  size_t removed = 0;
+  std::error_code ignored;
+  // Half pairs first, while a dead publisher's lock file is still there to ask.
   std::set<std::string> data, meta;
+  Result<std::vector<std::string>> names = ListNames(dir_);
+  if (!names.ok()) names = std::vector<std::string>{};  // the temp directories still go
   for (const std::string& name : *names) {
     std::string id;
     if (IsMetaName(name, &id)) {
@@ -203,19 +394,65 @@ Result<std::unique_ptr<FileStore>> FileStore::Open(const std::string& dir, uint6
     }
   }
   for (const std::string& id : data) {
-    if (!meta.contains(id)) ::unlink(store->DataPath(id).c_str());
+    // Data without metadata is no step of ours, in any process: publishing renames the metadata
+    // in first, deleting unlinks the data first. So it is a crash's or a stranger's.
+    if (!meta.contains(id) && !Exists(MetaPath(id)) && ::unlink(DataPath(id).c_str()) == 0) {
+      ++removed;
+    }
   }
   for (const std::string& id : meta) {
-    if (!data.contains(id)) ::unlink(store->MetaPath(id).c_str());
-  }
-  // What is already stored counts against the quota.
-  for (const std::string& id : data) {
+    if (data.contains(id)) continue;
+    // Metadata without data is what a commit in progress looks like for a moment (and a delete
+    // in progress): it goes only when its publisher is dead (or, naming none, it is old).
+    FileMeta m;
     struct stat st;
-    if (!meta.contains(id) || ::lstat(store->DataPath(id).c_str(), &st) != 0) continue;
-    store->charges_[id] = StoreCharge(st);
-    store->stored_ += StoreCharge(st);
+    const bool read = ReadMetaFile(MetaPath(id), &m, &st);
+    if (!read && ::lstat(MetaPath(id).c_str(), &st) != 0) continue;
+    const bool abandoned =
+        read && IsOwnerName(m.owner) ? !OwnerAlive(m.owner) : now - ChangedAt(st) > kLeftoverAgeSec;
+    // The data checked after the owner: a live owner may have completed the pair since.
+    if (abandoned && !Exists(DataPath(id)) && ::unlink(MetaPath(id).c_str()) == 0) ++removed;
   }
-  return store;
+
+  if (Result<std::vector<std::string>> temps = ListNames(tmp_root_); temps.ok()) {
+    for (const std::string& name : *temps) {
+      const std::string path = tmp_root_ + "/" + name;
+      std::string owner;
+      if (IsOwnerLockName(name, &owner)) {
+        if (IsLiveOwner(owner)) continue;
+        // Holding a dead owner's lock, nobody else can be in its directory (names are never
+        // reused). The directory goes before the lock file (see ~FileStore()).
+        int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat held, named;
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &held) == 0 &&
+            ::lstat(path.c_str(), &named) == 0 && SameFile(held, named)) {
+          fs::remove_all(tmp_root_ + "/" + owner, ignored);
+          ::unlink(path.c_str());
+          ++removed;
+        }
+        ::close(fd);
+      } else if (IsOwnerName(name)) {
+        // A temp directory without its lock file is nobody's: an owner creates the lock before
+        // the directory and it is removed after. (Checked now: the listing is no snapshot.)
+        if (!IsLiveOwner(name) && !Exists(LockPath(tmp_root_, name))) {
+          fs::remove_all(path, ignored);
+          ++removed;
+        }
+      } else {
+        // An older version's temp file or directory, written directly in .tmp/ with no lock to
+        // ask: an older process may still be at work in a rolling update, so only what has not
+        // changed for kLeftoverAgeSec goes.
+        struct stat st;
+        if (::lstat(path.c_str(), &st) == 0 && now - ChangedAt(st) > kLeftoverAgeSec) {
+          fs::remove_all(path, ignored);
+          ++removed;
+        }
+      }
+    }
+  }
+
+  return removed;
 }
 
 Result<std::string> FileStore::NewTempPath(std::string_view prefix) const {
@@ -225,6 +462,11 @@ Result<std::string> FileStore::NewTempPath(std::string_view prefix) const {
 }
 
 Result<std::unique_ptr<FileStore::Upload>> FileStore::BeginUpload(uint64_t max_bytes) {
+  if (quota_ != kNoQuota) {
+    // What other replicas stored or deleted since the last count counts from this upload on.
+    std::lock_guard lock(mu_);
+    RecountLocked();
+  }
   Result<std::string> path = NewTempPath("upload");
   if (!path.ok()) return path.status();
   int fd = ::open(path->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -304,13 +546,62 @@ Result<FileMeta> FileStore::Upload::Commit(std::string filename) {
   return meta;
 }
 
+bool FileStore::OverQuotaLocked(uint64_t more) const {
+  if (quota_ == kNoQuota) return false;
+  const uint64_t used = stored_ + others_writing_ + reserved_;
+  return used > quota_ || more > quota_ - used;
+}
+
 bool FileStore::Reserve(uint64_t more) {
   std::lock_guard lock(mu_);
-  if (quota_ != kNoQuota && (stored_ + reserved_ > quota_ || more > quota_ - stored_ - reserved_)) {
-    return false;
-  }
+  // Before refusing, look again: another replica may have deleted files since the last count.
+  if (OverQuotaLocked(more)) RecountLocked();
+  if (OverQuotaLocked(more)) return false;
   reserved_ += more;
   return true;
+}
+
+void FileStore::RecountLocked() {
+  counted_at_ = SteadySeconds();
+  Result<std::vector<std::string>> names = ListNames(dir_);
+  if (!names.ok()) return;  // keep the count we have
+  std::map<std::string, uint64_t> charges;
+  uint64_t stored = 0;
+  for (const std::string& name : *names) {
+    if (!IsDataName(name)) continue;
+    // Data without metadata counts too: it is on disk until someone removes it.
+    auto known = charges_.find(name);
+    uint64_t charge = 0;
+    if (known != charges_.end()) {
+      charge = known->second;
+    } else if (struct stat st; ::lstat(DataPath(name).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      charge = StoreCharge(st);
+    } else {
+      continue;
+    }
+    charges.emplace(name, charge);
+    stored += charge;
+  }
+  charges_ = std::move(charges);
+  stored_ = stored;
+  // Other processes' uploads in progress, live or left by a crash: on disk all the same. Pins
+  // are hard links of stored data, and this process's uploads are in reserved_.
+  uint64_t writing = 0;
+  if (Result<std::vector<std::string>> temps = ListNames(tmp_root_); temps.ok()) {
+    for (const std::string& name : *temps) {
+      if (name == owner_) continue;
+      if (name.starts_with(kUploadPrefix)) {
+        writing += DiskBytes(tmp_root_ + "/" + name);  // an older version's
+      } else if (IsOwnerName(name)) {
+        Result<std::vector<std::string>> files = ListNames(tmp_root_ + "/" + name);
+        if (!files.ok()) continue;
+        for (const std::string& f : *files) {
+          if (f.starts_with(kUploadPrefix)) writing += DiskBytes(tmp_root_ + "/" + name + "/" + f);
+        }
+      }
+    }
+  }
+  others_writing_ = writing;
 }
 
 void FileStore::Release(uint64_t bytes) {
@@ -321,7 +612,7 @@ void FileStore::Release(uint64_t bytes) {
 
 uint64_t FileStore::used_bytes() const {
   std::lock_guard lock(mu_);
-  return stored_ + reserved_;
+  return stored_ + others_writing_ + reserved_;
 }
 
 Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::string filename,
@@ -343,6 +634,7 @@ Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::str
   meta.size_bytes = size;
   meta.upload_time = NowSeconds();
   meta.data_path = DataPath(meta.file_id);
+  meta.owner = owner_;
 
   Result<std::string> meta_temp = NewTempPath("meta");
   if (!meta_temp.ok()) return meta_temp.status();
@@ -358,7 +650,8 @@ Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::str
     ::unlink(meta_temp->c_str());
     return s.Context("writing metadata");
   }
-  // Data last: until this rename the id has metadata without data, which reads as absent.
+  // Data last: until this rename the id has metadata without data, which reads as absent (and
+  // which other replicas' RemoveLeftovers() leave alone while this process lives).
   if (::rename(temp_data.c_str(), meta.data_path.c_str()) != 0) {
     int err = errno;
     ::unlink(MetaPath(meta.file_id).c_str());
@@ -418,7 +711,12 @@ Result<FileMeta> FileStore::AdoptFile(const std::string& host_path, std::string 
 
   std::lock_guard lock(mu_);
   const uint64_t charge = StoreCharge(final_st);
-  const bool over = quota_ != kNoQuota && stored_ + reserved_ + charge > quota_;
+  if (quota_ != kNoQuota && SteadySeconds() - counted_at_ > kRecountEverySec) RecountLocked();
+  bool over = OverQuotaLocked(charge);
+  if (over) {
+    RecountLocked();  // before refusing: another replica may have freed room meanwhile
+    over = OverQuotaLocked(charge);
+  }
   if (over && store_full != nullptr) *store_full = true;
   Result<FileMeta> meta = over ? Result<FileMeta>(StoreFullError(quota_))
                                : PublishLocked(*temp, std::move(filename),
@@ -433,18 +731,8 @@ Result<FileMeta> FileStore::AdoptFile(const std::string& host_path, std::string 
 
 std::optional<FileMeta> FileStore::LoadLocked(const std::string& id) const {
   struct stat st;
-  Result<int> fd = OpenRegularNoFollow(MetaPath(id), &st);
-  if (!fd.ok()) return std::nullopt;
-  std::string text;
-  if (st.st_size <= kMaxMetaBytes) {
-    text.resize(static_cast<size_t>(st.st_size));
-    ssize_t n = ::pread(*fd, text.data(), text.size(), 0);
-    if (n != static_cast<ssize_t>(text.size())) text.clear();
-  }
-  ::close(*fd);
-
   FileMeta meta;
-  if (!json::Decode(text, &meta)) return std::nullopt;
+  if (!ReadMetaFile(MetaPath(id), &meta, &st)) return std::nullopt;
   if (meta.file_id != id) return std::nullopt;
   meta.data_path = DataPath(id);
   // Data that is missing, not a regular file, or not the recorded size is not a file we wrote.
@@ -470,11 +758,13 @@ std::shared_ptr<const FileStore::Pinned> FileStore::Pin(std::string_view id) con
   std::lock_guard lock(mu_);
   std::optional<FileMeta> meta = LoadLocked(CanonicalId(id));
   if (!meta) return nullptr;
-  // Under mu_ no Delete can come between the check above and the link.
+  // Under mu_ no Delete of this process comes between the check above and the link; one
+  // through another replica may, and then the file is gone.
   Result<std::string> link = NewTempPath("pin");
   if (link.ok() && ::link(meta->data_path.c_str(), link->c_str()) == 0) {
     return std::shared_ptr<const Pinned>(new Pinned(std::move(*meta), std::move(*link), true));
   }
+  if (link.ok() && errno == ENOENT && !Exists(meta->data_path)) return nullptr;
   // A filesystem without hard links: readers use the data file itself.
   std::string path = meta->data_path;
   return std::shared_ptr<const Pinned>(new Pinned(std::move(*meta), std::move(path), false));

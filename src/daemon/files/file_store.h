@@ -3,12 +3,39 @@
 // Layout under the store directory: `<id>` (data) and `<id>.json` (metadata) per file, and
 // `.tmp/` for files being written. A file becomes visible only once both are in place, and the
 // data is renamed into place last, after it is complete and fsynced, so a crash never leaves a
-// half file behind a valid id. The directory belongs to one daemon process: Open() deletes
-// leftovers of a crash, which would also delete another live process's files in progress.
+// half file behind a valid id.
+//
+// Shared by replicas: several daemon processes (on one host, or on several hosts mounting one
+// ReadWriteMany volume) may open the same directory. Get, List, Pin and Delete read the
+// directory every time, so a file stored through one replica is seen by all. What each process
+// writes goes under its own `.tmp/proc-<hex>/`, owned through `.tmp/proc-<hex>.lock`, which the
+// live process holds with flock(LOCK_EX) for the store's life. Cleaning up after a crash
+// (Open(), RemoveLeftovers()) removes only what nobody alive can own:
+//  - a `.tmp/proc-*` whose lock it can take (its process is dead: the kernel, or the NFS
+//    server once the lease ends, released the lock);
+//  - data without metadata (a step neither publishing nor deleting ever takes);
+//  - metadata without data only when the process named in it as `owner` is dead: publishing
+//    renames the metadata in first, so a live replica's commit in progress has exactly that
+//    half for a moment. Metadata of older versions names no owner: it goes once older than
+//    kLeftoverAgeSec;
+//  - entries of older versions directly in `.tmp/` (no owner to ask), once older than
+//    kLeftoverAgeSec, so that an old process still finishing requests during a rolling update
+//    keeps its temp files.
+// This needs file locks that all replicas see (local filesystems, NFSv4 or NFSv3 with lockd
+// (not `nolock`), CephFS, EFS, Azure Files over NFS). Mixing this version with an older one on
+// one directory is unsafe: an older version's Open() deletes all of `.tmp/`.
 //
 // Disk use: runs of zeros are stored as holes (SparseWriter), and the store's total, counted
 // as the disk blocks its files really use plus a block of metadata each, is capped by a quota.
-// What would go over it is refused whole (store_full), never kept half-written.
+// What would go over it is refused whole (store_full), never kept half-written. The total is
+// that of the directory, all replicas together: it is recounted from disk (data files, plus other
+// processes' uploads in progress) at Open(), at the start of each upload, at most a second
+// before an adoption, and again before refusing anything, so a file deleted through another
+// replica frees room here and one stored there counts here. Across replicas the check is not
+// atomic: two replicas may pass it at the same instant, so the quota may be overrun by at most
+// what the replicas have in flight (writes under way, and what was stored in the last second
+// before an adoption). A single process never accepts past it; none refuses while the disk
+// total is under it by more than that.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +59,9 @@ struct FileMeta {
   uint64_t size_bytes = 0;
   double upload_time = 0;  // unix seconds
   std::string data_path;   // absolute path of the data file
+  // The store (`proc-<hex>`) that published it: a replica finding the metadata without its data
+  // asks whether that process is alive (its commit may be in progress) before deleting it.
+  std::string owner;
 };
 // The metadata file `<id>.json` (data_path is not in it: it follows from the id).
 template <typename V, json::Message<FileMeta> M>
@@ -40,6 +70,7 @@ void Fields(V& v, M& m) {
   v("filename", m.filename);
   v("size_bytes", m.size_bytes);
   v("upload_time", m.upload_time);
+  v.Optional("owner", m.owner);  // absent in files of older versions
 }
 
 // Thread-safe. Upload objects must not outlive the store that made them.
@@ -48,12 +79,22 @@ class FileStore {
   static constexpr uint64_t kNoQuota = UINT64_MAX;
   // What one stored file costs beyond its data blocks: its metadata file.
   static constexpr uint64_t kMetaCharge = SparseWriter::kBlock;
+  // How old a leftover without an owner to ask must be before it is deleted (see the top). Far
+  // longer than a commit takes; a live older process's temp file stays fresher than this while
+  // it is written to or linked.
+  static constexpr double kLeftoverAgeSec = 600;
 
-  // Creates `dir` (0700) and `dir/.tmp`, and removes what a crash may have left: temp files and
-  // data or metadata files without their counterpart. `quota_bytes` caps the disk use of the
-  // stored files (FILE_STORAGE_MAX_MB); files already there count against it.
+  // Creates `dir` (0700) and `dir/.tmp`, claims this process's temp directory under it, and
+  // removes what crashed processes left (RemoveLeftovers()). `quota_bytes` caps the disk use of
+  // the stored files (FILE_STORAGE_MAX_MB); files already there count against it. Fails when the
+  // filesystem has no file locks.
   static Result<std::unique_ptr<FileStore>> Open(const std::string& dir,
                                                  uint64_t quota_bytes = kNoQuota);
+  // Removes this process's temp directory (nothing of it is in use once Uploads are gone) and
+  // gives up its lock.
+  ~FileStore();
+  FileStore(const FileStore&) = delete;
+  FileStore& operator=(const FileStore&) = delete;
 
   // A canonical UUID (8-4-4-4-12 hex digits, either case). Anything else is "not found" to the
   // API and is never joined onto a path.
@@ -95,9 +136,9 @@ class FileStore {
   };
 
   // A stored file's bytes held for a reader (staging into a sandbox, a download): a private
-  // hard link under `.tmp`, made under the store's lock and removed with the last reference. A
-  // Delete meanwhile removes the id, not these bytes, so a reader that resolved the id never
-  // finds the file gone halfway.
+  // hard link in this process's temp directory, removed with the last reference. A Delete
+  // meanwhile (through any replica) removes the id, not these bytes, so a reader that resolved
+  // the id never finds the file gone halfway.
   class Pinned {
    public:
     ~Pinned();
@@ -130,16 +171,24 @@ class FileStore {
   bool Delete(std::string_view id);    // false when invalid or absent
   // Deletes files whose age at `now` (unix seconds) exceeds max_age_seconds; returns how many.
   size_t SweepOlderThan(double max_age_seconds, double now);
+  // Removes what crashed processes left (see the top), judging ages at `now` (unix seconds);
+  // returns how many entries went. Open() calls it; the daemon calls it periodically too, since
+  // a replica that crashes leaves its leftovers to replicas that may run for weeks.
+  size_t RemoveLeftovers(double now);
 
-  // A directory on the store's filesystem where callers may create files to AdoptFile() later
-  // (so that adopting is a rename). Files left there are deleted by the next Open().
+  // This process's temp directory, on the store's filesystem: callers may create files there to
+  // AdoptFile() later (so that adopting is a rename). It is removed with the store, or after a
+  // crash by any replica's RemoveLeftovers().
   std::string incoming_dir() const { return tmp_dir_; }
+  const std::string& owner() const { return owner_; }  // `proc-<hex>`
 
   uint64_t quota_bytes() const { return quota_; }
-  uint64_t used_bytes() const;  // stored files plus uploads in progress
+  // Stored files and other processes' uploads in progress at the last recount, plus this
+  // process's changes since and its uploads in progress.
+  uint64_t used_bytes() const;
 
  private:
-  FileStore(std::string dir, uint64_t quota_bytes);
+  FileStore(std::string dir, std::string owner, int lock_fd, uint64_t quota_bytes);
 
   std::string DataPath(std::string_view id) const { return dir_ + "/" + std::string(id); }
   std::string MetaPath(std::string_view id) const { return DataPath(id) + ".json"; }
@@ -149,18 +198,31 @@ class FileStore {
   Result<FileMeta> PublishLocked(const std::string& temp_data, std::string filename, uint64_t size,
                                  uint64_t charge);
   Result<std::string> NewTempPath(std::string_view prefix) const;
+  // Whether the process that owns `.tmp/<owner>` may be alive (true when unsure).
+  bool OwnerAlive(const std::string& owner) const;
   // Quota bookkeeping for files being written: false (nothing reserved) when `more` would go
-  // over the quota.
+  // over the quota even after a recount.
   bool Reserve(uint64_t more);
   void Release(uint64_t bytes);
+  bool OverQuotaLocked(uint64_t more) const;
+  // Counts the disk use of the whole directory again (caller holds mu_).
+  void RecountLocked();
 
   std::string dir_;
-  std::string tmp_dir_;
+  std::string tmp_root_;  // dir/.tmp
+  std::string owner_;     // proc-<hex>
+  std::string tmp_dir_;   // dir/.tmp/<owner>
+  int lock_fd_;           // flock(LOCK_EX) on dir/.tmp/<owner>.lock
   const uint64_t quota_;
   mutable std::mutex mu_;
-  std::map<std::string, uint64_t> charges_;  // id -> disk bytes counted for it (under mu_)
-  uint64_t stored_ = 0;                      // sum of charges_ (under mu_)
-  uint64_t reserved_ = 0;                    // uploads in progress (under mu_)
+  // id -> disk bytes of the stored files seen at the last recount, plus this process's own
+  // publishes since (under mu_). Only the charges are kept across recounts (a stored file never
+  // changes); which files exist is read from the directory again each time.
+  std::map<std::string, uint64_t> charges_;
+  uint64_t stored_ = 0;          // sum of charges_ (under mu_)
+  uint64_t others_writing_ = 0;  // other processes' uploads in progress at the recount (mu_)
+  uint64_t reserved_ = 0;        // this process's uploads in progress (under mu_)
+  double counted_at_ = 0;        // steady-clock seconds of the last recount (under mu_)
 };
 
 // The Content-Disposition value for a download: `attachment; filename="<name>"`, with `"` and `\`
