@@ -26,12 +26,14 @@ namespace ci::docker {
 struct CallServer {
   explicit CallServer(const asio::any_io_executor& ex) : event(ex) {}
   std::shared_ptr<ExecStream> stream;
-  long pid = 0;  // the interpreter's pid in the sandbox
+  long pid = 0;       // the interpreter's pid in the sandbox
   bool alive = true;  // the relay's stream is open
   // The relay's handshake (python_session.cc): `ready`, then `new PID`, `attached PID` or `none`.
   std::string head;
   bool started = false;  // both lines are in `head`
-  size_t head_lines() const { return static_cast<size_t>(std::count(head.begin(), head.end(), '\n')); }
+  size_t head_lines() const {
+    return static_cast<size_t>(std::count(head.begin(), head.end(), '\n'));
+  }
   CallOutput out[2];  // stdout, stderr
   OutputSink sink;    // the call in flight's; empty between calls
   asio::steady_timer event;

@@ -277,7 +277,8 @@ class ExecSandbox final : public Sandbox {
     asio::co_spawn(c_.ex, PumpCallServer(s), asio::detached);
     // The token goes only to a relay that said it is non-dumpable (no process of the sandbox
     // can read it from the relay's stdin).
-    while (s->head_lines() < 1 && s->alive && Clock::now() - t0 < 30s) co_await AwaitNews(*s, 250ms);
+    while (s->head_lines() < 1 && s->alive && Clock::now() - t0 < 30s)
+      co_await AwaitNews(*s, 250ms);
     if (s->head == "ready\n") {
       Status sent = co_await s->stream->WriteAll(c_.call_token + "\n");
       if (!sent.ok()) spdlog::debug("{}: relay: {}", c_.short_id(), sent.message());
@@ -467,8 +468,8 @@ class ExecSandbox final : public Sandbox {
   Container c_;
   SandboxCounters counters_;
   std::shared_ptr<ExecStream> active_;
-  std::vector<long> background_;        // sessions: pids (= session ids) of background programs
-  std::shared_ptr<CallServer> server_;  // sessions: the relay to the interpreter, if any
+  std::vector<long> background_;          // sessions: pids (= session ids) of background programs
+  std::shared_ptr<CallServer> server_;    // sessions: the relay to the interpreter, if any
   std::vector<std::string> server_argv_;  // sessions: the interpreter's program, once started
   bool killed_ = false;
   bool killed_whole_ = false;  // by the engine, after a program outlived its kill exec

@@ -111,8 +111,8 @@ class K8sExecutor final : public Executor {
     co_return SandboxOn(pod, spec, options.session_token);
   }
 
-  asio::awaitable<Result<std::optional<FoundSession>>> FindSession(
-      const SandboxSpec& spec, const std::string& id) override {
+  asio::awaitable<Result<std::optional<FoundSession>>> FindSession(const SandboxSpec& spec,
+                                                                   const std::string& id) override {
     if (!IsSessionLabelValue(id)) co_return std::nullopt;
     auto pods = co_await ListSessionPods(*client_, opts_.pods.namespace_, id);
     if (!pods.ok()) co_return pods.status();
@@ -122,9 +122,9 @@ class K8sExecutor final : public Executor {
     session.session = found.identity;
     session.session_expires_at = static_cast<int64_t>(found.identity.expires_at) + 1;
     spdlog::info("session {}: served here from pod {}", id, found.name);
-    co_return FoundSession{found.identity,
-                           SandboxOn({opts_.pods.namespace_, found.name, kExecutorContainer},
-                                     session, found.token)};
+    co_return FoundSession{
+        found.identity,
+        SandboxOn({opts_.pods.namespace_, found.name, kExecutorContainer}, session, found.token)};
   }
 
   asio::awaitable<Result<std::optional<std::vector<SessionIdentity>>>> ListSessions() override {

@@ -23,8 +23,8 @@ bool ParseUnixSeconds(const std::string& text, double& out) {
 bool IsSessionLabelValue(std::string_view id) {
   if (id.empty() || id.size() > 63) return false;
   for (char c : id) {
-    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
-          c == '-')) {
+    if (!(std::islower(static_cast<unsigned char>(c)) ||
+          std::isdigit(static_cast<unsigned char>(c)) || c == '-')) {
       return false;
     }
   }
@@ -72,8 +72,8 @@ boost::asio::awaitable<Result<std::vector<SessionPod>>> ListSessionPods(ApiClien
   const std::string path = SessionPodsPath(ns, id);
   auto listed = co_await api.Request("GET", path, "");
   if (!listed.ok()) co_return listed.status().Context("listing session pods");
-  if (!listed->ok()) co_return ApiError("listing session pods in namespace " + std::string(ns),
-                                        *listed);
+  if (!listed->ok())
+    co_return ApiError("listing session pods in namespace " + std::string(ns), *listed);
   rapidjson::Document d;
   std::string why;
   if (!ParseJson(listed->body, d, why)) co_return Status::Error("listing session pods: " + why);

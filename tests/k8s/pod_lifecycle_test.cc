@@ -195,7 +195,8 @@ std::string Item(const std::string& name, const std::string& component, const st
 }
 
 std::vector<std::string> Reaped(const std::vector<std::string>& items,
-                                std::vector<std::string>* reasons = nullptr) {
+                                std::vector<std::string>* reasons = nullptr,
+                                bool sessions_outlive_daemon = false) {
   std::string list = R"({"kind":"PodList","items":[)";
   for (size_t i = 0; i < items.size(); ++i) list += (i ? "," : "") + items[i];
   list += "]}";
@@ -204,7 +205,8 @@ std::vector<std::string> Reaped(const std::vector<std::string>& items,
   EXPECT_TRUE(ParseJson(list, d, why)) << why;
   std::vector<std::string> names;
   // "host-7" is a daemon that is gone, as owner_gone would find a dead pid of this host.
-  ReapRequest request{"ci-me", kStarted, kNow, [](std::string_view o) { return o == "host-7"; }};
+  ReapRequest request{"ci-me", kStarted, kNow, [](std::string_view o) { return o == "host-7"; },
+                      sessions_outlive_daemon};
   for (const ReapDecision& r : PodsToReap(d, request)) {
     names.push_back(r.name);
     if (reasons) reasons->push_back(r.reason);
@@ -239,6 +241,19 @@ TEST(PodsToReap, PodsOfADaemonThatIsGone) {
   EXPECT_EQ(reasons[2], "left by daemon host-7, which is gone");
 }
 
+// KUBERNETES_SESSIONS_OUTLIVE_DAEMON: another replica serves a gone daemon's sessions; only
+// their expiry or their end (a finished phase) removes them.
+TEST(PodsToReap, SessionsThatOutliveTheirDaemonGoOnlyWhenExpiredOrFinished) {
+  EXPECT_THAT(Reaped({Item("prev-exec", "executor", "ci-me", kNow + 60, kStarted - 5),
+                      Item("prev-session", "session", "ci-me", kNow + 60, kStarted - 5),
+                      Item("dead-session", "session", "host-7", kNow + 60, kStarted + 5),
+                      Item("dead-exec", "executor", "host-7", kNow + 60, kStarted + 5),
+                      Item("old-session", "session", "host-7", kNow - 1, kStarted + 5),
+                      Item("ended", "session", "ci-me", kNow + 60, kStarted + 1, "Failed")},
+                     nullptr, /*sessions_outlive_daemon=*/true),
+              ElementsAre("prev-exec", "dead-exec", "old-session", "ended"));
+}
+
 TEST(PodsToReap, FinishedPodsOfOursOnly) {
   EXPECT_THAT(Reaped({Item("done", "session", "ci-me", kNow + 60, kStarted + 1, "Succeeded"),
                       Item("failed", "executor", "ci-me", kNow + 60, kStarted + 1, "Failed"),
@@ -258,7 +273,7 @@ TEST(PodsToReap, PodsWithoutUsableLabelsAreLeftAlone) {
   ASSERT_TRUE(ParseJson(std::string("{\"items\":[") +
                             Item("x", "executor", "", kNow + 60, kStarted - 5, "Failed") + "]}",
                         d, why));
-  EXPECT_THAT(PodsToReap(d, ReapRequest{"", kStarted, kNow, nullptr}), IsEmpty());
+  EXPECT_THAT(PodsToReap(d, ReapRequest{"", kStarted, kNow, nullptr, false}), IsEmpty());
 }
 
 TEST(ReapListPath, SelectsOurPodsURLEncoded) {

@@ -59,6 +59,7 @@ K8sOptions Overridden() {
   o.pod.image_pull_policy = "Always";
   o.pod.seccomp_localhost_profile = "profiles/code-interpreter.json";
   o.owner = OwnerPod{"code-interpreter-7c9d5-x2x", "9d2c51b3-2b1e-4c59-9a5e-0d5f6c1b7e11", ""};
+  o.sessions_outlive_daemon = false;  // so the session keeps its ownerReference
   return o;
 }
 
@@ -69,13 +70,16 @@ SandboxSpec SessionSpec() {
   spec.limits.cpu_percent = 50;
   spec.limits.workspace_bytes = 10ull << 20;
   spec.limits.tmp_bytes = 5ull << 20;
+  spec.session = {"code-session-0123456789abcdef0123456789abcdef", kNow + 0.25, kNow + 1799.25};
   return spec;
 }
 
 Pod SessionPod() {
   PodRequest r = Request();
   r.daemon_namespace = "sandboxes";
-  return PodFromSpec(SessionSpec(), PodOptionsFor(Overridden(), SessionSpec(), r));
+  PodOptions options = PodOptionsFor(Overridden(), SessionSpec(), r);
+  options.session_token = "5e55";
+  return PodFromSpec(SessionSpec(), options);
 }
 
 Pod ExecutionPod(const K8sOptions& o = K8sOptions()) {
@@ -241,6 +245,19 @@ TEST(PodOptionsFor, ASessionEndsByItselfAtItsExpiry) {
   EXPECT_THAT(p.command, ElementsAre("/bin/bash", "-c", "trap '' CHLD; exec sleep 1800"));
   spec.session_expires_at = kNow - 5;  // already past: the shortest deadline, never 0 (none)
   EXPECT_EQ(PodOptionsFor(K8sOptions(), spec, Request()).active_deadline_sec, 1);
+}
+
+// A session that outlives its daemon (the default) must not be garbage-collected with the
+// daemon's pod; an execution pod still is.
+TEST(PodOptions, ASessionOutlivingItsDaemonHasNoOwnerReference) {
+  K8sOptions o = Overridden();
+  o.sessions_outlive_daemon = true;
+  PodRequest r = Request();
+  r.daemon_namespace = "sandboxes";
+  EXPECT_FALSE(PodOptionsFor(o, SessionSpec(), r).owner.has_value());
+  EXPECT_TRUE(PodOptionsFor(o, DefaultSpec(), r).owner.has_value());
+  o.sessions_outlive_daemon = false;
+  EXPECT_TRUE(PodOptionsFor(o, SessionSpec(), r).owner.has_value());
 }
 
 // An owner in another namespace would look deleted to the garbage collector, which would remove

@@ -1,9 +1,10 @@
 // The persistent Python interpreter of a session (api.md "Sessions" [ext]). A server started as
 // the session's background program (RunPayload::serves_calls) keeps one namespace across calls;
 // each call is a RunPayload::call carrying PythonSessionRequest. The server's only channel is one
-// the runtime gave it at its start (local: a socket whose other end init holds, the call's stdio
-// passed over it; docker: its exec's stdin and output, held by the daemon), and it makes itself
-// non-dumpable: no process of the sandbox, a session's bash call included, can reach it.
+// the runtime gave it (local: a socket whose other end init holds, the call's stdio passed over
+// it) or one that proved the sandbox's token (docker and kubernetes: the daemon's relay exec,
+// python_session.cc), and it makes itself non-dumpable: no process of the sandbox, a session's
+// bash call included, can drive it.
 //
 // Limits are enforced from outside the interpreter, by the runtime: at the call's timeout the
 // interpreter's own SIGALRM interrupts the cell (timed out, state kept); kSessionCallGrace later

@@ -131,8 +131,8 @@ class SessionManager {
   FileStore& store_;
   SandboxSpec spec_;
   std::map<std::string, SessionPtr> sessions_;
-  size_t creating_ = 0;  // sessions being set up, counted against MAX_SESSIONS
-  bool ending_all_ = false;  // DestroyAll (shutdown) began
+  size_t creating_ = 0;            // sessions being set up, counted against MAX_SESSIONS
+  bool ending_all_ = false;        // DestroyAll (shutdown) began
   std::set<std::string> finding_;  // ids being looked up in the backend
   // Sessions ended here, until their expiry: never found in the backend again.
   std::map<std::string, double> ended_;
