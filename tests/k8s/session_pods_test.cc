@@ -38,7 +38,10 @@ std::string PodItem(const PodShape& p) {
 
 std::vector<SessionPod> From(const std::vector<PodShape>& pods) {
   std::string list = R"({"kind":"PodList","items":[)";
-  for (size_t i = 0; i < pods.size(); ++i) list += (i ? "," : "") + PodItem(pods[i]);
+  for (size_t i = 0; i < pods.size(); ++i) {
+    if (i > 0) list += ',';  // appended: `"," + string&&` trips GCC 12 -Werror=restrict
+    list += PodItem(pods[i]);
+  }
   list += "]}";
   rapidjson::Document d;
   std::string why;

@@ -74,7 +74,8 @@ TEST(YamlTree, AliasesAreExpandedWithinABudget) {
   std::string bomb = "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i < 10; ++i) {
     std::string prev = "*l" + std::to_string(i - 1);
-    bomb += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    const std::string n = std::to_string(i);
+    bomb += "l" + n + ": &l" + n + " [";
     for (int j = 0; j < 10; ++j) bomb += prev + (j < 9 ? ", " : "");
     bomb += "]\n";
   }
