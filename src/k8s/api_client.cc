@@ -372,7 +372,15 @@ asio::awaitable<Result<std::unique_ptr<ExecConnection>>> ApiClient::Exec(std::st
   const std::string path = config_.server.base_path + std::string(target);
   co_await ws.async_handshake(res, host, path, asio::redirect_error(use_awaitable, ec));
   if (ec == websocket::error::upgrade_declined) {
-    co_return ApiError("exec", ApiResponse{static_cast<int>(res.result_int()), res.body()});
+    const int code = static_cast<int>(res.result_int());
+    Status refused = ApiError("exec", ApiResponse{code, res.body()});
+    // No pod (404), or one whose containers have ended (the API has no reason for it, only the
+    // kubelet's words in a 400): there is nothing to exec into any more.
+    if (code == 404 ||
+        (code == 400 && refused.message().find("completed pod") != std::string::npos)) {
+      co_return Status::Gone(refused.message());
+    }
+    co_return refused;
   }
   if (ec) co_return Status::Error(Where(config_) + ": exec: " + ec.message());
   std::string protocol(res[http::field::sec_websocket_protocol]);

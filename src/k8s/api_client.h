@@ -83,7 +83,8 @@ class ApiClient {
       std::string_view path, std::chrono::milliseconds read_timeout);
 
   // GET `target` (exec_protocol.h ExecRequestTarget) upgraded to a WebSocket, offering v5 then
-  // v4. A refused upgrade is an error carrying the server's Status message.
+  // v4. A refused upgrade is an error carrying the server's Status message; Gone when the pod
+  // is not there (404) or its containers have completed.
   asio::awaitable<Result<std::unique_ptr<ExecConnection>>> Exec(std::string_view target);
 
  private:

@@ -108,11 +108,8 @@ class PodContainer final : public docker::ContainerApi {
     auto conn = co_await client_->Exec(target);
     if (!conn.ok()) {
       // The pod or its container is gone (deleted, its deadline passed, PID 1 ended).
-      const std::string& m = conn.status().message();
-      if (m.find("HTTP 404") != std::string::npos || m.find("not found") != std::string::npos ||
-          m.find("completed pod") != std::string::npos) {
-        co_return Status::Gone("pod " + pod_.name + ": " + m);
-      }
+      if (conn.status().gone())
+        co_return Status::Gone("pod " + pod_.name + ": " + conn.status().message());
       co_return conn.status();
     }
     auto exec = std::make_shared<PodExec>(std::move(conn).value());

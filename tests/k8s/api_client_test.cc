@@ -59,9 +59,9 @@ class ApiClientTest : public ::testing::Test {
   }
 
   ExecResult Exec(ApiClient& client, std::vector<std::string> command, std::string stdin_data,
-                  bool close_stdin) {
+                  bool close_stdin, std::string pod = "p1") {
     ExecResult r;
-    ExecTarget t{"default", "p1", "runner", std::move(command), true};
+    ExecTarget t{"default", std::move(pod), "runner", std::move(command), true};
     const std::string target = ExecRequestTarget(t);
     auto conn = AwaitOn(io_, client.Exec(target));
     if (!conn.ok()) {
@@ -143,6 +143,18 @@ TEST_F(ApiClientTest, FallsBackToV4WhereTheServerHasNoV5) {
   EXPECT_EQ(r.out, "hello\n");
 }
 
+// The pod is not there: Gone (the executor then ends the session, 410), not a plain error.
+TEST_F(ApiClientTest, AnExecIntoAPodThatIsNotThereIsGone) {
+  FakeApiServer fake;
+  auto client = Client(fake);
+  StartPod(*client);
+  ExecResult missing = Exec(*client, {"true"}, "", true, "nope");
+  ASSERT_FALSE(missing.exit.ok());
+  EXPECT_TRUE(missing.exit.status().gone()) << missing.exit.status().message();
+  EXPECT_NE(missing.exit.status().message().find("not found"), std::string::npos)
+      << missing.exit.status().message();
+}
+
 TEST_F(ApiClientTest, RefusedCallsSayWhy) {
   FakeApiServer fake({"--deny", "get:pods/exec", "--deny", "create:pods/exec"});
   auto client = Client(fake);
@@ -150,6 +162,7 @@ TEST_F(ApiClientTest, RefusedCallsSayWhy) {
   ExecResult r = Exec(*client, {"true"}, "", true);
   ASSERT_FALSE(r.exit.ok());
   EXPECT_NE(r.exit.status().message().find("403"), std::string::npos) << r.exit.status().message();
+  EXPECT_FALSE(r.exit.status().gone()) << "a refusal is not a pod gone";
 
   // A wrong token: 401 with the server's Status.
   KubeConfig bad = client->config();
