@@ -222,8 +222,7 @@ class K8sExecutor final : public Executor {
 
   asio::awaitable<void> Reap() {
     reaper_.running = true;
-    ReapRequest req{instance_, started_at_, UnixNow(), OwnerGoneHere,
-                    opts_.pods.sessions_outlive_daemon};
+    ReapRequest req{instance_, started_at_, UnixNow(), OwnerGoneHere};
     ReapResult result = co_await ReapPods(*client_, opts_.pods.namespace_, req);
     for (const auto& d : result.deleted)
       spdlog::info("reaper: deleted pod {} ({})", d.name, d.reason);

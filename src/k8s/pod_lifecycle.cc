@@ -525,7 +525,10 @@ std::vector<ReapDecision> PodsToReap(const Value& pod_list, const ReapRequest& r
       out.push_back({name, "finished (phase " + phase + ")"});
       continue;
     }
-    if (req.sessions_outlive_daemon && Str(labels, kComponentLabel) == "session") continue;
+    if (Str(labels, kComponentLabel) == "session" &&
+        Str(Member(meta, "annotations"), kOutlivesDaemonAnnotation) == "true") {
+      continue;  // another replica may be serving it
+    }
     const int64_t created = ParseRfc3339(Str(meta, "creationTimestamp"));
     const std::string owner = Str(labels, kOwnerLabel);
     if (ours && created >= 0 && created < req.started_at_unix) {

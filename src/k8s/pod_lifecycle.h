@@ -72,9 +72,6 @@ struct ReapRequest {
   // Whether the daemon named by an owner label is known to be gone (a dead pid of this host);
   // empty: none is.
   std::function<bool(std::string_view owner)> owner_gone;
-  // Session pods outlive their daemon (KUBERNETES_SESSIONS_OUTLIVE_DAEMON): only their expiry
-  // ends them here, another replica may be serving them.
-  bool sessions_outlive_daemon = false;
 };
 
 struct ReapDecision {
@@ -85,8 +82,9 @@ struct ReapDecision {
 // From a PodList (GET .../pods?labelSelector=...): which pods to delete, and why. Pure.
 // (a) code-interpreter.expires-at in the past (any owner: the pod outlived its use);
 // (b) a pod of a daemon that is gone: this instance's from before it started (a restart of the
-//     same daemon pod left it) or one whose owner_gone says so. Session pods too unless
-//     sessions_outlive_daemon: then any replica serves them (session_pods.h) until they expire;
+//     same daemon pod left it) or one whose owner_gone says so. Session pods too, unless they
+//     say they outlive their daemon (kOutlivesDaemonAnnotation: the setting of the replica that
+//     made them): then any replica serves them (session_pods.h) until they expire;
 // (c) a finished pod (phase Succeeded or Failed) of this instance.
 std::vector<ReapDecision> PodsToReap(const rapidjson::Value& pod_list, const ReapRequest& request);
 

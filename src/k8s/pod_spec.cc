@@ -207,7 +207,8 @@ PodOptions PodOptionsFor(const K8sOptions& o, const SandboxSpec& spec, const Pod
     p.kind = PodKind::kSession;
     p.session = spec.session;
     // Its daemon's pod going (a rolling update) must not take the session with it.
-    if (o.sessions_outlive_daemon) p.owner.reset();
+    p.outlives_daemon = o.sessions_outlive_daemon;
+    if (p.outlives_daemon) p.owner.reset();
     p.expires_at = spec.session_expires_at;
     p.active_deadline_sec = left;
     p.command = docker::ContainerInitArgv(left);
@@ -238,6 +239,7 @@ Pod PodFromSpec(const SandboxSpec& spec, const PodOptions& o) {
     p.annotations[kSessionExpiresAnnotation] = UnixSecondsText(o.session.expires_at);
   }
   if (!o.session_token.empty()) p.annotations[kSessionTokenAnnotation] = o.session_token;
+  if (o.outlives_daemon) p.annotations[kOutlivesDaemonAnnotation] = "true";
   p.owner = o.owner;
   p.active_deadline_sec = o.active_deadline_sec;
   p.service_account = o.service_account;

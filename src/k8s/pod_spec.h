@@ -37,6 +37,9 @@ inline constexpr const char* kSessionLabel = "code-interpreter.session";
 inline constexpr const char* kSessionCreatedAnnotation = "code-interpreter/session-created-at";
 inline constexpr const char* kSessionExpiresAnnotation = "code-interpreter/session-expires-at";
 inline constexpr const char* kSessionTokenAnnotation = "code-interpreter/session-token";
+// "true" on a session pod that outlives its daemon (KUBERNETES_SESSIONS_OUTLIVE_DAEMON of the
+// replica that made it): no reaper deletes it for its daemon being gone.
+inline constexpr const char* kOutlivesDaemonAnnotation = "code-interpreter/outlives-daemon";
 // The program's container, and the init container of KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN.
 inline constexpr const char* kExecutorContainer = "executor";
 inline constexpr const char* kLockdownContainer = "network-lockdown";
@@ -66,6 +69,7 @@ struct PodOptions {
   int64_t active_deadline_sec = 0;   // activeDeadlineSeconds (0: none)
   std::vector<std::string> command;  // PID 1, a process that only waits
   SessionIdentity session;           // sessions: labels and annotations
+  bool outlives_daemon = false;      // sessions: no ownerReference, spared by reapers
   std::string session_token;         // sessions: annotation (the executor's Prepare sets it)
 };
 

@@ -649,24 +649,41 @@ class FakeCluster:
         Config.final_checks.append(self.final_checks)
         return self
 
+    @staticmethod
+    def _pod_uid_of(pid):
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                uids = re.findall(r"fake-kubelet/[^/]+/([0-9a-f-]{36})", f.read())
+        except OSError:
+            return None
+        return uids[0] if uids else None
+
+    def pod_process_matching(self, needle):
+        """The pid of a process in a fake pod whose command line holds `needle`, or None (the
+        fake's own exec helpers on the host carry the same command line)."""
+        for line in host_processes_matching(needle):
+            pid = int(line.split()[0])
+            if self._pod_uid_of(pid):
+                return pid
+        return None
+
     def delete_pod_of(self, pid):
         """Deletes at once (grace 0), through the API, the pod whose cgroup holds host process
         `pid` (its uid ends the fake kubelet's cgroup path): the pod dies under the daemon, as
         when a node is lost. Returns the pod's name."""
-        with open(f"/proc/{pid}/cgroup") as f:
-            uids = re.findall(r"fake-kubelet/[^/]+/([0-9a-f-]{36})", f.read())
-        if not uids:
+        uid = self._pod_uid_of(pid)
+        if not uid:
             raise AssertionError(f"process {pid} is in no fake pod's cgroup")
         client = self.server.client()
         for p in client.request("GET", "/api/v1/pods").json()["items"]:
-            if p["metadata"]["uid"] == uids[0]:
+            if p["metadata"]["uid"] == uid:
                 name, ns = p["metadata"]["name"], p["metadata"]["namespace"]
                 r = client.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}"
                                              "?gracePeriodSeconds=0")
                 if r.status != 200:
                     raise AssertionError(f"deleting pod {name}: {r.status} {r.body!r}")
                 return name
-        raise AssertionError(f"no pod has uid {uids[0]}")
+        raise AssertionError(f"no pod has uid {uid}")
 
     def _pods(self):
         r = self.server.client().request("GET", "/api/v1/pods")

@@ -165,12 +165,14 @@ class ContainmentTest(E2ETestCase):
         """Kills, from the host, the sandbox running `sleep <sleep_arg>`: local, its shim (init
         dies with it); docker, its container (found from the process's cgroup); kubernetes, its
         pod (deleted through the API)."""
+        if Config.expected_backend == "kubernetes":
+            pid = wait_until(lambda: Config.cluster.pod_process_matching(f"sleep {sleep_arg}"), 30)
+            self.assertTrue(pid, "the session's sleep never ran in a pod")
+            Config.cluster.delete_pod_of(pid)
+            return
         line = wait_until(lambda: host_processes_matching(f"sleep {sleep_arg}"), 30)
         self.assertTrue(line, "the session's sleep never ran")
         pid = int(line[0].split()[0])
-        if Config.expected_backend == "kubernetes":
-            Config.cluster.delete_pod_of(pid)
-            return
         if not self.local():
             with open(f"/proc/{pid}/cgroup") as f:
                 ids = re.findall(r"[0-9a-f]{64}", f.read())

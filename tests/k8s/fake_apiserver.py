@@ -333,10 +333,12 @@ class Handler(BaseHTTPRequestHandler):
         grace = self._grace(pod, options)
         node, store = self.api.node, self.api.store
         if grace == 0:
-            node.stop_pod(uid, 0)
+            # A forced delete: the object goes at once (nobody lists it any more), then its
+            # containers are stopped (the kubelet's part; here before the answer).
             gone = store.remove(ns, name, uid)
             if gone is None:
                 raise not_found("pods", name)
+            node.stop_pod(uid, 0)
             return self._send_json(200, gone)
         if pod["metadata"].get("deletionTimestamp"):
             return self._send_json(200, pod)  # already terminating

@@ -195,8 +195,7 @@ std::string Item(const std::string& name, const std::string& component, const st
 }
 
 std::vector<std::string> Reaped(const std::vector<std::string>& items,
-                                std::vector<std::string>* reasons = nullptr,
-                                bool sessions_outlive_daemon = false) {
+                                std::vector<std::string>* reasons = nullptr) {
   std::string list = R"({"kind":"PodList","items":[)";
   for (size_t i = 0; i < items.size(); ++i) list += (i ? "," : "") + items[i];
   list += "]}";
@@ -205,8 +204,7 @@ std::vector<std::string> Reaped(const std::vector<std::string>& items,
   EXPECT_TRUE(ParseJson(list, d, why)) << why;
   std::vector<std::string> names;
   // "host-7" is a daemon that is gone, as owner_gone would find a dead pid of this host.
-  ReapRequest request{"ci-me", kStarted, kNow, [](std::string_view o) { return o == "host-7"; },
-                      sessions_outlive_daemon};
+  ReapRequest request{"ci-me", kStarted, kNow, [](std::string_view o) { return o == "host-7"; }};
   for (const ReapDecision& r : PodsToReap(d, request)) {
     names.push_back(r.name);
     if (reasons) reasons->push_back(r.reason);
@@ -241,17 +239,25 @@ TEST(PodsToReap, PodsOfADaemonThatIsGone) {
   EXPECT_EQ(reasons[2], "left by daemon host-7, which is gone");
 }
 
-// KUBERNETES_SESSIONS_OUTLIVE_DAEMON: another replica serves a gone daemon's sessions; only
-// their expiry or their end (a finished phase) removes them.
+// A session pod made to outlive its daemon (KUBERNETES_SESSIONS_OUTLIVE_DAEMON of the replica
+// that made it, whatever this one's): another replica serves it; only its expiry or its end (a
+// finished phase) removes it.
+std::string Outliving(std::string item) {
+  const std::string labels = R"("labels":)";
+  item.insert(item.find(labels), R"("annotations":{"code-interpreter/outlives-daemon":"true"},)");
+  return item;
+}
+
 TEST(PodsToReap, SessionsThatOutliveTheirDaemonGoOnlyWhenExpiredOrFinished) {
-  EXPECT_THAT(Reaped({Item("prev-exec", "executor", "ci-me", kNow + 60, kStarted - 5),
-                      Item("prev-session", "session", "ci-me", kNow + 60, kStarted - 5),
-                      Item("dead-session", "session", "host-7", kNow + 60, kStarted + 5),
-                      Item("dead-exec", "executor", "host-7", kNow + 60, kStarted + 5),
-                      Item("old-session", "session", "host-7", kNow - 1, kStarted + 5),
-                      Item("ended", "session", "ci-me", kNow + 60, kStarted + 1, "Failed")},
-                     nullptr, /*sessions_outlive_daemon=*/true),
-              ElementsAre("prev-exec", "dead-exec", "old-session", "ended"));
+  EXPECT_THAT(
+      Reaped({Outliving(Item("prev-session", "session", "ci-me", kNow + 60, kStarted - 5)),
+              Outliving(Item("dead-session", "session", "host-7", kNow + 60, kStarted + 5)),
+              Outliving(Item("old-session", "session", "host-7", kNow - 1, kStarted + 5)),
+              Outliving(Item("ended", "session", "ci-me", kNow + 60, kStarted + 1, "Failed")),
+              // The annotation does not spare an execution pod, nor does another value.
+              Outliving(Item("dead-exec", "executor", "host-7", kNow + 60, kStarted + 5)),
+              Item("plain-session", "session", "host-7", kNow + 60, kStarted + 5)}),
+      ElementsAre("old-session", "ended", "dead-exec", "plain-session"));
 }
 
 TEST(PodsToReap, FinishedPodsOfOursOnly) {
@@ -273,7 +279,7 @@ TEST(PodsToReap, PodsWithoutUsableLabelsAreLeftAlone) {
   ASSERT_TRUE(ParseJson(std::string("{\"items\":[") +
                             Item("x", "executor", "", kNow + 60, kStarted - 5, "Failed") + "]}",
                         d, why));
-  EXPECT_THAT(PodsToReap(d, ReapRequest{"", kStarted, kNow, nullptr, false}), IsEmpty());
+  EXPECT_THAT(PodsToReap(d, ReapRequest{"", kStarted, kNow, nullptr}), IsEmpty());
 }
 
 TEST(ReapListPath, SelectsOurPodsURLEncoded) {

@@ -256,8 +256,13 @@ TEST(PodOptions, ASessionOutlivingItsDaemonHasNoOwnerReference) {
   r.daemon_namespace = "sandboxes";
   EXPECT_FALSE(PodOptionsFor(o, SessionSpec(), r).owner.has_value());
   EXPECT_TRUE(PodOptionsFor(o, DefaultSpec(), r).owner.has_value());
+  // The pod says so, for every replica's reaper.
+  Pod pod = PodFromSpec(SessionSpec(), PodOptionsFor(o, SessionSpec(), r));
+  EXPECT_EQ(pod.annotations[kOutlivesDaemonAnnotation], "true");
   o.sessions_outlive_daemon = false;
   EXPECT_TRUE(PodOptionsFor(o, SessionSpec(), r).owner.has_value());
+  pod = PodFromSpec(SessionSpec(), PodOptionsFor(o, SessionSpec(), r));
+  EXPECT_FALSE(pod.annotations.contains(kOutlivesDaemonAnnotation));
 }
 
 // An owner in another namespace would look deleted to the garbage collector, which would remove
