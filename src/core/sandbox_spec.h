@@ -41,6 +41,7 @@ struct SessionIdentity {
   std::string id;
   double created_at = 0;  // unix seconds
   double expires_at = 0;
+  std::string client;  // the API key's name that owns it ("" without keys)
   bool operator==(const SessionIdentity&) const = default;
 };
 

@@ -70,16 +70,27 @@ asio::awaitable<void> WriteProgramStdin(std::shared_ptr<ProgramRun> run,
   co_await run->stream->CloseStdin();
 }
 
+asio::awaitable<void> KillFromAnExec(Container c, std::string background) {
+  Status k = co_await KillSandboxProcesses(c, c.session ? &background : nullptr);
+  if (!k.ok()) spdlog::warn("{}: {}", c.short_id(), k.message());
+}
+
 // The deadline (armed by the caller): kill the program's processes from a second exec (sparing
-// a session's `background` programs), then cut the stream if it still has not ended.
+// a session's `background` programs), then cut the stream if it still has not ended. An
+// execution's kill exec is not waited for: a fork bomb filling the pids limit can hold it up
+// for as long as no pid is free, and the grace then ends with the sandbox killed whole. A
+// session's is (a late one would hit the next call's programs).
 asio::awaitable<void> KillAtDeadline(std::shared_ptr<ProgramRun> run, Container c,
                                      std::string background) {
   boost::system::error_code ec;
   co_await run->deadline.async_wait(asio::redirect_error(use_awaitable, ec));
   if (ec || run->done) co_return;
   run->timed_out = true;
-  Status k = co_await KillSandboxProcesses(c, c.session ? &background : nullptr);
-  if (!k.ok()) spdlog::warn("{}: {}", c.short_id(), k.message());
+  if (c.session) {
+    co_await KillFromAnExec(c, std::move(background));
+  } else {
+    asio::co_spawn(c.ex, KillFromAnExec(c, ""), asio::detached);
+  }
   if (run->done) co_return;
   run->deadline.expires_after(kKillGrace);
   co_await run->deadline.async_wait(asio::redirect_error(use_awaitable, ec));

@@ -237,6 +237,7 @@ Pod PodFromSpec(const SandboxSpec& spec, const PodOptions& o) {
     p.labels[kSessionLabel] = o.session.id;
     p.annotations[kSessionCreatedAnnotation] = UnixSecondsText(o.session.created_at);
     p.annotations[kSessionExpiresAnnotation] = UnixSecondsText(o.session.expires_at);
+    if (!o.session.client.empty()) p.annotations[kSessionClientAnnotation] = o.session.client;
   }
   if (!o.session_token.empty()) p.annotations[kSessionTokenAnnotation] = o.session_token;
   if (o.outlives_daemon) p.annotations[kOutlivesDaemonAnnotation] = "true";

@@ -37,6 +37,8 @@ inline constexpr const char* kSessionLabel = "code-interpreter.session";
 inline constexpr const char* kSessionCreatedAnnotation = "code-interpreter/session-created-at";
 inline constexpr const char* kSessionExpiresAnnotation = "code-interpreter/session-expires-at";
 inline constexpr const char* kSessionTokenAnnotation = "code-interpreter/session-token";
+// The API key's name the session belongs to (absent without keys): other callers never see it.
+inline constexpr const char* kSessionClientAnnotation = "code-interpreter/session-client";
 // "true" on a session pod that outlives its daemon (KUBERNETES_SESSIONS_OUTLIVE_DAEMON of the
 // replica that made it): no reaper deletes it for its daemon being gone.
 inline constexpr const char* kOutlivesDaemonAnnotation = "code-interpreter/outlives-daemon";

@@ -55,6 +55,7 @@ std::vector<SessionPod> SessionPodsFrom(const rapidjson::Value& pod_list, double
     s.name = Str(meta, "name");
     s.identity.id = Str(Member(meta, "labels"), kSessionLabel);
     s.token = Str(annotations, kSessionTokenAnnotation);
+    s.identity.client = Str(annotations, kSessionClientAnnotation);
     if (s.name.empty() || !IsSessionLabelValue(s.identity.id) || s.token.empty()) continue;
     if (!ParseUnixSeconds(Str(annotations, kSessionCreatedAnnotation), s.identity.created_at) ||
         !ParseUnixSeconds(Str(annotations, kSessionExpiresAnnotation), s.identity.expires_at) ||

@@ -310,10 +310,11 @@ def _clip(data, limit=1500):
 class Client:
     """Plain HTTP/1.1 client. Every exchange is appended to `log` for failure diagnostics."""
 
-    def __init__(self, host, port, log=None):
+    def __init__(self, host, port, log=None, headers=None):
         self.host = host
         self.port = port
         self.log = log if log is not None else []
+        self.headers = dict(headers or {})  # sent with every request (e.g. an API key)
 
     def connection(self, timeout=DEFAULT_HTTP_TIMEOUT_S):
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
@@ -328,7 +329,8 @@ class Client:
                 conn=None):
         own = conn is None
         conn = conn or self.connection(timeout)
-        hdrs = dict(headers or {})
+        hdrs = dict(self.headers)
+        hdrs.update(headers or {})
         if isinstance(body, str):
             body = body.encode("utf-8")
         t0 = time.monotonic()
@@ -403,7 +405,8 @@ class Client:
         t0 = time.monotonic()
         res = SseResult()
         try:
-            conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+            conn.request("POST", path, body=body,
+                         headers={**self.headers, "Content-Type": "application/json"})
             sock = conn.sock  # http.client drops it from conn when the answer is Connection: close
             r = conn.getresponse()
             res.status, res.headers = r.status, r.headers

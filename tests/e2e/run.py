@@ -38,7 +38,7 @@ import harness  # noqa: E402
 
 SUITES = {
     "e2e": ["test_api", "test_execute", "test_files", "test_stream", "test_libraries", "test_cli",
-            "test_hardening", "test_doctor", "test_sessions"],
+            "test_hardening", "test_doctor", "test_sessions", "test_auth"],
     "hostile": ["test_hostile", "test_containment"],
 }
 # Modules that only apply to one backend: added to the e2e suite when it runs against that one,

@@ -70,7 +70,8 @@ SandboxSpec SessionSpec() {
   spec.limits.cpu_percent = 50;
   spec.limits.workspace_bytes = 10ull << 20;
   spec.limits.tmp_bytes = 5ull << 20;
-  spec.session = {"code-session-0123456789abcdef0123456789abcdef", kNow + 0.25, kNow + 1799.25};
+  spec.session = {"code-session-0123456789abcdef0123456789abcdef", kNow + 0.25, kNow + 1799.25,
+                  "alice"};
   return spec;
 }
 

@@ -57,7 +57,7 @@ asio::awaitable<void> ApiHandlers::UploadFile(HttpExchange& ex, const std::strin
                      .on_part_end = [&]() -> Status {
                        if (!in_file) return {};
                        in_file = false;
-                       auto meta = upload->Commit(filename);
+                       auto meta = upload->Commit(filename, ex.client);
                        if (!meta.ok()) return meta.status();
                        committed = std::move(meta).value();
                        return {};
@@ -94,13 +94,18 @@ asio::awaitable<void> ApiHandlers::UploadFile(HttpExchange& ex, const std::strin
 }
 
 asio::awaitable<void> ApiHandlers::ListFiles(HttpExchange& ex, const std::string&) {
-  co_await ex.Respond(JsonResponse(200, FileListJson(store_.List())));
+  std::vector<FileMeta> mine;
+  for (auto& f : store_.List()) {
+    if (f.client == ex.client) mine.push_back(std::move(f));
+  }
+  co_await ex.Respond(JsonResponse(200, FileListJson(mine)));
 }
 
 asio::awaitable<void> ApiHandlers::GetFile(HttpExchange& ex, const std::string& id) {
-  // Pinned until the response is sent: a delete meanwhile cannot turn it into a 500.
+  // Pinned until the response is sent: a delete meanwhile cannot turn it into a 500. Another
+  // caller's file is one that does not exist.
   auto pin = store_.Pin(id);
-  if (!pin)
+  if (!pin || pin->meta().client != ex.client)
     co_return co_await ex.Respond(ErrorResponse(404, "File with ID '" + id + "' not found"));
   HttpResponse r;
   r.content_type = "application/octet-stream";
@@ -110,7 +115,8 @@ asio::awaitable<void> ApiHandlers::GetFile(HttpExchange& ex, const std::string& 
 }
 
 asio::awaitable<void> ApiHandlers::DeleteFile(HttpExchange& ex, const std::string& id) {
-  if (!store_.Delete(id)) {
+  auto meta = store_.Get(id);
+  if (!meta || meta->client != ex.client || !store_.Delete(id)) {
     co_return co_await ex.Respond(ErrorResponse(404, "File with ID '" + id + "' not found"));
   }
   co_await ex.Respond(NoContent());

@@ -9,6 +9,16 @@ namespace {
 bool IsSessionRoute(std::string_view pattern) { return pattern.starts_with("/v1/sessions"); }
 bool IsSessionId(std::string_view id) { return id.starts_with("code-session-"); }
 
+// RFC 6750: a challenge on every 401, with invalid_token when a key was given but is not one.
+HttpResponse Unauthorized(const Caller& caller) {
+  HttpResponse r = ErrorResponse(401, caller.error);
+  r.headers.emplace_back("WWW-Authenticate", caller.wrong_key
+                                                 ? "Bearer realm=\"code-interpreter\", "
+                                                   "error=\"invalid_token\""
+                                                 : "Bearer realm=\"code-interpreter\"");
+  return r;
+}
+
 }  // namespace
 
 ApiHandlers::ApiHandlers(const Config& config, Executor& executor, FileStore& store,
@@ -69,11 +79,21 @@ asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
         501, "Sessions are not supported by the '" + std::string(executor_.name()) + "' backend."));
   }
   if (route == nullptr) co_return co_await ex.Respond(MethodNotAllowed(allowed));
+  if (keys_ != nullptr && NeedsKey(route->pattern)) {
+    Caller caller = keys_->Authenticate(ex.head().Header("authorization"));
+    if (!caller.ok()) co_return co_await ex.Respond(Unauthorized(caller));
+    ex.client = std::move(caller.name);
+  }
   // A malformed session id is a session that does not exist, in the sessions' own words.
   if (route->pattern.find("{session_id}") != std::string_view::npos && !IsSessionId(value)) {
     co_return co_await ex.Respond(ApiErrorResponse(SessionManager::NotFound(value)));
   }
   co_await (this->*route->handler)(ex, value);
+}
+
+bool ApiHandlers::NeedsKey(std::string_view pattern) const {
+  if (pattern == "/health" || pattern == "/ready" || pattern == "/openapi.json") return false;
+  return pattern != "/metrics" || config_.metrics_require_api_key;
 }
 
 HttpResponse ApiHandlers::ApiErrorResponse(const ApiError& e) const {

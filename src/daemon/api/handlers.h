@@ -13,6 +13,7 @@
 
 #include "core/executor.h"
 #include "daemon/api/responses.h"
+#include "daemon/auth/api_keys.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
 #include "daemon/http/http_exchange.h"
@@ -30,6 +31,8 @@ class ApiHandlers {
   asio::awaitable<void> Handle(HttpExchange& ex);
   // The cached result of the background backend check, served by /health.
   void SetHealth(Status status) { health_ = std::move(status); }
+  // Requests then need a key (README "API keys"); nullptr: none do.
+  void SetApiKeys(ApiKeys* keys) { keys_ = keys; }
 
   // A handler gets the exchange and the value of its path's `{...}` segment ("" when none).
   using Handler = asio::awaitable<void> (ApiHandlers::*)(HttpExchange&, const std::string&);
@@ -100,6 +103,9 @@ class ApiHandlers {
   Admission& admission_;
   Metrics& metrics_;
   Status health_;
+  ApiKeys* keys_ = nullptr;
+  // Whether a request to `pattern` needs a key (when keys are set): all but the probes.
+  bool NeedsKey(std::string_view pattern) const;
 };
 
 }  // namespace ci::daemon

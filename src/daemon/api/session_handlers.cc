@@ -14,7 +14,7 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex, const std::st
   if (!body) co_return;
   auto request = ParseSessionCreateRequest(*body);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
-  auto files = service_.ResolveFiles(request->files, "");
+  auto files = service_.ResolveFiles(request->files, "", ex.client);
   if (auto* e = std::get_if<ApiError>(&files)) co_return co_await ex.Respond(ApiErrorResponse(*e));
 
   const Operation op = Operation::kSessionCreate;
@@ -27,7 +27,7 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex, const std::st
   auto t0 = std::chrono::steady_clock::now();
   metrics_.Started(op);
   auto created = co_await sessions_.Create(std::move(std::get<std::vector<StagedFile>>(files)),
-                                           request->ttl_seconds);
+                                           request->ttl_seconds, ex.client);
   bool ok = std::holds_alternative<SessionSummary>(created);
   Finish(op, ok ? Outcome::kOk : Outcome::kError, t0);
   if (!ok) co_return co_await ex.Respond(ApiErrorResponse(std::get<ApiError>(created)));
@@ -35,12 +35,12 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex, const std::st
 }
 
 asio::awaitable<void> ApiHandlers::ListSessions(HttpExchange& ex, const std::string&) {
-  auto sessions = co_await sessions_.List();
+  auto sessions = co_await sessions_.List(ex.client);
   co_await ex.Respond(JsonResponse(200, SessionListJson(sessions)));
 }
 
 asio::awaitable<void> ApiHandlers::DeleteSession(HttpExchange& ex, const std::string& id) {
-  bool deleted = co_await sessions_.Delete(id);
+  bool deleted = co_await sessions_.Delete(id, ex.client);
   if (!deleted) co_return co_await ex.Respond(ApiErrorResponse(SessionManager::NotFound(id)));
   co_await ex.Respond(NoContent());
 }
@@ -61,8 +61,9 @@ asio::awaitable<void> ApiHandlers::SessionBash(HttpExchange& ex, const std::stri
   };
   // A client that leaves does not end the call: the session stays consistent, the call ends at
   // its timeout at the latest.
-  auto outcome = co_await sessions_.Bash(
-      id, std::move(request->cmd), std::chrono::milliseconds(request->timeout_ms), std::move(sink));
+  auto outcome =
+      co_await sessions_.Bash(id, ex.client, std::move(request->cmd),
+                              std::chrono::milliseconds(request->timeout_ms), std::move(sink));
   Outcome result = Outcome::kError;
   if (auto* run = std::get_if<RunOutcome>(&outcome)) {
     result = run->timed_out ? Outcome::kTimedOut : Outcome::kOk;
@@ -93,7 +94,7 @@ asio::awaitable<void> ApiHandlers::SessionExecute(HttpExchange& ex, const std::s
         422, "A session's persistent interpreter runs Python only; use POST /v1/sessions/" + id +
                  "/bash for shell commands."));
   }
-  auto inputs = service_.ResolveFiles(request->files, "");
+  auto inputs = service_.ResolveFiles(request->files, "", ex.client);
   if (auto* e = std::get_if<ApiError>(&inputs)) co_return co_await ex.Respond(ApiErrorResponse(*e));
   const Operation op = stream ? Operation::kSessionExecuteStream : Operation::kSessionExecute;
   std::optional<Admission::Permit> permit = co_await Admit(ex, op);
@@ -107,15 +108,15 @@ asio::awaitable<void> ApiHandlers::SessionExecute(HttpExchange& ex, const std::s
   call.last_line_interactive = request->last_line_interactive;
   call.inputs = std::move(std::get<std::vector<StagedFile>>(inputs));
   // The session outlives the client: no kill hook, the call ends at its timeout at the latest.
-  Runner run = [this, &id, &call](OutputSink sink, const KillHook&) {
-    return sessions_.Execute(id, std::move(call), std::move(sink));
+  Runner run = [this, &id, &ex, &call](OutputSink sink, const KillHook&) {
+    return sessions_.Execute(id, ex.client, std::move(call), std::move(sink));
   };
   Outcome outcome = co_await ExecuteEither(ex, stream, run);
   Finish(op, outcome, t0);
 }
 
 asio::awaitable<void> ApiHandlers::SessionFiles(HttpExchange& ex, const std::string& id) {
-  auto files = co_await sessions_.Files(id);
+  auto files = co_await sessions_.Files(id, ex.client);
   if (auto* e = std::get_if<ApiError>(&files)) co_return co_await ex.Respond(ApiErrorResponse(*e));
   co_await ex.Respond(
       JsonResponse(200, WorkspaceFilesJson(std::get<std::vector<WorkspaceFile>>(files))));
@@ -126,9 +127,10 @@ asio::awaitable<void> ApiHandlers::SessionStageFiles(HttpExchange& ex, const std
   if (!body) co_return;
   auto request = ParseStageFilesRequest(*body);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
-  auto files = service_.ResolveFiles(*request, "");
+  auto files = service_.ResolveFiles(*request, "", ex.client);
   if (auto* e = std::get_if<ApiError>(&files)) co_return co_await ex.Respond(ApiErrorResponse(*e));
-  auto staged = co_await sessions_.Stage(id, std::move(std::get<std::vector<StagedFile>>(files)));
+  auto staged =
+      co_await sessions_.Stage(id, ex.client, std::move(std::get<std::vector<StagedFile>>(files)));
   if (staged) co_return co_await ex.Respond(ApiErrorResponse(*staged));
   co_await ex.Respond(NoContent());
 }

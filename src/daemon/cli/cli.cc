@@ -124,7 +124,7 @@ int RunCommand(int argc, char** argv) {
   auto executor = runtime::MakeLocalExecutor(io.get_executor(), options);
   ExecutionService service(*config, *executor, **store, std::move(seccomp).value());
   int exit_code = 1;
-  auto plan = service.Plan(request);
+  auto plan = service.Plan(request, /*client=*/"");
   if (auto* err = std::get_if<ApiError>(&plan)) {
     std::fprintf(stderr, "code-interpreter run: %s\n", err->detail.c_str());
     exit_code = 2;

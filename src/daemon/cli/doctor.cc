@@ -71,7 +71,7 @@ runtime::HostFinding SandboxStart(const Config& config) {
     request.code = "print(1)";
     request.language = "python";
     request.timeout_ms = 10000;
-    auto plan = service.Plan(request);
+    auto plan = service.Plan(request, /*client=*/"");
     if (auto* err = std::get_if<ApiError>(&plan)) {
       f.detail = err->detail;
     } else {

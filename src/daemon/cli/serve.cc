@@ -111,7 +111,17 @@ int Serve() {
     spdlog::critical("{}", seccomp.status().message());
     return 2;
   }
+  std::unique_ptr<ApiKeys> keys;
+  if (!c.api_keys_file.empty()) {
+    auto opened = ApiKeys::Open(c.api_keys_file);
+    if (!opened.ok()) {
+      spdlog::critical("{}", opened.status().message());
+      return 2;
+    }
+    keys = std::move(opened).value();
+  }
   Daemon daemon(io, c, *executor, **store, std::move(seccomp).value());
+  daemon.handlers().SetApiKeys(keys.get());
   ExecutionService& service = daemon.service();
   // Before any sandbox exists (the warm pool starts below): the report is of this very spec.
   if (Status s = ReportDowngrades(executor->enforcement(service.spec()), c.strict_hardening);
@@ -130,6 +140,14 @@ int Serve() {
   spdlog::info("code-interpreter {} backend={} languages=[{}] files={}", CI_VERSION,
                executor->name(), languages, c.file_storage_dir);
   spdlog::info("listening on {}:{}", ep.address().to_string(), ep.port());
+  if (keys) {
+    spdlog::info(
+        "API keys: {} from {} (Authorization: Bearer; /health and /ready open, /metrics {})",
+        keys->count(), c.api_keys_file, c.metrics_require_api_key ? "with a key" : "open");
+  } else if (!ep.address().is_loopback()) {
+    spdlog::warn("no API_KEYS_FILE: anyone who reaches port {} may run code (README \"API keys\")",
+                 ep.port());
+  }
 
   asio::co_spawn(
       io,

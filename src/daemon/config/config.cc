@@ -47,6 +47,8 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Int("MAX_SESSIONS", c.max_sessions, 1, 100000);
   env.Int("HEALTH_CHECK_INTERVAL_SEC", c.health_check_interval_sec, 1, 86400);
   env.Double("BACKEND_CHECK_TIMEOUT_SEC", c.backend_check_timeout_sec, 0.1, 600);
+  env.String("API_KEYS_FILE", c.api_keys_file, /*allow_empty=*/true);
+  env.Bool("METRICS_REQUIRE_API_KEY", c.metrics_require_api_key);
   if (!env.error().ok()) return env.error();
   if (c.sandbox_rootfs != "host" && c.sandbox_rootfs.front() != '/') {
     return Status::Error("invalid environment variable SANDBOX_ROOTFS='" + c.sandbox_rootfs +

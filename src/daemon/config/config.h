@@ -54,6 +54,9 @@ struct Config {
   uint32_t max_sessions = 64;  // live sessions on this replica; more -> 503
   uint32_t health_check_interval_sec = 30;
   double backend_check_timeout_sec = 2.5;
+  // API keys (daemon/auth/api_keys.h): empty, none (anyone may call).
+  std::string api_keys_file;
+  bool metrics_require_api_key = false;  // /metrics with a key too (/health and /ready never)
 };
 
 Result<Config> LoadConfig(const EnvLookup& getenv);

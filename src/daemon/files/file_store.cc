@@ -522,7 +522,7 @@ Status FileStore::Upload::Write(std::string_view data) {
   return Status();
 }
 
-Result<FileMeta> FileStore::Upload::Commit(std::string filename) {
+Result<FileMeta> FileStore::Upload::Commit(std::string filename, std::string client) {
   if (!error_.ok()) return error_;
   if (finished_) return Status::Error("upload already finished");
   if (Status s = writer_.Finish(); !s.ok()) return Fail(s.Context("writing upload"));
@@ -535,8 +535,8 @@ Result<FileMeta> FileStore::Upload::Commit(std::string filename) {
   std::lock_guard lock(store_->mu_);
   // The reservation becomes the file's real charge (the lock is held: no Release()).
   store_->reserved_ -= std::exchange(reserved_, 0);
-  Result<FileMeta> meta =
-      store_->PublishLocked(temp_path_, std::move(filename), writer_.size(), StoreCharge(st));
+  Result<FileMeta> meta = store_->PublishLocked(temp_path_, std::move(filename), std::move(client),
+                                                writer_.size(), StoreCharge(st));
   if (meta.ok()) {
     finished_ = true;
   } else {
@@ -616,7 +616,7 @@ uint64_t FileStore::used_bytes() const {
 }
 
 Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::string filename,
-                                          uint64_t size, uint64_t charge) {
+                                          std::string client, uint64_t size, uint64_t charge) {
   FileMeta meta;
   // A collision of 122 random bits will not happen, but checking is cheap and rename would
   // silently replace another file.
@@ -635,6 +635,7 @@ Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::str
   meta.upload_time = NowSeconds();
   meta.data_path = DataPath(meta.file_id);
   meta.owner = owner_;
+  meta.client = std::move(client);
 
   Result<std::string> meta_temp = NewTempPath("meta");
   if (!meta_temp.ok()) return meta_temp.status();
@@ -664,7 +665,7 @@ Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::str
 }
 
 Result<FileMeta> FileStore::AdoptFile(const std::string& host_path, std::string filename,
-                                      bool* store_full) {
+                                      bool* store_full, std::string client) {
   if (store_full != nullptr) *store_full = false;
   struct stat src;
   Result<int> fd = OpenRegularNoFollow(host_path, &src);
@@ -719,7 +720,7 @@ Result<FileMeta> FileStore::AdoptFile(const std::string& host_path, std::string 
   }
   if (over && store_full != nullptr) *store_full = true;
   Result<FileMeta> meta = over ? Result<FileMeta>(StoreFullError(quota_))
-                               : PublishLocked(*temp, std::move(filename),
+                               : PublishLocked(*temp, std::move(filename), std::move(client),
                                                static_cast<uint64_t>(final_st.st_size), charge);
   if (!meta.ok()) {
     if (!renamed || ::rename(temp->c_str(), host_path.c_str()) != 0) ::unlink(temp->c_str());

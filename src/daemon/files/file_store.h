@@ -62,6 +62,9 @@ struct FileMeta {
   // The store (`proc-<hex>`) that published it: a replica finding the metadata without its data
   // asks whether that process is alive (its commit may be in progress) before deleting it.
   std::string owner;
+  // The API key's name that stored it (api_keys.h): only that caller sees it. "" when the daemon
+  // has no keys (and in files of older versions).
+  std::string client;
 };
 // The metadata file `<id>.json` (data_path is not in it: it follows from the id).
 template <typename V, json::Message<FileMeta> M>
@@ -70,7 +73,8 @@ void Fields(V& v, M& m) {
   v("filename", m.filename);
   v("size_bytes", m.size_bytes);
   v("upload_time", m.upload_time);
-  v.Optional("owner", m.owner);  // absent in files of older versions
+  v.Optional("owner", m.owner);    // absent in files of older versions
+  v.Optional("client", m.client);  // absent without API keys, and in files of older versions
 }
 
 // Thread-safe. Upload objects must not outlive the store that made them.
@@ -113,8 +117,9 @@ class FileStore {
     // refuses any further call. The same when the store's quota would be exceeded, with
     // store_full() set.
     Status Write(std::string_view data);
-    // Makes the file visible under a new id. An empty filename is stored as "unnamed".
-    Result<FileMeta> Commit(std::string filename);
+    // Makes the file visible under a new id, as `client`'s. An empty filename is stored as
+    // "unnamed".
+    Result<FileMeta> Commit(std::string filename, std::string client = "");
     uint64_t bytes_written() const { return writer_.size(); }
     bool store_full() const { return store_full_; }
 
@@ -162,7 +167,7 @@ class FileStore {
   // the store's filesystem (see incoming_dir()), else a sparse copy after which the source is
   // deleted. Over the quota it fails with *store_full set (when given) and the source untouched.
   Result<FileMeta> AdoptFile(const std::string& host_path, std::string filename,
-                             bool* store_full = nullptr);
+                             bool* store_full = nullptr, std::string client = "");
 
   std::optional<FileMeta> Get(std::string_view id) const;  // nullopt when invalid or absent
   // nullptr when invalid or absent.
@@ -195,8 +200,8 @@ class FileStore {
   std::optional<FileMeta> LoadLocked(const std::string& id) const;
   // Writes the metadata and renames `temp_data` into place under a fresh id (caller holds mu_).
   // `charge` (disk bytes incl. metadata) is added to the store's use once published.
-  Result<FileMeta> PublishLocked(const std::string& temp_data, std::string filename, uint64_t size,
-                                 uint64_t charge);
+  Result<FileMeta> PublishLocked(const std::string& temp_data, std::string filename,
+                                 std::string client, uint64_t size, uint64_t charge);
   Result<std::string> NewTempPath(std::string_view prefix) const;
   // Whether the process that owns `.tmp/<owner>` may be alive (true when unsure).
   bool OwnerAlive(const std::string& owner) const;

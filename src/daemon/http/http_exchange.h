@@ -69,6 +69,11 @@ class HttpExchange {
   // kill an execution nobody waits for). UnwatchClient stops watching before the next response.
   virtual void WatchClient(std::function<void()> on_gone) = 0;
   virtual asio::awaitable<void> UnwatchClient() = 0;
+
+  // Who calls: the name of the API key the request carried (daemon/auth/api_keys.h), set by the
+  // router before the handler runs; "" when the daemon has no keys. Files and sessions are
+  // the caller's own.
+  std::string client;
 };
 
 // Reads the whole body into a string (for JSON endpoints).

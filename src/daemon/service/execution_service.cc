@@ -79,7 +79,8 @@ ExecutionService::ExecutionService(const Config& config, Executor& executor, Fil
       languages_(AvailableLanguages(config.sandbox_rootfs)),
       spec_(MakeSpec(config, std::move(seccomp_profile_json))) {}
 
-std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteRequest& request) const {
+std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteRequest& request,
+                                                             const std::string& client) const {
   auto program = BuildProgram(request.language, request.last_line_interactive, languages_);
   if (!program.ok()) return ApiError{422, program.status().message()};
   ExecutionPlan plan;
@@ -87,20 +88,21 @@ std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteReques
   plan.code = request.code;
   plan.stdin_data = request.stdin_data;
   plan.timeout = std::chrono::milliseconds(request.timeout_ms);
-  auto inputs = ResolveFiles(request.files, plan.program.entrypoint);
+  plan.client = client;
+  auto inputs = ResolveFiles(request.files, plan.program.entrypoint, client);
   if (auto* err = std::get_if<ApiError>(&inputs)) return *err;
   plan.inputs = std::move(std::get<std::vector<StagedFile>>(inputs));
   return plan;
 }
 
 std::variant<std::vector<StagedFile>, ApiError> ExecutionService::ResolveFiles(
-    const std::vector<FileRef>& files, std::string_view reserved) const {
+    const std::vector<FileRef>& files, std::string_view reserved, const std::string& client) const {
   // Pinned, so that a delete while the execution waits or stages does not pull the bytes away
   // (a delete after this point removes the id; the execution still sees the file).
   std::vector<std::shared_ptr<const FileStore::Pinned>> pins;
   for (const auto& f : files) {
     auto pin = store_.Pin(f.file_id);
-    if (!pin) {
+    if (!pin || pin->meta().client != client) {
       return ApiError{404, "File with ID '" + f.file_id + "' not found for path '" + f.path + "'."};
     }
     pins.push_back(std::move(pin));
@@ -237,7 +239,7 @@ std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
     // A program may name files with any bytes; the API speaks UTF-8 JSON.
     std::string path = SanitizeUtf8(f.workspace_path);
     bool store_full = false;
-    auto meta = store_.AdoptFile(f.host_path, path, &store_full);
+    auto meta = store_.AdoptFile(f.host_path, path, &store_full, plan.client);
     if (!meta.ok()) {
       // Left out whole, and the response says files are missing (files_truncated).
       if (store_full) {

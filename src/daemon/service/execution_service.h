@@ -39,6 +39,7 @@ struct ExecutionPlan {
   std::optional<std::string> stdin_data;
   std::chrono::milliseconds timeout{2000};
   std::vector<StagedFile> inputs;  // resolved file ids, validated paths
+  std::string client;              // whose request (the outputs are its files)
 };
 
 struct ExecutionResult {
@@ -55,12 +56,14 @@ class ExecutionService {
                    std::string seccomp_profile_json);
 
   // Validation that needs the file store, in the order of docs/api.md: every file_id resolved
-  // (404), then every path checked (422).
-  std::variant<ExecutionPlan, ApiError> Plan(const ExecuteRequest& request) const;
+  // (404; another client's file is one that does not exist), then every path checked (422).
+  std::variant<ExecutionPlan, ApiError> Plan(const ExecuteRequest& request,
+                                             const std::string& client) const;
   // The same for a bare list of files: ids resolved (404), paths checked (422); `reserved` (the
   // entrypoint) may not be written by a file.
   std::variant<std::vector<StagedFile>, ApiError> ResolveFiles(const std::vector<FileRef>& files,
-                                                               std::string_view reserved) const;
+                                                               std::string_view reserved,
+                                                               const std::string& client) const;
 
   // Runs the plan. `sink` receives output as it is produced. `on_sandbox` is called with a kill
   // function once a sandbox exists (so the caller can kill it when the client leaves).

@@ -90,21 +90,21 @@ std::optional<ApiError> SessionManager::CapacityError() const {
 }
 
 asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::Create(
-    std::vector<StagedFile> files, int64_t ttl_seconds) {
+    std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client) {
   if (auto full = CapacityError()) co_return *full;
   ++creating_;
-  auto created = co_await CreateSandbox(std::move(files), ttl_seconds);
+  auto created = co_await CreateSandbox(std::move(files), ttl_seconds, client);
   --creating_;
   // Created while DestroyAll ran (shutdown): nothing would end it, its sandbox would outlive us.
   if (ending_all_ && std::holds_alternative<SessionSummary>(created)) {
-    co_await Delete(std::get<SessionSummary>(created).id);
+    co_await Delete(std::get<SessionSummary>(created).id, client);
     co_return ApiError{503, "The daemon is shutting down; create the session again"};
   }
   co_return created;
 }
 
 asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSandbox(
-    std::vector<StagedFile> files, int64_t ttl_seconds) {
+    std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client) {
   auto id = NewSessionId();
   if (!id.ok()) {
     spdlog::error("session id: {}", id.status().message());
@@ -113,11 +113,12 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   auto s = std::make_shared<Session>(ex_);
   s->id = *id;
   s->summary.id = *id;
+  s->summary.client = client;
   s->summary.created_at = UnixNow();
   s->summary.expires_at = s->summary.created_at + static_cast<double>(ttl_seconds);
   SandboxSpec spec = spec_;
   spec.session_expires_at = static_cast<int64_t>(s->summary.expires_at) + 1;
-  spec.session = {s->id, s->summary.created_at, s->summary.expires_at};
+  spec.session = {s->id, s->summary.created_at, s->summary.expires_at, client};
   auto prepared = co_await executor_.Prepare(spec);
   if (!prepared.ok()) co_return PrepareFailure(prepared.status());
   s->sandbox = std::move(prepared).value();
@@ -135,9 +136,12 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   co_return s->summary;
 }
 
-asio::awaitable<SessionManager::SessionPtr> SessionManager::Find(const std::string& id) {
+asio::awaitable<SessionManager::SessionPtr> SessionManager::Find(const std::string& id,
+                                                                 const std::string& client) {
   while (finding_.contains(id)) co_await Sleep(5ms);  // one request looks, the others see it
-  if (auto it = sessions_.find(id); it != sessions_.end()) co_return it->second;
+  if (auto it = sessions_.find(id); it != sessions_.end()) {
+    co_return it->second->summary.client == client ? it->second : nullptr;
+  }
   // Ended here: its sandbox may still be on its way out.
   if (ended_.contains(id)) co_return nullptr;
   finding_.insert(id);
@@ -148,15 +152,16 @@ asio::awaitable<SessionManager::SessionPtr> SessionManager::Find(const std::stri
     co_return nullptr;
   }
   if (!*found || sessions_.contains(id)) co_return nullptr;
+  const SessionIdentity& identity = (*found)->identity;
   auto s = std::make_shared<Session>(ex_);
   s->id = id;
-  s->summary = {id, (*found)->identity.created_at, (*found)->identity.expires_at};
+  s->summary = {id, identity.created_at, identity.expires_at, identity.client};
   s->sandbox = std::move((*found)->sandbox);
   // Its interpreter, if it has one, is attached to by the first Python call (the relay finds
   // it); the files it knows are those of its first listing.
   sessions_[id] = s;
   asio::co_spawn(ex_, ExpireAt(s), asio::detached);
-  co_return s;
+  co_return s->summary.client == client ? s : nullptr;
 }
 
 asio::awaitable<void> SessionManager::ExpireAt(SessionPtr s) {
@@ -196,15 +201,15 @@ asio::awaitable<void> SessionManager::Leave(SessionPtr s) {
   s->idle.Notify();
 }
 
-asio::awaitable<bool> SessionManager::Delete(const std::string& id) {
-  SessionPtr s = co_await Find(id);
+asio::awaitable<bool> SessionManager::Delete(const std::string& id, const std::string& client) {
+  SessionPtr s = co_await Find(id, client);
   if (!s) co_return false;
   co_await End(s);
   spdlog::info("session {} deleted", id);
   co_return true;
 }
 
-asio::awaitable<std::vector<SessionSummary>> SessionManager::List() {
+asio::awaitable<std::vector<SessionSummary>> SessionManager::List(const std::string& client) {
   std::map<std::string, SessionSummary> all;
   auto held = co_await executor_.ListSessions();
   if (!held.ok()) {
@@ -214,7 +219,7 @@ asio::awaitable<std::vector<SessionSummary>> SessionManager::List() {
   std::vector<SessionPtr> gone;
   if (held.ok() && *held) {
     for (const auto& h : **held) {
-      if (!ended_.contains(h.id)) all[h.id] = {h.id, h.created_at, h.expires_at};  // ending
+      if (!ended_.contains(h.id)) all[h.id] = {h.id, h.created_at, h.expires_at, h.client};
     }
     // Ours that the backend no longer holds were deleted through another replica, or their
     // sandbox died: they end here too.
@@ -229,12 +234,15 @@ asio::awaitable<std::vector<SessionSummary>> SessionManager::List() {
     co_await End(s);
   }
   std::vector<SessionSummary> out;
-  for (auto& [id, summary] : all) out.push_back(std::move(summary));
+  for (auto& [id, summary] : all) {
+    if (summary.client == client) out.push_back(std::move(summary));
+  }
   co_return out;
 }
 
-asio::awaitable<SessionManager::SessionPtr> SessionManager::Acquire(const std::string& id) {
-  SessionPtr s = co_await Find(id);
+asio::awaitable<SessionManager::SessionPtr> SessionManager::Acquire(const std::string& id,
+                                                                    const std::string& client) {
+  SessionPtr s = co_await Find(id, client);
   if (!s) co_return nullptr;
   while (s->busy && !s->ended) co_await s->idle.Wait();
   if (s->ended) co_return nullptr;
@@ -248,8 +256,9 @@ void SessionManager::Release(const SessionPtr& s) {
 }
 
 asio::awaitable<std::variant<RunOutcome, ApiError>> SessionManager::Bash(
-    const std::string& id, std::string cmd, std::chrono::milliseconds timeout, OutputSink sink) {
-  SessionPtr s = co_await Acquire(id);
+    const std::string& id, const std::string& client, std::string cmd,
+    std::chrono::milliseconds timeout, OutputSink sink) {
+  SessionPtr s = co_await Acquire(id, client);
   if (!s) co_return NotFound(id);
   RunPayload payload;
   payload.argv = {"bash", "-c", std::move(cmd)};
@@ -283,8 +292,8 @@ asio::awaitable<Result<RunOutcome>> SessionManager::StartInterpreter(Session& s)
 }
 
 asio::awaitable<std::variant<ExecutionResult, ApiError>> SessionManager::Execute(
-    const std::string& id, SessionCall call, OutputSink sink) {
-  SessionPtr s = co_await Acquire(id);
+    const std::string& id, const std::string& client, SessionCall call, OutputSink sink) {
+  SessionPtr s = co_await Acquire(id, client);
   if (!s) co_return NotFound(id);
   // Files the call may have written; the margin covers the kernel's coarse file timestamps (the
   // hash check drops what did not change).
@@ -383,13 +392,14 @@ asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> SessionMana
     bool changed =
         known == s.known.end() || known->second.size != f.size || known->second.hash != hash;
     // An unchanged file keeps its id while the store still has it; otherwise it is stored anew.
-    bool reuse_id =
-        !changed && !known->second.file_id.empty() && store_.Get(known->second.file_id).has_value();
+    std::optional<FileMeta> stored;
+    if (!changed && !known->second.file_id.empty()) stored = store_.Get(known->second.file_id);
+    bool reuse_id = stored && stored->client == s.summary.client;
     KnownFile entry{f.size, hash, reuse_id ? known->second.file_id : ""};
     if (reuse_id) {
       unlink(f.host_path.c_str());
     } else {
-      auto meta = store_.AdoptFile(f.host_path, path);
+      auto meta = store_.AdoptFile(f.host_path, path, nullptr, s.summary.client);
       if (!meta.ok()) {
         spdlog::error("saving session file {}: {}", path, meta.status().message());
         unlink(f.host_path.c_str());
@@ -409,8 +419,8 @@ asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> SessionMana
 }
 
 asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> SessionManager::Files(
-    const std::string& id) {
-  SessionPtr s = co_await Acquire(id);
+    const std::string& id, const std::string& client) {
+  SessionPtr s = co_await Acquire(id, client);
   if (!s) co_return NotFound(id);
   bool truncated = false;
   auto snapshot = co_await Snapshot(*s, /*modified_after_ns=*/0, &truncated);
@@ -421,8 +431,9 @@ asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> SessionManag
 }
 
 asio::awaitable<std::optional<ApiError>> SessionManager::Stage(const std::string& id,
+                                                               const std::string& client,
                                                                std::vector<StagedFile> files) {
-  SessionPtr s = co_await Acquire(id);
+  SessionPtr s = co_await Acquire(id, client);
   if (!s) co_return NotFound(id);
   Status staged = co_await StageFiles(*s, files);
   co_return co_await EndCall(s, staged, "staging files");

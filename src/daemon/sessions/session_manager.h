@@ -27,6 +27,7 @@ struct SessionSummary {
   std::string id;
   double created_at = 0;  // unix seconds
   double expires_at = 0;
+  std::string client;  // the API key's name that created it (HttpExchange::client)
 };
 
 struct WorkspaceFile {
@@ -54,20 +55,28 @@ class SessionManager {
   std::optional<ApiError> CapacityError() const;
   static ApiError NotFound(const std::string& id);
 
+  // Every call names the session's `client` (HttpExchange::client): another client's session is
+  // one that does not exist.
   asio::awaitable<std::variant<SessionSummary, ApiError>> Create(std::vector<StagedFile> files,
-                                                                 int64_t ttl_seconds);
-  asio::awaitable<bool> Delete(const std::string& id);  // false: no such session
+                                                                 int64_t ttl_seconds,
+                                                                 const std::string& client);
+  // false: no such session
+  asio::awaitable<bool> Delete(const std::string& id, const std::string& client);
   // This replica's sessions and those the backend holds for any replica (kubernetes).
-  asio::awaitable<std::vector<SessionSummary>> List();
+  asio::awaitable<std::vector<SessionSummary>> List(const std::string& client);
 
-  asio::awaitable<std::variant<RunOutcome, ApiError>> Bash(const std::string& id, std::string cmd,
+  asio::awaitable<std::variant<RunOutcome, ApiError>> Bash(const std::string& id,
+                                                           const std::string& client,
+                                                           std::string cmd,
                                                            std::chrono::milliseconds timeout,
                                                            OutputSink sink);
   asio::awaitable<std::variant<ExecutionResult, ApiError>> Execute(const std::string& id,
+                                                                   const std::string& client,
                                                                    SessionCall call,
                                                                    OutputSink sink);
-  asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> Files(const std::string& id);
-  asio::awaitable<std::optional<ApiError>> Stage(const std::string& id,
+  asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> Files(
+      const std::string& id, const std::string& client);
+  asio::awaitable<std::optional<ApiError>> Stage(const std::string& id, const std::string& client,
                                                  std::vector<StagedFile> files);
 
   // Shutdown: every session ends now, or is left to the backend when it outlives the daemon
@@ -96,13 +105,13 @@ class SessionManager {
   using SessionPtr = std::shared_ptr<Session>;
 
   // This replica's session `id`, or the backend's (Executor::FindSession), served here from now
-  // on; nullptr when neither has it.
-  asio::awaitable<SessionPtr> Find(const std::string& id);
+  // on; nullptr when neither has it, or it is another client's.
+  asio::awaitable<SessionPtr> Find(const std::string& id, const std::string& client);
   // Waits for the session's current call; nullptr when it does not exist (or ended meanwhile).
-  asio::awaitable<SessionPtr> Acquire(const std::string& id);
+  asio::awaitable<SessionPtr> Acquire(const std::string& id, const std::string& client);
   void Release(const SessionPtr& s);
   asio::awaitable<std::variant<SessionSummary, ApiError>> CreateSandbox(
-      std::vector<StagedFile> files, int64_t ttl_seconds);
+      std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client);
   asio::awaitable<void> End(SessionPtr s);
   // Stops serving it here, its sandbox left running (shutdown, when sessions outlive us).
   asio::awaitable<void> Leave(SessionPtr s);
