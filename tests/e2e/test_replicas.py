@@ -6,6 +6,7 @@ KUBERNETES_SESSIONS_OUTLIVE_DAEMON=true: a session outlives the replica that mad
 
 from harness import (Client, Daemon, E2ETestCase, host_processes_matching, unique_sleep_arg,
                      wait_until)
+from test_auth import ALICE, BOB, KEYS_FILE
 
 STATE_LOST = "This session's Python interpreter had stopped"
 REPLICA = {"KUBERNETES_SESSIONS_OUTLIVE_DAEMON": "true", "WARM_POOL_SIZE": "0"}
@@ -15,8 +16,8 @@ class MultiReplicaSessionTest(E2ETestCase):
     def setUp(self):
         self.require_spawned("starts replicas of its own")
 
-    def replica(self):
-        d = Daemon(REPLICA)
+    def replica(self, **env):
+        d = Daemon({**REPLICA, **env})
         self.addCleanup(d.cleanup)
         d.start()
         self.addCleanup(d.stop)
@@ -98,3 +99,18 @@ class MultiReplicaSessionTest(E2ETestCase):
             for sid in ("code-session-" + "0" * 32, "Not_A-Label!", "x" * 100):
                 r = client.post_json(f"/v1/sessions/{sid}/bash", {"cmd": "true"})
                 self.assertEqual(r.status, 404, r)
+
+    def test_another_keys_session_is_404_on_every_replica(self):
+        (_, a), (_, b) = (self.replica(API_KEYS_FILE=KEYS_FILE),
+                          self.replica(API_KEYS_FILE=KEYS_FILE))
+        for c, key in ((a, ALICE), (b, ALICE)):
+            c.headers["Authorization"] = f"Bearer {key}"
+        sid = self.create(a)["session_id"]
+        self.addCleanup(lambda: a.delete(f"/v1/sessions/{sid}"))
+        bob = Client(b.host, b.port, headers={"Authorization": f"Bearer {BOB}"})
+        # B knows the session only from its pod: the pod says whose it is.
+        self.assertNotIn(sid, [s["session_id"] for s in bob.get("/v1/sessions").json["sessions"]])
+        r = bob.post_json(f"/v1/sessions/{sid}/bash", {"cmd": "true"})
+        self.assertEqual(r.status, 404, r)
+        self.assertEqual(self.bash(b, sid, "echo mine")["stdout"], "mine\n")
+        self.assertIn(sid, [s["session_id"] for s in b.get("/v1/sessions").json["sessions"]])
