@@ -169,6 +169,15 @@ class ApiKeyTest(ApiKeyCase):
         log = self.daemon.log_since(0)
         for key in (ALICE, BOB, ALICE[6:]):
             self.assertNotIn(key, log)
+        self.assertIn("GET /v1/files -> 200 by alice", log, "requests are logged by key name")
+
+    def test_every_request_of_a_kept_alive_connection_is_checked(self):
+        conn = self.client.connection()
+        self.addCleanup(conn.close)
+        r = self.alice.request("GET", "/v1/files", conn=conn)
+        self.assertEqual(r.status, 200, r)
+        self.assertUnauthorized(self.client.request("GET", "/v1/files", conn=conn), False)
+        self.assertEqual(self.bob.request("GET", "/v1/sessions", conn=conn).status, 200)
 
 
 class ApiKeyFileChangesTest(ApiKeyCase):

@@ -58,6 +58,7 @@ std::span<const ApiHandlers::Route> ApiHandlers::Routes() {
 }
 
 asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
+  ex.client.clear();  // a kept-alive connection's previous request was someone's
   const std::string& path = ex.head().path;
   const std::string& method = ex.head().method;
   const Route* route = nullptr;

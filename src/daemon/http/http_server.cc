@@ -154,8 +154,12 @@ struct Connection : HttpExchange {
       co_await http::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
     }
     if (ec) close_after = true;
-    spdlog::info("[{}] {} {} -> {}", request.request_id, request.method, request.target, r.status);
+    spdlog::info("[{}] {} {} -> {}{}", request.request_id, request.method, request.target, r.status,
+                 Caller());
   }
+
+  // " by NAME" once the router knew the API key's name (never the key).
+  std::string Caller() const { return client.empty() ? "" : " by " + client; }
 
   asio::awaitable<Status> BeginStream(int status, HeaderList headers) override {
     responded = true;
@@ -173,8 +177,8 @@ struct Connection : HttpExchange {
     stream.expires_after(state->options.read_timeout);
     co_await http::async_write_header(stream, *stream_serializer,
                                       asio::redirect_error(use_awaitable, ec));
-    spdlog::info("[{}] {} {} -> {} (stream)", request.request_id, request.method, request.target,
-                 status);
+    spdlog::info("[{}] {} {} -> {} (stream){}", request.request_id, request.method, request.target,
+                 status, Caller());
     if (ec) co_return Status::Error("client went away: " + ec.message());
     co_return Status();
   }
