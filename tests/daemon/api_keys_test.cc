@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 namespace ci::daemon {
@@ -65,7 +65,7 @@ class ApiKeysFileTest : public ::testing::Test {
     dir_ = dir;
     path_ = dir_ + "/keys";
   }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Written whole under another name and renamed into place, as an editor or a Secret does.
   void Write(const std::string& text) {
