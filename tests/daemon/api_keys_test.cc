@@ -46,7 +46,8 @@ TEST(ParseApiKeys, EachMistakeNamesItsLineAndNeverTheKey) {
       {std::string(65, 'a') + " " + key + "\n", "the NAME must be"},
       {"alice short\n", "shorter than 16 characters"},
       {"alice " + key + "\"quote\n", "a character a bearer token cannot carry"},
-      {"alice " + key + "\nalice other-0123456789abcdef\n", "line 2: the NAME alice is given twice"},
+      {"alice " + key + "\nalice other-0123456789abcdef\n",
+       "line 2: the NAME alice is given twice"},
       {"alice " + key + "\nbob " + key + "\n", "line 2: the key of bob is another name's key too"},
   };
   for (const auto& c : cases) {
