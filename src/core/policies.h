@@ -7,7 +7,8 @@
 namespace ci {
 
 // The JSON text of a policy by its file name without ".json": "seccomp-executor",
-// "seccomp-executor-strict", "seccomp-dockerd". nullopt for any other name.
+// "seccomp-executor-strict", "seccomp-dockerd", "dockerd-capabilities". nullopt for any other
+// name.
 std::optional<std::string_view> EmbeddedPolicy(std::string_view name);
 
 }  // namespace ci

@@ -285,9 +285,8 @@ asio::awaitable<Result<std::unique_ptr<RawStream>>> Upgrade(Stream& s,
 }
 
 // Reads a streamed answer's body as it arrives and splits it into lines (StreamLines).
-template <typename Stream>
-asio::awaitable<Result<Response>> ReadLines(Stream& s, http::request<http::string_body>& req,
-                                            const LineSink& on_line,
+template <typename Stream, typename Request>
+asio::awaitable<Result<Response>> ReadLines(Stream& s, Request& req, const LineSink& on_line,
                                             std::chrono::milliseconds total,
                                             std::chrono::milliseconds idle, std::string what) {
   using Clock = std::chrono::steady_clock;
@@ -309,9 +308,13 @@ asio::awaitable<Result<Response>> ReadLines(Stream& s, http::request<http::strin
     return Status::Error(what + ": " + doing + ": " + ec.message());
   };
   error_code ec;
-  arm();
-  co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return failed("sending", ec);
+  // Piece by piece, so a large body (an image's tar) is bounded by the idle timeout per write.
+  http::request_serializer<typename Request::body_type> serializer(req);
+  while (!serializer.is_done()) {
+    arm();
+    co_await http::async_write_some(s, serializer, asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return failed("sending", ec);
+  }
   beast::flat_buffer buf;
   http::response_parser<http::buffer_body> parser;
   // Not boost::none: Boost 1.74 compares a Content-Length against it as "over the limit".
@@ -447,6 +450,30 @@ asio::awaitable<Result<Response>> EngineClient::StreamLines(std::string_view met
   if (!conn.ok()) co_return conn.status();
   std::string target = endpoint_.base_path + "/v" + api_version_ + path;
   auto req = MakeRequest(http::string_to_verb(method), target, {});
+  Result<Response> r = Status::Error("unreachable");
+  auto op = std::visit(
+      [&](auto& stream) { return ReadLines(stream, req, on_line, total, idle, what); }, *conn);
+  r = co_await std::move(op);
+  co_return r;
+}
+
+asio::awaitable<Result<Response>> EngineClient::UploadFile(
+    std::string_view path_view, std::string_view file_view, std::string_view content_type_view,
+    const LineSink& on_line, std::chrono::milliseconds total, std::chrono::milliseconds idle) {
+  std::string path(path_view), file(file_view), content_type(content_type_view);
+  std::string what = "docker POST " + path.substr(0, path.find('?'));
+  if (api_version_.empty()) co_return Status::Error(what + ": API version not negotiated");
+  http::request<http::file_body> req(http::verb::post,
+                                     endpoint_.base_path + "/v" + api_version_ + path, 11);
+  error_code ec;
+  req.body().open(file.c_str(), beast::file_mode::scan, ec);
+  if (ec) co_return Status::Error(what + ": opening " + file + ": " + ec.message());
+  req.set(http::field::host, "api.moby.localhost");
+  req.set(http::field::user_agent, "code-interpreter/" CI_VERSION);
+  req.set(http::field::content_type, content_type);
+  req.prepare_payload();
+  auto conn = co_await Connect(ex_, endpoint_, tls_, std::min(timeout_, total));
+  if (!conn.ok()) co_return conn.status();
   Result<Response> r = Status::Error("unreachable");
   auto op = std::visit(
       [&](auto& stream) { return ReadLines(stream, req, on_line, total, idle, what); }, *conn);

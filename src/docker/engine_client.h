@@ -89,6 +89,13 @@ class EngineClient {
                                                 const LineSink& on_line,
                                                 std::chrono::milliseconds total,
                                                 std::chrono::milliseconds idle);
+  // StreamLines for a POST whose body is the file at `file` (an image import's tar), sent as it
+  // is read. The idle bound also covers each write of the body.
+  asio::awaitable<Result<Response>> UploadFile(std::string_view path, std::string_view file,
+                                               std::string_view content_type,
+                                               const LineSink& on_line,
+                                               std::chrono::milliseconds total,
+                                               std::chrono::milliseconds idle);
   // POST with `Connection: Upgrade, Upgrade: tcp`; on 101 or 200 returns the raw stream (bytes
   // read past the headers come first). The headers are bounded by the timeout, the stream not.
   asio::awaitable<Result<std::unique_ptr<RawStream>>> Hijack(std::string_view path,

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "core/json.h"
+#include "core/query_escape.h"
 #include "docker/engine_client.h"
 
 namespace ci::docker {
@@ -17,21 +18,6 @@ namespace {
 
 using asio::use_awaitable;
 using Clock = std::chrono::steady_clock;
-
-std::string QueryEscape(std::string_view s) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
 
 std::string Seconds(Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";

@@ -3,25 +3,10 @@
 #include <cstdio>
 
 #include "core/json.h"
+#include "core/query_escape.h"
 
 namespace ci::k8s {
 namespace {
-
-// RFC 3986 unreserved characters stay; every other byte is %XX.
-std::string QueryEscape(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      char hex[4];
-      std::snprintf(hex, sizeof hex, "%%%02X", c);
-      out += hex;
-    }
-  }
-  return out;
-}
 
 std::string_view StringMember(const rapidjson::Value& o, const char* key) {
   if (!o.IsObject() || !o.HasMember(key) || !o[key].IsString()) return {};

@@ -33,6 +33,11 @@ class ApiHandlers {
   void SetHealth(Status status) { health_ = std::move(status); }
   // Requests then need a key (README "API keys"); nullptr: none do.
   void SetApiKeys(ApiKeys* keys) { keys_ = keys; }
+  // What /health says of the deployment (bootstrap's report, read at each request: a nested
+  // dockerd's pid and restarts change).
+  void SetDeployment(std::function<DeploymentInfo()> deployment) {
+    deployment_ = std::move(deployment);
+  }
 
   // A handler gets the exchange and the value of its path's `{...}` segment ("" when none).
   using Handler = asio::awaitable<void> (ApiHandlers::*)(HttpExchange&, const std::string&);
@@ -104,6 +109,7 @@ class ApiHandlers {
   Metrics& metrics_;
   Status health_;
   ApiKeys* keys_ = nullptr;
+  std::function<DeploymentInfo()> deployment_;
   // Whether a request to `pattern` needs a key (when keys are set): all but the probes.
   bool NeedsKey(std::string_view pattern) const;
 };

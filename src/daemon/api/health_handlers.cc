@@ -18,6 +18,7 @@ HealthInfo ApiHandlers::Info(const Status& backend) const {
   info.backend = std::string(executor_.name());
   info.network_isolation = executor_.network_isolation();
   info.hardening = executor_.enforcement(service_.spec());
+  if (deployment_) info.deployment = deployment_();
   return info;
 }
 

@@ -1,5 +1,7 @@
 #include "daemon/api/responses.h"
 
+#include <cstdio>
+
 #include "core/json.h"
 
 namespace ci::daemon {
@@ -115,6 +117,69 @@ std::string LanguagesJson(const std::vector<Language>& languages) {
   });
 }
 
+namespace {
+
+void WriteDowngrades(JsonWriter& w, const std::vector<Downgrade>& downgrades) {
+  w.StartArray();
+  for (const auto& d : downgrades) {
+    w.StartObject();
+    WriteField(w, "measure", d.measure);
+    WriteField(w, "reason", d.reason);
+    WriteField(w, "fix", d.fix);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+std::string Hex(uint64_t mask) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(mask));
+  return buf;
+}
+
+void WriteDeployment(JsonWriter& w, const DeploymentInfo& d) {
+  w.Key("deployment");
+  w.StartObject();
+  WriteField(w, "mode", d.mode);
+  WriteField(w, "detected", d.detected);
+  if (d.engine) {
+    w.Key("engine");
+    w.StartObject();
+    WriteField(w, "endpoint", d.engine->endpoint);
+    WriteField(w, "version", d.engine->version);
+    w.Key("rootless");
+    w.Bool(d.engine->rootless);
+    WriteField(w, "cgroup_version", d.engine->cgroup_version);
+    WriteField(w, "storage_driver", d.engine->storage_driver);
+    w.EndObject();
+  }
+  if (d.nested_dockerd) {
+    const NestedDockerdInfo& n = *d.nested_dockerd;
+    w.Key("nested_dockerd");
+    w.StartObject();
+    w.Key("pid");
+    w.Int64(n.pid);
+    w.Key("restarts");
+    w.Int(n.restarts);
+    WriteField(w, "storage_driver", n.storage_driver);
+    WriteField(w, "last_exit", n.last_exit);
+    w.Key("seccomp_mode");
+    w.Int(n.seccomp_mode);
+    WriteField(w, "cap_bounding", Hex(n.cap_bounding));
+    WriteField(w, "cap_effective", Hex(n.cap_effective));
+    w.Key("dropped_capabilities");
+    w.StartArray();
+    for (const std::string& c : n.dropped_capabilities) WriteString(w, c);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.Key("downgrades");
+  WriteDowngrades(w, d.downgrades);
+  w.EndObject();
+}
+
+}  // namespace
+
 std::string HealthJson(const HealthInfo& info) {
   return JsonText([&](JsonWriter& w) {
     w.StartObject();
@@ -137,16 +202,9 @@ std::string HealthJson(const HealthInfo& info) {
     for (const std::string& e : MeasureNames(info.hardening.enforced)) WriteString(w, e);
     w.EndArray();
     w.Key("downgrades");
-    w.StartArray();
-    for (const auto& d : info.hardening.downgrades) {
-      w.StartObject();
-      WriteField(w, "measure", d.measure);
-      WriteField(w, "reason", d.reason);
-      WriteField(w, "fix", d.fix);
-      w.EndObject();
-    }
-    w.EndArray();
+    WriteDowngrades(w, info.hardening.downgrades);
     w.EndObject();
+    WriteDeployment(w, info.deployment);
     w.EndObject();
   });
 }

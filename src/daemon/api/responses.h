@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "daemon/api/deployment_info.h"
 #include "daemon/files/file_store.h"
 #include "daemon/service/execution_service.h"
 #include "daemon/service/verdict.h"
@@ -36,6 +37,7 @@ struct HealthInfo {
   std::string backend;
   std::string network_isolation;
   Enforcement hardening;
+  DeploymentInfo deployment;
 };
 std::string HealthJson(const HealthInfo& info);
 

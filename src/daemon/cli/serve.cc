@@ -10,10 +10,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "core/sleep.h"
 #include "daemon/api/handlers.h"
 #include "daemon/backends/backends.h"
+#include "daemon/bootstrap/bootstrap.h"
 #include "daemon/cli/cli.h"
 #include "daemon/cli/daemon.h"
 #include "daemon/cli/logging.h"
@@ -83,6 +85,33 @@ Status ReportDowngrades(const Enforcement& e, bool strict) {
   return Status();
 }
 
+// Runs `op` on `io` until it finishes (startup, before io.run()); what it started keeps running.
+template <typename T>
+T RunToCompletion(asio::io_context& io, asio::awaitable<T> op) {
+  std::optional<T> result;
+  asio::co_spawn(
+      io, [&]() -> asio::awaitable<void> { result.emplace(co_await std::move(op)); },
+      [](std::exception_ptr e) {
+        if (e) std::rethrow_exception(e);
+      });
+  while (!result) io.run_one();
+  return std::move(*result);
+}
+
+void RunToCompletion(asio::io_context& io, asio::awaitable<void> op) {
+  bool done = false;
+  asio::co_spawn(io, std::move(op), [&done](std::exception_ptr e) {
+    if (e) std::rethrow_exception(e);
+    done = true;
+  });
+  while (!done) io.run_one();
+}
+
+// Docker-in-Docker: the nested dockerd stops after the daemon's own containers are gone.
+asio::awaitable<void> StopNestedDockerd(const Bootstrapped& booted) {
+  if (booted.dockerd) co_await booted.dockerd->Stop(std::chrono::seconds(20));
+}
+
 }  // namespace
 
 int Serve() {
@@ -99,18 +128,26 @@ int Serve() {
     return 2;
   }
 
-  asio::io_context io(1);
-  auto made = MakeExecutor(c, io.get_executor());
-  if (!made.ok()) {
-    spdlog::critical("{}", made.status().message());
-    return 2;
-  }
-  std::unique_ptr<Executor> executor = std::move(made).value();
   auto seccomp = LoadSeccompProfile(c);
   if (!seccomp.ok()) {
     spdlog::critical("{}", seccomp.status().message());
     return 2;
   }
+  asio::io_context io(1);
+  auto booted = RunToCompletion(io, Bootstrap(c, *seccomp, io.get_executor()));
+  if (!booted.ok()) {
+    spdlog::critical("{}", booted.status().message());
+    return 2;
+  }
+  Config resolved = c;
+  resolved.executor_backend = booted->backend;
+  auto made = MakeExecutor(resolved, io.get_executor());
+  if (!made.ok()) {
+    spdlog::critical("{}", made.status().message());
+    RunToCompletion(io, StopNestedDockerd(*booted));
+    return 2;
+  }
+  std::unique_ptr<Executor> executor = std::move(made).value();
   std::unique_ptr<ApiKeys> keys;
   if (!c.api_keys_file.empty()) {
     auto opened = ApiKeys::Open(c.api_keys_file);
@@ -120,13 +157,16 @@ int Serve() {
     }
     keys = std::move(opened).value();
   }
-  Daemon daemon(io, c, *executor, **store, std::move(seccomp).value());
+  Daemon daemon(io, resolved, *executor, **store, std::move(seccomp).value());
   daemon.handlers().SetApiKeys(keys.get());
+  daemon.handlers().SetDeployment([&booted] { return booted->Info(); });
   ExecutionService& service = daemon.service();
   // Before any sandbox exists (the warm pool starts below): the report is of this very spec.
-  if (Status s = ReportDowngrades(executor->enforcement(service.spec()), c.strict_hardening);
-      !s.ok()) {
+  Enforcement enforcement = executor->enforcement(service.spec());
+  for (const Downgrade& d : booted->deployment.downgrades) enforcement.downgrades.push_back(d);
+  if (Status s = ReportDowngrades(enforcement, c.strict_hardening); !s.ok()) {
     spdlog::critical("{}", s.message());
+    RunToCompletion(io, StopNestedDockerd(*booted));
     return 2;
   }
   if (Status s = daemon.Listen(); !s.ok()) {
@@ -137,8 +177,8 @@ int Serve() {
   auto ep = daemon.server().local_endpoint();
   std::string languages;
   for (const auto& l : service.languages()) languages += (languages.empty() ? "" : ", ") + l.name;
-  spdlog::info("code-interpreter {} backend={} languages=[{}] files={}", CI_VERSION,
-               executor->name(), languages, c.file_storage_dir);
+  spdlog::info("code-interpreter {} mode={} backend={} languages=[{}] files={}", CI_VERSION,
+               booted->deployment.mode, executor->name(), languages, c.file_storage_dir);
   spdlog::info("listening on {}:{}", ep.address().to_string(), ep.port());
   if (keys) {
     spdlog::info(
@@ -173,6 +213,7 @@ int Serve() {
         io,
         [&]() -> asio::awaitable<void> {
           co_await daemon.Shutdown(std::chrono::seconds(c.shutdown_grace_sec));
+          co_await StopNestedDockerd(*booted);
           spdlog::info("shutdown complete");
           io.stop();
         },

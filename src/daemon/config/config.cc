@@ -10,7 +10,7 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   Config c;
   EnvReader env(getenv);
   constexpr int64_t kMaxU32 = std::numeric_limits<uint32_t>::max();
-  env.Choice("EXECUTOR_BACKEND", c.executor_backend, {"local", "docker", "kubernetes"});
+  env.Choice("EXECUTOR_BACKEND", c.executor_backend, {"local", "docker", "kubernetes", "auto"});
   env.String("HOST", c.host);
   env.Int("PORT", c.port, 0, 65535);
   env.Choice("LOG_LEVEL", c.log_level, {"trace", "debug", "info", "warning", "error", "critical"});

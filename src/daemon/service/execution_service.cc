@@ -165,27 +165,45 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
   };
   auto t0 = Clock::now();
-  auto prepared = co_await Prepare();
-  auto t_prepared = Clock::now();
-  if (!prepared.ok()) {
-    unlink(entry->c_str());
-    rmdir(collect_dir.c_str());
-    co_return PrepareFailure(prepared.status());
+  auto t_prepared = t0;
+  std::unique_ptr<Sandbox> sandbox;
+  Sandbox* raw = nullptr;
+  Result<RunOutcome> run = Status::Error("not run");
+  // A sandbox can be gone before the program starts (a pooled container whose dockerd restarted,
+  // a pod deleted meanwhile): then the program runs in another one, at most twice more.
+  for (int attempt = 0;; ++attempt) {
+    auto prepared = co_await Prepare();
+    t_prepared = Clock::now();
+    if (!prepared.ok()) {
+      unlink(entry->c_str());
+      rmdir(collect_dir.c_str());
+      co_return PrepareFailure(prepared.status());
+    }
+    sandbox = std::move(prepared).value();
+    raw = sandbox.get();
+    live_.insert(raw);
+    on_sandbox([raw] { raw->Kill(); });
+    RunPayload payload;
+    payload.argv = plan.program.argv;
+    payload.files = plan.inputs;
+    payload.files.push_back({plan.program.entrypoint, *entry});
+    payload.stdin_data = plan.stdin_data;
+    payload.timeout = plan.timeout;
+    bool produced = false;
+    OutputSink noting = [&sink, &produced](StreamKind kind, std::string_view data) {
+      produced = true;
+      sink(kind, data);
+    };
+    run = co_await sandbox->Run(std::move(payload), std::move(noting));
+    if (run.ok() || !run.status().gone() || produced || attempt == 2) break;
+    spdlog::warn("the sandbox was gone before the program started ({}): running it in another",
+                 run.status().message());
+    co_await sandbox->Destroy();
+    live_.erase(raw);
+    sandbox.reset();
   }
-  std::unique_ptr<Sandbox> sandbox = std::move(prepared).value();
-  Sandbox* raw = sandbox.get();
-  live_.insert(raw);
-  on_sandbox([raw] { raw->Kill(); });
-
-  RunPayload payload;
-  payload.argv = plan.program.argv;
-  payload.files = plan.inputs;
-  payload.files.push_back({plan.program.entrypoint, *entry});
-  payload.stdin_data = plan.stdin_data;
-  payload.timeout = plan.timeout;
 
   ExecutionResult result;
-  auto run = co_await sandbox->Run(std::move(payload), std::move(sink));
   auto t_ran = Clock::now();
   unlink(entry->c_str());
   Result<Collection> collection = Status::Error("not collected");

@@ -1,0 +1,228 @@
+#include "daemon/bootstrap/bootstrap.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "core/env_reader.h"
+#include "daemon/bootstrap/cgroup_nesting.h"
+#include "daemon/bootstrap/deployment_mode.h"
+#include "docker/docker_options.h"
+#include "docker/engine_client.h"
+#include "docker/engine_info.h"
+#include "docker/image_import.h"
+
+namespace ci::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+
+const char* Getenv(const char* name) { return std::getenv(name); }
+
+struct DindOptions {
+  DockerdSettings settings;
+  std::string executor_image_tar = "/usr/share/code-interpreter/executor-image.tar";
+  uint32_t start_timeout_sec = 60;
+};
+
+Result<DindOptions> DindOptionsFromEnv(const std::string& dockerd, bool executor_network) {
+  DindOptions o;
+  o.settings.dockerd = dockerd;
+  o.settings.executor_network = executor_network;
+  EnvLookup getenv = Getenv;  // EnvReader keeps a reference
+  EnvReader env(getenv);
+  env.String("DIND_DATA_ROOT", o.settings.data_root);
+  env.Choice("DIND_STORAGE_DRIVER", o.settings.storage_driver, {"overlay2", "vfs"});
+  env.String("DIND_EXECUTOR_IMAGE_TAR", o.executor_image_tar);
+  env.Int("DIND_START_TIMEOUT_SEC", o.start_timeout_sec, 1, 3600);
+  if (!env.error().ok()) return env.error();
+  return o;
+}
+
+// The Dockerfile instructions the image was built with, one per line next to the tarball
+// (packaging/image/build.sh writes them), so the import gives the same image as `docker import`.
+std::vector<std::string> ImportChanges(const std::string& tarball) {
+  std::vector<std::string> changes;
+  std::ifstream in(tarball + ".changes");
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] != '#') changes.push_back(line);
+  }
+  return changes;
+}
+
+// dockerd looks for AppArmor and its own privileges in securityfs (the dind entrypoint mounts it).
+void MountSecurityfs() {
+  struct stat dir {
+  }, parent{};
+  if (::stat("/sys/kernel/security", &dir) != 0 || ::stat("/sys/kernel", &parent) != 0) return;
+  if (dir.st_dev != parent.st_dev) return;  // already a mount of its own
+  if (::mount("none", "/sys/kernel/security", "securityfs", 0, nullptr) != 0) {
+    spdlog::warn(
+        "could not mount securityfs on /sys/kernel/security: AppArmor detection in the "
+        "nested dockerd may fail");
+  }
+}
+
+asio::awaitable<Status> GiveExecutorImage(asio::any_io_executor ex, const std::string& socket,
+                                          const std::string& image, const std::string& tarball) {
+  docker::Endpoint ep;
+  ep.socket_path = socket;
+  docker::EngineClient client(ex, ep, 10s);
+  if (Status s = co_await client.Negotiate(); !s.ok()) co_return s;
+  std::string path = "/images/" + image + "/json";
+  auto r = co_await client.Request("GET", path);
+  if (!r.ok()) co_return r.status();
+  if (r->ok()) co_return Status();  // kept in the data root volume from an earlier start
+  if (::access(tarball.c_str(), R_OK) != 0) {
+    spdlog::warn(
+        "executor image {} is missing in the nested dockerd and {} is not readable: "
+        "executions fail until it is loaded (DIND_EXECUTOR_IMAGE_TAR)",
+        image, tarball);
+    co_return Status();
+  }
+  spdlog::info("importing the executor image {} into the nested dockerd from {}", image, tarball);
+  auto started = std::chrono::steady_clock::now();
+  std::vector<std::string> changes = ImportChanges(tarball);
+  Status s = co_await docker::ImportImage(client, tarball, image, changes, 30min);
+  if (!s.ok()) co_return s;
+  spdlog::info(
+      "executor image {} imported in {} s", image,
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
+          .count());
+  co_return Status();
+}
+
+asio::awaitable<Result<std::shared_ptr<NestedDockerd>>> StartDind(
+    const HostFacts& facts, const std::string& executor_seccomp_json, asio::any_io_executor ex,
+    std::vector<Downgrade>& downgrades) {
+  auto docker_options = docker::DockerOptionsFromEnv(Getenv);
+  if (!docker_options.ok()) co_return docker_options.status();
+  auto options = DindOptionsFromEnv(facts.dockerd, docker_options->network != "none");
+  if (!options.ok()) co_return options.status();
+  auto hardening = PrepareDockerdHardening();
+  if (!hardening.ok()) co_return hardening.status();
+  MountSecurityfs();
+  if (auto nesting = EnableCgroupNesting(); !nesting.ok()) {
+    downgrades.push_back({"cgroup limits of executors in the nested dockerd",
+                          nesting.status().message(),
+                          "run the container with --privileged (and --cgroupns=private on "
+                          "cgroup v2)"});
+  } else if (nesting->version == "2") {
+    spdlog::info("cgroup v2: controllers enabled for the nested dockerd: {}",
+                 nesting->controllers.empty() ? "(none moved: not in a cgroup namespace of its own)"
+                                              : nesting->controllers);
+  }
+  auto dockerd = std::make_shared<NestedDockerd>(ex, options->settings, std::move(*hardening),
+                                                 executor_seccomp_json);
+  Status started = co_await dockerd->Start(std::chrono::seconds(options->start_timeout_sec));
+  if (!started.ok()) co_return Status::Error("Docker-in-Docker: " + started.message());
+  for (const Downgrade& d : dockerd->downgrades()) downgrades.push_back(d);
+  const std::string socket = DockerdSocket(dockerd->settings());
+  ::setenv("DOCKER_HOST", ("unix://" + socket).c_str(), 1);
+  Status image =
+      co_await GiveExecutorImage(ex, socket, docker_options->image, options->executor_image_tar);
+  if (!image.ok()) {
+    spdlog::error("Docker-in-Docker: {}", image.message());
+  }
+  co_return dockerd;
+}
+
+// Asks the Engine what it is; a rootful Engine reached from outside is a downgrade (an escape
+// from a container is root on that host).
+asio::awaitable<std::optional<EngineSummary>> DescribeEngine(asio::any_io_executor ex,
+                                                             DeploymentMode mode,
+                                                             std::vector<Downgrade>& downgrades) {
+  auto options = docker::DockerOptionsFromEnv(Getenv);
+  if (!options.ok()) co_return std::nullopt;  // MakeExecutor reports the setting
+  EngineSummary engine;
+  engine.endpoint = options->endpoint.Describe();
+  docker::EngineClient client(ex, options->endpoint, 5s);
+  Status ping = co_await client.Negotiate();
+  Result<docker::EngineInfo> info = ping;
+  if (ping.ok()) info = co_await docker::FetchEngineInfo(client);
+  if (!info.ok()) {
+    spdlog::warn("deployment: could not ask the Docker Engine what it is: {}",
+                 info.status().message());
+    co_return engine;
+  }
+  engine.version = info->server_version;
+  engine.rootless = info->rootless;
+  engine.cgroup_version = info->cgroup_version;
+  engine.storage_driver = info->storage_driver;
+  spdlog::info("deployment: Docker Engine {} at {} ({}, cgroup v{}, storage {})", engine.version,
+               engine.endpoint, engine.rootless ? "rootless" : "rootful", engine.cgroup_version,
+               engine.storage_driver);
+  if (!engine.rootless && mode != DeploymentMode::kDind) {
+    downgrades.push_back(
+        {"rootless Docker Engine",
+         "the Engine at " + engine.endpoint +
+             " runs as root: whoever escapes a container, or reaches its socket, is root on "
+             "that host",
+         "give the daemon a rootless dockerd's socket (README \"Docker-out-of-Docker with a "
+         "rootless socket\")"});
+  }
+  for (const std::string& w : info->warnings) {
+    if (w.find("limit") != std::string::npos) {
+      downgrades.push_back({"container resource limits", "the Engine warns: " + w,
+                            "a rootless Engine needs cgroup v2 with the memory, pids and cpu "
+                            "controllers delegated to its user"});
+    }
+  }
+  co_return engine;
+}
+
+}  // namespace
+
+DeploymentInfo Bootstrapped::Info() const {
+  DeploymentInfo info = deployment;
+  if (dockerd) {
+    NestedDockerdReport r = dockerd->Report();
+    NestedDockerdInfo n;
+    n.pid = r.pid;
+    n.restarts = r.restarts;
+    n.storage_driver = r.storage_driver;
+    n.last_exit = r.last_exit;
+    if (r.security_read) {
+      n.seccomp_mode = r.security.seccomp_mode;
+      n.cap_bounding = r.security.cap_bounding;
+      n.cap_effective = r.security.cap_effective;
+    }
+    n.dropped_capabilities = r.dropped_capabilities;
+    info.nested_dockerd = std::move(n);
+  }
+  return info;
+}
+
+asio::awaitable<Result<Bootstrapped>> Bootstrap(const Config& config,
+                                                const std::string& executor_seccomp_json,
+                                                asio::any_io_executor ex) {
+  HostFacts facts = HostFactsFromSystem(Getenv);
+  Detection detection;
+  if (config.executor_backend == "auto") {
+    auto detected = DetectMode(facts);
+    if (!detected.ok()) co_return detected.status();
+    detection = *detected;
+  } else {
+    detection = {ModeOfBackend(config.executor_backend, facts),
+                 "EXECUTOR_BACKEND=" + config.executor_backend};
+  }
+  Bootstrapped b;
+  b.backend = std::string(BackendOf(detection.mode));
+  b.deployment.mode = std::string(DeploymentModeName(detection.mode));
+  b.deployment.detected = detection.why;
+  spdlog::info("deployment mode: {} ({}): backend {}", b.deployment.mode, detection.why, b.backend);
+  if (detection.mode == DeploymentMode::kDind) {
+    auto dockerd = co_await StartDind(facts, executor_seccomp_json, ex, b.deployment.downgrades);
+    if (!dockerd.ok()) co_return dockerd.status();
+    b.dockerd = *dockerd;
+  }
+  if (b.backend == "docker") {
+    b.deployment.engine = co_await DescribeEngine(ex, detection.mode, b.deployment.downgrades);
+  }
+  co_return b;
+}
+
+}  // namespace ci::daemon

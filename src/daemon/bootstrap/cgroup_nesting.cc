@@ -1,0 +1,85 @@
+#include "daemon/bootstrap/cgroup_nesting.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace ci::daemon {
+namespace {
+
+bool Read(const std::string& path, std::string& out) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::stringstream s;
+  s << in.rdbuf();
+  out = s.str();
+  return true;
+}
+
+// One write(2), so the kernel's error is what we see.
+bool Write(const std::string& path, const std::string& text, std::string& error) {
+  FILE* f = std::fopen(path.c_str(), "we");
+  if (f == nullptr) {
+    error = path + ": " + std::strerror(errno);
+    return false;
+  }
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = std::fflush(f) == 0 && ok;
+  int saved = errno;
+  std::fclose(f);
+  if (!ok) error = "writing '" + text + "' to " + path + ": " + std::strerror(saved);
+  return ok;
+}
+
+// Moves every process of `root` into root/init; a process that exits meanwhile is no error.
+void MoveProcesses(const std::string& root) {
+  std::string procs;
+  if (!Read(root + "/cgroup.procs", procs)) return;
+  std::istringstream in(procs);
+  std::string pid, ignored;
+  while (in >> pid) Write(root + "/init/cgroup.procs", pid, ignored);
+}
+
+}  // namespace
+
+Result<CgroupNesting> EnableCgroupNesting(const std::string& root, const std::string& self_cgroup) {
+  std::string controllers;
+  if (!Read(root + "/cgroup.controllers", controllers)) {
+    // cgroup v1: each controller is its own hierarchy under root.
+    if (::access((root + "/memory").c_str(), W_OK) != 0) {
+      return Status::Error(root +
+                           "/memory is not writable (cgroup v1): is the container "
+                           "privileged?");
+    }
+    return CgroupNesting{"1", ""};
+  }
+  std::istringstream words(controllers);
+  std::string word, enable, names;
+  while (words >> word) {
+    enable += (enable.empty() ? "+" : " +") + word;
+    names += (names.empty() ? "" : " ") + word;
+  }
+  if (enable.empty()) return CgroupNesting{"2", ""};
+  // Only in a cgroup namespace of our own are the root's processes ours to move (with the host's
+  // namespace, the root holds the host's processes): elsewhere dockerd nests under our cgroup.
+  std::string self;
+  if (!Read(self_cgroup, self) || self != "0::/\n") return CgroupNesting{"2", ""};
+  if (::mkdir((root + "/init").c_str(), 0755) != 0 && errno != EEXIST) {
+    return Status::Error("cgroup v2: creating " + root + "/init: " + std::strerror(errno));
+  }
+  // Processes may be forked between the move and the write: try a few times, as dind does.
+  std::string error;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    MoveProcesses(root);
+    if (Write(root + "/cgroup.subtree_control", enable, error)) return CgroupNesting{"2", names};
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return Status::Error("cgroup v2: enabling the controllers for nested containers: " + error);
+}
+
+}  // namespace ci::daemon
