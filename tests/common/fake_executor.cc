@@ -55,6 +55,7 @@ class FakeSandbox final : public Sandbox {
         timer_(owner.ex_) {}
 
   asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override {
+    if (owner_.LostBeforeRun(number_)) gone_ = true;
     if (Status s = Usable(); !s.ok()) co_return s;
     if (!session_ && ran_) co_return Status::Error("fake: an execution sandbox serves one run");
     ran_ = true;
@@ -325,6 +326,16 @@ void FakeExecutor::Count(const std::function<void(FakeCounts&)>& change) {
 FakeProgram FakeExecutor::Script(bool call) const {
   std::lock_guard lock(mu_);
   return call ? calls_ : programs_;
+}
+
+void FakeExecutor::LoseBeforeRun(std::set<int> numbers) {
+  std::lock_guard lock(mu_);
+  lost_before_run_ = std::move(numbers);
+}
+
+bool FakeExecutor::LostBeforeRun(int number) const {
+  std::lock_guard lock(mu_);
+  return lost_before_run_.count(number) > 0;
 }
 
 asio::awaitable<Result<std::unique_ptr<Sandbox>>> FakeExecutor::Prepare(const SandboxSpec& spec) {

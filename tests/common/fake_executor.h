@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -141,6 +142,9 @@ class FakeExecutor final : public Executor {
   void AnswerCalls(FakeProgram program);
   // The next `times` Prepare calls fail with `why`.
   void FailPrepare(Status why, int times = 1);
+  // The sandboxes numbered so (1 is the first prepared) are gone when their first run starts, as
+  // pooled containers are after their dockerd restarted: Run fails with Status::Gone.
+  void LoseBeforeRun(std::set<int> numbers);
   void SetHealth(Status status);
 
   FakeCounts counts() const;
@@ -160,6 +164,7 @@ class FakeExecutor final : public Executor {
   friend class FakeProcess;
   void Count(const std::function<void(FakeCounts&)>& change);
   FakeProgram Script(bool call) const;
+  bool LostBeforeRun(int number) const;
 
   asio::any_io_executor ex_;
   Options options_;
@@ -169,6 +174,7 @@ class FakeExecutor final : public Executor {
   FakeCounts counts_;
   FakeProgram programs_, calls_;
   std::deque<Status> prepare_failures_;
+  std::set<int> lost_before_run_;
   Status health_;
 };
 

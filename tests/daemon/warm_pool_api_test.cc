@@ -1,6 +1,8 @@
 // The warm pool in front of the fake backend (WARM_POOL_SIZE): a request takes a sandbox prepared
 // before it came, the pool refills, sessions take sandboxes of their own, and shutdown destroys
 // what the pool held.
+#include <set>
+
 #include "fake_daemon.h"
 
 namespace ci::daemon {
@@ -26,6 +28,22 @@ TEST_F(WarmPoolApiTest, ARequestTakesThePooledSandboxAndThePoolRefills) {
   ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.prepared == 2; }));
   EXPECT_EQ(fake().counts().live(), 1);  // the refill, waiting in the pool
   EXPECT_EQ(Str(Json(client().Post("/v1/execute", R"({"code": "x"})")), "stdout"), "2");
+}
+
+// A pooled sandbox that died while it waited (its dockerd restarted) is never the answer: the
+// program runs in another one. When every sandbox is gone the request fails, and nothing leaks.
+TEST_F(WarmPoolApiTest, ASandboxGoneBeforeTheRunIsReplaced) {
+  fake().LoseBeforeRun({1, 2});
+  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.prepared == 1; }));
+  HttpReply r = client().Post("/v1/execute", R"({"code": "x"})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  std::string ran_in = Str(Json(r), "stdout");
+  EXPECT_TRUE(ran_in != "1" && ran_in != "2" && !ran_in.empty()) << ran_in;
+  std::set<int> all;
+  for (int i = 1; i < 1000; ++i) all.insert(i);
+  fake().LoseBeforeRun(all);
+  EXPECT_EQ(client().Post("/v1/execute", R"({"code": "x"})").status, 500);
+  EXPECT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.live() == 1; }));  // the pool's
 }
 
 TEST_F(WarmPoolApiTest, ASessionGetsASandboxOfItsOwn) {
