@@ -6,7 +6,7 @@ import unittest
 from harness import Config
 
 SECTIONS = ["privileges", "namespaces", "user namespace settings", "cgroups", "seccomp",
-            "sandbox root filesystem", "sandbox", "docker", "kubernetes"]
+            "sandbox root filesystem", "sandbox", "docker", "kubernetes", "deployment mode"]
 
 
 class DoctorTest(unittest.TestCase):
@@ -29,6 +29,8 @@ class DoctorTest(unittest.TestCase):
         self.assertRegex(r.stdout, r"(?m)^  OK    sandbox start .*printed 1; \d+ ms")
         for name in ["user", "pid", "mount", "net", "ipc", "uts", "cgroup"]:
             self.assertRegex(r.stdout, r"(?m)^  (OK|WARN|FAIL) +%s namespace: " % name)
+        self.assertRegex(r.stdout,
+                         r"(?m)^  (OK|WARN) +deployment mode: (host|docker|dood|dind|kubernetes) ")
 
     def test_a_failed_check_is_exit_1_with_the_fix(self):
         # A rootfs without python3: the rootfs checks and the sandbox start FAIL, each with a fix.

@@ -14,6 +14,7 @@
 
 #include "daemon/backends/backends.h"
 #include "daemon/backends/local_options.h"
+#include "daemon/bootstrap/deployment_mode.h"
 #include "daemon/cli/logging.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
@@ -184,6 +185,15 @@ int DoctorCommand(int argc, char** /*argv*/) {
     Section(s.title.c_str());
     for (const runtime::HostFinding& f : s.probe()) Print(f, &t, /*informational=*/true);
   }
+
+  Section("deployment mode (informational, what EXECUTOR_BACKEND=auto picks here)");
+  auto detected = DetectMode(HostFactsFromSystem([](const char* n) { return std::getenv(n); }));
+  Print({"deployment mode", detected.ok(), false,
+         detected.ok() ? std::string(DeploymentModeName(detected->mode)) + " (" + detected->why +
+                             "): backend " + std::string(BackendOf(detected->mode))
+                       : detected.status().message(),
+         "see README \"Deployment modes\""},
+        &t, /*informational=*/true);
 
   std::printf("\n%d OK, %d WARN, %d FAIL\n", t.ok, t.warn, t.fail);
   return t.fail == 0 ? 0 : 1;
