@@ -85,6 +85,17 @@ Status ReportDowngrades(const Enforcement& e, bool strict) {
   return Status();
 }
 
+// Runs handlers of `io` until `finished`. An io_context that ran out of work stops, and a stopped
+// one runs nothing until restarted: so it is restarted before and after, for what comes next.
+template <typename Predicate>
+void RunUntil(asio::io_context& io, Predicate finished) {
+  io.restart();
+  while (!finished()) {
+    if (io.run_one() == 0) io.restart();
+  }
+  io.restart();
+}
+
 // Runs `op` on `io` until it finishes (startup, before io.run()); what it started keeps running.
 template <typename T>
 T RunToCompletion(asio::io_context& io, asio::awaitable<T> op) {
@@ -94,7 +105,7 @@ T RunToCompletion(asio::io_context& io, asio::awaitable<T> op) {
       [](std::exception_ptr e) {
         if (e) std::rethrow_exception(e);
       });
-  while (!result) io.run_one();
+  RunUntil(io, [&result] { return result.has_value(); });
   return std::move(*result);
 }
 
@@ -104,7 +115,7 @@ void RunToCompletion(asio::io_context& io, asio::awaitable<void> op) {
     if (e) std::rethrow_exception(e);
     done = true;
   });
-  while (!done) io.run_one();
+  RunUntil(io, [&done] { return done; });
 }
 
 // Docker-in-Docker: the nested dockerd stops after the daemon's own containers are gone.
