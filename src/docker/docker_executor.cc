@@ -137,6 +137,7 @@ class DockerExecutor final : public Executor {
     Enforcement e;
     const ContainerCreate body = ContainerCreateFromSpec(spec, OptionsFor(spec));
     e.enforced = ContainerMeasures(body);
+    if (!opts_.engine_applies_limits) MoveLimitsToDowngrades(e);
     if (body.seccomp_log_only) {
       e.downgrades.push_back(SeccompLogOnly(SeccompMeasure(body.seccomp_profile_name)));
     }
@@ -157,6 +158,23 @@ class DockerExecutor final : public Executor {
   }
 
  private:
+  static void MoveLimitsToDowngrades(Enforcement& e) {
+    std::vector<Measure> kept;
+    for (const Measure& m : e.enforced) {
+      if (m.kind != MeasureKind::kMemoryLimit && m.kind != MeasureKind::kPidsLimit &&
+          m.kind != MeasureKind::kCpuCap) {
+        kept.push_back(m);
+        continue;
+      }
+      e.downgrades.push_back({MeasureName(m),
+                              "the Docker Engine runs without cgroups (rootless on cgroup v1): it "
+                              "accepts the limit and does not apply it",
+                              "a rootless Engine on cgroup v2 with memory, pids and cpu delegated "
+                              "to its user (systemd: Delegate=yes in user@.service)"});
+    }
+    e.enforced = std::move(kept);
+  }
+
   // The container's options for `spec` (Prepare's and enforcement()'s).
   ContainerOptions OptionsFor(const SandboxSpec& spec) const {
     ContainerOptions o;

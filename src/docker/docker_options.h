@@ -22,6 +22,9 @@ struct DockerExecutorOptions {
   // With a local Engine (unix socket, the container's PID 1 visible here) its cgroup counters
   // are read from the host; false forces the in-container exec probe (a remote Engine's way).
   bool host_cgroups = true;
+  // false: the Engine has no cgroup driver (rootless on cgroup v1, bootstrap asks its /info); it
+  // accepts memory, pids and CPU limits and applies none, so they are reported as downgrades.
+  bool engine_applies_limits = true;
   // The image watchdog's period (0: none; each Check inspects, and pulls, itself) and the pull's
   // bounds (image_watch.h).
   std::chrono::milliseconds image_check_period{60000};

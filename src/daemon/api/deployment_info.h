@@ -18,6 +18,7 @@ struct EngineSummary {
   bool rootless = false;
   std::string cgroup_version;
   std::string storage_driver;
+  bool applies_limits = true;  // it has a cgroup driver
 };
 
 struct NestedDockerdInfo {

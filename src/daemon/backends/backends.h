@@ -16,9 +16,17 @@
 
 namespace ci::daemon {
 
+// What bootstrap learned that a backend's report depends on.
+struct BackendFacts {
+  // The Docker Engine has a cgroup driver (not a rootless Engine on cgroup v1): it applies the
+  // memory, pids and CPU limits it is given.
+  bool docker_engine_applies_limits = true;
+};
+
 // The configured backend, or an error naming EXECUTOR_BACKEND or the backend's own variable that
 // is wrong (startup stops with it). Logs what it connects to.
-Result<std::unique_ptr<Executor>> MakeExecutor(const Config& config, asio::any_io_executor ex);
+Result<std::unique_ptr<Executor>> MakeExecutor(const Config& config, asio::any_io_executor ex,
+                                               const BackendFacts& facts = {});
 
 // `doctor`'s informational sections for the backends other than local (local has its own).
 struct BackendDoctorSection {

@@ -164,22 +164,9 @@ asio::awaitable<std::optional<EngineSummary>> DescribeEngine(asio::any_io_execut
          "give the daemon a rootless dockerd's socket (README \"Docker-out-of-Docker with a "
          "rootless socket\")"});
   }
-  // Without cgroups (a rootless Engine on cgroup v1) or without a controller, the Engine accepts
-  // the limits of a container and does not apply them; it says so in its warnings.
-  std::string limits_missing;
-  for (const std::string& w : info->warnings) {
-    if (w.find("limit") != std::string::npos || w.find("without cgroups") != std::string::npos) {
-      limits_missing += (limits_missing.empty() ? "" : "; ") + w;
-    }
-  }
-  if (info->cgroup_driver == "none" || !limits_missing.empty()) {
-    downgrades.push_back(
-        {"container resource limits (memory, pids, CPU)",
-         "the Engine at " + engine.endpoint + " does not enforce them: " +
-             (limits_missing.empty() ? std::string("it has no cgroup driver") : limits_missing),
-         "a rootless Engine needs cgroup v2 with the memory, pids and cpu controllers delegated "
-         "to its user (systemd: Delegate=yes in user@.service)"});
-  }
+  // A rootless Engine on cgroup v1 has no cgroup driver: it accepts limits and applies none
+  // (the docker backend then reports them as downgrades).
+  engine.applies_limits = info->cgroup_driver != "none";
   co_return engine;
 }
 

@@ -152,7 +152,11 @@ int Serve() {
   }
   Config resolved = c;
   resolved.executor_backend = booted->backend;
-  auto made = MakeExecutor(resolved, io.get_executor());
+  BackendFacts facts;
+  if (booted->deployment.engine) {
+    facts.docker_engine_applies_limits = booted->deployment.engine->applies_limits;
+  }
+  auto made = MakeExecutor(resolved, io.get_executor(), facts);
   if (!made.ok()) {
     spdlog::critical("{}", made.status().message());
     RunToCompletion(io, StopNestedDockerd(*booted));
