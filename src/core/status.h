@@ -30,8 +30,17 @@ class Status {
     return s;
   }
 
+  // The same error, saying that the program of the request never started (the sandbox was gone
+  // before it): nothing of the request ran, so it may run in another sandbox.
+  Status NotStarted() const {
+    Status s = *this;
+    s.not_started_ = true;
+    return s;
+  }
+
   bool ok() const { return !message_.has_value(); }
   bool gone() const { return gone_; }
+  bool not_started() const { return not_started_; }
   const std::string& message() const { return *message_; }
   bool unavailable() const { return !unavailable_reason_.empty(); }
   const std::string& unavailable_reason() const { return unavailable_reason_; }
@@ -41,6 +50,7 @@ class Status {
     Status s(what + ": " + *message_);
     s.unavailable_reason_ = unavailable_reason_;
     s.gone_ = gone_;
+    s.not_started_ = not_started_;
     return s;
   }
 
@@ -49,6 +59,7 @@ class Status {
   std::optional<std::string> message_;
   std::string unavailable_reason_;  // non-empty: Unavailable
   bool gone_ = false;
+  bool not_started_ = false;
 };
 
 template <typename T>

@@ -201,7 +201,7 @@ class ExecSandbox final : public Sandbox {
   asio::awaitable<Result<RunOutcome>> RunProgram(RunPayload payload, OutputSink sink) {
     const auto t_stage = Clock::now();
     auto inline_files = co_await StageForProgram(payload.files);
-    if (!inline_files.ok()) co_return inline_files.status();
+    if (!inline_files.ok()) co_return inline_files.status().NotStarted();
     const auto t0 = Clock::now();
     const std::string background = BackgroundList(background_);
     const std::vector<std::string> argv =
@@ -210,7 +210,7 @@ class ExecSandbox final : public Sandbox {
     const uint64_t stdin_size = payload.stdin_data ? payload.stdin_data->size() : 0;
     const ExecStdin program_stdin{true, stdin_size};
     auto started = co_await c_.api->Exec(argv, program_stdin);
-    if (!started.ok()) co_return started.status().Context("starting the program");
+    if (!started.ok()) co_return started.status().Context("starting the program").NotStarted();
     auto run = std::make_shared<ProgramRun>(c_.ex, *started);
     active_ = run->stream;
     asio::co_spawn(c_.ex, WriteProgramStdin(run, std::move(payload.stdin_data)), asio::detached);

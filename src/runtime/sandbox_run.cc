@@ -172,7 +172,9 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
   }
   if (core->pipes_used) {
     // Only the agent socket can fail here: init is gone.
-    if (Status s = ReplacePipes(*core); !s.ok()) co_return DeadSandboxError(*core, "run");
+    if (Status s = ReplacePipes(*core); !s.ok()) {
+      co_return DeadSandboxError(*core, "run").NotStarted();
+    }
   }
   core->state = SandboxCore::State::kRunning;
   core->pipes_used = true;
@@ -181,7 +183,7 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
   for (const StagedFile& file : payload.files) {
     if (Status s = co_await SendFile(*core, file); !s.ok()) {
       core->state = after;
-      co_return s.gone() ? s : s.Context("staging " + file.workspace_path);
+      co_return s.gone() ? s.NotStarted() : s.Context("staging " + file.workspace_path);
     }
   }
   request.argv = std::move(payload.argv);
@@ -198,7 +200,9 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
   Result<Frame> started = eof;
   if (sent.ok()) started = co_await ReadFrameAsync(core->agent);
   core->state = after;
-  if (!started.ok() || started->eof) co_return DeadSandboxError(*core, "program start");
+  // Init died before it said the program started: the program's sandbox died with it.
+  if (!started.ok() || started->eof)
+    co_return DeadSandboxError(*core, "program start").NotStarted();
   if (started->type == Msg::kError) {
     std::string message;
     proto::DecodeError(started->payload, &message);

@@ -55,7 +55,10 @@ class FakeSandbox final : public Sandbox {
         timer_(owner.ex_) {}
 
   asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override {
-    if (owner_.LostBeforeRun(number_)) gone_ = true;
+    if (owner_.LostBeforeRun(number_)) {
+      gone_ = true;
+      co_return Usable().NotStarted();
+    }
     if (Status s = Usable(); !s.ok()) co_return s;
     if (!session_ && ran_) co_return Status::Error("fake: an execution sandbox serves one run");
     ran_ = true;

@@ -46,6 +46,14 @@ TEST_F(WarmPoolApiTest, ASandboxGoneBeforeTheRunIsReplaced) {
   EXPECT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.live() == 1; }));  // the pool's
 }
 
+// A sandbox that dies under a running program is the request's failure: the program ran, so it
+// is never run a second time.
+TEST_F(WarmPoolApiTest, ASandboxLostWhileTheProgramRunsIsNotRetried) {
+  fake().RunPrograms([](FakeProcess& p) -> awaitable<RunOutcome> { co_return p.LoseSandbox(); });
+  EXPECT_EQ(client().Post("/v1/execute", R"({"code": "x"})").status, 500);
+  EXPECT_EQ(fake().counts().runs_started, 1);
+}
+
 TEST_F(WarmPoolApiTest, ASessionGetsASandboxOfItsOwn) {
   ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.prepared == 1; }));
   std::string id = Str(Json(client().Post("/v1/sessions", "{}")), "session_id");

@@ -47,8 +47,8 @@ Result<std::unique_ptr<Executor>> MakeKubernetes(const Config&, asio::any_io_exe
   if (!pods.ok()) return pods.status();
   const char* ns = getenv("KUBERNETES_EXECUTOR_NAMESPACE");
   if (ns == nullptr || *ns == '\0') pods->namespace_ = connection->Namespace();
-  spdlog::info("kubernetes backend: {} namespace {} image {}", connection->origin,
-               pods->namespace_, pods->image);
+  spdlog::info("kubernetes backend: {} namespace {} image {}", connection->origin, pods->namespace_,
+               pods->image);
   k8s::K8sExecutorOptions options;
   options.connection = std::move(*connection);
   options.pods = std::move(*pods);

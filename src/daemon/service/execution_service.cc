@@ -189,13 +189,8 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
     payload.files.push_back({plan.program.entrypoint, *entry});
     payload.stdin_data = plan.stdin_data;
     payload.timeout = plan.timeout;
-    bool produced = false;
-    OutputSink noting = [&sink, &produced](StreamKind kind, std::string_view data) {
-      produced = true;
-      sink(kind, data);
-    };
-    run = co_await sandbox->Run(std::move(payload), std::move(noting));
-    if (run.ok() || !run.status().gone() || produced || attempt == 2) break;
+    run = co_await sandbox->Run(std::move(payload), sink);
+    if (run.ok() || !run.status().gone() || !run.status().not_started() || attempt == 2) break;
     spdlog::warn("the sandbox was gone before the program started ({}): running it in another",
                  run.status().message());
     co_await sandbox->Destroy();
