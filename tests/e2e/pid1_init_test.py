@@ -58,7 +58,8 @@ class Pid1Daemon:
     def __init__(self, **env):
         self.dir = tempfile.mkdtemp(prefix="ci-pid1-")
         full = dict(os.environ, HOST="127.0.0.1", PORT="0", EXECUTOR_BACKEND="local",
-                    FILE_STORAGE_DIR=os.path.join(self.dir, "files"), **env)
+                    FILE_STORAGE_DIR=os.path.join(self.dir, "files"))
+        full.update(env)
         self.proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", BIN, "serve"],
                                      env=full, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -68,7 +69,11 @@ class Pid1Daemon:
         self.port = None
         self.listening = threading.Event()
         threading.Thread(target=self._drain, daemon=True).start()
-        self.init = wait_until(lambda: (children_of(self.proc.pid) or [None])[0], STARTUP_S)
+        self.init = wait_until(
+            lambda: (children_of(self.proc.pid) or [None])[0] or self.proc.poll() is not None,
+            STARTUP_S)
+        if self.init is True:  # it exited already
+            self.init = None
 
     def _drain(self):
         for raw in iter(self.proc.stderr.readline, b""):
