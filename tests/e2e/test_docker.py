@@ -94,7 +94,9 @@ class Engine:
 
 
 def owner_label(pid):
-    return f"code-interpreter.owner={socket.gethostname()}/{pid}"
+    """<hostname>@<pid namespace inode>/<pid> (src/docker/reaper.h) of a daemon spawned here."""
+    ns = os.stat("/proc/self/ns/pid").st_ino
+    return f"code-interpreter.owner={socket.gethostname()}@{ns}/{pid}"
 
 
 class DockerHardeningReportTest(E2ETestCase):
