@@ -934,6 +934,13 @@ class E2ETestCase(unittest.TestCase):
         if not Config.spawned():
             self.skipTest(f"--url mode: {why}")
 
+    def require_host_daemon(self, why):
+        """For tests that start daemons of their own as host processes (harness.Daemon) and
+        look at them by pid: not with --url, nor with --image (daemons are containers)."""
+        self.require_spawned(why)
+        if Config.image:
+            self.skipTest(f"--image (the daemon is a container): {why}")
+
     def skip_or_fail(self, reason):
         """For a missing capability of the environment: skip, or fail when CI_E2E_NO_SKIP=1."""
         if Config.no_skip:
