@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -451,6 +452,10 @@ TEST_F(DockerTest, ReaperRemovesLeftoversAtStartup) {
   const std::string here = OwnerPrefixHere();  // this host and pid namespace
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
+  struct stat ns = {};
+  ASSERT_EQ(::stat("/proc/self/ns/pid", &ns), 0);
+  EXPECT_EQ(OwnerHere(),
+            std::string(host) + "@" + std::to_string(ns.st_ino) + "/" + std::to_string(::getpid()));
   auto create = [&](const std::string& name, const std::string& labels) {
     std::string m = "POST", p = "/containers/create?name=" + name,
                 body = "{\"Image\":\"" + opts_.image +
