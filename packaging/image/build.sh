@@ -63,7 +63,9 @@ package_of() {
   real="$(readlink -f "$f")"
   candidates=("$f" "/usr$f" "${f#/usr}" "$real" "/usr$real" "${real#/usr}")
   for c in "${candidates[@]}"; do
-    dpkg -S "$c" 2>/dev/null | head -n1 | cut -d: -f1 | grep . && return 0
+    # "pkg:arch: path" (or "pkg1, pkg2: path"); diversion notes are not owners.
+    dpkg -S "$c" 2>/dev/null | grep -v '^diversion ' | head -n1 | sed 's/[:,].*//' | grep . &&
+      return 0
   done
   echo "no Debian package ships $f (a library built by hand cannot go into the image)" >&2
   return 1

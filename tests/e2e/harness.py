@@ -131,24 +131,7 @@ class Daemon:
             argv, env=self.env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=self.tmpdir,
             start_new_session=True)
-        found = threading.Event()
-
-        def drain():
-            for raw in iter(self.proc.stderr.readline, b""):
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                with self._lock:
-                    self._lines.append(line)
-                if not found.is_set():
-                    m = LISTEN_RE.search(line)
-                    if m:
-                        self.host = m.group(1).strip("[]")
-                        self.port = int(m.group(2))
-                        found.set()
-            found.set()  # stderr closed: the process is gone (or closed it)
-
-        self._reader = threading.Thread(target=drain, name="daemon-stderr", daemon=True)
-        self._reader.start()
-        found.wait(STARTUP_TIMEOUT_S)
+        self._read_log(self.proc.stderr)
         if self.port is None:
             rc = self.proc.poll()
             if rc is None:
@@ -158,9 +141,32 @@ class Daemon:
             raise RuntimeError(f"daemon ({self.describe()}) did not start: {why}\n"
                                f"--- daemon log ---\n{self.log_since(0)}"
                                f"{log_tail(Config.backend_log)}")
+        return self
+
+    def _read_log(self, stream):
+        """Collects the daemon's log lines from `stream` in a thread; returns once the
+        'listening on HOST:PORT' line set host and port, the stream closed (the daemon is gone)
+        or STARTUP_TIMEOUT_S passed."""
+        found = threading.Event()
+
+        def drain():
+            for raw in iter(stream.readline, b""):
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                with self._lock:
+                    self._lines.append(line)
+                if not found.is_set():
+                    m = LISTEN_RE.search(line)
+                    if m:
+                        self.host = m.group(1).strip("[]")
+                        self.port = int(m.group(2))
+                        found.set()
+            found.set()
+
+        self._reader = threading.Thread(target=drain, name="daemon-log", daemon=True)
+        self._reader.start()
+        found.wait(STARTUP_TIMEOUT_S)
         if self.host in ("0.0.0.0", "::", ""):
             self.host = "127.0.0.1"
-        return self
 
     @property
     def pid(self):
@@ -275,30 +281,13 @@ class ContainerDaemon(Daemon):
         self._init_pid = int(self._inspect("{{.State.Pid}}") or 0) or None
         self.proc = subprocess.Popen(["docker", "logs", "-f", self.cid], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        found = threading.Event()
-
-        def drain():
-            for raw in iter(self.proc.stdout.readline, b""):
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                with self._lock:
-                    self._lines.append(line)
-                m = LISTEN_RE.search(line)
-                if m and not found.is_set():
-                    self.host, self.port = m.group(1).strip("[]"), int(m.group(2))
-                    found.set()
-            found.set()  # the container stopped
-
-        self._reader = threading.Thread(target=drain, name="container-log", daemon=True)
-        self._reader.start()
-        found.wait(STARTUP_TIMEOUT_S)
+        self._read_log(self.proc.stdout)
         if self.port is None:
             state = self._inspect("{{.State.Status}} exit {{.State.ExitCode}}")
             self._kill()
             raise RuntimeError(f"daemon ({self.describe()}) did not start: container {state}, "
                                f"no 'listening on HOST:PORT' line within {STARTUP_TIMEOUT_S:.0f} s"
                                f"\n{' '.join(argv)}\n--- docker logs ---\n{self.log_since(0)}")
-        if self.host in ("0.0.0.0", "::", ""):
-            self.host = "127.0.0.1"
         return self
 
     def _inspect(self, fmt):
