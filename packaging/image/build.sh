@@ -190,7 +190,11 @@ if [ "$WHICH" = default ] || [ "$WHICH" = all ]; then
     echo "$DEFAULT_IMAGE is up to date (build key $key)" >&2
   else
     ln -s "$executor_root" "$stage/usr/share/code-interpreter/executor-image.tar"
+    # The key of the executor root inside, for the bootstrap to compare with the nested
+    # dockerd's executor image (its code-interpreter.root-key label, executor-image/build.sh).
+    executor_key="$(basename "$executor_root" .tar)"
     import_image "$DEFAULT_IMAGE" "$root" "$key" "$stage" "${COMMON[@]}" \
+      --change "LABEL code-interpreter.executor-root-key=${executor_key#executor-root-}" \
       --change "USER 0:0" \
       --change "VOLUME /var/lib/code-interpreter/docker"
     rm "$stage/usr/share/code-interpreter/executor-image.tar"
