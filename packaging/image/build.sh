@@ -19,8 +19,8 @@
 # $CACHE_DIR keyed by its package list and this recipe's version; the binary, policies/ and (for
 # the default image) the executor root are appended as a last tar stream while the import reads,
 # so a rebuild after only the binary changed re-reads the cached tarballs and copies nothing.
-# An image whose build-key label (root, binary, policies, executor root) is already current is
-# left alone.
+# An image whose build-key label (root, binary, policies, executor root, this script) is already
+# current is left alone.
 #
 # Env: BINARY (build-release/code-interpreter, the release build), CACHE_DIR
 #      (/var/cache/code-interpreter), DEBIAN_MIRROR (http://deb.debian.org/debian), FORCE=1
@@ -158,7 +158,9 @@ install -D -m 0755 "$BINARY" "$stage/usr/local/bin/code-interpreter"
 # install on Kubernetes nodes, src/k8s/README.md).
 install -d "$stage/usr/share/code-interpreter/policies"
 install -m 0644 policies/* "$stage/usr/share/code-interpreter/policies/"
-content_key="$(cd "$stage" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+# What the last layer and the image configuration are made of: the staged files and this script.
+content_key="$( (cd "$stage" && find . -type f -print0 | sort -z | xargs -0 sha256sum) |
+  cat - "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)"
 
 COMMON=(
   --change 'ENTRYPOINT ["/usr/local/bin/code-interpreter"]'
