@@ -27,7 +27,10 @@
 #      (rebuild the roots and reimport), DOCKER (/usr/bin/docker), SLIM_IMAGE
 #      (code-interpreter:slim), DEFAULT_IMAGE (code-interpreter:latest).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+SCRIPT="$(readlink -f "$0")"
+[ -z "${BINARY:-}" ] || BINARY="$(readlink -f "$BINARY")"  # relative to where it was given
+cd "$(dirname "$SCRIPT")/../.."
+BINARY="${BINARY:-$PWD/build-release/code-interpreter}"
 
 WHICH="${1:-all}"
 case "$WHICH" in default | slim | all) ;; *)
@@ -35,7 +38,6 @@ case "$WHICH" in default | slim | all) ;; *)
   exit 2
   ;;
 esac
-BINARY="${BINARY:-build-release/code-interpreter}"
 SUITE=bookworm
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 CACHE_DIR="${CACHE_DIR:-/var/cache/code-interpreter}"
@@ -160,7 +162,7 @@ install -d "$stage/usr/share/code-interpreter/policies"
 install -m 0644 policies/* "$stage/usr/share/code-interpreter/policies/"
 # What the last layer and the image configuration are made of: the staged files and this script.
 content_key="$( (cd "$stage" && find . -type f -print0 | sort -z | xargs -0 sha256sum) |
-  cat - "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)"
+  cat - "$SCRIPT" | sha256sum | cut -c1-16)"
 
 COMMON=(
   --change 'ENTRYPOINT ["/usr/local/bin/code-interpreter"]'
