@@ -132,8 +132,9 @@ root_tarball() {
 import_image() {
   local image="$1" tarball="$2" key="$3" stage="$4"
   shift 4
-  local end start
+  local end start old
   end="$(cat "$tarball.end")"
+  old="$("$DOCKER" image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
   start=$(date +%s)
   # -h: the stage holds a symlink to the cached executor root, stored as the file it names.
   { head -c "$end" "$tarball"
@@ -141,6 +142,11 @@ import_image() {
       ./usr/local/bin/code-interpreter ./usr/share/code-interpreter
   } | "$DOCKER" import --change "LABEL code-interpreter.build-key=$key" "$@" - "$image" >&2
   echo "imported $image in $(($(date +%s) - start)) s (build key $key)" >&2
+  # The image it replaced, untagged now: gone unless a container still uses it (each rebuild
+  # would otherwise leave up to 1.9 GB behind).
+  if [ -n "$old" ] && [ "$old" != "$("$DOCKER" image inspect --format '{{.Id}}' "$image")" ]; then
+    "$DOCKER" rmi "$old" >/dev/null 2>&1 || true
+  fi
 }
 
 current_key() {
