@@ -5,6 +5,9 @@
 # (or does nothing when the image already carries the same key).
 #
 #   packaging/executor-image/build.sh [IMAGE]      (default code-interpreter-executor:latest)
+#   packaging/executor-image/build.sh --root-tarball   builds (or reuses) the cached root only and
+#                                                  prints its path; no dockerd needed (the default
+#                                                  image of packaging/image/ ships it)
 #
 # Env: CACHE_DIR (/var/cache/code-interpreter), DEBIAN_MIRROR (http://deb.debian.org/debian),
 #      FORCE=1 rebuilds the root even when cached, DOCKER (/usr/bin/docker, Debian's docker.io
@@ -12,6 +15,8 @@
 #      runtime's SANDBOX_ROOTFS=<dir> mode (ROOT_DIR=<dir> keeps the unpacked copy there).
 set -euo pipefail
 
+ROOT_ONLY=0
+if [ "${1:-}" = "--root-tarball" ]; then ROOT_ONLY=1; shift; fi
 IMAGE="${1:-code-interpreter-executor:latest}"
 SUITE=bookworm
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
@@ -27,7 +32,8 @@ key="$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" "recipe-v1" | sha256sum | cut -c1
 tarball="$CACHE_DIR/executor-root-$key.tar"
 mkdir -p "$CACHE_DIR"
 
-if "$DOCKER" image inspect --format '{{index .Config.Labels "code-interpreter.root-key"}}' "$IMAGE" \
+if [ $ROOT_ONLY = 0 ] &&
+   "$DOCKER" image inspect --format '{{index .Config.Labels "code-interpreter.root-key"}}' "$IMAGE" \
      2>/dev/null | grep -qx "$key" && [ "${FORCE:-0}" != 1 ]; then
   echo "executor image $IMAGE is up to date (root key $key)" >&2
   exit 0
@@ -57,6 +63,10 @@ if [ ! -s "$tarball" ] || [ "${FORCE:-0}" = 1 ]; then
   fi
 fi
 
+if [ $ROOT_ONLY = 1 ]; then
+  echo "$tarball"
+  exit 0
+fi
 start=$(date +%s)
 "$DOCKER" import \
   --change "LABEL code-interpreter.root-key=$key" \

@@ -1,6 +1,7 @@
 #include "docker/reaper.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,12 +16,15 @@
 namespace ci::docker {
 namespace {
 
-// Is the owner "<host>/<pid>" a daemon that is gone (on this host)? Unknown hosts: no.
+// Is the owner "<host>@<pid namespace>/<pid>" a daemon that is gone? Only a pid of our own pid
+// namespace can be judged by kill(): daemons in containers on the host's network share its
+// hostname but each has its own pid namespace (and the same pid), so another namespace's or
+// another host's containers are left to expires-at.
 bool OwnerGone(const std::string& owner, const std::string& self, int64_t created,
                int64_t started_at) {
   size_t slash = owner.rfind('/');
   if (slash == std::string::npos || self.compare(0, slash + 1, owner, 0, slash + 1) != 0) {
-    return false;  // another host's daemon: left to expires-at
+    return false;
   }
   if (owner == self) return created < started_at;
   pid_t pid = static_cast<pid_t>(std::strtol(owner.c_str() + slash + 1, nullptr, 10));
@@ -29,11 +33,15 @@ bool OwnerGone(const std::string& owner, const std::string& self, int64_t create
 
 }  // namespace
 
-std::string OwnerHere() {
+std::string OwnerPrefixHere() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  return std::string(host) + "/" + std::to_string(::getpid());
+  struct stat ns = {};
+  ::stat("/proc/self/ns/pid", &ns);
+  return std::string(host) + "@" + std::to_string(ns.st_ino) + "/";
 }
+
+std::string OwnerHere() { return OwnerPrefixHere() + std::to_string(::getpid()); }
 
 asio::awaitable<void> Reap(std::shared_ptr<ReaperState> st) {
   st->running = true;

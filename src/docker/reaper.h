@@ -1,7 +1,7 @@
 // The reaper (containers a crash left behind). Every container carries
-// code-interpreter.owner=<hostname>/<daemon pid>. At the first sweep an executor or session
-// container is removed when its owner is this host and a process that is gone (or ours, from before
-// we started: a daemon restarted in a container gets the same pid); every sweep removes containers
+// code-interpreter.owner=<hostname>@<pid namespace inode>/<daemon pid>. At the first sweep an
+// executor or session container is removed when its owner is this host and pid namespace and a
+// process that is gone (or ours, from before we started); every sweep removes containers
 // of ours whose code-interpreter.expires-at is past (whoever owns them: sessions, other hosts).
 // Other live daemons' executions on a shared dockerd are left alone.
 #pragma once
@@ -19,7 +19,11 @@ namespace ci::docker {
 inline constexpr const char* kOwnerLabel = "code-interpreter.owner";
 inline constexpr std::chrono::seconds kReapPeriod{60};
 
-// "<hostname>/<pid>": the owner label of this daemon's containers.
+// "<hostname>@<pid namespace inode>/": what the owners of this host and pid namespace start with.
+// The namespace tells apart daemons in containers that share the host's hostname (--network
+// host), each of which may be pid 2.
+std::string OwnerPrefixHere();
+// OwnerPrefixHere() + "<pid>": the owner label of this daemon's containers.
 std::string OwnerHere();
 
 struct ReaperState {

@@ -15,6 +15,7 @@
 #include "common/await.h"
 #include "docker/docker_executor.h"
 #include "docker/engine_client.h"
+#include "docker/reaper.h"
 
 namespace ci::docker {
 
@@ -58,10 +59,10 @@ class DockerFixture : public ::testing::Test {
     auto c = Client();
     std::string owner;
     if (this_process) {
-      char host[256] = {};
-      ::gethostname(host, sizeof host - 1);
-      owner = "%2C%22code-interpreter.owner%3D" + std::string(host) + "%2F" +
-              std::to_string(::getpid()) + "%22";
+      std::string here = OwnerHere();  // "<host>@<pid ns>/<pid>": '@' and '/' escaped
+      std::string escaped;
+      for (char ch : here) escaped += ch == '/' ? "%2F" : ch == '@' ? "%40" : std::string(1, ch);
+      owner = "%2C%22code-interpreter.owner%3D" + escaped + "%22";
     }
     std::string
         m = "GET",

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "common/enforcement_spec.h"
 #include "core/json.h"
 #include "docker/engine_client.h"
+#include "docker/reaper.h"
 #include "docker_fixture.h"
 
 namespace ci::docker {
@@ -447,8 +449,13 @@ TEST_F(DockerTest, ReportsCpuTimeAndMemoryPeak) {
 TEST_F(DockerTest, ReaperRemovesLeftoversAtStartup) {
   EngineClient c(io_.get_executor(), opts_.endpoint, 10s);
   ASSERT_TRUE(Await(c.Negotiate()).ok());
+  const std::string here = OwnerPrefixHere();  // this host and pid namespace
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
+  struct stat ns = {};
+  ASSERT_EQ(::stat("/proc/self/ns/pid", &ns), 0);
+  EXPECT_EQ(OwnerHere(),
+            std::string(host) + "@" + std::to_string(ns.st_ino) + "/" + std::to_string(::getpid()));
   auto create = [&](const std::string& name, const std::string& labels) {
     std::string m = "POST", p = "/containers/create?name=" + name,
                 body = "{\"Image\":\"" + opts_.image +
@@ -461,20 +468,28 @@ TEST_F(DockerTest, ReaperRemovesLeftoversAtStartup) {
   std::string suffix = std::to_string(::getpid());
   // pid 0x7ffffff0 is above any pid_max: a daemon that is gone.
   create("ci-reap-dead-" + suffix,
+         std::string("\"component\":\"executor\",") + "\"code-interpreter.owner\":\"" + here +
+             "2147483632\",\"code-interpreter.expires-at\":\"" + "99999999999\"");
+  // The same hostname and a pid that is not ours, in another pid namespace (a daemon in a
+  // container on the host's network): not ours to judge, whatever kill() says here.
+  create("ci-reap-otherns-" + suffix,
          std::string("\"component\":\"executor\",") + "\"code-interpreter.owner\":\"" + host +
-             "/2147483632\",\"code-interpreter.expires-at\":\"" + "99999999999\"");
+             "@1/2147483632\",\"code-interpreter.expires-at\":\"" + "99999999999\"");
   create("ci-reap-expired-" + suffix,
          "\"component\":\"session\",\"code-interpreter.expires-at\":\"1000\"");
   create("ci-reap-alive-" + suffix, std::string("\"component\":\"executor\",") +
-                                        "\"code-interpreter.owner\":\"" + host + "/1\"," +
+                                        "\"code-interpreter.owner\":\"" + here + "1\"," +
                                         "\"code-interpreter.expires-at\":\"99999999999\"");
   auto fresh = MakeDockerExecutor(io_.get_executor(), opts_);
   ASSERT_TRUE(Await(fresh->Check()).ok());  // runs until the detached sweep is done too
   EXPECT_EQ(OurContainers("ci-reap-dead-"), "");
   EXPECT_EQ(OurContainers("ci-reap-expired-"), "");
   EXPECT_NE(OurContainers("ci-reap-alive-"), "");
-  std::string m = "DELETE", p = "/containers/ci-reap-alive-" + suffix + "?force=1";
-  Await(c.Request(m, p));
+  EXPECT_NE(OurContainers("ci-reap-otherns-"), "");
+  for (const char* left : {"ci-reap-alive-", "ci-reap-otherns-"}) {
+    std::string m = "DELETE", p = "/containers/" + std::string(left) + suffix + "?force=1";
+    Await(c.Request(m, p));
+  }
 }
 
 TEST_F(DockerTest, MissingImageIsNamedByCheck) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/fd_handover.h"
+#include "docker/reaper.h"
 #include "docker_fixture.h"
 
 namespace ci::docker {
@@ -242,8 +243,6 @@ TEST_F(DockerSessionTest, ExecutionSandboxRefusesBackground) {
 // of a new executor; an expired session container by any sweep; a live daemon's is kept.
 TEST_F(DockerSessionTest, ReaperRemovesExpiredSessionsAndThoseOfADeadDaemon) {
   auto c = Client();
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
   auto create = [&](const std::string& name, const std::string& owner, int64_t expires_at) {
     std::string m = "POST", p = "/containers/create?name=" + name,
                 body = "{\"Image\":\"" + opts_.image +
@@ -257,9 +256,10 @@ TEST_F(DockerSessionTest, ReaperRemovesExpiredSessionsAndThoseOfADeadDaemon) {
   };
   std::string suffix = std::to_string(::getpid());
   int64_t future = static_cast<int64_t>(std::time(nullptr)) + 3600;
-  create("ci-sreap-dead-" + suffix, std::string(host) + "/2147483632", future);
-  create("ci-sreap-expired-" + suffix, std::string(host) + "/1", 1000);
-  create("ci-sreap-alive-" + suffix, std::string(host) + "/1", future);
+  const std::string here = OwnerPrefixHere();
+  create("ci-sreap-dead-" + suffix, here + "2147483632", future);
+  create("ci-sreap-expired-" + suffix, here + "1", 1000);
+  create("ci-sreap-alive-" + suffix, here + "1", future);
   auto fresh = MakeDockerExecutor(io_.get_executor(), opts_);
   ASSERT_TRUE(Await(fresh->Check()).ok());  // runs until the detached sweep is done too
   EXPECT_EQ(OurContainers("ci-sreap-dead-"), "");

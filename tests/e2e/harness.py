@@ -48,12 +48,20 @@ class Config:
     backend_log = None  # the log of a service the backend uses (the fake API server), or None
     cluster = None  # the FakeCluster of a --backend kubernetes run
     final_checks = []  # callables -> [(name, ok, diagnostic)], run once the daemons stopped
+    image = None  # --image: daemons are containers of this image (ContainerDaemon)
+    image_args = []  # the `docker run` flags (the README's) before the image name
+    image_env = {}  # --image-env: extra -e settings for every container daemon
 
     _user_bin = None
 
     @classmethod
     def spawned(cls):
         return cls.url is None
+
+    @classmethod
+    def new_daemon(cls, overrides=None):
+        """A daemon of the run's launcher: a host process, or a container with --image."""
+        return ContainerDaemon(overrides) if cls.image else Daemon(overrides)
 
     @classmethod
     def daemon_binary(cls):
@@ -123,24 +131,7 @@ class Daemon:
             argv, env=self.env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=self.tmpdir,
             start_new_session=True)
-        found = threading.Event()
-
-        def drain():
-            for raw in iter(self.proc.stderr.readline, b""):
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                with self._lock:
-                    self._lines.append(line)
-                if not found.is_set():
-                    m = LISTEN_RE.search(line)
-                    if m:
-                        self.host = m.group(1).strip("[]")
-                        self.port = int(m.group(2))
-                        found.set()
-            found.set()  # stderr closed: the process is gone (or closed it)
-
-        self._reader = threading.Thread(target=drain, name="daemon-stderr", daemon=True)
-        self._reader.start()
-        found.wait(STARTUP_TIMEOUT_S)
+        self._read_log(self.proc.stderr)
         if self.port is None:
             rc = self.proc.poll()
             if rc is None:
@@ -150,9 +141,32 @@ class Daemon:
             raise RuntimeError(f"daemon ({self.describe()}) did not start: {why}\n"
                                f"--- daemon log ---\n{self.log_since(0)}"
                                f"{log_tail(Config.backend_log)}")
+        return self
+
+    def _read_log(self, stream):
+        """Collects the daemon's log lines from `stream` in a thread; returns once the
+        'listening on HOST:PORT' line set host and port, the stream closed (the daemon is gone)
+        or STARTUP_TIMEOUT_S passed."""
+        found = threading.Event()
+
+        def drain():
+            for raw in iter(stream.readline, b""):
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                with self._lock:
+                    self._lines.append(line)
+                if not found.is_set():
+                    m = LISTEN_RE.search(line)
+                    if m:
+                        self.host = m.group(1).strip("[]")
+                        self.port = int(m.group(2))
+                        found.set()
+            found.set()
+
+        self._reader = threading.Thread(target=drain, name="daemon-log", daemon=True)
+        self._reader.start()
+        found.wait(STARTUP_TIMEOUT_S)
         if self.host in ("0.0.0.0", "::", ""):
             self.host = "127.0.0.1"
-        return self
 
     @property
     def pid(self):
@@ -160,6 +174,9 @@ class Daemon:
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
+
+    def exit_code(self):
+        return self.proc.poll() if self.proc else None
 
     def log_len(self):
         with self._lock:
@@ -213,6 +230,121 @@ class Daemon:
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
+class ContainerDaemon(Daemon):
+    """The daemon as a container of Config.image, started as the README tells a user to start it:
+    `docker run -d` with Config.image_args (the README's flags), plus what the harness needs:
+    PORT=0 (several daemons side by side; the README's command publishes nothing, it runs on the
+    host's network), LOG_LEVEL=debug, the test class's overrides as -e, and every host path an
+    override names mounted read-only at the same path (as an administrator mounts an API keys
+    file). Its log is `docker logs -f`; stop is `docker stop` (SIGTERM to the container's PID 1,
+    the binary's own init); the exit code is the container's. The file store is read through
+    /proc/<pid>/root, the container's root seen from the host."""
+
+    STORE_IN_CONTAINER = "/var/lib/code-interpreter/files"  # the image's FILE_STORAGE_DIR
+
+    def __init__(self, overrides=None):
+        self.overrides = dict(overrides or {})
+        self.tmpdir = None
+        self.cid = None
+        self.proc = None  # `docker logs -f`
+        self.host = None
+        self.port = None
+        self._lines = []
+        self._lock = threading.Lock()
+        self._reader = None
+        self._init_pid = None
+        self._exit_code = None
+
+    def docker_run_argv(self):
+        env = {"PORT": "0", "LOG_LEVEL": "debug"}
+        env.update(Config.image_env)
+        env.update(Config.backend_env)
+        env.update({k: str(v) for k, v in self.overrides.items()})
+        argv = ["docker", "run", "-d", "--label", "code-interpreter.e2e=1"] + Config.image_args
+        mounted = set()
+        for v in env.values():
+            d = os.path.dirname(v)
+            if v.startswith("/") and os.path.exists(v) and d not in mounted:
+                mounted.add(d)
+                argv += ["-v", f"{d}:{d}:ro"]
+        for k, v in sorted(env.items()):
+            argv += ["-e", f"{k}={v}"]
+        return argv + [Config.image]
+
+    def start(self):
+        argv = self.docker_run_argv()
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError(f"daemon ({self.describe()}) did not start: {' '.join(argv)} "
+                               f"exited with {r.returncode}: {r.stderr.strip()}")
+        self.cid = r.stdout.strip()
+        self._init_pid = int(self._inspect("{{.State.Pid}}") or 0) or None
+        self.proc = subprocess.Popen(["docker", "logs", "-f", self.cid], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self._read_log(self.proc.stdout)
+        if self.port is None:
+            state = self._inspect("{{.State.Status}} exit {{.State.ExitCode}}")
+            self._kill()
+            raise RuntimeError(f"daemon ({self.describe()}) did not start: container {state}, "
+                               f"no 'listening on HOST:PORT' line within {STARTUP_TIMEOUT_S:.0f} s"
+                               f"\n{' '.join(argv)}\n--- docker logs ---\n{self.log_since(0)}")
+        return self
+
+    def _inspect(self, fmt):
+        r = subprocess.run(["docker", "inspect", "-f", fmt, self.cid], capture_output=True,
+                           text=True, timeout=30)
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    @property
+    def pid(self):
+        """The daemon's host pid: the only child of the container's PID 1 (the init)."""
+        try:
+            with open(f"/proc/{self._init_pid}/task/{self._init_pid}/children") as f:
+                children = f.read().split()
+        except (OSError, TypeError):
+            return None
+        return int(children[0]) if len(children) == 1 else None
+
+    @property
+    def store_dir(self):
+        return f"/proc/{self._init_pid}/root{self.STORE_IN_CONTAINER}"
+
+    def alive(self):
+        return self.cid is not None and self._inspect("{{.State.Running}}") == "true"
+
+    def exit_code(self):
+        if self._exit_code is None and self.cid and not self.alive():
+            code = self._inspect("{{.State.ExitCode}}")
+            self._exit_code = int(code) if code else None
+        return self._exit_code
+
+    def stop(self):
+        """`docker stop` (SIGTERM; SIGKILL after SHUTDOWN_TIMEOUT_S). (exit code, seconds)."""
+        if self.cid is None:
+            return None, 0.0
+        t0 = time.monotonic()
+        subprocess.run(["docker", "stop", "-t", str(int(SHUTDOWN_TIMEOUT_S)), self.cid],
+                       capture_output=True, timeout=SHUTDOWN_TIMEOUT_S + 30)
+        took = time.monotonic() - t0
+        if self._reader:
+            self._reader.join(5)
+        return self.exit_code(), took
+
+    def _kill(self):
+        if self.cid:
+            subprocess.run(["docker", "rm", "-f", self.cid], capture_output=True, timeout=60)
+        if self.proc:
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def cleanup(self):
+        if self.cid:
+            self.exit_code()
+        self._kill()
+
+
 class DaemonPool:
     """Daemons keyed by their overrides, started on first use, stopped at the end of the run."""
 
@@ -226,10 +358,10 @@ class DaemonPool:
             raise RuntimeError(self._errors[key])
         d = self._daemons.get(key)
         if d is not None and not d.alive():
-            raise RuntimeError(f"daemon ({d.describe()}) died earlier (exit {d.proc.poll()})\n"
+            raise RuntimeError(f"daemon ({d.describe()}) died earlier (exit {d.exit_code()})\n"
                                f"--- daemon log ---\n{d.log_since(0, tail=80)}")
         if d is None:
-            d = Daemon(overrides)
+            d = Config.new_daemon(overrides)
             self._daemons[key] = d
             try:
                 d.start()
@@ -790,6 +922,13 @@ class E2ETestCase(unittest.TestCase):
     def require_spawned(self, why):
         if not Config.spawned():
             self.skipTest(f"--url mode: {why}")
+
+    def require_host_daemon(self, why):
+        """For tests that start daemons of their own as host processes (harness.Daemon) and
+        look at them by pid: not with --url, nor with --image (daemons are containers)."""
+        self.require_spawned(why)
+        if Config.image:
+            self.skipTest(f"--image (the daemon is a container): {why}")
 
     def skip_or_fail(self, reason):
         """For a missing capability of the environment: skip, or fail when CI_E2E_NO_SKIP=1."""

@@ -9,6 +9,11 @@
   run.py --bin ... --backend kubernetes               # against tests/k8s/fake_apiserver.py (root)
   run.py --bin ... -k Stream -k test_health           # only tests whose id contains a pattern
   run.py --list                                       # list the test ids
+  run.py --image code-interpreter:slim --image-args "-v /var/run/docker.sock:..." --backend docker
+                                                      # each daemon a container (docker run -d)
+  run.py --readme-command "Docker-out-of-Docker" --backend docker
+                                                      # the same, image and flags taken from the
+                                                      # README section's `docker run -d` command
 
 Environment: CI_DAEMON_BIN (instead of --bin), CI_E2E_NO_SKIP=1 (a skip for a missing
 capability, e.g. matplotlib absent in the sandbox, becomes a failure; CI sets it).
@@ -21,10 +26,16 @@ KUBERNETES_EXECUTOR_SECCOMP_PROFILE (the executor profile, installed in the fake
 and KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN=false (the fake runs no init containers; each pod's
 own network namespace stands for the enforced deny-all NetworkPolicy). It skips without root, or
 fails under CI=true.
+
+--image: every daemon is `docker run -d ARGS... IMAGE` (harness.ContainerDaemon; ARGS is a shell
+string, expanded by bash so `$(stat -c %g /var/run/docker.sock)` works), with PORT=0, the test
+class's settings as -e, logs from `docker logs`, stopped with `docker stop`. --image-env K=V adds
+-e K=V to every one. Tests that need the daemon as a host process or the binary itself skip.
 """
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -72,6 +83,32 @@ def docker_answers():
         return False
 
 
+def readme_command(title):
+    """(image, shell string of flags) of the first `docker run -d ... IMAGE` command in the
+    fenced block of README.md's section whose heading starts with `title`."""
+    with open(os.path.join(HERE, "..", "..", "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"^## " + re.escape(title) + r".*?$(.*?)(?=^## |\Z)", text, re.M | re.S)
+    if not m:
+        raise SystemExit(f"README.md has no section {title!r}")
+    joined = m.group(1).replace("\\\n", " ")
+    cmd = re.search(r"^docker run -d (.*?) (\S+)\s*(?:#.*)?$", joined, re.M)
+    if not cmd:
+        raise SystemExit(f"README.md section {title!r} has no `docker run -d ... IMAGE` line")
+    return cmd.group(2), re.sub(r"\s+", " ", cmd.group(1))
+
+
+def shell_words(text):
+    """The words bash makes of `text` (quotes, $(...) expanded)."""
+    out = subprocess.run(["bash", "-c", 'printf "%s\\0" ' + text], capture_output=True,
+                         check=True).stdout
+    return [w.decode() for w in out.split(b"\0")[:-1]]
+
+
+def image_present(image):
+    return subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -87,6 +124,13 @@ def main():
                     help="with --as-user: do not grant USER subordinate ids (the one-id map)")
     ap.add_argument("--as-user", metavar="USER",
                     help="start the daemons as this unprivileged user (rootless mode; needs root)")
+    ap.add_argument("--image", help="start every daemon as a container of IMAGE")
+    ap.add_argument("--image-args", default="", metavar="ARGS",
+                    help="with --image: the `docker run -d` flags, a shell string")
+    ap.add_argument("--image-env", action="append", default=[], metavar="K=V",
+                    help="with --image: -e K=V for every container (repeatable)")
+    ap.add_argument("--readme-command", metavar="TITLE",
+                    help="--image and --image-args from README.md's section TITLE")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
 
@@ -105,8 +149,10 @@ def main():
             print(t.id())
         return 0
 
-    if not args.url and not args.bin:
-        ap.error("give --bin PATH (or CI_DAEMON_BIN) or --url URL")
+    if args.readme_command:
+        args.image, args.image_args = readme_command(args.readme_command)
+    if not args.url and not args.bin and not args.image:
+        ap.error("give --bin PATH (or CI_DAEMON_BIN), --image IMAGE or --url URL")
     if args.url:
         harness.Config.url = args.url.rstrip("/")
         harness.Config.expected_backend = args.backend
@@ -125,7 +171,20 @@ def main():
             if why:
                 print(f"1..0 # SKIP --backend kubernetes: {why}")
                 return 0
-        harness.Config.bin_path = os.path.abspath(args.bin)
+        if args.image and not image_present(args.image):
+            why = f"no image {args.image} (packaging/image/build.sh builds it)"
+            if os.environ.get("CI") == "true":
+                print(f"Bail out! {why} (CI=true: no skipping)")
+                return 1
+            print(f"1..0 # SKIP {why}")
+            return 0
+        if args.image:
+            harness.Config.image = args.image
+            harness.Config.image_args = shell_words(args.image_args)
+            harness.Config.image_env = dict(kv.split("=", 1) for kv in args.image_env)
+            sys.stderr.write(f"container daemons: docker run -d {args.image_args} ... "
+                             f"{args.image}\n")
+        harness.Config.bin_path = os.path.abspath(args.bin) if args.bin else None
         harness.Config.expected_backend = args.backend or "local"
         harness.Config.pool = harness.DaemonPool()
         if args.as_user:

@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 
-from harness import (Client, Config, Daemon, E2ETestCase, host_processes_matching, pending_issue,
+from harness import (Client, Config, E2ETestCase, host_processes_matching, pending_issue,
                      unique_sleep_arg, wait_until)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
@@ -234,7 +234,7 @@ class ShutdownTest(E2ETestCase):
 
     def test_sigterm_during_execution(self):
         self.require_spawned("needs to signal the daemon process")
-        d = Daemon().start()
+        d = Config.new_daemon().start()
         try:
             marker = unique_sleep_arg()
             code = ("import subprocess, time\n"

@@ -10,7 +10,7 @@ from harness import Config
 class CliTest(unittest.TestCase):
     def setUp(self):
         if not Config.bin_path:
-            self.skipTest("--url mode: the CLI needs the binary (--bin)")
+            self.skipTest("no --bin (--url or --image mode): the CLI needs the binary")
 
     def run_cli(self, *args, stdin=None):
         return subprocess.run([Config.bin_path, *args], input=stdin, capture_output=True,

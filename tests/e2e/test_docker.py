@@ -94,7 +94,9 @@ class Engine:
 
 
 def owner_label(pid):
-    return f"code-interpreter.owner={socket.gethostname()}/{pid}"
+    """<hostname>@<pid namespace inode>/<pid> (src/docker/reaper.h) of a daemon spawned here."""
+    ns = os.stat("/proc/self/ns/pid").st_ino
+    return f"code-interpreter.owner={socket.gethostname()}@{ns}/{pid}"
 
 
 class DockerHardeningReportTest(E2ETestCase):
@@ -163,7 +165,7 @@ class DockerBackendTest(E2ETestCase):
     # -- hardening ------------------------------------------------------------------------------
 
     def test_executor_container_is_hardened(self):
-        self.require_spawned("needs the daemon's pid (the containers' owner label)")
+        self.require_host_daemon("needs the daemon's pid (the containers' owner label)")
         t, box = self.run_in_thread(self.client, "import time; time.sleep(4)", 10000)
         cid = wait_until(lambda: self.running_program_container(self.daemon.pid)
                          or (not t.is_alive() and "done"), 10, interval=0.1)
@@ -219,7 +221,7 @@ class DockerBackendTest(E2ETestCase):
     # -- reaper ---------------------------------------------------------------------------------
 
     def start_daemon(self, overrides):
-        self.require_spawned("starts and kills daemons of its own")
+        self.require_host_daemon("starts and kills daemons of its own")
         d = Daemon(overrides)
         self.addCleanup(d.cleanup)
         self.addCleanup(lambda: d.alive() and d.stop())
@@ -403,7 +405,7 @@ class DockerBackendTest(E2ETestCase):
     def test_daemon_over_tls_with_client_certificate(self):
         """A daemon whose Engine is dockerd's TLS listener (tests/docker/start-dockerd.sh):
         DOCKER_TLS_VERIFY with the test client certificate; stdin reaches EOF over TLS."""
-        self.require_spawned("starts a daemon of its own")
+        self.require_host_daemon("starts a daemon of its own")
         tls_dir = os.environ.get("DOCKER_TLS_DIR") or "/tmp/code-interpreter-tls"
         try:
             with open(os.path.join(tls_dir, "host")) as f:

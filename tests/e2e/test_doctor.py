@@ -12,7 +12,7 @@ SECTIONS = ["privileges", "namespaces", "user namespace settings", "cgroups", "s
 class DoctorTest(unittest.TestCase):
     def setUp(self):
         if not Config.bin_path:
-            self.skipTest("--url mode: the doctor needs the binary (--bin)")
+            self.skipTest("no --bin (--url or --image mode): the doctor needs the binary")
 
     def doctor(self, *args):
         return subprocess.run([Config.bin_path, "doctor", *args], capture_output=True, text=True,

@@ -526,7 +526,7 @@ class SharedStoreTest(E2ETestCase):
     quota counts what both stored."""
 
     def shared_store(self):
-        self.require_spawned("starts daemons of its own on one directory")
+        self.require_host_daemon("starts daemons of its own on one directory")
         shared = tempfile.mkdtemp(prefix="ci-e2e-shared-")
         self.addCleanup(shutil.rmtree, shared, True)
         store = os.path.join(shared, "store")

@@ -17,7 +17,7 @@ from harness import Config
 class StrictHardeningTest(unittest.TestCase):
     def setUp(self):
         if not Config.bin_path:
-            self.skipTest("--url mode: starts its own daemons (--bin)")
+            self.skipTest("no --bin (--url or --image mode): starts its own daemons")
         self.dir = tempfile.mkdtemp(prefix="ci-hardening-")
         self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
 

@@ -268,7 +268,7 @@ class SessionPythonTest(SessionCase):
 
 class SessionReaperTest(SessionCase):
     def test_killed_daemon_leaves_no_session_after_restart(self):
-        self.require_spawned("starts and kills daemons of its own")
+        self.require_host_daemon("starts and kills daemons of its own")
         mark = unique_sleep_arg()
         old = Daemon({"WARM_POOL_SIZE": "0"})
         self.addCleanup(old.cleanup)

@@ -4,6 +4,7 @@
 
 #include "daemon/cli/cli.h"
 #include "daemon/cli/doctor.h"
+#include "daemon/cli/pid1_init.h"
 #include "runtime/local_executor.h"
 
 namespace {
@@ -21,7 +22,10 @@ int main(int argc, char** argv) {
   std::string_view cmd = argc > 1 ? argv[1] : "serve";
   // The shim is this same binary re-executed by the daemon to build a sandbox.
   if (cmd == "shim") return ci::runtime::ShimMain(argc, argv);
-  if (cmd == "serve") return ci::daemon::Serve();
+  if (cmd == "serve") {
+    ci::daemon::BecomeInitIfPid1();  // a container's entrypoint: reap orphans, forward signals
+    return ci::daemon::Serve();
+  }
   if (cmd == "run") return ci::daemon::RunCommand(argc - 2, argv + 2);
   if (cmd == "doctor") return ci::daemon::DoctorCommand(argc - 2, argv + 2);
   if (cmd == "version" || cmd == "--version") {

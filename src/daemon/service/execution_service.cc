@@ -76,7 +76,11 @@ ExecutionService::ExecutionService(const Config& config, Executor& executor, Fil
     : config_(config),
       executor_(executor),
       store_(store),
-      languages_(AvailableLanguages(config.sandbox_rootfs)),
+      // An image's root is not on this filesystem (the daemon may run in a container
+      // without any interpreter): every language, and the startup probe keeps what runs.
+      languages_(executor.name() == "docker" || executor.name() == "kubernetes"
+                     ? KnownLanguages()
+                     : AvailableLanguages(config.sandbox_rootfs)),
       spec_(MakeSpec(config, std::move(seccomp_profile_json))) {}
 
 std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteRequest& request,

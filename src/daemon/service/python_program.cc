@@ -86,6 +86,12 @@ std::vector<Language> AvailableLanguages(const std::string& rootfs) {
   return out;
 }
 
+std::vector<Language> KnownLanguages() {
+  std::vector<Language> out;
+  for (const auto& k : kKnown) out.push_back({std::string(k.name), std::string(k.interpreter), ""});
+  return out;
+}
+
 Result<Program> BuildProgram(std::string_view language, bool last_line_interactive,
                              const std::vector<Language>& available) {
   const KnownLanguage* known = nullptr;

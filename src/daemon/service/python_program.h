@@ -27,6 +27,11 @@ std::string ParseVersion(std::string_view version_output);
 // The languages whose interpreter exists under `rootfs` ("host" = this machine's /).
 std::vector<Language> AvailableLanguages(const std::string& rootfs);
 
+// Every language this daemon knows, for a backend whose root is an image this filesystem does not
+// hold (docker, kubernetes; the daemon may run in a container without any interpreter): the
+// startup probe keeps those that answer `--version` in a sandbox.
+std::vector<Language> KnownLanguages();
+
 // 422 text for an unknown or missing language names what is available.
 Result<Program> BuildProgram(std::string_view language, bool last_line_interactive,
                              const std::vector<Language>& available);
