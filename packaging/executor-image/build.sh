@@ -7,7 +7,8 @@
 #   packaging/executor-image/build.sh [IMAGE]      (default code-interpreter-executor:latest)
 #   packaging/executor-image/build.sh --root-tarball   builds (or reuses) the cached root only and
 #                                                  prints its path; no dockerd needed (the default
-#                                                  image of packaging/image/ ships it)
+#                                                  image of packaging/image/ ships it, and the
+#                                                  image's configuration in <path>.changes)
 #
 # Env: CACHE_DIR (/var/cache/code-interpreter), DEBIAN_MIRROR (http://deb.debian.org/debian),
 #      FORCE=1 rebuilds the root even when cached, DOCKER (/usr/bin/docker, Debian's docker.io
@@ -63,15 +64,17 @@ if [ ! -s "$tarball" ] || [ "${FORCE:-0}" = 1 ]; then
   fi
 fi
 
+# The image's configuration, one Dockerfile instruction a line; also kept next to the tarball
+# ($tarball.changes), where Docker-in-Docker's bootstrap reads it to import the same image.
+CHANGES=("LABEL code-interpreter.root-key=$key" "WORKDIR /workspace"
+         "ENV PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8" 'CMD ["/bin/bash"]')
+printf '%s\n' "${CHANGES[@]}" >"$tarball.changes.tmp" && mv "$tarball.changes.tmp" "$tarball.changes"
 if [ $ROOT_ONLY = 1 ]; then
   echo "$tarball"
   exit 0
 fi
 start=$(date +%s)
-"$DOCKER" import \
-  --change "LABEL code-interpreter.root-key=$key" \
-  --change "WORKDIR /workspace" \
-  --change "ENV PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8" \
-  --change 'CMD ["/bin/bash"]' \
-  "$tarball" "$IMAGE" >&2
+change_args=()
+for c in "${CHANGES[@]}"; do change_args+=(--change "$c"); done
+"$DOCKER" import "${change_args[@]}" "$tarball" "$IMAGE" >&2
 echo "imported $IMAGE in $(( $(date +%s) - start )) s (root key $key)" >&2

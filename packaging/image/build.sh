@@ -200,6 +200,7 @@ if [ "$WHICH" = default ] || [ "$WHICH" = all ]; then
     echo "$DEFAULT_IMAGE is up to date (build key $key)" >&2
   else
     ln -s "$executor_root" "$stage/usr/share/code-interpreter/executor-image.tar"
+    cp "$executor_root.changes" "$stage/usr/share/code-interpreter/executor-image.tar.changes"
     # The key of the executor root inside, for the bootstrap to compare with the nested
     # dockerd's executor image (its code-interpreter.root-key label, executor-image/build.sh).
     executor_key="$(basename "$executor_root" .tar)"
@@ -207,6 +208,6 @@ if [ "$WHICH" = default ] || [ "$WHICH" = all ]; then
       --change "LABEL code-interpreter.executor-root-key=${executor_key#executor-root-}" \
       --change "USER 0:0" \
       --change "VOLUME /var/lib/code-interpreter/docker"
-    rm "$stage/usr/share/code-interpreter/executor-image.tar"
+    rm "$stage/usr/share/code-interpreter/executor-image.tar"{,.changes}
   fi
 fi

@@ -122,6 +122,12 @@ std::string HandshakeFailure(TlsStream& t, const Endpoint& ep, const error_code&
   return Where(ep) + ": TLS handshake failed: " + Why(ep, ec);
 }
 
+// The Engine does not answer (stopped, restarting, not started yet): a request can be retried
+// later, so the API answers 503 with Retry-After rather than 500.
+Status Unreachable(std::string message) {
+  return Status::Unavailable("docker engine unreachable", std::move(message));
+}
+
 asio::awaitable<Result<AnyStream>> Connect(asio::any_io_executor ex, const Endpoint& ep,
                                            std::shared_ptr<ssl::context>& tls,
                                            std::chrono::milliseconds timeout) {
@@ -131,7 +137,7 @@ asio::awaitable<Result<AnyStream>> Connect(asio::any_io_executor ex, const Endpo
     s.expires_after(timeout);
     asio::local::stream_protocol::endpoint target(ep.socket_path);
     co_await s.async_connect(target, asio::redirect_error(use_awaitable, ec));
-    if (ec) co_return Status::Error(Where(ep) + ": connect: " + ec.message());
+    if (ec) co_return Unreachable(Where(ep) + ": connect: " + ec.message());
     co_return AnyStream(std::move(s));
   }
   if (ep.tls && !tls) {  // once per client; a failure is retried by the next call
@@ -143,11 +149,11 @@ asio::awaitable<Result<AnyStream>> Connect(asio::any_io_executor ex, const Endpo
   std::string port = std::to_string(ep.port);
   auto results =
       co_await resolver.async_resolve(ep.host, port, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(Where(ep) + ": resolve: " + ec.message());
+  if (ec) co_return Unreachable(Where(ep) + ": resolve: " + ec.message());
   TcpStream s(ex);
   s.expires_after(timeout);  // also bounds the TLS handshake
   co_await s.async_connect(results, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(Where(ep) + ": connect: " + ec.message());
+  if (ec) co_return Unreachable(Where(ep) + ": connect: " + ec.message());
   if (!ep.tls) co_return AnyStream(std::move(s));
   TlsStream t(std::move(s), *tls);
   Status named = SetPeerName(t, ep);

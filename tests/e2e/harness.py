@@ -51,6 +51,9 @@ class Config:
     image = None  # --image: daemons are containers of this image (ContainerDaemon)
     image_args = []  # the `docker run` flags (the README's) before the image name
     image_env = {}  # --image-env: extra -e settings for every container daemon
+    # Docker-in-Docker: the daemons share the README's data root volume, which one nested dockerd
+    # at a time may use, so the pool stops the live daemon before it starts another.
+    one_daemon_at_a_time = False
 
     _user_bin = None
 
@@ -351,11 +354,15 @@ class DaemonPool:
     def __init__(self):
         self._daemons = {}
         self._errors = {}
+        self._stopped = []  # clean-shutdown results of daemons stopped before the end
 
     def get(self, overrides):
         key = tuple(sorted((overrides or {}).items()))
         if key in self._errors:
             raise RuntimeError(self._errors[key])
+        if Config.one_daemon_at_a_time:
+            for other in [k for k in self._daemons if k != key]:
+                self._stopped += self._stop([self._daemons.pop(other)])
         d = self._daemons.get(key)
         if d is not None and not d.alive():
             raise RuntimeError(f"daemon ({d.describe()}) died earlier (exit {d.exit_code()})\n"
@@ -370,6 +377,14 @@ class DaemonPool:
                 raise
         return d
 
+    def stop(self, overrides):
+        """Stops the pool's daemon of `overrides` now (SIGTERM): (exit code, seconds). A later
+        get() starts a new one."""
+        d = self._daemons.pop(tuple(sorted((overrides or {}).items())))
+        result = d.stop()
+        d.cleanup()
+        return result
+
     def kill_all(self):
         """SIGKILL every daemon (the run was interrupted: no time for clean-shutdown checks)."""
         for d in self._daemons.values():
@@ -379,8 +394,12 @@ class DaemonPool:
 
     def stop_all(self):
         """[(name, ok, diagnostic)] for the TAP lines of the clean-shutdown checks."""
+        return self._stopped + self._stop(self._daemons.values())
+
+    @staticmethod
+    def _stop(daemons):
         results = []
-        for d in self._daemons.values():
+        for d in daemons:
             name = f"daemon ({d.describe()}) exits 0 within {SHUTDOWN_TIMEOUT_S:.0f} s of SIGTERM"
             if d.port is None:
                 results.append((name, False, "the daemon never started"))

@@ -105,6 +105,46 @@ def shell_words(text):
     return [w.decode() for w in out.split(b"\0")[:-1]]
 
 
+def bounding_set_lacks():
+    """Capability numbers up to the kernel's last that this process's bounding set lacks."""
+    with open("/proc/self/status") as f:
+        bounding = int(re.search(r"^CapBnd:\s*([0-9a-f]+)$", f.read(), re.M).group(1), 16)
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    return [c for c in range(last + 1) if not (bounding >> c) & 1]
+
+
+CAP_NAMES = {24: "SYS_RESOURCE"}  # the one these test machines' bounding set lacks
+
+
+def privileged_here(argv):
+    """The README's `--privileged`, on a machine whose own bounding set lacks capabilities (these
+    test machines lack CAP_SYS_RESOURCE): runc cannot give a container the full set, so
+    `--privileged` fails there with "unable to apply caps". It becomes what --privileged means
+    short of the missing capabilities: every other capability, no seccomp or AppArmor profile,
+    no masked /proc paths, and the host's cgroup hierarchies writable (what a nested dockerd
+    needs). On a machine with the full set the README's flag is used as it is."""
+    lacks = bounding_set_lacks()
+    if "--privileged" not in argv or not lacks:
+        return argv
+    names = [CAP_NAMES.get(c) for c in lacks]
+    if None in names:
+        raise SystemExit(f"this machine's bounding set lacks capabilities {lacks}: "
+                         f"name them in CAP_NAMES to translate --privileged")
+    out = []
+    for a in argv:
+        if a != "--privileged":
+            out.append(a)
+            continue
+        out += ["--cap-add", "ALL"] + sum((["--cap-drop", n] for n in names), [])
+        out += ["--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+                "--security-opt", "systempaths=unconfined", "--cgroupns", "host",
+                "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw"]
+    sys.stderr.write(f"--privileged is not possible here (the bounding set lacks "
+                     f"{', '.join(names)}): using {' '.join(out)}\n")
+    return out
+
+
 def image_present(image):
     return subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0
 
@@ -131,12 +171,15 @@ def main():
                     help="with --image: -e K=V for every container (repeatable)")
     ap.add_argument("--readme-command", metavar="TITLE",
                     help="--image and --image-args from README.md's section TITLE")
+    ap.add_argument("--with", dest="with_modules", action="append", default=[], metavar="MODULE",
+                    help="add a test module to the suite (test_dind for the DinD image)")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
 
     names = sum(SUITES.values(), []) if args.suite == "all" else list(SUITES[args.suite])
     if args.suite in ("e2e", "all"):
         names += BACKEND_MODULES.get(args.backend or "local", [])
+    names += args.with_modules
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
     for name in names:
@@ -180,7 +223,8 @@ def main():
             return 0
         if args.image:
             harness.Config.image = args.image
-            harness.Config.image_args = shell_words(args.image_args)
+            harness.Config.image_args = privileged_here(shell_words(args.image_args))
+            harness.Config.one_daemon_at_a_time = "--privileged" in shell_words(args.image_args)
             harness.Config.image_env = dict(kv.split("=", 1) for kv in args.image_env)
             sys.stderr.write(f"container daemons: docker run -d {args.image_args} ... "
                              f"{args.image}\n")

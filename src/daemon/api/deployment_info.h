@@ -22,7 +22,8 @@ struct EngineSummary {
 };
 
 struct NestedDockerdInfo {
-  int64_t pid = 0;  // 0 while it is not running
+  int64_t pid = 0;         // 0 while it is not running
+  bool answering = false;  // /health is an error while it is not
   int restarts = 0;
   std::string storage_driver;
   std::string last_exit;

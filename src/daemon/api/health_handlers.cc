@@ -19,6 +19,13 @@ HealthInfo ApiHandlers::Info(const Status& backend) const {
   info.network_isolation = executor_.network_isolation();
   info.hardening = executor_.enforcement(service_.spec());
   if (deployment_) info.deployment = deployment_();
+  // The cached backend check may predate a crash of Docker-in-Docker's dockerd: say so now.
+  if (const auto& nested = info.deployment.nested_dockerd; nested && !nested->answering) {
+    info.ok = false;
+    info.message = "the nested dockerd is not answering" +
+                   (nested->last_exit.empty() ? std::string() : " (it " + nested->last_exit + ")") +
+                   ": restarting it (see the log)";
+  }
   return info;
 }
 

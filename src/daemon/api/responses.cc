@@ -159,6 +159,8 @@ void WriteDeployment(JsonWriter& w, const DeploymentInfo& d) {
     w.StartObject();
     w.Key("pid");
     w.Int64(n.pid);
+    w.Key("answering");
+    w.Bool(n.answering);
     w.Key("restarts");
     w.Int(n.restarts);
     WriteField(w, "storage_driver", n.storage_driver);

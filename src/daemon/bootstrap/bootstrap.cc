@@ -6,8 +6,10 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <string_view>
 
 #include "core/env_reader.h"
+#include "core/json.h"
 #include "daemon/bootstrap/cgroup_nesting.h"
 #include "daemon/bootstrap/deployment_mode.h"
 #include "docker/docker_options.h"
@@ -53,6 +55,30 @@ std::vector<std::string> ImportChanges(const std::string& tarball) {
   return changes;
 }
 
+// The executor root's key, as the image build labels it: "LABEL code-interpreter.root-key=K".
+constexpr std::string_view kRootKeyChange = "LABEL code-interpreter.root-key=";
+
+std::string RootKeyOf(const std::vector<std::string>& changes) {
+  for (const std::string& c : changes) {
+    if (c.rfind(kRootKeyChange, 0) == 0) return c.substr(kRootKeyChange.size());
+  }
+  return "";
+}
+
+// The label of an image inspect's body ("" when absent).
+std::string RootKeyLabel(const std::string& inspect_json) {
+  rapidjson::Document doc;
+  std::string why;
+  if (!ParseJson(inspect_json, doc, why) || !doc.IsObject()) return "";
+  auto config = doc.FindMember("Config");
+  if (config == doc.MemberEnd() || !config->value.IsObject()) return "";
+  auto labels = config->value.FindMember("Labels");
+  if (labels == config->value.MemberEnd() || !labels->value.IsObject()) return "";
+  auto key = labels->value.FindMember("code-interpreter.root-key");
+  if (key == labels->value.MemberEnd() || !key->value.IsString()) return "";
+  return key->value.GetString();
+}
+
 // dockerd looks for AppArmor and its own privileges in securityfs (the dind entrypoint mounts it).
 void MountSecurityfs() {
   struct stat dir {
@@ -75,7 +101,18 @@ asio::awaitable<Status> GiveExecutorImage(asio::any_io_executor ex, const std::s
   std::string path = "/images/" + image + "/json";
   auto r = co_await client.Request("GET", path);
   if (!r.ok()) co_return r.status();
-  if (r->ok()) co_return Status();  // kept in the data root volume from an earlier start
+  std::vector<std::string> changes = ImportChanges(tarball);
+  const std::string wanted = RootKeyOf(changes);
+  if (r->ok()) {
+    // Kept in the data root volume from an earlier start: current unless the image now carries
+    // another executor root.
+    const std::string have = RootKeyLabel(r->body);
+    if (wanted.empty() || have == wanted) co_return Status();
+    spdlog::info(
+        "the nested dockerd's executor image has root {}, this image ships {}: "
+        "importing it again",
+        have.empty() ? "(unlabelled)" : have, wanted);
+  }
   if (::access(tarball.c_str(), R_OK) != 0) {
     spdlog::warn(
         "executor image {} is missing in the nested dockerd and {} is not readable: "
@@ -85,7 +122,6 @@ asio::awaitable<Status> GiveExecutorImage(asio::any_io_executor ex, const std::s
   }
   spdlog::info("importing the executor image {} into the nested dockerd from {}", image, tarball);
   auto started = std::chrono::steady_clock::now();
-  std::vector<std::string> changes = ImportChanges(tarball);
   Status s = co_await docker::ImportImage(client, tarball, image, changes, 30min);
   if (!s.ok()) co_return s;
   spdlog::info(
@@ -178,6 +214,7 @@ DeploymentInfo Bootstrapped::Info() const {
     NestedDockerdReport r = dockerd->Report();
     NestedDockerdInfo n;
     n.pid = r.pid;
+    n.answering = r.answering;
     n.restarts = r.restarts;
     n.storage_driver = r.storage_driver;
     n.last_exit = r.last_exit;

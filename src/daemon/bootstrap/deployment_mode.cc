@@ -2,7 +2,6 @@
 
 #include <linux/capability.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -24,7 +23,7 @@ std::string Env(const EnvLookup& getenv, const char* name) {
 }
 
 // What a nested dockerd needs of a privileged container: the capabilities to build containers
-// and /sys mounted read-write (an unprivileged container's /sys is read-only, so this tells a
+// and a writable cgroup hierarchy (an unprivileged container's is read-only, so this tells a
 // --cap-add SYS_ADMIN container from a privileged one).
 bool Privileged() {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
@@ -34,8 +33,8 @@ bool Privileged() {
   for (int cap : {CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETPCAP, CAP_MKNOD, CAP_SYS_CHROOT}) {
     if (((effective >> cap) & 1) == 0) return false;
   }
-  struct statvfs sys {};
-  return ::statvfs("/sys", &sys) == 0 && (sys.f_flag & ST_RDONLY) == 0;
+  const bool v2 = Exists("/sys/fs/cgroup/cgroup.controllers");
+  return ::access(v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory", W_OK) == 0;
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ struct HostFacts {
   std::string docker_socket;  // a unix socket where an Engine usually listens, when one exists
   bool in_container = false;  // /.dockerenv or /run/.containerenv
   std::string dockerd;        // the dockerd executable, when installed
-  bool privileged = false;    // what dockerd needs: SYS_ADMIN, NET_ADMIN, ... and /sys writable
+  bool privileged = false;    // what dockerd needs: SYS_ADMIN, NET_ADMIN, ..., cgroups writable
 };
 
 // The socket looked for: /var/run/docker.sock, else (not root) $XDG_RUNTIME_DIR/docker.sock.

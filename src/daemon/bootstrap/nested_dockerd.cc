@@ -200,7 +200,10 @@ asio::awaitable<void> NestedDockerd::Watch(pid_t pid, int pidfd) {
                              asio::redirect_error(use_awaitable, ec));
   int status = 0;
   ::waitpid(pid, &status, 0);
-  if (pid_ == pid) pid_ = 0;
+  if (pid_ == pid) {
+    pid_ = 0;
+    answering_ = false;
+  }
   last_exit_ = DescribeExit(status);
   if (stopping_) {
     spdlog::info("nested dockerd (pid {}) {}", pid, last_exit_);
@@ -226,7 +229,27 @@ asio::awaitable<void> NestedDockerd::Restart() {
                   backoff_.count());
     asio::co_spawn(
         ex_, [self = shared_from_this()] { return self->Restart(); }, asio::detached);
+    co_return;
   }
+  const pid_t pid = pid_;
+  if (co_await WaitForPing(pid, 120s)) {
+    spdlog::info("nested dockerd (pid {}) answers again after restart {}", pid, restarts_);
+  }
+}
+
+asio::awaitable<bool> NestedDockerd::WaitForPing(pid_t pid, std::chrono::seconds timeout) {
+  docker::Endpoint ep;
+  ep.socket_path = DockerdSocket(settings_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (pid_ == pid && std::chrono::steady_clock::now() < deadline) {
+    docker::EngineClient client(ex_, ep, 2s);
+    if (Status ping = co_await client.Negotiate(); ping.ok()) {
+      answering_ = pid_ == pid;
+      co_return answering_;
+    }
+    co_await Sleep(250ms);
+  }
+  co_return false;
 }
 
 asio::awaitable<Status> NestedDockerd::Start(std::chrono::seconds timeout) {
@@ -242,23 +265,16 @@ asio::awaitable<Status> NestedDockerd::Start(std::chrono::seconds timeout) {
     if (Status s = WriteConfiguration(); !s.ok()) co_return s;
     last_lines_.clear();
     if (Status s = Spawn(); !s.ok()) co_return Status::Error("starting dockerd: " + s.message());
-    docker::Endpoint ep;
-    ep.socket_path = DockerdSocket(settings_);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (pid_ > 0 && std::chrono::steady_clock::now() < deadline) {
-      docker::EngineClient client(ex_, ep, 2s);
-      if (Status ping = co_await client.Negotiate(); ping.ok()) {
-        supervising_ = true;
-        spdlog::info("nested dockerd answers on {} (storage {})", ep.socket_path,
-                     settings_.storage_driver);
-        co_return Status();
-      }
-      co_await Sleep(250ms);
+    const std::string socket = DockerdSocket(settings_);
+    if (co_await WaitForPing(pid_, timeout)) {
+      supervising_ = true;
+      spdlog::info("nested dockerd answers on {} (storage {})", socket, settings_.storage_driver);
+      co_return Status();
     }
     if (pid_ > 0) {
       co_await Stop(5s);
       stopping_ = false;
-      co_return Status::Error("dockerd did not answer on " + ep.socket_path + " within " +
+      co_return Status::Error("dockerd did not answer on " + socket + " within " +
                               std::to_string(timeout.count()) +
                               " s; its last lines: " + LastLines());
     }
@@ -297,6 +313,7 @@ asio::awaitable<void> NestedDockerd::Stop(std::chrono::seconds grace) {
 NestedDockerdReport NestedDockerd::Report() const {
   NestedDockerdReport r;
   r.pid = pid_;
+  r.answering = answering_;
   r.restarts = restarts_;
   r.storage_driver = settings_.storage_driver;
   r.last_exit = restarts_ > 0 ? last_exit_ : "";

@@ -24,7 +24,8 @@ namespace ci::daemon {
 namespace asio = boost::asio;
 
 struct NestedDockerdReport {
-  pid_t pid = 0;  // 0 while it is not running
+  pid_t pid = 0;           // 0 while it is not running
+  bool answering = false;  // /_ping answered since it was last started
   int restarts = 0;
   std::string storage_driver;
   std::string last_exit;  // "exited with status 1" of the last crash, "" if none
@@ -58,6 +59,8 @@ class NestedDockerd : public std::enable_shared_from_this<NestedDockerd> {
   asio::awaitable<void> ForwardLog(int fd);
   asio::awaitable<void> Watch(pid_t pid, int pidfd);
   asio::awaitable<void> Restart();
+  // Polls /_ping until the dockerd of `pid` answers, exits or `timeout` passes.
+  asio::awaitable<bool> WaitForPing(pid_t pid, std::chrono::seconds timeout);
   std::string LastLines() const;
 
   asio::any_io_executor ex_;
@@ -66,6 +69,7 @@ class NestedDockerd : public std::enable_shared_from_this<NestedDockerd> {
   std::string executor_seccomp_json_;
   std::vector<Downgrade> downgrades_;
   pid_t pid_ = 0;
+  bool answering_ = false;
   bool supervising_ = false;
   bool stopping_ = false;
   int restarts_ = 0;
