@@ -105,7 +105,9 @@ int LoopbackSocket(int type, bool listen) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  if (listen) EXPECT_EQ(::listen(fd, 16), 0);
+  if (listen) {
+    EXPECT_EQ(::listen(fd, 16), 0);
+  }
   return fd;
 }
 
@@ -125,7 +127,8 @@ EnvLookup Env(std::map<std::string, std::string> vars) {
 
 TEST(SocketActivationTest, TakesThePassedListeningSocket) {
   int fd = LoopbackSocket(SOCK_STREAM, true);
-  auto env = Env({{"LISTEN_PID", std::to_string(::getpid())}, {"LISTEN_FDS", "1"},
+  auto env = Env({{"LISTEN_PID", std::to_string(::getpid())},
+                  {"LISTEN_FDS", "1"},
                   {"LISTEN_FDNAMES", "code-interpreter.socket"}});
   Result<int> got = ListenFdFromEnv(env, ::getpid(), fd);
   ASSERT_TRUE(got.ok()) << got.status().message();
@@ -145,15 +148,15 @@ TEST(SocketActivationTest, NoneWhenNotPassedToThisProcess) {
 TEST(SocketActivationTest, RefusesWhatIsNotOneListeningTcpSocket) {
   std::string self = std::to_string(::getpid());
   int listening = LoopbackSocket(SOCK_STREAM, true);
-  EXPECT_FALSE(ListenFdFromEnv(Env({{"LISTEN_PID", self}, {"LISTEN_FDS", "2"}}), ::getpid(),
-                               listening)
-                   .ok());
+  EXPECT_FALSE(
+      ListenFdFromEnv(Env({{"LISTEN_PID", self}, {"LISTEN_FDS", "2"}}), ::getpid(), listening)
+          .ok());
   EXPECT_FALSE(ListenFdFromEnv(Env({{"LISTEN_PID", self}}), ::getpid(), listening).ok());
   int bound_only = LoopbackSocket(SOCK_STREAM, false);
   int udp = LoopbackSocket(SOCK_DGRAM, false);
   for (int fd : {bound_only, udp}) {
-    Result<int> got = ListenFdFromEnv(Env({{"LISTEN_PID", self}, {"LISTEN_FDS", "1"}}),
-                                      ::getpid(), fd);
+    Result<int> got =
+        ListenFdFromEnv(Env({{"LISTEN_PID", self}, {"LISTEN_FDS", "1"}}), ::getpid(), fd);
     ASSERT_FALSE(got.ok());
     EXPECT_NE(got.status().message().find("not a listening TCP socket"), std::string::npos);
   }

@@ -56,25 +56,39 @@ def build_image():
     return out.stdout.strip().splitlines()[-1]
 
 
-def kvm_usable():
-    """Whether qemu can use KVM here: /dev/kvm may exist without working (as on this host)."""
-    try:
-        fd = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
-    except OSError:
+def kvm_usable(image_dir):
+    """Whether qemu can run this kernel with KVM. /dev/kvm may open, and even run the BIOS, yet
+    hang the kernel (as on this project's machines), so the probe boots the image's kernel with
+    KVM and waits for its first line on the serial console. The answer is kept per host kernel.
+    VM_ACCEL=tcg|kvm skips the probe."""
+    if os.environ.get("VM_ACCEL") in ("tcg", "kvm"):
+        return os.environ["VM_ACCEL"] == "kvm"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return False
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        KVM_GET_API_VERSION, KVM_CREATE_VM = 0xAE00, 0xAE01
-        if libc.ioctl(fd, KVM_GET_API_VERSION, 0) != 12:
-            return False
-        vm_fd = libc.ioctl(fd, KVM_CREATE_VM, 0)
-        if vm_fd < 0:
-            return False
-        os.close(vm_fd)
-        return True
-    finally:
-        os.close(fd)
+    cached = os.path.join(CACHE_DIR, f"kvm-probe-{os.uname().release}")
+    if os.path.exists(cached):
+        with open(cached) as f:
+            return f.read().strip() == "kvm"
+    with tempfile.TemporaryDirectory() as tmp:
+        console = os.path.join(tmp, "console")
+        proc = subprocess.Popen(
+            ["qemu-system-x86_64", "-machine", "q35", "-accel", "kvm", "-cpu", "host", "-m", "256",
+             "-nographic", "-no-reboot", "-monitor", "none", "-serial", f"file:{console}",
+             "-kernel", os.path.join(image_dir, "vmlinuz"), "-append",
+             "console=ttyS0 earlyprintk=serial panic=-1"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        works = False
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None and not works:
+            time.sleep(0.5)
+            with open(console, "rb") if os.path.exists(console) else open(os.devnull, "rb") as f:
+                works = b"Linux version" in f.read()
+        proc.kill()
+        proc.wait()
+    with open(cached, "w") as f:
+        f.write("kvm\n" if works else "tcg\n")
+    log(f"KVM {'works' if works else 'does not boot a kernel here: software emulation (TCG)'}")
+    return works
 
 
 def free_port():
@@ -122,11 +136,13 @@ class Qmp:
             raise VmError(f"QMP {command}: {reply['error'].get('desc')}")
         return reply.get("return")
 
-    def hmp(self, command_line):
-        """A human-monitor command (hostfwd_add has no QMP form)."""
-        out = self.execute("human-monitor-command", **{"command-line": command_line})
-        if out and out.strip():
-            raise VmError(f"monitor: {command_line}: {out.strip()}")
+    def hmp(self, command_line, quiet=True):
+        """A human-monitor command (hostfwd_add has no QMP form). `quiet`: it prints nothing
+        when it works, so any output is its error."""
+        out = (self.execute("human-monitor-command", **{"command-line": command_line}) or "").strip()
+        if quiet and out:
+            raise VmError(f"monitor: {command_line}: {out}")
+        return out
 
     def close(self):
         self.sock.close()
@@ -154,10 +170,11 @@ class Vm:
     # -- qemu ----------------------------------------------------------------------------------
 
     def _qemu_args(self, disk, incoming, share_paths=None):
-        accel = "kvm" if kvm_usable() else "tcg,thread=multi"
+        accel = "kvm" if kvm_usable(self.image_dir) else "tcg"
         args = [
-            "qemu-system-x86_64", "-machine", f"q35,accel={accel}", "-cpu",
-            "host" if accel == "kvm" else "max", "-smp", str(self.cpus), "-m", str(self.memory_mb),
+            "qemu-system-x86_64", "-machine", "q35",
+            "-accel", "kvm" if accel == "kvm" else "tcg,thread=multi",
+            "-cpu", "host" if accel == "kvm" else "max", "-smp", str(self.cpus), "-m", str(self.memory_mb),
             "-nographic", "-no-reboot",
             "-kernel", os.path.join(self.image_dir, "vmlinuz"),
             "-initrd", os.path.join(self.image_dir, "initrd.img"),
@@ -212,13 +229,16 @@ class Vm:
 
     def _save_state(self, state_dir):
         """Cold-boots on a frozen overlay and saves the running machine next to it."""
+        for stale in os.listdir(self.image_dir):  # what an interrupted save left
+            if stale.startswith("state."):
+                shutil.rmtree(os.path.join(self.image_dir, stale), ignore_errors=True)
         tmp = tempfile.mkdtemp(prefix="state.", dir=self.image_dir)
         disk = os.path.join(tmp, "booted.qcow2")
         self._overlay(os.path.join(self.image_dir, "disk.qcow2"), disk)
         seconds = self._cold_boot(disk)
         log(f"cold boot took {seconds:.1f} s; saving the booted state")
         self.ssh("sync")
-        self.qmp.hmp(f"hostfwd_remove net0 tcp:127.0.0.1:{self.ssh_port}")
+        self.qmp.hmp(f"hostfwd_remove net0 tcp:127.0.0.1:{self.ssh_port}", quiet=False)
         self.qmp.execute("stop")
         self.qmp.execute("migrate", uri=f"exec:cat > {tmp}/memory")
         while True:
@@ -235,6 +255,13 @@ class Vm:
 
     def boot(self):
         """Starts the VM and returns once ssh answers: restored from the saved state, or cold."""
+        try:
+            return self._boot()
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _boot(self):
         start = time.monotonic()
         disk = os.path.join(self.workdir, "disk.qcow2")
         if self.cold:
@@ -249,10 +276,13 @@ class Vm:
             self._overlay(os.path.join(state_dir, "booted.qcow2"), disk)
             self._start(disk, incoming=True)
             self.qmp.execute("migrate-incoming", uri=f"exec:cat {state_dir}/memory")
-            while self.qmp.execute("query-status").get("status") != "running":
+            # The machine was saved stopped, so it arrives paused ("inmigrate" until then).
+            while (status := self.qmp.execute("query-status").get("status")) == "inmigrate":
                 if self.proc.poll() is not None:
                     raise VmError(f"qemu exited restoring the state: {self._qemu_log()}")
                 time.sleep(0.1)
+            if status != "running":
+                self.qmp.execute("cont")
             self.restored = True
             self.wait_for_ssh(timeout=120)
             # The guest's clock stood still while the state was on disk.

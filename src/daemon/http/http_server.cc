@@ -355,7 +355,8 @@ Status HttpServer::Adopt(int fd) {
   }
   beast::error_code ec;
   state_->acceptor.assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
-  if (ec) return Status::Error("adopting listening socket " + std::to_string(fd) + ": " + ec.message());
+  if (ec)
+    return Status::Error("adopting listening socket " + std::to_string(fd) + ": " + ec.message());
   return Status();
 }
 
