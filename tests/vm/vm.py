@@ -208,8 +208,9 @@ class Vm:
     def _start(self, disk, incoming):
         args, accel = self._qemu_args(disk, incoming)
         log(f"qemu ({accel}): {'restoring' if incoming else 'cold boot'}")
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=open(os.path.join(self.workdir, "qemu.log"), "w"))
+        with open(os.path.join(self.workdir, "qemu.log"), "w") as qemu_log:
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=qemu_log)
         self.qmp = Qmp(os.path.join(self.workdir, "qmp.sock"))
         self.ssh_port = free_port()
         self.qmp.hmp(f"hostfwd_add net0 tcp:127.0.0.1:{self.ssh_port}-:22")
