@@ -78,7 +78,7 @@ def kvm_usable(image_dir):
              "console=ttyS0 earlyprintk=serial panic=-1"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         works = False
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 15  # a working KVM prints it within a second or two
         while time.monotonic() < deadline and proc.poll() is None and not works:
             time.sleep(0.5)
             with open(console, "rb") if os.path.exists(console) else open(os.devnull, "rb") as f:
