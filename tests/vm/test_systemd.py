@@ -36,6 +36,12 @@ GUEST_PORT = 8000
 # contract, executions with their verdicts, files, streaming, sessions and the hardening report,
 # i.e. every module of the e2e suite that a daemon started by systemd can serve in --url mode.
 E2E_MODULES = ["test_api", "test_execute", "test_files", "test_stream", "test_sessions"]
+# Left out of the subset, each with why.
+E2E_EXCLUDED = {
+    # Asserts that 4 parallel executions of sleep(0.5) end within 1.9 s: a timing of the machine,
+    # and under emulation each Python start alone takes about a second.
+    "test_execute.ExecuteBasicsTest.test_concurrent_executions",
+}
 MEMORY_LIMIT_MB = 256  # the defaults (README "Configuration")
 PIDS_LIMIT = 64
 
@@ -81,6 +87,28 @@ def wait_health(port, timeout=120):
             time.sleep(1)
 
 
+def in_background(port, body):
+    """POST /v1/execute from a thread: for a test that looks at the sandbox while it runs."""
+    def run():
+        try:
+            http_json(port, "/v1/execute", body)
+        except OSError:
+            pass  # the test stops the daemon under it, or kills the program
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def wait_until(predicate, timeout=90):
+    """Polls `predicate` until it holds (True) or `timeout` seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
 class GuestTest(unittest.TestCase):
     def test_pure_cgroup_v2(self):
         self.assertEqual(VM.ssh("stat -fc %T /sys/fs/cgroup").stdout.strip(), "cgroup2fs")
@@ -123,18 +151,12 @@ class LimitsMixin:
 
     def test_sandbox_cgroup_is_in_the_delegated_subtree(self):
         marker = "4242.5"  # a sleep no other process runs
-        result = {}
-        t = threading.Thread(target=lambda: result.update(http_json(
-            self.port, "/v1/execute",
-            {"code": f"exec sleep {marker}", "language": "bash", "timeout_ms": 60000})))
-        t.start()
+        t = in_background(self.port, {"code": f"exec sleep {marker}", "language": "bash",
+                                      "timeout_ms": 60000})
         try:
-            pid = ""
-            deadline = time.monotonic() + 60
-            while not pid and time.monotonic() < deadline:
-                pid = VM.ssh(f"pgrep -f -x 'sleep {marker}' || true").stdout.strip()
-                time.sleep(0.5)
-            self.assertTrue(pid, "the sandbox's sleep never showed up in the VM")
+            pgrep = lambda: VM.ssh(f"pgrep -f -x 'sleep {marker}' || true").stdout.strip()
+            self.assertTrue(wait_until(pgrep), "the sandbox's sleep never showed up in the VM")
+            pid = pgrep()
             cgroup = VM.ssh(f"cat /proc/{pid}/cgroup").stdout.strip()
             self.assertTrue(cgroup.startswith("0::" + self.subtree + "/"), cgroup)
             # The limits sit on the sandbox's cgroup or one above it, still inside the subtree.
@@ -184,10 +206,14 @@ class SystemServiceTest(LimitsMixin, unittest.TestCase):
         self.assertEqual(show["NRestarts"], "0")
 
     def test_e2e_subset(self):
-        args = [sys.executable, os.path.join(OPTS.source, "tests/e2e/run.py"), "--url",
-                f"http://127.0.0.1:{self.port}"]
-        for m in E2E_MODULES:
-            args += ["-k", m + "."]
+        run_py = os.path.join(OPTS.source, "tests/e2e/run.py")
+        ids = subprocess.run([sys.executable, run_py, "--list"], stdout=subprocess.PIPE,
+                             text=True, check=True).stdout.split()
+        chosen = [i for i in ids if i.split(".")[0] in E2E_MODULES and i not in E2E_EXCLUDED]
+        self.assertGreater(len(chosen), 100)
+        args = [sys.executable, run_py, "--url", f"http://127.0.0.1:{self.port}"]
+        for test_id in chosen:
+            args += ["-k", test_id]
         r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=1800)
         failures, keep = [], False
@@ -200,13 +226,27 @@ class SystemServiceTest(LimitsMixin, unittest.TestCase):
         self.assertEqual(r.returncode, 0, "\n".join(failures)[-8000:] or r.stdout[-3000:])
 
     def test_stop_sends_stopping_and_leaves_no_sandbox(self):
-        # Last in this class (unittest sorts by name): a stop and a start again.
-        VM.ssh("systemctl stop code-interpreter")
-        left = VM.ssh(f"find /sys/fs/cgroup{self.subtree} -mindepth 1 -type d 2>/dev/null; "
-                      "journalctl -u code-interpreter -o cat | grep -c 'shutdown complete'",
-                      check=False).stdout
-        self.assertNotIn("/sys/fs/cgroup", left)
-        VM.ssh("systemctl start code-interpreter", timeout=300)
+        # An execution runs while the unit stops: the daemon says STOPPING=1 with its status
+        # and drains; afterwards no sandbox cgroup is left. Then the unit is started again.
+        marker = "4343.5"
+        in_background(self.port, {"code": f"exec sleep {marker}", "language": "bash",
+                                  "timeout_ms": 60000})
+        try:
+            self.assertTrue(wait_until(lambda: VM.ssh(f"pgrep -f -x 'sleep {marker}'",
+                                                      check=False).returncode == 0))
+            VM.ssh("systemctl stop --no-block code-interpreter")
+            status = lambda: VM.ssh("systemctl show -p StatusText --value code-interpreter"
+                                    ).stdout.strip()
+            self.assertTrue(wait_until(lambda: status().startswith("shutting down")), status())
+            self.assertTrue(wait_until(lambda: VM.ssh("systemctl is-active code-interpreter",
+                                                      check=False).stdout.strip() == "inactive"))
+            left = VM.ssh(f"find /sys/fs/cgroup{self.subtree} -mindepth 1 -type d 2>/dev/null "
+                          "|| true").stdout
+            self.assertEqual(left, "")
+            self.assertIn("shutdown complete", VM.ssh("journalctl -u code-interpreter -o cat -n 30"
+                                                      ).stdout)
+        finally:
+            VM.ssh("systemctl start code-interpreter", timeout=300)
 
 
 class SocketActivationTest(unittest.TestCase):
