@@ -37,6 +37,10 @@ PACKAGES=(
 
 key="$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" "$RECIPE" | sha256sum | cut -c1-16)"
 out="$CACHE_DIR/$key"
+mkdir -p "$CACHE_DIR"
+# One build at a time (scripts/test.sh starts one in the background; a test may start another).
+exec 9>"$CACHE_DIR/.build.lock"
+flock 9
 if [ -s "$out/disk.qcow2" ] && [ "${FORCE:-0}" != 1 ]; then
   echo "$out"
   exit 0
@@ -46,7 +50,6 @@ for tool in debootstrap mke2fs qemu-img ssh-keygen; do
 done
 
 start=$(date +%s)
-mkdir -p "$CACHE_DIR"
 work="$(mktemp -d "$CACHE_DIR/build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 root="$work/root"
