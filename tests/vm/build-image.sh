@@ -46,7 +46,8 @@ if [ -s "$out/disk.qcow2" ] && [ "${FORCE:-0}" != 1 ]; then
   exit 0
 fi
 for tool in debootstrap mke2fs qemu-img ssh-keygen; do
-  command -v "$tool" >/dev/null || { echo "$tool is not installed (scripts/install-deps.sh)" >&2; exit 1; }
+  command -v "$tool" >/dev/null ||
+    { echo "$tool is not installed (scripts/install-deps.sh)" >&2; exit 1; }
 done
 
 start=$(date +%s)

@@ -139,7 +139,8 @@ class Qmp:
     def hmp(self, command_line, quiet=True):
         """A human-monitor command (hostfwd_add has no QMP form). `quiet`: it prints nothing
         when it works, so any output is its error."""
-        out = (self.execute("human-monitor-command", **{"command-line": command_line}) or "").strip()
+        out = self.execute("human-monitor-command", **{"command-line": command_line}) or ""
+        out = out.strip()
         if quiet and out:
             raise VmError(f"monitor: {command_line}: {out}")
         return out
@@ -174,7 +175,8 @@ class Vm:
         args = [
             "qemu-system-x86_64", "-machine", "q35",
             "-accel", "kvm" if accel == "kvm" else "tcg,thread=multi",
-            "-cpu", "host" if accel == "kvm" else "max", "-smp", str(self.cpus), "-m", str(self.memory_mb),
+            "-cpu", "host" if accel == "kvm" else "max",
+            "-smp", str(self.cpus), "-m", str(self.memory_mb),
             "-nographic", "-no-reboot",
             "-kernel", os.path.join(self.image_dir, "vmlinuz"),
             "-initrd", os.path.join(self.image_dir, "initrd.img"),
