@@ -28,7 +28,8 @@ class NotifyListener {
  public:
   explicit NotifyListener(bool abstract) {
     fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    std::string name = "ci-notify-test-" + std::to_string(::getpid()) + (abstract ? "-a" : "-p");
+    std::string name =
+        std::string("ci-notify-test-") + std::to_string(::getpid()) + (abstract ? "-a" : "-p");
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     socklen_t len;
@@ -54,7 +55,8 @@ class NotifyListener {
   std::string Receive() const {
     char buf[4096];
     ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-    return n < 0 ? "<nothing: " + std::string(std::strerror(errno)) + ">" : std::string(buf, n);
+    return n < 0 ? std::string("<nothing: ") + std::string(std::strerror(errno)) + ">"
+                 : std::string(buf, n);
   }
 
  private:

@@ -165,7 +165,7 @@ int Serve() {
         for (const auto& l : service.languages()) {
           spdlog::info("language {} {} ({})", l.name, l.version, l.interpreter);
         }
-        SystemdReady("serving on port " + std::to_string(ep.port()) + ", languages " + languages);
+        SystemdReady(fmt::format("serving on port {}, languages {}", ep.port(), languages));
       },
       asio::detached);
   asio::co_spawn(io, SweepFiles(**store, c), asio::detached);

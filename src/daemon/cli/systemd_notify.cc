@@ -17,7 +17,7 @@ Status SystemdNotifyTo(const char* socket_path, std::string_view state) {
   std::string_view path(socket_path);
   if (path[0] != '/' && path[0] != '@') {
     // systemd also knows vsock: addresses (for VMs); the daemon runs where its manager does.
-    return Status::Error("NOTIFY_SOCKET '" + std::string(path) +
+    return Status::Error(std::string("NOTIFY_SOCKET '") + std::string(path) +
                          "' is neither a path nor an abstract socket name (@...)");
   }
   sockaddr_un addr{};
@@ -39,9 +39,11 @@ Status SystemdNotifyTo(const char* socket_path, std::string_view state) {
                        reinterpret_cast<const sockaddr*>(&addr), len);
   int err = errno;
   ::close(fd);
-  if (n < 0) return Status::Errno("sending to NOTIFY_SOCKET " + std::string(path), err);
+  if (n < 0)
+    return Status::Errno(std::string("sending to NOTIFY_SOCKET ") + std::string(path), err);
   if (static_cast<size_t>(n) != state.size()) {
-    return Status::Error("NOTIFY_SOCKET " + std::string(path) + " took a partial datagram");
+    return Status::Error(std::string("NOTIFY_SOCKET ") + std::string(path) +
+                         " took a partial datagram");
   }
   return Status();
 }

@@ -351,12 +351,13 @@ Status HttpServer::Adopt(int fd) {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    return Status::Errno("adopting listening socket " + std::to_string(fd), errno);
+    return Status::Errno(std::string("adopting listening socket ") + std::to_string(fd), errno);
   }
   beast::error_code ec;
   state_->acceptor.assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
   if (ec)
-    return Status::Error("adopting listening socket " + std::to_string(fd) + ": " + ec.message());
+    return Status::Error(std::string("adopting listening socket ") + std::to_string(fd) + ": " +
+                         ec.message());
   return Status();
 }
 

@@ -23,20 +23,20 @@ Status CheckListeningTcp(int fd) {
   int type = 0, listening = 0;
   socklen_t len = sizeof(type);
   if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) {
-    return Status::Errno("fd " + std::to_string(fd) + " is not a socket", errno);
+    return Status::Errno(std::string("fd ") + std::to_string(fd) + " is not a socket", errno);
   }
   len = sizeof(listening);
   if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0) {
-    return Status::Errno("fd " + std::to_string(fd), errno);
+    return Status::Errno(std::string("fd ") + std::to_string(fd), errno);
   }
   sockaddr_storage addr{};
   len = sizeof(addr);
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    return Status::Errno("fd " + std::to_string(fd), errno);
+    return Status::Errno(std::string("fd ") + std::to_string(fd), errno);
   }
   if (type != SOCK_STREAM || !listening ||
       (addr.ss_family != AF_INET && addr.ss_family != AF_INET6)) {
-    return Status::Error("fd " + std::to_string(fd) +
+    return Status::Error(std::string("fd ") + std::to_string(fd) +
                          " is not a listening TCP socket (the .socket unit needs "
                          "ListenStream=<port> and Accept=no)");
   }
@@ -56,7 +56,7 @@ Result<int> ListenFdFromEnv(const EnvLookup& env, pid_t self, int first_fd) {
   if (count == 0) return -1;
   if (count != 1) {
     // One HTTP port is all the daemon serves; several would be a unit file mistake.
-    return Status::Error("socket activation: " + std::to_string(count) +
+    return Status::Error(std::string("socket activation: ") + std::to_string(count) +
                          " sockets passed (LISTEN_FDS), the daemon takes exactly one");
   }
   if (Status s = CheckListeningTcp(first_fd); !s.ok()) return s.Context("socket activation");
