@@ -91,6 +91,14 @@ def kvm_usable(image_dir):
     return works
 
 
+def die_with_parent():
+    """In qemu's child before exec: a test that is killed takes its VM with it."""
+    import ctypes
+    import signal
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -212,7 +220,8 @@ class Vm:
         log(f"qemu ({accel}): {'restoring' if incoming else 'cold boot'}")
         with open(os.path.join(self.workdir, "qemu.log"), "w") as qemu_log:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=qemu_log)
+                                         stdout=subprocess.DEVNULL, stderr=qemu_log,
+                                         preexec_fn=die_with_parent)
         self.qmp = Qmp(os.path.join(self.workdir, "qmp.sock"))
         self.ssh_port = free_port()
         self.qmp.hmp(f"hostfwd_add net0 tcp:127.0.0.1:{self.ssh_port}-:22")
