@@ -25,6 +25,9 @@ packages=(
   uidmap
   # the Docker backend's tests: a real dockerd, and the executor image built with debootstrap
   docker.io debootstrap
+  # the systemd tests' Debian 12 VM on cgroup v2 (tests/vm/): software-emulated qemu, its disk
+  # tools, ssh into it
+  qemu-system-x86 qemu-utils openssh-client
 )
 
 missing=()

@@ -4,6 +4,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+# The systemd tests' VM image (tests/vm/, cached after the first time): debootstrap waits on the
+# network more than on the CPU, so on a fresh machine it runs while the code compiles.
+vm_image_log="${TMPDIR:-/tmp}/code-interpreter-vm-image.log"
+tests/vm/build-image.sh >"$vm_image_log" 2>&1 &
+vm_image=$!
 scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
 # A release build (-O3, NDEBUG) of the binary too, warnings still errors: optimisation brings
 # warnings (and assert-only variables) that the debugoptimized build never shows.
@@ -12,6 +17,8 @@ scripts/build.sh --release || { echo "0 passed, 1 failed"; exit 1; }
 # them those tests skip, except under CI=true where they fail (so CI never skips them silently).
 tests/docker/start-dockerd.sh || echo "warning: no dockerd or executor image; Docker tests will" \
   "skip (fail when CI=true)" >&2
+wait "$vm_image" || echo "warning: the VM image did not build ($vm_image_log); the vm suite" \
+  "will try again" >&2
 # The daemon's own images (code-interpreter:slim and :latest, packaging/image/build.sh) from the
 # release binary, for e2e-dood (and Docker-in-Docker). A failed build removes them (an older
 # image would test an older binary): those tests then skip, or fail under CI=true.

@@ -22,10 +22,13 @@ namespace ci::daemon {
 
 class Daemon {
  public:
-  // Nothing runs yet: Listen() binds HOST:PORT, Start() starts the pool and accepting.
+  // Nothing runs yet: Listen() binds HOST:PORT (or, given a socket-activated listening fd, accepts
+  // on that), Start() starts the pool and accepting.
   Daemon(asio::io_context& io, const Config& config, Executor& executor, FileStore& store,
          std::string seccomp_profile_json);
-  Status Listen() { return server_.Listen(); }
+  Status Listen(int listening_fd = -1) {
+    return listening_fd >= 0 ? server_.Adopt(listening_fd) : server_.Listen();
+  }
   void Start();
 
   // Stops accepting, lets running executions finish for `grace`, kills what is left, ends every

@@ -19,8 +19,10 @@
 #include "daemon/cli/cli.h"
 #include "daemon/cli/daemon.h"
 #include "daemon/cli/logging.h"
+#include "daemon/cli/systemd_notify.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
+#include "daemon/http/socket_activation.h"
 #include "daemon/service/execution_service.h"
 #include "daemon/service/hardening.h"
 
@@ -184,7 +186,8 @@ int Serve() {
     RunToCompletion(io, StopNestedDockerd(*booted));
     return 2;
   }
-  if (Status s = daemon.Listen(); !s.ok()) {
+  Result<int> activated = TakeSystemdListenFd();  // -1: bind HOST:PORT
+  if (Status s = activated.ok() ? daemon.Listen(*activated) : activated.status(); !s.ok()) {
     spdlog::critical("{}", s.message());
     return 2;
   }
@@ -211,11 +214,13 @@ int Serve() {
         if (!s.ok()) {
           spdlog::error("startup self-test failed: {} (run `code-interpreter doctor`)",
                         s.message());
+          SystemdReady("serving; startup self-test failed: " + s.message());
           co_return;
         }
         for (const auto& l : service.languages()) {
           spdlog::info("language {} {} ({})", l.name, l.version, l.interpreter);
         }
+        SystemdReady(fmt::format("serving on port {}, languages {}", ep.port(), languages));
       },
       asio::detached);
   asio::co_spawn(io, SweepFiles(**store, c), asio::detached);
@@ -224,6 +229,7 @@ int Serve() {
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("received signal {}: shutting down", sig);
+    SystemdNotify("STOPPING=1\nSTATUS=shutting down: draining executions");
     asio::co_spawn(
         io,
         [&]() -> asio::awaitable<void> {

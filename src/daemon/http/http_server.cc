@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <limits>
 #include <set>
@@ -343,6 +344,20 @@ Status HttpServer::Listen() {
                          std::to_string(state_->options.port) + ": " + ec.message() +
                          " (is another server using the port? set PORT)");
   }
+  return Status();
+}
+
+Status HttpServer::Adopt(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return Status::Errno(std::string("adopting listening socket ") + std::to_string(fd), errno);
+  }
+  beast::error_code ec;
+  state_->acceptor.assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
+  if (ec)
+    return Status::Error(std::string("adopting listening socket ") + std::to_string(fd) + ": " +
+                         ec.message());
   return Status();
 }
 

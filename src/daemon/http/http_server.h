@@ -29,6 +29,9 @@ class HttpServer {
   ~HttpServer();
   // Binds and listens; with port 0 the kernel picks one (see local_endpoint).
   Status Listen();
+  // Accepts on `fd`, a socket that already listens (socket activation: socket_activation.h),
+  // instead of Listen(). The server owns it from here on.
+  Status Adopt(int fd);
   asio::ip::tcp::endpoint local_endpoint() const;
   void Start();
   // Shutdown: stop accepting; then close connections that are between requests. Requests in
