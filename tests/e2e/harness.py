@@ -31,6 +31,8 @@ import uuid
 
 LISTEN_RE = re.compile(r"listening on (\S+):(\d+)")
 STARTUP_TIMEOUT_S = 20.0
+# Docker-in-Docker on an empty data root imports the executor image (1.2 GB) before listening.
+DIND_STARTUP_TIMEOUT_S = 120.0
 SHUTDOWN_TIMEOUT_S = 15.0
 DEFAULT_HTTP_TIMEOUT_S = 60.0
 
@@ -146,10 +148,13 @@ class Daemon:
                                f"{log_tail(Config.backend_log)}")
         return self
 
+    def startup_timeout(self):
+        return STARTUP_TIMEOUT_S
+
     def _read_log(self, stream):
         """Collects the daemon's log lines from `stream` in a thread; returns once the
         'listening on HOST:PORT' line set host and port, the stream closed (the daemon is gone)
-        or STARTUP_TIMEOUT_S passed."""
+        or startup_timeout() passed."""
         found = threading.Event()
 
         def drain():
@@ -167,7 +172,7 @@ class Daemon:
 
         self._reader = threading.Thread(target=drain, name="daemon-log", daemon=True)
         self._reader.start()
-        found.wait(STARTUP_TIMEOUT_S)
+        found.wait(self.startup_timeout())
         if self.host in ("0.0.0.0", "::", ""):
             self.host = "127.0.0.1"
 
@@ -263,7 +268,8 @@ class ContainerDaemon(Daemon):
         env.update(Config.image_env)
         env.update(Config.backend_env)
         env.update({k: str(v) for k, v in self.overrides.items()})
-        argv = ["docker", "run", "-d", "--label", "code-interpreter.e2e=1"] + Config.image_args
+        argv = ["docker", "run", "-d", "--label", "code-interpreter.e2e=1"]
+        argv += self._own_volumes(Config.image_args)
         mounted = set()
         for v in env.values():
             d = os.path.dirname(v)
@@ -274,7 +280,26 @@ class ContainerDaemon(Daemon):
             argv += ["-e", f"{k}={v}"]
         return argv + [Config.image]
 
+    def _own_volumes(self, args):
+        """Docker-in-Docker: a named volume holds one nested dockerd's data root at a time. A
+        daemon started while another lives (a test that starts one of its own) gets anonymous
+        volumes in their place (an empty data root: the executor image is imported again)."""
+        if not Config.one_daemon_at_a_time or not any(d.alive() for d in ContainerDaemon.live):
+            return list(args)
+        out = list(args)
+        for i in range(len(out) - 1):
+            src, sep, dst = out[i + 1].partition(":")
+            if out[i] == "-v" and sep and not src.startswith("/"):
+                out[i + 1] = dst
+        return out
+
+    live = []  # the container daemons started and not yet removed
+
+    def startup_timeout(self):
+        return DIND_STARTUP_TIMEOUT_S if Config.one_daemon_at_a_time else STARTUP_TIMEOUT_S
+
     def start(self):
+        ContainerDaemon.live.append(self)
         argv = self.docker_run_argv()
         r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
@@ -289,7 +314,8 @@ class ContainerDaemon(Daemon):
             state = self._inspect("{{.State.Status}} exit {{.State.ExitCode}}")
             self._kill()
             raise RuntimeError(f"daemon ({self.describe()}) did not start: container {state}, "
-                               f"no 'listening on HOST:PORT' line within {STARTUP_TIMEOUT_S:.0f} s"
+                               f"no 'listening on HOST:PORT' line within "
+                               f"{self.startup_timeout():.0f} s"
                                f"\n{' '.join(argv)}\n--- docker logs ---\n{self.log_since(0)}")
         return self
 
@@ -334,8 +360,11 @@ class ContainerDaemon(Daemon):
         return self.exit_code(), took
 
     def _kill(self):
-        if self.cid:
-            subprocess.run(["docker", "rm", "-f", self.cid], capture_output=True, timeout=60)
+        if self in ContainerDaemon.live:
+            ContainerDaemon.live.remove(self)
+        if self.cid:  # -v: with the anonymous volumes it may have
+            subprocess.run(["docker", "rm", "-f", "-v", self.cid], capture_output=True,
+                           timeout=60)
         if self.proc:
             try:
                 self.proc.wait(5)

@@ -163,8 +163,9 @@ class ContainmentTest(E2ETestCase):
 
     def kill_sandbox_of(self, sleep_arg):
         """Kills, from the host, the sandbox running `sleep <sleep_arg>`: local, its shim (init
-        dies with it); docker, its container (found from the process's cgroup); kubernetes, its
-        pod (deleted through the API)."""
+        dies with it); docker, its container (found from the process's cgroup; with
+        Docker-in-Docker through the nested dockerd); kubernetes, its pod (deleted through the
+        API)."""
         if Config.expected_backend == "kubernetes":
             pid = wait_until(lambda: Config.cluster.pod_process_matching(f"sleep {sleep_arg}"), 30)
             self.assertTrue(pid, "the session's sleep never ran in a pod")
@@ -177,7 +178,11 @@ class ContainmentTest(E2ETestCase):
             with open(f"/proc/{pid}/cgroup") as f:
                 ids = re.findall(r"[0-9a-f]{64}", f.read())
             self.assertTrue(ids, "no container id in the sleep's cgroup")
-            subprocess.run(["docker", "kill", ids[0]], check=True, capture_output=True)
+            kill = ["docker", "kill", ids[0]]
+            if Config.one_daemon_at_a_time:  # Docker-in-Docker: a container of the nested dockerd
+                kill = ["docker", "exec", self.daemon.cid, "docker", "-H",
+                        "unix:///run/code-interpreter/dockerd/docker.sock", "kill", ids[0]]
+            subprocess.run(kill, check=True, capture_output=True)
             return
         while pid > 1:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
