@@ -87,6 +87,16 @@ class DindTest(DindCase):
         self.assertEqual(self.in_container("stat", "-c", "%a", os.path.dirname(NESTED_SOCKET))
                          .strip(), "700")
 
+    def test_executors_run_in_a_user_namespace_of_the_nested_dockerd(self):
+        engine = self.client.get("/health").json["deployment"]["engine"]
+        self.assertTrue(engine["userns_remap"], engine)
+        r = self.client.post_json("/v1/execute", {"code": "print(open('/proc/self/uid_map').read())"})
+        inside, outside, count = r.json["stdout"].split()[:3]
+        # uid 0 of the container is an unprivileged id of the DinD container's namespace.
+        self.assertEqual(inside, "0", r.json)
+        self.assertNotEqual(outside, "0", r.json)
+        self.assertEqual(count, "65536", r.json)
+
     def test_executors_are_containers_of_the_nested_dockerd(self):
         sid = self.client.post_json("/v1/sessions", {}).json["session_id"]
         try:

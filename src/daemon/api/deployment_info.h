@@ -19,6 +19,7 @@ struct EngineSummary {
   std::string cgroup_version;
   std::string storage_driver;
   bool applies_limits = true;  // it has a cgroup driver
+  bool userns_remap = false;   // its containers are in a user namespace (SecurityOptions "userns")
 };
 
 struct NestedDockerdInfo {

@@ -40,6 +40,7 @@ Result<DindOptions> DindOptionsFromEnv(const std::string& dockerd, bool executor
   env.Choice("DIND_STORAGE_DRIVER", o.settings.storage_driver, {"overlay2", "vfs"});
   env.String("DIND_EXECUTOR_IMAGE_TAR", o.executor_image_tar);
   env.Int("DIND_START_TIMEOUT_SEC", o.start_timeout_sec, 1, 3600);
+  env.Bool("DIND_USERNS_REMAP", o.settings.userns_remap);
   if (!env.error().ok()) return env.error();
   return o;
 }
@@ -188,6 +189,7 @@ asio::awaitable<std::optional<EngineSummary>> DescribeEngine(asio::any_io_execut
   engine.rootless = info->rootless;
   engine.cgroup_version = info->cgroup_version;
   engine.storage_driver = info->storage_driver;
+  for (const std::string& o : info->security_options) engine.userns_remap |= o == "userns";
   spdlog::info("deployment: Docker Engine {} at {} ({}, cgroup v{}, storage {})", engine.version,
                engine.endpoint, engine.rootless ? "rootless" : "rootful", engine.cgroup_version,
                engine.storage_driver);

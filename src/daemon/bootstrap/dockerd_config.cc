@@ -40,6 +40,7 @@ std::string DaemonJson(const DockerdSettings& s) {
       w.Key("ip-masq");
       w.Bool(false);
     }
+    if (s.userns_remap) WriteField(w, "userns-remap", "default");
     WriteField(w, "log-level", "warn");
     w.EndObject();
   });

@@ -13,6 +13,7 @@ struct DockerdSettings {
   std::string run_dir = "/run/code-interpreter/dockerd";  // socket, pid file, exec root, config
   std::string storage_driver = "overlay2";                // or "vfs" when overlay2 cannot work here
   bool executor_network = false;  // executors join a bridge network (not "none")
+  bool userns_remap = true;       // containers in a user namespace of dockerd's "dockremap" range
 };
 
 std::string DockerdSocket(const DockerdSettings& s);          // run_dir + "/docker.sock"

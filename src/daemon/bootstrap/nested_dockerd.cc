@@ -75,6 +75,12 @@ void RemoveStalePidFiles(const std::string& run_dir) {
 
 }  // namespace
 
+Downgrade UsernsRemapDowngrade(const std::string& reason) {
+  return {"user-namespace remapping of the nested dockerd's containers", reason,
+          "run the container where user namespaces work and leave DIND_USERNS_REMAP on (the "
+          "default)"};
+}
+
 NestedDockerd::NestedDockerd(asio::any_io_executor ex, DockerdSettings settings,
                              DockerdHardening hardening, std::string executor_seccomp_json)
     : ex_(std::move(ex)),
@@ -93,6 +99,14 @@ Status NestedDockerd::WriteConfiguration() {
     if (ec) return Status::Error("creating " + dir + ": " + ec.message());
   }
   ::chmod(settings_.run_dir.c_str(), 0700);  // the socket is the daemon's alone
+  if (settings_.userns_remap) {
+    // The remapped root must traverse to its part of the data root (dockerd refuses otherwise).
+    for (std::filesystem::path p = settings_.data_root; p.has_relative_path();
+         p = p.parent_path()) {
+      struct stat st {};
+      if (::stat(p.c_str(), &st) == 0) ::chmod(p.c_str(), (st.st_mode & 07777) | S_IXOTH);
+    }
+  }
   RemoveStalePidFiles(settings_.run_dir);
   if (!WriteFile(DockerdSeccompProfile(settings_), executor_seccomp_json_) ||
       !WriteFile(DockerdConfigFile(settings_), DaemonJson(settings_))) {
@@ -261,6 +275,9 @@ asio::awaitable<Status> NestedDockerd::Start(std::chrono::seconds timeout) {
                                "layer (slow, large)",
          "mount a volume at " + settings_.data_root + " (the image declares it: docker run -v)"});
   }
+  if (!settings_.userns_remap) {
+    downgrades_.push_back(UsernsRemapDowngrade("DIND_USERNS_REMAP=false"));
+  }
   for (int attempt = 0;; ++attempt) {
     if (Status s = WriteConfiguration(); !s.ok()) co_return s;
     last_lines_.clear();
@@ -279,15 +296,23 @@ asio::awaitable<Status> NestedDockerd::Start(std::chrono::seconds timeout) {
                               " s; its last lines: " + LastLines());
     }
     co_await Sleep(100ms);  // the log's last lines
+    const std::string why = last_lines_.empty() ? last_exit_ : last_lines_.back();
     bool overlay_failed = LastLines().find("overlay") != std::string::npos;
-    if (attempt == 0 && settings_.storage_driver == "overlay2" && overlay_failed) {
+    if (attempt < 2 && settings_.storage_driver == "overlay2" && overlay_failed) {
       spdlog::warn("nested dockerd could not use overlay2 here; starting it again with vfs");
       settings_.storage_driver = "vfs";
       downgrades_.push_back(
           {"overlay2 storage for the nested dockerd",
-           "overlay2 does not work on " + settings_.data_root + ": " +
-               (last_lines_.empty() ? last_exit_ : last_lines_.back()),
+           "overlay2 does not work on " + settings_.data_root + ": " + why,
            "mount a volume on an ext4 or xfs filesystem at " + settings_.data_root});
+      continue;
+    }
+    // userns-remap needs subordinate ids for "dockremap" (dockerd adds them) and user
+    // namespaces: where it cannot start with it, dockerd starts without.
+    if (attempt < 2 && settings_.userns_remap) {
+      spdlog::warn("nested dockerd did not start with userns-remap; starting it again without");
+      settings_.userns_remap = false;
+      downgrades_.push_back(UsernsRemapDowngrade("dockerd did not start with it: " + why));
       continue;
     }
     co_return Status::Error("dockerd " + last_exit_ +

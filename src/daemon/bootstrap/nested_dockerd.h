@@ -34,6 +34,9 @@ struct NestedDockerdReport {
   std::vector<std::string> dropped_capabilities;
 };
 
+// Executors of a nested dockerd without userns-remap run as uid 65532 of the host's namespace.
+Downgrade UsernsRemapDowngrade(const std::string& reason);
+
 class NestedDockerd : public std::enable_shared_from_this<NestedDockerd> {
  public:
   // `executor_seccomp_json`: the profile dockerd gives containers by default (seccomp-profile).
