@@ -87,15 +87,11 @@ class DindTest(DindCase):
         self.assertEqual(self.in_container("stat", "-c", "%a", os.path.dirname(NESTED_SOCKET))
                          .strip(), "700")
 
-    def test_executors_run_in_a_user_namespace_of_the_nested_dockerd(self):
-        engine = self.client.get("/health").json["deployment"]["engine"]
-        self.assertTrue(engine["userns_remap"], engine)
-        r = self.client.post_json("/v1/execute", {"code": "print(open('/proc/self/uid_map').read())"})
-        inside, outside, count = r.json["stdout"].split()[:3]
-        # uid 0 of the container is an unprivileged id of the DinD container's namespace.
-        self.assertEqual(inside, "0", r.json)
-        self.assertNotEqual(outside, "0", r.json)
-        self.assertEqual(count, "65536", r.json)
+    def test_without_userns_remap_the_downgrade_is_named(self):
+        d = self.client.get("/health").json["deployment"]
+        self.assertFalse(d["engine"]["userns_remap"], d)
+        self.assertIn("user-namespace remapping of the nested dockerd's containers",
+                      [x["measure"] for x in d["downgrades"]], d)
 
     def test_executors_are_containers_of_the_nested_dockerd(self):
         sid = self.client.post_json("/v1/sessions", {}).json["session_id"]
@@ -145,3 +141,19 @@ class DindShutdownTest(DindCase):
         self.assertEqual(rc, 0, log[-3000:])
         self.assertRegex(log, r"nested dockerd \(pid \d+\) exited with status 0")
         self.assertLess(log.index("stopping the nested dockerd"), log.index("shutdown complete"))
+
+
+class DindUsernsRemapTest(DindCase):
+    daemon_env = {"DIND_USERNS_REMAP": "true"}
+
+    def test_executors_run_in_a_user_namespace_of_the_nested_dockerd(self):
+        d = self.client.get("/health").json["deployment"]
+        self.assertTrue(d["engine"]["userns_remap"], d)
+        self.assertNotIn("user-namespace remapping of the nested dockerd's containers",
+                         [x["measure"] for x in d["downgrades"]], d)
+        r = self.client.post_json("/v1/execute",
+                                  {"code": "print(open('/proc/self/uid_map').read())"})
+        inside, outside, count = r.json["stdout"].split()[:3]
+        # uid 0 of the container is an unprivileged id of the DinD container's namespace.
+        self.assertEqual((inside, count), ("0", "65536"), r.json)
+        self.assertNotEqual(outside, "0", r.json)

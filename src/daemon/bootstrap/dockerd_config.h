@@ -13,7 +13,10 @@ struct DockerdSettings {
   std::string run_dir = "/run/code-interpreter/dockerd";  // socket, pid file, exec root, config
   std::string storage_driver = "overlay2";                // or "vfs" when overlay2 cannot work here
   bool executor_network = false;  // executors join a bridge network (not "none")
-  bool userns_remap = true;       // containers in a user namespace of dockerd's "dockremap" range
+  // Containers in a user namespace of dockerd's "dockremap" range. Off by default: the kernel
+  // charges every container's per-user counters (inotify instances, ...) to the namespace's
+  // owner, dockerd's root, so one sandbox could use up what root has (hostile-dind found it).
+  bool userns_remap = false;
 };
 
 std::string DockerdSocket(const DockerdSettings& s);          // run_dir + "/docker.sock"

@@ -77,8 +77,8 @@ void RemoveStalePidFiles(const std::string& run_dir) {
 
 Downgrade UsernsRemapDowngrade(const std::string& reason) {
   return {"user-namespace remapping of the nested dockerd's containers", reason,
-          "run the container where user namespaces work and leave DIND_USERNS_REMAP on (the "
-          "default)"};
+          "DIND_USERNS_REMAP=true where user namespaces work, if root's per-user kernel "
+          "counters in the container may be shared with the sandboxes"};
 }
 
 NestedDockerd::NestedDockerd(asio::any_io_executor ex, DockerdSettings settings,
@@ -276,7 +276,10 @@ asio::awaitable<Status> NestedDockerd::Start(std::chrono::seconds timeout) {
          "mount a volume at " + settings_.data_root + " (the image declares it: docker run -v)"});
   }
   if (!settings_.userns_remap) {
-    downgrades_.push_back(UsernsRemapDowngrade("DIND_USERNS_REMAP=false"));
+    downgrades_.push_back(UsernsRemapDowngrade(
+        "off (DIND_USERNS_REMAP=false, the default): executors run as uid 65532 of the "
+        "container's namespace (with userns-remap the kernel would charge every container's "
+        "per-user counters, such as inotify instances, to dockerd's root instead)"));
   }
   for (int attempt = 0;; ++attempt) {
     if (Status s = WriteConfiguration(); !s.ok()) co_return s;
