@@ -127,6 +127,11 @@ def setUpModule():
     # The README's first line: the setup tool writes and starts the user's docker.service.
     assert lines[0].startswith("PATH=/usr/share/docker.io/contrib"), lines[0]
     timed("rootless dockerd set up", lines[0], timeout=300)
+    # docker.service is Type=simple: started is not yet answering on the socket.
+    r = VM.ssh(AS_USER + "for i in $(seq 180); do docker info >/dev/null 2>&1 && exit 0; sleep 1; "
+               "done; systemctl --user status docker; journalctl --user -u docker -n 40; exit 1",
+               user=TEST_USER, check=False, timeout=300)
+    assert r.returncode == 0, "the rootless dockerd does not answer:\n" + r.stdout[-4000:]
     # The two images into the user's Engine, side by side: both are disk-bound in the VM.
     changes = (f"args=(); while IFS= read -r l; do args+=(--change \"$l\"); done "
                f"<{WORK}/executor.changes; ")
