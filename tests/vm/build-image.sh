@@ -23,8 +23,9 @@ PACKAGES=(
   # boot and the init system on cgroup v2; logind gives the test user a user manager
   linux-image-amd64 initramfs-tools e2fsprogs kmod systemd systemd-sysv dbus libpam-systemd
   udev openssh-server procps iproute2 curl
-  # rootless sandboxes (newuidmap/newgidmap) and the rootless Docker work to come
-  uidmap iptables apparmor docker.io rootlesskit slirp4netns fuse-overlayfs
+  # rootless sandboxes (newuidmap/newgidmap) and rootless Docker (test_rootless_dood.py); runc's
+  # systemd cgroup driver, the only one a rootless Engine has on cgroup v2, needs the user's bus
+  uidmap iptables apparmor docker.io rootlesskit slirp4netns fuse-overlayfs dbus-user-session
   # `meson install --no-rebuild` of the shared build directory, as the README says
   meson
   # the sandbox's language stack on SANDBOX_ROOTFS=host (what scripts/install-deps.sh installs)

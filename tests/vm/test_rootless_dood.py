@@ -1,0 +1,310 @@
+#!/usr/bin/python3
+"""Docker-out-of-Docker with a rootless socket, on cgroup v2: the test VM (vm.py).
+
+  test_rootless_dood.py --source DIR [-k PATTERN]
+
+As the VM's test user, exactly as README.md's section "Docker-out-of-Docker with a rootless
+socket" says: its setup line starts the rootless dockerd (rootlesskit, slirp4netns, the user's
+systemd unit), the host's images come in (`docker save code-interpreter:slim`, and the executor
+image imported from the cached root tarball with its .changes, the way tests/docker/
+start-dockerd.sh builds it), and the slim image runs with the section's `docker run -d` flags
+(parsed by tests/e2e/run.py's readme_command). Through an ssh tunnel to the published
+127.0.0.1:8000: /health says dood on a rootless cgroup v2 Engine with no limit downgraded,
+memory and fork bombs get their verdicts, the executor container's cgroup is the user's with the
+limits set, and a small named e2e subset passes. Output is unittest's; the last line is
+"N passed, N failed".
+"""
+
+import argparse
+import glob
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from vm import TEST_USER, Vm, free_port  # noqa: E402
+
+OPTS = None
+VM = None
+PORT = None  # the host end of the tunnel to the daemon
+TUNNEL = None
+WORK = None
+TITLE = "Docker-out-of-Docker with a rootless socket"
+SLIM_IMAGE = "code-interpreter:slim"
+EXECUTOR_IMAGE = "code-interpreter-executor:latest"
+EXECUTOR_CACHE = "/var/cache/code-interpreter"
+MEMORY_LIMIT_MB = 256  # the defaults (README "Configuration")
+PIDS_LIMIT = 64
+# Every command as the user runs with the rootless socket, as the README exports it.
+AS_USER = "export DOCKER_HOST=unix://$XDG_RUNTIME_DIR/docker.sock; "
+# The e2e subset: each sandbox start is seconds under emulation, so a few named tests that cover
+# a run's output and exit code, files in and out, a session's state. Left out: timings of the
+# machine (TimeoutTest.test_busy_loop: a 1 s timeout within 2.5 s) and ValidationTest, whose
+# test_empty_code runs on the default timeout, too short for a cold container under emulation.
+E2E_TESTS = [
+    "test_api.HealthTest.test_health",
+    "test_execute.ExecuteBasicsTest.test_print",
+    "test_execute.ExecuteBasicsTest.test_exit_codes",
+    "test_execute.ExecuteBasicsTest.test_stderr",
+    "test_files.FilesApiTest.test_upload_list_download_delete",
+    "test_files.StagedFilesTest.test_staged_file_read",
+    "test_files.StagedFilesTest.test_new_files_in_subfolders",
+    "test_sessions.SessionPythonTest.test_state_survives_between_calls",
+]
+
+
+def readme_lines():
+    """The lines of the fenced block of README.md's section TITLE, continuations joined."""
+    with open(os.path.join(OPTS.source, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("\n## " + TITLE + "\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def readme_run_flags():
+    """The section's `docker run -d` flags, parsed as the e2e harness parses them."""
+    sys.path.insert(0, os.path.join(OPTS.source, "tests", "e2e"))
+    from run import readme_command
+    image, flags = readme_command(TITLE)
+    assert image == SLIM_IMAGE, image
+    return flags
+
+
+def executor_tarball():
+    """The cached executor root and its configuration (packaging/executor-image/build.sh)."""
+    for tar in sorted(glob.glob(os.path.join(EXECUTOR_CACHE, "executor-root-*.tar"))):
+        if os.path.exists(tar + ".changes"):
+            return tar
+    return None
+
+
+def prepare_share():
+    """A directory for the VM with the slim image saved from the host's dockerd and the executor
+    root: readable by the test user (the 9p share keeps the host's modes)."""
+    work = tempfile.mkdtemp(prefix="ci-rootless-", dir="/var/tmp")
+    os.chmod(work, 0o755)
+    start = time.monotonic()
+    subprocess.run(["docker", "save", "-o", f"{work}/slim.tar", SLIM_IMAGE], check=True)
+    tar = executor_tarball()
+    try:
+        os.link(tar, f"{work}/executor.tar")
+    except OSError:
+        shutil.copy(tar, f"{work}/executor.tar")
+    shutil.copy(tar + ".changes", f"{work}/executor.changes")
+    for name in os.listdir(work):
+        os.chmod(os.path.join(work, name), 0o644)
+    print(f"# host images saved in {time.monotonic() - start:.1f} s", file=sys.stderr)
+    return work
+
+
+def timed(what, command, **kw):
+    start = time.monotonic()
+    r = VM.ssh(command, user=TEST_USER, **kw)
+    print(f"# {what}: {time.monotonic() - start:.1f} s", file=sys.stderr)
+    return r
+
+
+def setUpModule():
+    global VM, PORT, TUNNEL, WORK
+    WORK = prepare_share()
+    VM = Vm(shares={"images": WORK}).boot()
+    print(f"# VM up in {VM.boot_seconds:.1f} s ({'restored' if VM.restored else 'cold'})",
+          file=sys.stderr)
+    VM.mount_shares()
+    lines = readme_lines()
+    # The README's first line: the setup tool writes and starts the user's docker.service.
+    assert lines[0].startswith("PATH=/usr/share/docker.io/contrib"), lines[0]
+    timed("rootless dockerd set up", lines[0], timeout=300)
+    # docker.service is Type=simple: started is not yet answering on the socket.
+    r = VM.ssh(AS_USER + "for i in $(seq 180); do docker info >/dev/null 2>&1 && exit 0; sleep 1; "
+               "done; systemctl --user status docker; journalctl --user -u docker -n 40; exit 1",
+               user=TEST_USER, check=False, timeout=300)
+    assert r.returncode == 0, "the rootless dockerd does not answer:\n" + r.stdout[-4000:]
+    # The two images into the user's Engine, side by side: both are disk-bound in the VM.
+    changes = (f"args=(); while IFS= read -r l; do args+=(--change \"$l\"); done "
+               f"<{WORK}/executor.changes; ")
+    timed("images loaded", AS_USER + f"docker load -q -i {WORK}/slim.tar & " + changes +
+          f"docker import \"${{args[@]}}\" {WORK}/executor.tar {EXECUTOR_IMAGE} >/dev/null; "
+          "wait $!", timeout=900)
+    # The README's docker run, with a name for the test to find it by.
+    flags = readme_run_flags()
+    timed("daemon container started",
+          AS_USER + f"docker run -d --name rootless-dood {flags} {SLIM_IMAGE}", timeout=300)
+    # The port is published on the VM's loopback (README): reach it through ssh, not qemu's NIC.
+    PORT = free_port()
+    base = VM._ssh_base("root")
+    TUNNEL = subprocess.Popen(base[:-1] + ["-N", "-L", f"127.0.0.1:{PORT}:127.0.0.1:8000",
+                                           base[-1]], stdin=subprocess.DEVNULL)
+    start = time.monotonic()
+    wait_ready()
+    print(f"# daemon healthy after {time.monotonic() - start:.1f} s", file=sys.stderr)
+
+
+def tearDownModule():
+    if VM and os.environ.get("KEEP_LOGS") != "0":
+        r = VM.ssh(AS_USER + "docker logs rootless-dood 2>&1 | tail -40", user=TEST_USER,
+                   check=False)
+        print("# daemon log (tail):\n" + r.stdout, file=sys.stderr)
+    if TUNNEL:
+        TUNNEL.kill()
+        TUNNEL.wait()
+    if VM:
+        VM.shutdown()
+    if WORK:
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+def http_json(path, body=None, timeout=180):
+    req = urllib.request.Request(f"http://127.0.0.1:{PORT}{path}",
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:  # /health is a 503 with its body while not ok
+        return json.loads(e.read())
+
+
+def wait_ready(timeout=300):
+    """Until /health is ok (the warm pool's first sandbox came up) or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    health = None
+    while time.monotonic() < deadline:
+        try:
+            health = http_json("/health", timeout=30)
+            if health.get("status") == "ok":
+                return health
+        except (OSError, ValueError):
+            pass
+        time.sleep(2)
+    raise AssertionError(f"the daemon never got healthy: {health}")
+
+
+def wait_until(predicate, timeout=120):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+class RootlessDoodTest(unittest.TestCase):
+    def test_health_is_dood_on_a_rootless_cgroup_v2_engine(self):
+        health = http_json("/health")
+        deployment = health["deployment"]
+        self.assertEqual(deployment["mode"], "dood", deployment)
+        self.assertIs(deployment["engine"]["rootless"], True, deployment)
+        self.assertEqual(deployment["engine"]["cgroup_version"], "2", deployment)
+        self.assertNotIn("rootless Docker Engine",
+                         [d["measure"] for d in deployment["downgrades"]])
+        # Delegation works: the Engine applies the limits, so none is a downgrade.
+        downgraded = " | ".join(d["measure"] for d in health["hardening"]["downgrades"])
+        for limit in ("memory", "pids"):
+            self.assertNotIn(limit, downgraded, health["hardening"])
+        enforced = " | ".join(health["hardening"]["enforced"])
+        self.assertIn(f"memory limit {MEMORY_LIMIT_MB} MiB", enforced)
+        self.assertIn(f"pids limit {PIDS_LIMIT}", enforced)
+
+    def test_daemon_and_engine_are_not_root_on_the_host(self):
+        # The Engine is the user's (rootlesskit's child), and so is the daemon's container.
+        owner = VM.ssh("ps -o user= -C dockerd").stdout.split()
+        self.assertEqual(set(owner), {TEST_USER})
+        pid = VM.ssh(AS_USER + "docker inspect -f '{{.State.Pid}}' rootless-dood",
+                     user=TEST_USER).stdout.strip()
+        uid = VM.ssh(f"awk '/^Uid:/ {{print $2}}' /proc/{pid}/status").stdout.strip()
+        self.assertGreaterEqual(int(uid), 100000, "not a subordinate uid of the user")
+
+    def test_print(self):
+        # Every run gets a long timeout: a container start alone is seconds under emulation.
+        res = http_json("/v1/execute", {"code": "print(1)", "timeout_ms": 60000})
+        self.assertEqual((res["verdict"], res["stdout"]), ("ok", "1\n"), res)
+
+    def test_memory_bomb_is_memory_limit(self):
+        res = http_json("/v1/execute",
+                        {"code": "x = bytearray(1 << 30)\nprint(len(x))", "timeout_ms": 60000})
+        self.assertEqual(res["verdict"], "memory_limit", res)
+        self.assertEqual(res["stdout"], "")
+
+    def test_fork_bomb_is_pids_limit(self):
+        res = http_json("/v1/execute",
+                        {"code": "import os\nwhile True:\n    os.fork()", "timeout_ms": 60000})
+        self.assertEqual(res["verdict"], "pids_limit", res)
+
+    def test_executor_cgroup_is_the_users_with_the_limits(self):
+        marker = "4444.5"  # a sleep no other process runs
+        body = {"code": f"exec sleep {marker}", "language": "bash", "timeout_ms": 60000}
+        t = threading.Thread(target=lambda: http_json("/v1/execute", body), daemon=True)
+        t.start()
+        try:
+            pgrep = lambda: VM.ssh(f"pgrep -f -x 'sleep {marker}' || true").stdout.strip()
+            self.assertTrue(wait_until(pgrep), "the sandbox's sleep never showed up in the VM")
+            cgroup = VM.ssh(f"cat /proc/{pgrep()}/cgroup").stdout.strip()
+            uid = VM.ssh(f"id -u {TEST_USER}").stdout.strip()
+            subtree = f"0::/user.slice/user-{uid}.slice/user@{uid}.service/"
+            self.assertTrue(cgroup.startswith(subtree), cgroup)
+            self.assertIn("docker-", cgroup)
+            path = "/sys/fs/cgroup" + cgroup[3:]
+            limits = VM.ssh(f"cat {path}/memory.max {path}/pids.max").stdout.split()
+            self.assertEqual(limits, [str(MEMORY_LIMIT_MB << 20), str(PIDS_LIMIT)], path)
+        finally:
+            VM.ssh(f"pkill -f -x 'sleep {marker}' || true")
+            t.join(timeout=120)
+
+    def test_e2e_subset(self):
+        run_py = os.path.join(OPTS.source, "tests/e2e/run.py")
+        args = [sys.executable, run_py, "--url", f"http://127.0.0.1:{PORT}"]
+        for test_id in E2E_TESTS:
+            args += ["-k", test_id]
+        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=1200)
+        print("\n".join(r.stdout.splitlines()[-2:]), file=sys.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout[-6000:])
+        self.assertNotIn(" 0 passed", r.stdout.splitlines()[-1])
+
+
+def main():
+    global OPTS
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("-k", action="append", default=[], help="only tests matching")
+    OPTS = ap.parse_args()
+    OPTS.source = os.path.abspath(OPTS.source)
+    missing = [t for t in ("qemu-system-x86_64", "qemu-img", "debootstrap", "mke2fs", "ssh",
+                           "docker") if not shutil.which(t)]
+    if not missing and subprocess.run(["docker", "image", "inspect", SLIM_IMAGE],
+                                      stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL).returncode != 0:
+        missing.append(f"{SLIM_IMAGE} on the host's dockerd (packaging/image/build.sh slim)")
+    if not executor_tarball():
+        missing.append(f"{EXECUTOR_CACHE}/executor-root-*.tar (packaging/executor-image/build.sh)")
+    if missing:
+        print(f"missing {', '.join(missing)}", file=sys.stderr)
+        # Under CI a test that lacks its environment fails; elsewhere it is skipped (77).
+        return 1 if os.environ.get("CI") == "true" else 77
+    start = time.monotonic()
+    prog = unittest.main(argv=[sys.argv[0], "-v"] + [a for k in OPTS.k for a in ("-k", k)],
+                         exit=False)
+    r = prog.result
+    failed = len(r.failures) + len(r.errors)
+    print(f"# VM tests took {time.monotonic() - start:.0f} s", file=sys.stderr)
+    print(f"{r.testsRun - failed - len(r.skipped)} passed, {failed} failed, "
+          f"{len(r.skipped)} skipped")
+    return 1 if failed or r.testsRun == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
