@@ -18,6 +18,7 @@ struct EngineSummary {
   bool rootless = false;
   std::string cgroup_version;
   std::string storage_driver;
+  std::string error;           // why the Engine could not be asked at startup ("" when it was)
   bool applies_limits = true;  // it has a cgroup driver
   bool userns_remap = false;   // its containers are in a user namespace (SecurityOptions "userns")
 };

@@ -151,6 +151,7 @@ void WriteDeployment(JsonWriter& w, const DeploymentInfo& d) {
     w.Bool(d.engine->rootless);
     WriteField(w, "cgroup_version", d.engine->cgroup_version);
     WriteField(w, "storage_driver", d.engine->storage_driver);
+    WriteField(w, "error", d.engine->error);
     w.Key("userns_remap");
     w.Bool(d.engine->userns_remap);
     w.EndObject();

@@ -183,6 +183,7 @@ asio::awaitable<std::optional<EngineSummary>> DescribeEngine(asio::any_io_execut
   if (!info.ok()) {
     spdlog::warn("deployment: could not ask the Docker Engine what it is: {}",
                  info.status().message());
+    engine.error = info.status().message();
     co_return engine;
   }
   engine.version = info->server_version;
