@@ -33,7 +33,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from vm import TEST_USER, Vm, free_port  # noqa: E402
+from vm import TEST_USER, Vm, free_port, run_tests  # noqa: E402
 
 OPTS = None
 VM = None
@@ -291,19 +291,7 @@ def main():
         missing.append(f"{SLIM_IMAGE} on the host's dockerd (packaging/image/build.sh slim)")
     if not executor_tarball():
         missing.append(f"{EXECUTOR_CACHE}/executor-root-*.tar (packaging/executor-image/build.sh)")
-    if missing:
-        print(f"missing {', '.join(missing)}", file=sys.stderr)
-        # Under CI a test that lacks its environment fails; elsewhere it is skipped (77).
-        return 1 if os.environ.get("CI") == "true" else 77
-    start = time.monotonic()
-    prog = unittest.main(argv=[sys.argv[0], "-v"] + [a for k in OPTS.k for a in ("-k", k)],
-                         exit=False)
-    r = prog.result
-    failed = len(r.failures) + len(r.errors)
-    print(f"# VM tests took {time.monotonic() - start:.0f} s", file=sys.stderr)
-    print(f"{r.testsRun - failed - len(r.skipped)} passed, {failed} failed, "
-          f"{len(r.skipped)} skipped")
-    return 1 if failed or r.testsRun == 0 else 0
+    return run_tests(missing, OPTS.k)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from vm import TEST_USER, Vm  # noqa: E402
+from vm import TEST_USER, Vm, run_tests  # noqa: E402
 
 OPTS = None
 VM = None
@@ -319,21 +319,10 @@ def main():
     ap.add_argument("-k", action="append", default=[], help="only tests matching")
     OPTS = ap.parse_args()
     OPTS.source, OPTS.build = os.path.abspath(OPTS.source), os.path.abspath(OPTS.build)
-    missing = [t for t in ("qemu-system-x86_64", "qemu-img", "debootstrap", "mke2fs", "ssh")
+    missing = [f"{t} (scripts/install-deps.sh)" for t in
+               ("qemu-system-x86_64", "qemu-img", "debootstrap", "mke2fs", "ssh")
                if not shutil.which(t)]
-    if missing:
-        print(f"missing {' '.join(missing)} (scripts/install-deps.sh)", file=sys.stderr)
-        # Under CI a test that lacks its environment fails; elsewhere it is skipped (77).
-        return 1 if os.environ.get("CI") == "true" else 77
-    start = time.monotonic()
-    prog = unittest.main(argv=[sys.argv[0], "-v"] + [a for k in OPTS.k for a in ("-k", k)],
-                         exit=False)
-    r = prog.result
-    failed = len(r.failures) + len(r.errors)
-    print(f"# VM tests took {time.monotonic() - start:.0f} s", file=sys.stderr)
-    print(f"{r.testsRun - failed - len(r.skipped)} passed, {failed} failed, "
-          f"{len(r.skipped)} skipped")
-    return 1 if failed or r.testsRun == 0 else 0
+    return run_tests(missing, OPTS.k)
 
 
 if __name__ == "__main__":

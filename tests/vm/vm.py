@@ -387,6 +387,27 @@ class Vm:
         return host_port
 
 
+
+def run_tests(missing, patterns):
+    """The VM tests' runner: fails (CI=true) or skips (77, meson's code) when `missing` names
+    what the machine lacks, else runs this module's unittest cases (only those matching
+    `patterns`) and prints "N passed, N failed, N skipped"."""
+    import unittest
+    if missing:
+        print(f"missing {', '.join(missing)}", file=sys.stderr)
+        # Under CI a test that lacks its environment fails; elsewhere it is skipped (77).
+        return 1 if os.environ.get("CI") == "true" else 77
+    start = time.monotonic()
+    prog = unittest.main(module="__main__",
+                         argv=[sys.argv[0], "-v"] + [a for k in patterns for a in ("-k", k)],
+                         exit=False)
+    r = prog.result
+    failed = len(r.failures) + len(r.errors)
+    print(f"# VM tests took {time.monotonic() - start:.0f} s", file=sys.stderr)
+    print(f"{r.testsRun - failed - len(r.skipped)} passed, {failed} failed, "
+          f"{len(r.skipped)} skipped")
+    return 1 if failed or r.testsRun == 0 else 0
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
