@@ -118,6 +118,17 @@ class Pid1InitTest(unittest.TestCase):
         self.assertEqual((r.status, (r.json or {}).get("stdout")), (200, "42\n"),
                          f"{r!r}\n{d.log()}")
 
+    @staticmethod
+    def child_running(parent, cmdline):
+        for pid in children_of(parent):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if f.read() == cmdline.encode():
+                        return pid
+            except OSError:
+                pass
+        return None
+
     def test_daemon_is_the_init_s_only_child(self):
         d = self.start()
         self.execute_ok(d)
@@ -162,12 +173,9 @@ class Pid1InitTest(unittest.TestCase):
         # kernel makes PID 1 its parent.
         subprocess.run(["nsenter", "-t", str(d.init), "-p", "--", "sh", "-c",
                         f"sleep {mark} >/dev/null 2>&1 &"], check=True, timeout=30)
-        sleeper = None
-        for pid in children_of(d.init):
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f.read() == f"sleep\0{mark}\0".encode():
-                    sleeper = pid
-        self.assertIsNotNone(sleeper, f"the orphan is not a child of PID 1 ({d.init}): "
+        # sh may exit before its child has exec'd sleep: look until the orphan is sleep.
+        sleeper = wait_until(lambda: self.child_running(d.init, f"sleep\0{mark}\0"), 10)
+        self.assertTrue(sleeper, f"the orphan is not a child of PID 1 ({d.init}): "
                                       f"{children_of(d.init)}")
         os.kill(sleeper, signal.SIGKILL)
         # Reaped at once by a working init; a zombie ('Z') for as long as PID 1 lives otherwise.
