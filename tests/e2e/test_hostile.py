@@ -456,17 +456,17 @@ class SlowClientsTest(E2ETestCase):
                 s.close()
 
 
-# GET /health every 20 ms until a line arrives on stdin; prints [[ok, seconds], ...].
+# GET /health every 20 ms until a line arrives on stdin; prints [[ok, answered], ...], answered
+# on CLOCK_MONOTONIC (time.monotonic() in the test reads the same clock).
 HEALTH_PROBE = r"""
 import http.client, json, select, sys, time
 conn = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=10)
 out = []
 while not select.select([sys.stdin], [], [], 0.02)[0]:
-    t0 = time.monotonic()
     conn.request("GET", "/health")
     r = conn.getresponse()
     ok = r.status == 200 and json.loads(r.read()).get("status") == "ok"
-    out.append([ok, time.monotonic() - t0])
+    out.append([ok, time.monotonic()])
 print(json.dumps(out))
 """
 
@@ -488,7 +488,10 @@ class OverloadTest(E2ETestCase):
 
     def test_saturation_429(self):
         """50 concurrent executions and session calls against a limit of 2: only 200s and 429s
-        with Retry-After, /health answering fast throughout, /metrics counting what happened."""
+        with Retry-After, /health answering throughout, /metrics counting what happened.
+        Orderings, not timings: the two admitted runs sleep 6 s, far past the 1 s queue timeout,
+        so every 429 must come before the first 200 (none waited for capacity to free up) and
+        /health must answer in between (it waits neither on the queue nor on the runs)."""
         r = self.client.post_json("/v1/sessions", {"ttl_seconds": 300})
         self.assertEqual(r.status, 201, r)
         sid = r.json["session_id"]
@@ -500,12 +503,13 @@ class OverloadTest(E2ETestCase):
             c = Client(self.host, self.port)
             try:
                 if i % 5 == 0:  # every fifth is a session call
-                    results.append(("session_bash", c.post_json(
-                        f"/v1/sessions/{sid}/bash", {"cmd": "sleep 1", "timeout_ms": 10000})))
+                    r = c.post_json(f"/v1/sessions/{sid}/bash",
+                                    {"cmd": "sleep 6", "timeout_ms": 30000})
+                    results.append(("session_bash", r, time.monotonic()))
                 else:
-                    results.append(("execute", c.post_json(
-                        "/v1/execute", {"code": "import time\ntime.sleep(1)",
-                                        "timeout_ms": 10000})))
+                    r = c.post_json("/v1/execute", {"code": "import time\ntime.sleep(6)",
+                                                    "timeout_ms": 30000})
+                    results.append(("execute", r, time.monotonic()))
             except Exception as e:  # noqa: BLE001
                 errors.append(repr(e))
 
@@ -520,24 +524,27 @@ class OverloadTest(E2ETestCase):
             t.join(60)
         health = json.loads(probe.communicate("stop\n", timeout=30)[0])
         self.assertEqual(errors, [])
-        self.assertGreater(len(health), 10, "/health was probed throughout")
         self.assertTrue(all(ok for ok, _ in health), "GET /health failed during the storm")
-        slowest = max(s for _, s in health)
-        self.assertLess(slowest, 0.05, f"GET /health took {slowest * 1000:.0f} ms while "
-                                       f"executions were queued")
-        statuses = [r.status for _, r in results]
+        statuses = [r.status for _, r, _ in results]
         self.assertEqual(set(statuses) - {200, 429}, set(), statuses)
         self.assertGreaterEqual(statuses.count(200), 2, statuses)
         self.assertGreaterEqual(statuses.count(429), 30, statuses)
-        for _, r in results:
+        first_429 = min(t for _, r, t in results if r.status == 429)
+        first_200 = min(t for _, r, t in results if r.status == 200)
+        last_429 = max(t for _, r, t in results if r.status == 429)
+        self.assertLess(last_429, first_200, "a 429 waited for a run to finish: queued past "
+                                             "EXECUTION_QUEUE_TIMEOUT_SEC")
+        between = [t for _, t in health if first_429 < t < first_200]
+        self.assertGreaterEqual(len(between), 3, "GET /health did not answer while runs were "
+                                                 "queued and running")
+        for _, r, _ in results:
             if r.status == 429:
                 self.assertEqual(r.header("Retry-After"), "2")
                 self.assertEqual(r.json, {"detail": self.DETAIL})
-                self.assertLess(r.elapsed, 5, "queued far past EXECUTION_QUEUE_TIMEOUT_SEC")
         after = self.client.get("/metrics").body.decode()
         for op in ("execute", "session_bash"):
-            rejected = sum(1 for o, r in results if o == op and r.status == 429)
-            done = sum(1 for o, r in results if o == op and r.status == 200)
+            rejected = sum(1 for o, r, _ in results if o == op and r.status == 429)
+            done = sum(1 for o, r, _ in results if o == op and r.status == 200)
             name = "code_interpreter_executions_rejected_total"
             labels = {"operation": op, "status": "429", "reason": "saturated"}
             self.assertEqual(self.metric(after, name, **labels) -
