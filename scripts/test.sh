@@ -28,9 +28,6 @@ if ! packaging/image/build.sh all; then
   /usr/bin/docker rmi -f code-interpreter:slim code-interpreter:latest >/dev/null 2>&1 || true
 fi
 rm -f build/meson-logs/testlog.junit.xml
-# vm-rootless (rootless DooD in the VM) takes ~13 minutes under emulation: run on its own for now
-# (tests/vm/meson.build says why).
-if [ $# -eq 0 ]; then set -- --no-suite vm-rootless; fi
 meson test -C build --print-errorlogs --no-rebuild "$@"
 status=$?
 python3 scripts/summarize_tests.py build/meson-logs/testlog.junit.xml

@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
 #include <functional>
 #include <future>
 #include <memory>
@@ -53,6 +55,12 @@ class FakeDaemon {
     asio::post(io_, [&task] { task(); });
     return result.get();
   }
+  // Runs `task` on the daemon's thread and blocks until it has finished.
+  template <typename T>
+  T Await(asio::awaitable<T> task) {
+    return asio::co_spawn(io_, std::move(task), asio::use_future).get();
+  }
+  Daemon& wired() { return daemon_; }
   // Blocks until no request is in flight (every handler has finished, its metrics recorded).
   void WaitUntilIdle();
   // Blocks until `n` requests wait in the admission queue.

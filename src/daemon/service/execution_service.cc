@@ -282,7 +282,7 @@ asio::awaitable<Result<std::unique_ptr<Sandbox>>> ExecutionService::Prepare() {
   co_return prepared;
 }
 
-asio::awaitable<Status> ExecutionService::ProbeLanguages() {
+asio::awaitable<Status> ExecutionService::ProbeLanguages(std::chrono::milliseconds timeout) {
   std::vector<Language> usable;
   for (auto& language : languages_) {
     auto sandbox = co_await Prepare();
@@ -291,13 +291,23 @@ asio::awaitable<Status> ExecutionService::ProbeLanguages() {
     std::string out;
     RunPayload payload;
     payload.argv = {language.interpreter, "--version"};
-    payload.timeout = std::chrono::seconds(10);
+    payload.timeout = timeout;
     auto run = co_await (*sandbox)->Run(std::move(payload), [&out](StreamKind, std::string_view d) {
       if (out.size() < 4096) out.append(d);
     });
     co_await (*sandbox)->Destroy();
     live_.erase(sandbox->get());
     if (!run.ok()) co_return run.status().Context("running " + language.interpreter);
+    // A slow machine (an emulated VM, a loaded host) may not answer in time: that says nothing
+    // of the interpreter, so it stays, with its version unknown.
+    if (run->timed_out) {
+      spdlog::warn(
+          "language {}: `{} --version` did not finish within {} ms in the sandbox; kept, "
+          "version unknown",
+          language.name, language.interpreter, timeout.count());
+      usable.push_back(language);
+      continue;
+    }
     // The backend's root may lack an interpreter the host has (node in the Docker image).
     if (run->exit_code != 0) {
       spdlog::warn("language {} dropped: `{} --version` failed in the sandbox ({})", language.name,

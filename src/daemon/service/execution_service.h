@@ -72,8 +72,10 @@ class ExecutionService {
       const std::function<void(std::function<void()>)>& on_sandbox);
 
   // Runs `<interpreter> --version` of each language in a sandbox: fills Language::version and
-  // proves at startup that sandboxes start. Returns the first failure.
-  asio::awaitable<Status> ProbeLanguages();
+  // proves at startup that sandboxes start. Returns the first failure. A language whose
+  // interpreter fails is dropped; one that does not answer within `timeout` is kept.
+  asio::awaitable<Status> ProbeLanguages(
+      std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   // Shutdown: kill every running sandbox now.
   void KillAll();

@@ -1,0 +1,56 @@
+// The startup probe of the languages (ExecutionService::ProbeLanguages, `<interpreter> --version`
+// in a sandbox each) against the fake backend, seen through GET /v1/languages: an interpreter
+// the backend's root lacks is dropped, one that answers gets its version, and one that does not
+// answer in time (an emulated VM, a loaded host) is kept with its version unknown.
+#include "fake_daemon.h"
+
+namespace ci::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+using asio::awaitable;
+
+class LanguagesProbeTest : public DaemonApiTest {
+ protected:
+  void SetUp() override { Start(); }
+
+  // name -> version of GET /v1/languages.
+  std::map<std::string, std::string> Languages() {
+    HttpReply r = client().Get("/v1/languages");
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::map<std::string, std::string> out;
+    rapidjson::Document j = Json(r);
+    if (!j.HasMember("languages") || !j["languages"].IsArray()) return out;
+    for (const auto& l : j["languages"].GetArray()) out[Str(l, "name")] = Str(l, "version");
+    return out;
+  }
+};
+
+TEST_F(LanguagesProbeTest, AMissingInterpreterIsDroppedASlowOneKept) {
+  fake().RunPrograms([](FakeProcess& p) -> awaitable<RunOutcome> {
+    const std::string& interpreter = p.payload().argv.at(0);
+    if (interpreter.find("python") != std::string::npos) {
+      co_await p.Sleep(1h);  // until the probe's timeout stops it
+      co_return p.Exit(0);
+    }
+    if (interpreter.find("bash") != std::string::npos) {
+      p.Stdout("GNU bash, version 5.2.15(1)-release (x86_64-pc-linux-gnu)\n");
+      co_return p.Exit(0);
+    }
+    co_return p.Exit(127);  // not in the root
+  });
+  const auto before = Languages();
+  ASSERT_TRUE(before.count("python") && before.count("bash")) << "the host has both";
+  Status probed = daemon().Await(daemon().wired().service().ProbeLanguages(200ms));
+  ASSERT_TRUE(probed.ok()) << probed.message();
+  const auto after = Languages();
+  EXPECT_EQ(after.count("python"), 1u) << "a slow interpreter is not a missing one";
+  EXPECT_EQ(after.at("python"), "");
+  EXPECT_EQ(after.at("bash"), "5.2.15");
+  for (const auto& [name, version] : after) {
+    EXPECT_TRUE(name == "python" || name == "bash") << name << " exited 127 and stays listed";
+  }
+}
+
+}  // namespace
+}  // namespace ci::daemon
