@@ -1,0 +1,247 @@
+#!/usr/bin/python3
+"""Docker-in-Docker on a pure cgroup v2 kernel: the test VM (vm.py).
+
+  test_dind.py --source DIR --build DIR [-k PATTERN]
+
+README.md's section "Docker-in-Docker" with cheap parts, since the default image (1.9 GB, with
+the executor root) takes over 10 minutes to load under emulation: the VM's system dockerd (no
+bridge, no iptables: nothing here needs them) runs README's `docker run -d` flags
+(`--privileged`, so a cgroup namespace of its own on v2, `--network host`, the data root
+volume) on an image with the default image's configuration and an empty root
+(tests/vm/dind-parts.sh), with the VM's /usr pieces (dockerd, containerd, runc, the daemon's
+libraries) and the build's binary (the worktree shared over 9p) bind-mounted read-only, and a
+few-MB executor root (bash, coreutils, tar) at the default image's executor-image.tar path.
+
+Through an ssh tunnel to the daemon's 127.0.0.1:8000: /health says dind with the nested dockerd
+answering on cgroup v2 and no limit downgraded; from the VM's side, the daemon moved its
+processes into `init/` of its container's cgroup and enabled memory and pids for the children,
+a running sandbox's cgroup is below the container's with the memory and pids limits, the nested
+dockerd has the seccomp filter and the reduced bounding set; memory and fork bombs get their
+verdicts. Output is unittest's; the last line is "N passed, N failed".
+"""
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from daemon_http import Tunnel, wait_until  # noqa: E402
+from vm import Vm, run_tests  # noqa: E402
+
+OPTS = None
+VM = None
+DAEMON = None  # the Tunnel to the daemon
+CID = None  # the DinD container's id in the VM's dockerd
+TITLE = "Docker-in-Docker"
+README_IMAGE = "code-interpreter:latest"
+IMAGE = "code-interpreter:vm-dind"  # dind-parts.sh's stand-in for README_IMAGE
+PARTS = "/var/tmp/dind"
+NESTED_CONFIG = "/run/code-interpreter/dockerd/daemon.json"
+MEMORY_LIMIT_MB = 256  # the defaults (README "Configuration")
+PIDS_LIMIT = 64
+TIMEOUT_MS = 60000  # a container start alone is seconds under emulation
+# What dind-parts.sh's IMAGE leaves empty, from the VM: read-only, as in the default image.
+VM_MOUNTS = ["/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib64"]
+
+
+def binary():
+    return os.path.join(OPTS.build, "code-interpreter")
+
+
+def readme_run_flags():
+    """The section's `docker run -d` flags, parsed as the e2e harness parses them."""
+    sys.path.insert(0, os.path.join(OPTS.source, "tests", "e2e"))
+    from run import readme_command
+    image, flags = readme_command(TITLE)
+    assert image == README_IMAGE, image
+    return flags
+
+
+def timed(what, command, **kw):
+    start = time.monotonic()
+    r = VM.ssh(command, **kw)
+    print(f"# {what}: {time.monotonic() - start:.1f} s", file=sys.stderr)
+    return r
+
+
+def setUpModule():
+    global VM, DAEMON, CID
+    shares = {"source": OPTS.source}
+    if not os.path.realpath(OPTS.build).startswith(os.path.realpath(OPTS.source) + os.sep):
+        shares["build"] = OPTS.build
+    VM = Vm(shares=shares).boot()
+    print(f"# VM up in {VM.boot_seconds:.1f} s ({'restored' if VM.restored else 'cold'})",
+          file=sys.stderr)
+    VM.mount_shares()
+    # The system dockerd without a bridge or rules (its start is a minute less under emulation)
+    # while the parts are made; the image import waits for it.
+    parts = os.path.join(HERE, "dind-parts.sh")
+    timed("VM dockerd started and the parts made",
+          "mkdir -p /etc/docker && echo '{\"bridge\": \"none\", \"iptables\": false}' "
+          ">/etc/docker/daemon.json && { systemctl start docker & "
+          f"{parts} {PARTS} {IMAGE} && wait $!; }}", timeout=900)
+    mounts = [f"-v {p}:{p}:ro" for p in VM_MOUNTS]
+    mounts += [f"-v {shlex.quote(binary())}:/usr/local/bin/code-interpreter:ro",
+               f"-v {PARTS}/share:/usr/share/code-interpreter:ro"]
+    CID = timed("DinD container started",
+                f"docker run -d --name dind {readme_run_flags()} {' '.join(mounts)} {IMAGE}",
+                timeout=300).stdout.strip()
+    DAEMON = Tunnel(VM)
+    start = time.monotonic()
+    DAEMON.wait_ready(timeout=600)
+    print(f"# daemon healthy after {time.monotonic() - start:.1f} s", file=sys.stderr)
+
+
+def tearDownModule():
+    if VM and os.environ.get("KEEP_LOGS") != "0":
+        r = VM.ssh("docker logs dind 2>&1 | tail -60", check=False)
+        print("# daemon log (tail):\n" + r.stdout, file=sys.stderr)
+    if DAEMON:
+        DAEMON.close()
+    if VM:
+        VM.shutdown()
+
+
+def vm_read(path):
+    return VM.ssh(f"cat {path}").stdout
+
+
+def container_cgroup():
+    """The DinD container's cgroup in the VM (systemd's driver: a scope per container)."""
+    return f"/system.slice/docker-{CID}.scope"
+
+
+def capability_numbers():
+    """CAP_* name -> number, as /usr/include/linux/capability.h defines them."""
+    with open("/usr/include/linux/capability.h") as f:
+        return {m.group(1): int(m.group(2))
+                for m in re.finditer(r"^#define (CAP_[A-Z_]+)\s+(\d+)$", f.read(), re.M)}
+
+
+def dropped_capabilities():
+    with open(os.path.join(OPTS.source, "policies", "dockerd-capabilities.json")) as f:
+        return [c["name"] for c in json.load(f)["drop"]]
+
+
+def execute(code):
+    return DAEMON.json("/v1/execute", {"code": code, "language": "bash", "timeout_ms": TIMEOUT_MS})
+
+
+class DindCgroupV2Test(unittest.TestCase):
+    def test_health_is_dind_on_cgroup_v2_with_no_limit_downgraded(self):
+        health = DAEMON.json("/health")
+        deployment = health["deployment"]
+        self.assertEqual(deployment["mode"], "dind", deployment)
+        self.assertTrue(deployment["nested_dockerd"]["answering"], deployment)
+        self.assertEqual(deployment["engine"]["cgroup_version"], "2", deployment)
+        # The data root is the README's volume (ext4 in the VM), so overlay2 works.
+        print(f"# nested dockerd storage: {deployment['nested_dockerd']['storage_driver']}",
+              file=sys.stderr)
+        self.assertEqual(deployment["nested_dockerd"]["storage_driver"], "overlay2")
+        measures = [d["measure"] for d in deployment["downgrades"]]
+        self.assertNotIn("cgroup limits of executors in the nested dockerd", measures, deployment)
+        downgraded = " | ".join(d["measure"] for d in health["hardening"]["downgrades"])
+        for limit in ("memory", "pids"):
+            self.assertNotIn(limit, downgraded, health["hardening"])
+        enforced = " | ".join(health["hardening"]["enforced"])
+        self.assertIn(f"memory limit {MEMORY_LIMIT_MB} MiB", enforced)
+        self.assertIn(f"pids limit {PIDS_LIMIT}", enforced)
+
+    def test_the_daemon_moved_itself_to_init_and_enabled_the_controllers(self):
+        pid = VM.ssh(f"docker inspect -f '{{{{.State.Pid}}}}' {CID}").stdout.strip()
+        self.assertEqual(vm_read(f"/proc/{pid}/cgroup").strip(),
+                         f"0::{container_cgroup()}/init")
+        root = "/sys/fs/cgroup" + container_cgroup()
+        # The container's own cgroup holds no process (the rule that lets it have controllers
+        # for its children) ...
+        self.assertEqual(vm_read(f"{root}/cgroup.procs"), "")
+        # ... and gives its children memory and pids.
+        enabled = vm_read(f"{root}/cgroup.subtree_control").split()
+        for controller in ("memory", "pids"):
+            self.assertIn(controller, enabled)
+
+    def test_a_sandbox_is_below_the_dind_container_with_the_limits(self):
+        marker = "4444.5"  # a sleep no other process runs
+        t = threading.Thread(target=lambda: execute(f"exec sleep {marker}"), daemon=True)
+        t.start()
+        try:
+            pgrep = lambda: VM.ssh(f"pgrep -f -x 'sleep {marker}' || true").stdout.strip()
+            self.assertTrue(wait_until(pgrep), "the sandbox's sleep never showed up in the VM")
+            cgroup = vm_read(f"/proc/{pgrep()}/cgroup").strip()
+            self.assertTrue(cgroup.startswith(f"0::{container_cgroup()}/docker/"), cgroup)
+            path = "/sys/fs/cgroup" + cgroup[3:]
+            limits = VM.ssh(f"cat {path}/memory.max {path}/pids.max").stdout.split()
+            self.assertEqual(limits, [str(MEMORY_LIMIT_MB << 20), str(PIDS_LIMIT)], path)
+        finally:
+            VM.ssh(f"pkill -f -x 'sleep {marker}' || true")
+            t.join(timeout=120)
+
+    def test_print(self):
+        res = execute("echo hello from the nested dockerd")
+        self.assertEqual((res["verdict"], res["stdout"]),
+                         ("ok", "hello from the nested dockerd\n"), res)
+
+    def test_memory_bomb_is_memory_limit(self):
+        # One read into a 1 GiB buffer: the fastest way to touch the memory from bash (a string
+        # doubling in bash runs into the 5 s CPU limit first under emulation).
+        res = execute("dd if=/dev/zero of=/dev/null bs=1G count=1")
+        self.assertEqual(res["verdict"], "memory_limit", res)
+
+    def test_fork_bomb_is_pids_limit(self):
+        # Forks until the pids limit refuses one; bash retries for 15 s, then fails. (A bomb
+        # whose first shell returns, `b() { b | b & }; b`, ends as "ok": its run is over and
+        # the wrapper kills the rest.)
+        res = execute("while :; do sleep 30 & done")
+        self.assertEqual(res["verdict"], "pids_limit", res)
+
+    def test_the_nested_dockerd_has_the_seccomp_filter_and_the_reduced_bounding_set(self):
+        nested = DAEMON.json("/health")["deployment"]["nested_dockerd"]
+        pid = VM.ssh(f"pgrep -f -x '/usr/s?bin/dockerd --config-file {NESTED_CONFIG}'"
+                     ).stdout.split()
+        self.assertEqual(len(pid), 1, pid)
+        status = vm_read(f"/proc/{pid[0]}/status")
+        field = lambda k: re.search(rf"^{k}:\s*(.+)$", status, re.M).group(1)  # noqa: E731
+        # The same process /health names (its pid in the container's namespace, NSpid's last).
+        self.assertEqual(int(field("NSpid").split()[-1]), nested["pid"])
+        self.assertEqual(field("Seccomp"), "2")
+        bounding = int(field("CapBnd"), 16)
+        self.assertEqual(bounding, int(nested["cap_bounding"], 16))
+        numbers = capability_numbers()
+        for name in dropped_capabilities():
+            self.assertFalse((bounding >> numbers[name]) & 1, f"{name} in the bounding set")
+        for name in ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SETUID", "CAP_MKNOD"):
+            self.assertTrue((bounding >> numbers[name]) & 1, f"dockerd needs {name}")
+
+
+def main():
+    global OPTS
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("-k", action="append", default=[], help="only tests matching")
+    OPTS = ap.parse_args()
+    OPTS.source = os.path.abspath(OPTS.source)
+    OPTS.build = os.path.abspath(OPTS.build)
+    missing = [t for t in ("qemu-system-x86_64", "qemu-img", "debootstrap", "mke2fs", "ssh")
+               if not shutil.which(t)]
+    if not os.access(binary(), os.X_OK):
+        missing.append(f"the daemon's binary at {binary()}")
+    if not os.path.exists("/usr/include/linux/capability.h"):
+        missing.append("/usr/include/linux/capability.h (linux-libc-dev)")
+    return run_tests(missing, OPTS.k)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
