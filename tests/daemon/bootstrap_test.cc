@@ -170,6 +170,17 @@ TEST_F(CgroupNestingTest, V2OutsideACgroupNamespaceOfOurOwnMovesNothing) {
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(n->controllers, "");
   EXPECT_FALSE(fs::exists(root_ / "init"));
+  // The nested dockerd's containers land outside it (the VM showed /docker/<id> at the top).
+  EXPECT_EQ(n->outside_cgroup, "/system.slice/docker-1.scope");
+}
+
+TEST_F(CgroupNestingTest, V2InACgroupNamespaceOfOurOwnIsNotOutside) {
+  Write("cgroup.controllers", "memory pids\n");
+  Write("cgroup.procs", "1\n");
+  Write("self", "0::/\n");
+  auto n = EnableCgroupNesting(root_.string(), (root_ / "self").string());
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(n->outside_cgroup, "");
 }
 
 TEST_F(CgroupNestingTest, V1NeedsWritableHierarchies) {

@@ -17,7 +17,9 @@ answering on cgroup v2 and no limit downgraded; from the VM's side, the daemon m
 processes into `init/` of its container's cgroup and enabled memory and pids for the children,
 a running sandbox's cgroup is below the container's with the memory and pids limits, the nested
 dockerd has the seccomp filter and the reduced bounding set; memory and fork bombs get their
-verdicts. Output is unittest's; the last line is "N passed, N failed".
+verdicts. Then the same flags plus --cgroupns=host: the executors' cgroups leave the container's
+(the top of the VM's hierarchy), and /health names that downgrade. Output is unittest's; the last
+line is "N passed, N failed".
 """
 
 import argparse
@@ -91,21 +93,26 @@ def setUpModule():
           "mkdir -p /etc/docker && echo '{\"bridge\": \"none\", \"iptables\": false}' "
           ">/etc/docker/daemon.json && { systemctl start docker & "
           f"{parts} {PARTS} {IMAGE} && wait $!; }}", timeout=900)
-    mounts = [f"-v {p}:{p}:ro" for p in VM_MOUNTS]
-    mounts += [f"-v {shlex.quote(binary())}:/usr/local/bin/code-interpreter:ro",
-               f"-v {PARTS}/share:/usr/share/code-interpreter:ro"]
-    CID = timed("DinD container started",
-                f"docker run -d --name dind {readme_run_flags()} {' '.join(mounts)} {IMAGE}",
-                timeout=300).stdout.strip()
+    CID = start_dind("dind", readme_run_flags())
     DAEMON = Tunnel(VM)
     start = time.monotonic()
     DAEMON.wait_ready(timeout=600)
     print(f"# daemon healthy after {time.monotonic() - start:.1f} s", file=sys.stderr)
 
 
+def start_dind(name, flags):
+    """`docker run -d` of the stand-in image with `flags` and the VM's parts mounted; its id."""
+    mounts = [f"-v {p}:{p}:ro" for p in VM_MOUNTS]
+    mounts += [f"-v {shlex.quote(binary())}:/usr/local/bin/code-interpreter:ro",
+               f"-v {PARTS}/share:/usr/share/code-interpreter:ro"]
+    return timed(f"DinD container {name} started",
+                 f"docker run -d --name {name} {flags} {' '.join(mounts)} {IMAGE}",
+                 timeout=300).stdout.strip()
+
+
 def tearDownModule():
     if VM and os.environ.get("KEEP_LOGS") != "0":
-        r = VM.ssh("docker logs dind 2>&1 | tail -60", check=False)
+        r = VM.ssh("docker logs $(docker ps -lq) 2>&1 | tail -60", check=False)
         print("# daemon log (tail):\n" + r.stdout, file=sys.stderr)
     if DAEMON:
         DAEMON.close()
@@ -222,6 +229,23 @@ class DindCgroupV2Test(unittest.TestCase):
             self.assertFalse((bounding >> numbers[name]) & 1, f"{name} in the bounding set")
         for name in ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SETUID", "CAP_MKNOD"):
             self.assertTrue((bounding >> numbers[name]) & 1, f"dockerd needs {name}")
+
+
+class DindHostCgroupnsTest(unittest.TestCase):
+    """After DindCgroupV2Test (unittest runs the classes by name): the same flags plus
+    --cgroupns=host, in place of the first container (the same port)."""
+
+    def test_with_the_hosts_cgroup_namespace_the_escape_is_a_named_downgrade(self):
+        VM.ssh("docker rm -f dind >/dev/null")
+        # The same volume (one container at a time): the executor image is in it already.
+        cid = start_dind("dind-host-cgroupns", readme_run_flags() + " --cgroupns=host")
+        health = DAEMON.wait_ready(timeout=600)
+        self.assertEqual(health["deployment"]["mode"], "dind", health["deployment"])
+        downgrades = {d["measure"]: d["reason"] for d in health["deployment"]["downgrades"]}
+        reason = downgrades.get("executors' cgroups inside this container's", "")
+        self.assertIn(f"/system.slice/docker-{cid}.scope", reason, downgrades)
+        # What it names: the warm pool's containers are at the top of the VM's hierarchy.
+        self.assertNotEqual(VM.ssh("ls /sys/fs/cgroup/docker").stdout.split(), [])
 
 
 def main():

@@ -147,10 +147,19 @@ asio::awaitable<Result<std::shared_ptr<NestedDockerd>>> StartDind(
                           nesting.status().message(),
                           "run the container with --privileged (and --cgroupns=private on "
                           "cgroup v2)"});
+  } else if (!nesting->outside_cgroup.empty()) {
+    downgrades.push_back(
+        {"executors' cgroups inside this container's",
+         "cgroup v2 without a cgroup namespace of its own (--cgroupns=host): the nested dockerd "
+         "creates its containers' cgroups at the top of the host's hierarchy (/docker/<id>), "
+         "outside this container's " +
+             nesting->outside_cgroup + " and its limits",
+         "run the container without --cgroupns=host (a private cgroup namespace is Docker's "
+         "default on cgroup v2)"});
   } else if (nesting->version == "2") {
-    spdlog::info("cgroup v2: controllers enabled for the nested dockerd: {}",
-                 nesting->controllers.empty() ? "(none moved: not in a cgroup namespace of its own)"
-                                              : nesting->controllers);
+    spdlog::info(
+        "cgroup v2: controllers enabled for the nested dockerd: {}",
+        nesting->controllers.empty() ? "(none: the hierarchy offers none)" : nesting->controllers);
   }
   auto dockerd = std::make_shared<NestedDockerd>(ex, options->settings, std::move(*hardening),
                                                  executor_seccomp_json);

@@ -56,7 +56,7 @@ Result<CgroupNesting> EnableCgroupNesting(const std::string& root, const std::st
                            "/memory is not writable (cgroup v1): is the container "
                            "privileged?");
     }
-    return CgroupNesting{"1", ""};
+    return CgroupNesting{"1", "", ""};
   }
   std::istringstream words(controllers);
   std::string word, enable, names;
@@ -64,11 +64,16 @@ Result<CgroupNesting> EnableCgroupNesting(const std::string& root, const std::st
     enable += (enable.empty() ? "+" : " +") + word;
     names += (names.empty() ? "" : " ") + word;
   }
-  if (enable.empty()) return CgroupNesting{"2", ""};
+  if (enable.empty()) return CgroupNesting{"2", "", ""};
   // Only in a cgroup namespace of our own are the root's processes ours to move (with the host's
-  // namespace, the root holds the host's processes): elsewhere dockerd nests under our cgroup.
+  // namespace, the root holds the host's processes).
   std::string self;
-  if (!Read(self_cgroup, self) || self != "0::/\n") return CgroupNesting{"2", ""};
+  if (!Read(self_cgroup, self)) return CgroupNesting{"2", "", ""};
+  if (self != "0::/\n") {
+    std::string own = self.rfind("0::", 0) == 0 ? self.substr(3) : self;
+    while (!own.empty() && own.back() == '\n') own.pop_back();
+    return CgroupNesting{"2", "", own};
+  }
   if (::mkdir((root + "/init").c_str(), 0755) != 0 && errno != EEXIST) {
     return Status::Error("cgroup v2: creating " + root + "/init: " + std::strerror(errno));
   }
@@ -76,7 +81,8 @@ Result<CgroupNesting> EnableCgroupNesting(const std::string& root, const std::st
   std::string error;
   for (int attempt = 0; attempt < 5; ++attempt) {
     MoveProcesses(root);
-    if (Write(root + "/cgroup.subtree_control", enable, error)) return CgroupNesting{"2", names};
+    if (Write(root + "/cgroup.subtree_control", enable, error))
+      return CgroupNesting{"2", names, ""};
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return Status::Error("cgroup v2: enabling the controllers for nested containers: " + error);

@@ -17,6 +17,11 @@ namespace ci::daemon {
 struct CgroupNesting {
   std::string version;      // "2" or "1"
   std::string controllers;  // v2: what was enabled for the children ("cpu io memory pids")
+  // v2 without a cgroup namespace of its own (--cgroupns=host): this container's cgroup as the
+  // host names it ("/system.slice/docker-<id>.scope"). The nested dockerd's cgroupfs driver
+  // then makes its containers' cgroups at the top of the host's hierarchy (/docker/<id>),
+  // outside this one and its limits: a downgrade. Empty otherwise.
+  std::string outside_cgroup;
 };
 
 // `root` is the mount point and `self_cgroup` this process's /proc/self/cgroup (tests give
