@@ -203,6 +203,8 @@ class DindCgroupV2Test(unittest.TestCase):
         # One read into a 1 GiB buffer: the fastest way to touch the memory from bash (a string
         # doubling in bash runs into the 5 s CPU limit first under emulation).
         res = execute("dd if=/dev/zero of=/dev/null bs=1G count=1")
+        # Its CPU time is near the 5 s limit under emulation: shown for when it gets cpu_limit.
+        print(f"# memory bomb: {res.get('usage')}", file=sys.stderr)
         self.assertEqual(res["verdict"], "memory_limit", res)
 
     def test_fork_bomb_is_pids_limit(self):
