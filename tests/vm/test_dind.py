@@ -17,9 +17,9 @@ answering on cgroup v2 and no limit downgraded; from the VM's side, the daemon m
 processes into `init/` of its container's cgroup and enabled memory and pids for the children,
 a running sandbox's cgroup is below the container's with the memory and pids limits, the nested
 dockerd has the seccomp filter and the reduced bounding set; memory and fork bombs get their
-verdicts. Then the same flags plus --cgroupns=host: the executors' cgroups leave the container's
-(the top of the VM's hierarchy), and /health names that downgrade. Output is unittest's; the last
-line is "N passed, N failed".
+verdicts. Then the same flags plus --cgroupns=host: the daemon nests in its container's own
+cgroup just the same (dockerd's default parent would be the top of the VM's hierarchy). Output
+is unittest's; the last line is "N passed, N failed".
 """
 
 import argparse
@@ -124,9 +124,41 @@ def vm_read(path):
     return VM.ssh(f"cat {path}").stdout
 
 
-def container_cgroup():
-    """The DinD container's cgroup in the VM (systemd's driver: a scope per container)."""
-    return f"/system.slice/docker-{CID}.scope"
+def container_cgroup(cid):
+    """A DinD container's cgroup in the VM (systemd's driver: a scope per container)."""
+    return f"/system.slice/docker-{cid}.scope"
+
+
+def check_daemon_in_init(test, cid):
+    """The daemon moved its processes into init/ of its container's cgroup, which is left with
+    none (the rule that lets it have controllers for its children) and gives them memory and
+    pids."""
+    pid = VM.ssh(f"docker inspect -f '{{{{.State.Pid}}}}' {cid}").stdout.strip()
+    test.assertEqual(vm_read(f"/proc/{pid}/cgroup").strip(), f"0::{container_cgroup(cid)}/init")
+    root = "/sys/fs/cgroup" + container_cgroup(cid)
+    test.assertEqual(vm_read(f"{root}/cgroup.procs"), "")
+    enabled = vm_read(f"{root}/cgroup.subtree_control").split()
+    for controller in ("memory", "pids"):
+        test.assertIn(controller, enabled)
+
+
+def check_sandbox_below(test, cid):
+    """A running sandbox's cgroup, found from the VM by its process, is below the container's
+    with the daemon's limits."""
+    marker = "4444.5"  # a sleep no other process runs
+    t = threading.Thread(target=lambda: execute(f"exec sleep {marker}"), daemon=True)
+    t.start()
+    try:
+        pgrep = lambda: VM.ssh(f"pgrep -f -x 'sleep {marker}' || true").stdout.strip()
+        test.assertTrue(wait_until(pgrep), "the sandbox's sleep never showed up in the VM")
+        cgroup = vm_read(f"/proc/{pgrep()}/cgroup").strip()
+        test.assertTrue(cgroup.startswith(f"0::{container_cgroup(cid)}/docker/"), cgroup)
+        path = "/sys/fs/cgroup" + cgroup[3:]
+        limits = VM.ssh(f"cat {path}/memory.max {path}/pids.max").stdout.split()
+        test.assertEqual(limits, [str(MEMORY_LIMIT_MB << 20), str(PIDS_LIMIT)], path)
+    finally:
+        VM.ssh(f"pkill -f -x 'sleep {marker}' || true")
+        t.join(timeout=120)
 
 
 def capability_numbers():
@@ -166,33 +198,10 @@ class DindCgroupV2Test(unittest.TestCase):
         self.assertIn(f"pids limit {PIDS_LIMIT}", enforced)
 
     def test_the_daemon_moved_itself_to_init_and_enabled_the_controllers(self):
-        pid = VM.ssh(f"docker inspect -f '{{{{.State.Pid}}}}' {CID}").stdout.strip()
-        self.assertEqual(vm_read(f"/proc/{pid}/cgroup").strip(),
-                         f"0::{container_cgroup()}/init")
-        root = "/sys/fs/cgroup" + container_cgroup()
-        # The container's own cgroup holds no process (the rule that lets it have controllers
-        # for its children) ...
-        self.assertEqual(vm_read(f"{root}/cgroup.procs"), "")
-        # ... and gives its children memory and pids.
-        enabled = vm_read(f"{root}/cgroup.subtree_control").split()
-        for controller in ("memory", "pids"):
-            self.assertIn(controller, enabled)
+        check_daemon_in_init(self, CID)
 
     def test_a_sandbox_is_below_the_dind_container_with_the_limits(self):
-        marker = "4444.5"  # a sleep no other process runs
-        t = threading.Thread(target=lambda: execute(f"exec sleep {marker}"), daemon=True)
-        t.start()
-        try:
-            pgrep = lambda: VM.ssh(f"pgrep -f -x 'sleep {marker}' || true").stdout.strip()
-            self.assertTrue(wait_until(pgrep), "the sandbox's sleep never showed up in the VM")
-            cgroup = vm_read(f"/proc/{pgrep()}/cgroup").strip()
-            self.assertTrue(cgroup.startswith(f"0::{container_cgroup()}/docker/"), cgroup)
-            path = "/sys/fs/cgroup" + cgroup[3:]
-            limits = VM.ssh(f"cat {path}/memory.max {path}/pids.max").stdout.split()
-            self.assertEqual(limits, [str(MEMORY_LIMIT_MB << 20), str(PIDS_LIMIT)], path)
-        finally:
-            VM.ssh(f"pkill -f -x 'sleep {marker}' || true")
-            t.join(timeout=120)
+        check_sandbox_below(self, CID)
 
     def test_print(self):
         res = execute("echo hello from the nested dockerd")
@@ -235,19 +244,29 @@ class DindCgroupV2Test(unittest.TestCase):
 
 class DindHostCgroupnsTest(unittest.TestCase):
     """After DindCgroupV2Test (unittest runs the classes by name): the same flags plus
-    --cgroupns=host, in place of the first container (the same port)."""
+    --cgroupns=host, in place of the first container (the same port and volume). dockerd's
+    default cgroup parent would then be the top of the VM's hierarchy; the daemon nests in its
+    container's own cgroup instead."""
 
-    def test_with_the_hosts_cgroup_namespace_the_escape_is_a_named_downgrade(self):
+    @classmethod
+    def setUpClass(cls):
         VM.ssh("docker rm -f dind >/dev/null")
-        # The same volume (one container at a time): the executor image is in it already.
-        cid = start_dind("dind-host-cgroupns", readme_run_flags() + " --cgroupns=host")
-        health = DAEMON.wait_ready(timeout=600)
-        self.assertEqual(health["deployment"]["mode"], "dind", health["deployment"])
-        downgrades = {d["measure"]: d["reason"] for d in health["deployment"]["downgrades"]}
-        reason = downgrades.get("executors' cgroups inside this container's", "")
-        self.assertIn(f"/system.slice/docker-{cid}.scope", reason, downgrades)
-        # What it names: the warm pool's containers are at the top of the VM's hierarchy.
-        self.assertNotEqual(VM.ssh("ls /sys/fs/cgroup/docker").stdout.split(), [])
+        cls.cid = start_dind("dind-host-cgroupns", readme_run_flags() + " --cgroupns=host")
+        cls.health = DAEMON.wait_ready(timeout=600)
+
+    def test_health_is_dind_with_no_cgroup_downgrade(self):
+        deployment = self.health["deployment"]
+        self.assertEqual(deployment["mode"], "dind", deployment)
+        self.assertNotIn("cgroup limits of executors in the nested dockerd",
+                         [d["measure"] for d in deployment["downgrades"]], deployment)
+
+    def test_the_daemon_moved_itself_to_init_of_its_containers_cgroup(self):
+        check_daemon_in_init(self, self.cid)
+
+    def test_a_sandbox_is_below_the_dind_container_not_at_the_top(self):
+        check_sandbox_below(self, self.cid)
+        self.assertFalse(VM.ssh("test -e /sys/fs/cgroup/docker", check=False).returncode == 0,
+                         "the nested dockerd made cgroups at the top of the VM's hierarchy")
 
 
 def main():

@@ -147,19 +147,15 @@ asio::awaitable<Result<std::shared_ptr<NestedDockerd>>> StartDind(
                           nesting.status().message(),
                           "run the container with --privileged (and --cgroupns=private on "
                           "cgroup v2)"});
-  } else if (!nesting->outside_cgroup.empty()) {
-    downgrades.push_back(
-        {"executors' cgroups inside this container's",
-         "cgroup v2 without a cgroup namespace of its own (--cgroupns=host): the nested dockerd "
-         "creates its containers' cgroups at the top of the host's hierarchy (/docker/<id>), "
-         "outside this container's " +
-             nesting->outside_cgroup + " and its limits",
-         "run the container without --cgroupns=host (a private cgroup namespace is Docker's "
-         "default on cgroup v2)"});
   } else if (nesting->version == "2") {
-    spdlog::info(
-        "cgroup v2: controllers enabled for the nested dockerd: {}",
-        nesting->controllers.empty() ? "(none: the hierarchy offers none)" : nesting->controllers);
+    // With the host's cgroup namespace, dockerd's default parent (/docker) is the top of the
+    // host's hierarchy: its containers would leave this container's cgroup and its limits.
+    if (!nesting->own_cgroup.empty() && nesting->own_cgroup != "/") {
+      options->settings.cgroup_parent = nesting->own_cgroup + "/docker";
+    }
+    spdlog::info("cgroup v2: controllers enabled below {} for the nested dockerd: {}",
+                 nesting->own_cgroup.empty() ? "(unknown)" : nesting->own_cgroup,
+                 nesting->controllers.empty() ? "(none)" : nesting->controllers);
   }
   auto dockerd = std::make_shared<NestedDockerd>(ex, options->settings, std::move(*hardening),
                                                  executor_seccomp_json);
