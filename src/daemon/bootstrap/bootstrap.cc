@@ -144,9 +144,7 @@ asio::awaitable<Result<std::shared_ptr<NestedDockerd>>> StartDind(
   MountSecurityfs();
   if (auto nesting = EnableCgroupNesting(); !nesting.ok()) {
     downgrades.push_back({"cgroup limits of executors in the nested dockerd",
-                          nesting.status().message(),
-                          "run the container with --privileged (and --cgroupns=private on "
-                          "cgroup v2)"});
+                          nesting.status().message(), "run the container with --privileged"});
   } else if (nesting->version == "2") {
     // With the host's cgroup namespace, dockerd's default parent (/docker) is the top of the
     // host's hierarchy: its containers would leave this container's cgroup and its limits.
