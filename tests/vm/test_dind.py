@@ -173,8 +173,11 @@ def dropped_capabilities():
         return [c["name"] for c in json.load(f)["drop"]]
 
 
-def execute(code):
-    return DAEMON.json("/v1/execute", {"code": code, "language": "bash", "timeout_ms": TIMEOUT_MS})
+def execute(code, test=None):
+    res = DAEMON.json("/v1/execute", {"code": code, "language": "bash", "timeout_ms": TIMEOUT_MS})
+    if test:
+        test.assertIn("verdict", res, res)  # an error's body says why
+    return res
 
 
 class DindCgroupV2Test(unittest.TestCase):
@@ -204,14 +207,14 @@ class DindCgroupV2Test(unittest.TestCase):
         check_sandbox_below(self, CID)
 
     def test_print(self):
-        res = execute("echo hello from the nested dockerd")
+        res = execute("echo hello from the nested dockerd", self)
         self.assertEqual((res["verdict"], res["stdout"]),
                          ("ok", "hello from the nested dockerd\n"), res)
 
     def test_memory_bomb_is_memory_limit(self):
         # One read into a 1 GiB buffer: the fastest way to touch the memory from bash (a string
         # doubling in bash runs into the 5 s CPU limit first under emulation).
-        res = execute("dd if=/dev/zero of=/dev/null bs=1G count=1")
+        res = execute("dd if=/dev/zero of=/dev/null bs=1G count=1", self)
         # Its CPU time is near the 5 s limit under emulation: shown for when it gets cpu_limit.
         print(f"# memory bomb: {res.get('usage')}", file=sys.stderr)
         self.assertEqual(res["verdict"], "memory_limit", res)
@@ -220,7 +223,7 @@ class DindCgroupV2Test(unittest.TestCase):
         # Forks until the pids limit refuses one; bash retries for 15 s, then fails. (A bomb
         # whose first shell returns, `b() { b | b & }; b`, ends as "ok": its run is over and
         # the wrapper kills the rest.)
-        res = execute("while :; do sleep 30 & done")
+        res = execute("while :; do sleep 30 & done", self)
         self.assertEqual(res["verdict"], "pids_limit", res)
 
     def test_the_nested_dockerd_has_the_seccomp_filter_and_the_reduced_bounding_set(self):
@@ -250,6 +253,8 @@ class DindHostCgroupnsTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
+        log = VM.ssh("docker logs dind 2>&1 | grep -v ' dockerd: ' | tail -40", check=False)
+        print("# the first daemon's log (tail, without dockerd's):\n" + log.stdout, file=sys.stderr)
         VM.ssh("docker rm -f dind >/dev/null")
         cls.cid = start_dind("dind-host-cgroupns", readme_run_flags() + " --cgroupns=host")
         cls.health = DAEMON.wait_ready(timeout=600)
