@@ -101,7 +101,11 @@ TEST(DockerdConfigTest, WithANetworkTheBridgeKeepsContainersApart) {
   EXPECT_NE(json.find(R"("icc":false)"), std::string::npos);
   EXPECT_NE(json.find(R"("storage-driver":"vfs")"), std::string::npos);
   EXPECT_EQ(json.find("bridge"), std::string::npos);
-  EXPECT_EQ(json.find("iptables"), std::string::npos);  // dockerd's own default: on
+  EXPECT_EQ(json.find("iptables"), std::string::npos);       // dockerd's own default: on
+  EXPECT_EQ(json.find("cgroup-parent"), std::string::npos);  // dockerd's default: /docker
+  s.cgroup_parent = "/system.slice/docker-1.scope/docker";
+  EXPECT_NE(DaemonJson(s).find(R"("cgroup-parent":"/system.slice/docker-1.scope/docker")"),
+            std::string::npos);
 }
 
 TEST(EngineInfoTest, RootlessIsASecurityOption) {
@@ -162,14 +166,31 @@ TEST_F(CgroupNestingTest, V2MovesOurProcessesAndEnablesEveryController) {
   EXPECT_EQ(Read("init/cgroup.procs"), "7");  // one write per pid: the file keeps the last
 }
 
-TEST_F(CgroupNestingTest, V2OutsideACgroupNamespaceOfOurOwnMovesNothing) {
-  Write("cgroup.controllers", "memory pids\n");
+TEST_F(CgroupNestingTest, V2WithTheHostsNamespaceNestsInTheContainersOwnCgroup) {
+  // The root holds the host's processes: they stay where they are.
+  Write("cgroup.controllers", "cpu memory pids\n");
   Write("cgroup.procs", "1\n");
+  fs::create_directories(root_ / "system.slice/docker-1.scope");
+  Write("system.slice/docker-1.scope/cgroup.controllers", "memory pids\n");
+  Write("system.slice/docker-1.scope/cgroup.procs", "42\n");
   Write("self", "0::/system.slice/docker-1.scope\n");
   auto n = EnableCgroupNesting(root_.string(), (root_ / "self").string());
-  ASSERT_TRUE(n.ok());
-  EXPECT_EQ(n->controllers, "");
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(n->own_cgroup, "/system.slice/docker-1.scope");
+  EXPECT_EQ(n->controllers, "memory pids");
+  EXPECT_EQ(Read("system.slice/docker-1.scope/cgroup.subtree_control"), "+memory +pids");
+  EXPECT_EQ(Read("system.slice/docker-1.scope/init/cgroup.procs"), "42");
   EXPECT_FALSE(fs::exists(root_ / "init"));
+  EXPECT_EQ(Read("cgroup.procs"), "1\n");
+}
+
+TEST_F(CgroupNestingTest, V2InACgroupNamespaceOfOurOwnIsTheRoot) {
+  Write("cgroup.controllers", "memory pids\n");
+  Write("cgroup.procs", "1\n");
+  Write("self", "0::/\n");
+  auto n = EnableCgroupNesting(root_.string(), (root_ / "self").string());
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(n->own_cgroup, "/");
 }
 
 TEST_F(CgroupNestingTest, V1NeedsWritableHierarchies) {

@@ -67,13 +67,16 @@ asio::awaitable<Result<std::shared_ptr<NestedDockerd>>> StartDind(
   MountSecurityfs();
   if (auto nesting = EnableCgroupNesting(); !nesting.ok()) {
     downgrades.push_back({"cgroup limits of executors in the nested dockerd",
-                          nesting.status().message(),
-                          "run the container with --privileged (and --cgroupns=private on "
-                          "cgroup v2)"});
+                          nesting.status().message(), "run the container with --privileged"});
   } else if (nesting->version == "2") {
-    spdlog::info("cgroup v2: controllers enabled for the nested dockerd: {}",
-                 nesting->controllers.empty() ? "(none moved: not in a cgroup namespace of its own)"
-                                              : nesting->controllers);
+    // With the host's cgroup namespace, dockerd's default parent (/docker) is the top of the
+    // host's hierarchy: its containers would leave this container's cgroup and its limits.
+    if (!nesting->own_cgroup.empty() && nesting->own_cgroup != "/") {
+      options->settings.cgroup_parent = nesting->own_cgroup + "/docker";
+    }
+    spdlog::info("cgroup v2: controllers enabled below {} for the nested dockerd: {}",
+                 nesting->own_cgroup.empty() ? "(unknown)" : nesting->own_cgroup,
+                 nesting->controllers.empty() ? "(none)" : nesting->controllers);
   }
   auto dockerd = std::make_shared<NestedDockerd>(ex, options->settings, std::move(*hardening),
                                                  executor_seccomp_json);

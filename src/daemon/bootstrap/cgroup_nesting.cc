@@ -56,7 +56,17 @@ Result<CgroupNesting> EnableCgroupNesting(const std::string& root, const std::st
                            "/memory is not writable (cgroup v1): is the container "
                            "privileged?");
     }
-    return CgroupNesting{"1", ""};
+    return CgroupNesting{"1", "", ""};
+  }
+  // Our own cgroup: the namespace's root ("0::/") in a cgroup namespace of our own; with the
+  // host's (--cgroupns=host) the container's cgroup as the host names it, whose processes are
+  // ours alone (never the root's: those are the host's).
+  std::string self;
+  if (!Read(self_cgroup, self) || self.rfind("0::/", 0) != 0) return CgroupNesting{"2", "", ""};
+  const std::string own = self.substr(3, self.find('\n') - 3);  // npos - 3: to the end
+  const std::string dir = own == "/" ? root : root + own;
+  if (!Read(dir + "/cgroup.controllers", controllers)) {
+    return Status::Error("cgroup v2: cannot read " + dir + "/cgroup.controllers");
   }
   std::istringstream words(controllers);
   std::string word, enable, names;
@@ -64,19 +74,17 @@ Result<CgroupNesting> EnableCgroupNesting(const std::string& root, const std::st
     enable += (enable.empty() ? "+" : " +") + word;
     names += (names.empty() ? "" : " ") + word;
   }
-  if (enable.empty()) return CgroupNesting{"2", ""};
-  // Only in a cgroup namespace of our own are the root's processes ours to move (with the host's
-  // namespace, the root holds the host's processes): elsewhere dockerd nests under our cgroup.
-  std::string self;
-  if (!Read(self_cgroup, self) || self != "0::/\n") return CgroupNesting{"2", ""};
-  if (::mkdir((root + "/init").c_str(), 0755) != 0 && errno != EEXIST) {
-    return Status::Error("cgroup v2: creating " + root + "/init: " + std::strerror(errno));
+  if (enable.empty()) return CgroupNesting{"2", "", own};
+  if (::mkdir((dir + "/init").c_str(), 0755) != 0 && errno != EEXIST) {
+    return Status::Error("cgroup v2: creating " + dir + "/init: " + std::strerror(errno));
   }
   // Processes may be forked between the move and the write: try a few times, as dind does.
   std::string error;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    MoveProcesses(root);
-    if (Write(root + "/cgroup.subtree_control", enable, error)) return CgroupNesting{"2", names};
+    MoveProcesses(dir);
+    if (Write(dir + "/cgroup.subtree_control", enable, error)) {
+      return CgroupNesting{"2", names, own};
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return Status::Error("cgroup v2: enabling the controllers for nested containers: " + error);

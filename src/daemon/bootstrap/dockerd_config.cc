@@ -41,6 +41,7 @@ std::string DaemonJson(const DockerdSettings& s) {
       w.Bool(false);
     }
     if (s.userns_remap) WriteField(w, "userns-remap", "default");
+    if (!s.cgroup_parent.empty()) WriteField(w, "cgroup-parent", s.cgroup_parent);
     WriteField(w, "log-level", "warn");
     w.EndObject();
   });

@@ -17,6 +17,9 @@ struct DockerdSettings {
   // charges every container's per-user counters (inotify instances, ...) to the namespace's
   // owner, dockerd's root, so one sandbox could use up what root has (hostile-dind found it).
   bool userns_remap = false;
+  // Where its containers' cgroups go ("" = dockerd's default, /docker of the cgroup namespace):
+  // below the container's own cgroup when the daemon shares the host's (cgroup_nesting.h).
+  std::string cgroup_parent;
 };
 
 std::string DockerdSocket(const DockerdSettings& s);          // run_dir + "/docker.sock"

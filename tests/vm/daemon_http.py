@@ -1,0 +1,64 @@
+"""A daemon in the test VM, reached from the host: the ssh tunnel to a port on the VM's loopback
+and the JSON calls through it (for tests whose daemon listens on 127.0.0.1 inside the VM, as
+README's `--network host -e HOST=127.0.0.1` and `-p 127.0.0.1:8000:8000` commands say)."""
+
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from vm import free_port
+
+
+class Tunnel:
+    """127.0.0.1:port on the host -> 127.0.0.1:guest_port in the VM, through the VM's sshd
+    (qemu's forwards reach the guest's NIC only, not its loopback)."""
+
+    def __init__(self, vm, guest_port=8000):
+        self.port = free_port()
+        base = vm._ssh_base("root")
+        self.proc = subprocess.Popen(
+            base[:-1] + ["-N", "-L", f"127.0.0.1:{self.port}:127.0.0.1:{guest_port}", base[-1]],
+            stdin=subprocess.DEVNULL)
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def json(self, path, body=None, timeout=180):
+        """GET (or POST `body`) and the decoded answer; an HTTP error's body too (/health is a
+        503 with its body while not ok)."""
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return json.loads(e.read())
+
+    def wait_ready(self, timeout=300):
+        """Until /health is ok (the warm pool's first sandbox came up) or `timeout` passes."""
+        deadline = time.monotonic() + timeout
+        health = None
+        while time.monotonic() < deadline:
+            try:
+                health = self.json("/health", timeout=30)
+                if health.get("status") == "ok":
+                    return health
+            except (OSError, ValueError):
+                pass
+            time.sleep(2)
+        raise AssertionError(f"the daemon never got healthy: {health}")
+
+
+def wait_until(predicate, timeout=120):
+    """Polls `predicate` until it holds (True) or `timeout` seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
