@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 """A small executor root, made in the test VM from the VM's own Debian 12 files (run as root
-there): what the docker backend runs in an executor container (bash, sh, coreutils, tar, setsid)
-and Python with its standard library, ~40 MB instead of the full executor image's 1.26 GB, whose
-import alone takes ~10 minutes under emulation. The VM tests that need an executor image in an
-Engine of the VM's use it; the full image's contents are tested on the host's dockerd.
+there): what the docker backend runs in an executor container (bash, sh, coreutils, tar, setsid:
+src/docker/sandbox_shell.cc, staging.cc, workspace_collect.cc, cgroup_probe.cc) and Python with
+its standard library, 75 MB instead of the full executor image's 1.26 GB, whose import alone
+takes ~10 minutes under emulation. The VM tests that need an executor image in an Engine of the
+VM's use it; the full image's contents are tested on the host's dockerd.
 
-  small_executor_root.py OUT.tar      # writes OUT.tar and OUT.tar.changes (for docker import)
+  small_executor_root.py [--no-python] OUT.tar   # OUT.tar and OUT.tar.changes (docker import)
+
+--no-python: the shell's part only (32 MB; the daemon then serves bash alone), for a nested
+dockerd whose import should take seconds.
 
 The files are the packages' own and their library packages' (dpkg -L, without documentation),
 owned by root; merged-/usr paths are stored once, under /usr, with /bin, /sbin,
@@ -18,9 +22,13 @@ import subprocess
 import sys
 import tempfile
 
-PACKAGES = ["bash", "dash", "coreutils", "tar", "grep", "sed", "findutils", "util-linux",
-            "python3-minimal", "python3.11-minimal", "libpython3.11-minimal",
-            "libpython3.11-stdlib"]
+SHELL_PACKAGES = ["bash", "dash", "coreutils", "tar", "grep", "sed", "findutils", "util-linux"]
+PYTHON_PACKAGES = ["python3-minimal", "python3.11-minimal", "libpython3.11-minimal",
+                   "libpython3.11-stdlib"]
+# The sandbox user, for what looks its name up (the full image has it too).
+ETC = {"passwd": "root:x:0:0:root:/root:/bin/bash\n"
+                 "sandbox:x:65532:65532:sandbox:/tmp:/usr/sbin/nologin\n",
+       "group": "root:x:0:\nsandbox:x:65532:\n"}
 SKIP = ("/usr/share/doc/", "/usr/share/man/", "/usr/share/info/", "/usr/share/locale/",
         "/usr/share/lintian/", "/usr/share/bash-completion/")
 TOP_LINKS = ("bin", "sbin", "lib", "lib64")  # symlinks into /usr on a merged-/usr system
@@ -66,8 +74,8 @@ def with_libraries(wanted, packages):
     return sorted(seen)
 
 
-def closure():
-    listed = subprocess.run(["dpkg", "-L"] + with_libraries(PACKAGES, installed_packages()),
+def closure(packages):
+    listed = subprocess.run(["dpkg", "-L"] + with_libraries(packages, installed_packages()),
                             stdout=subprocess.PIPE, text=True, check=True).stdout.splitlines()
     todo = [p for p in listed if p.startswith("/") and not p.startswith(SKIP)]
     files = set()
@@ -99,19 +107,24 @@ def parents(files):
 
 
 def main():
-    out = sys.argv[1]
-    files = closure()
+    python = sys.argv[1] != "--no-python"
+    out = sys.argv[-1]
+    files = closure(SHELL_PACKAGES + (PYTHON_PACKAGES if python else []))
     # /bin, /lib, ... as the symlinks they are on a merged-/usr system; /tmp as it is (1777).
     top = [name for name in TOP_LINKS if os.path.islink("/" + name)] + ["tmp"]
     names = sorted(parents(files)) + sorted(files - {"/" + t for t in top})
     with tempfile.TemporaryDirectory() as stage:
         os.mkdir(os.path.join(stage, "workspace"))
+        os.mkdir(os.path.join(stage, "etc"))
+        for name, content in ETC.items():
+            with open(os.path.join(stage, "etc", name), "w") as f:
+                f.write(content)
         with open(os.path.join(stage, "list"), "w") as f:
             f.write("\n".join(top + [n.lstrip("/") for n in names]) + "\n")
         # GNU tar, not Python's tarfile: the VM is emulated and this is 75 MB.
         subprocess.run(["tar", "-cf", out, "--no-recursion", "--owner=0", "--group=0",
                         "--numeric-owner", "-C", "/", "-T", os.path.join(stage, "list"),
-                        "-C", stage, "workspace"], check=True)
+                        "-C", stage, "workspace", "etc/passwd", "etc/group"], check=True)
     key = subprocess.run(["sha256sum", out], stdout=subprocess.PIPE, text=True,
                          check=True).stdout[:16]
     with open(out + ".changes", "w") as f:

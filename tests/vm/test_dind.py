@@ -10,7 +10,7 @@ bridge, no iptables: nothing here needs them) runs README's `docker run -d` flag
 volume) on an image with the default image's configuration and an empty root
 (tests/vm/dind-parts.sh), with the VM's /usr pieces (dockerd, containerd, runc, the daemon's
 libraries) and the build's binary (the worktree shared over 9p) bind-mounted read-only, and a
-few-MB executor root (bash, coreutils, tar) at the default image's executor-image.tar path.
+32 MB executor root (small_executor_root.py --no-python) at the default image's executor-image.tar path.
 
 Through an ssh tunnel to the daemon's 127.0.0.1:8000: /health says dind with the nested dockerd
 answering on cgroup v2 and no limit downgraded; from the VM's side, the daemon moved its

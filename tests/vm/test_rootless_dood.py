@@ -17,9 +17,7 @@ limits set, and a small named e2e subset passes. Output is unittest's; the last 
 """
 
 import argparse
-import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -27,21 +25,20 @@ import tempfile
 import threading
 import time
 import unittest
-import urllib.request
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from vm import TEST_USER, Vm, free_port, run_tests  # noqa: E402
+from daemon_http import Tunnel, wait_until  # noqa: E402
+from vm import TEST_USER, Vm, run_tests  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 from harness import Client  # noqa: E402
 
 OPTS = None
 VM = None
-PORT = None  # the host end of the tunnel to the daemon
-TUNNEL = None
+TUNNEL = None  # to the daemon's published port
 WORK = None
 TITLE = "Docker-out-of-Docker with a rootless socket"
 SLIM_IMAGE = "code-interpreter:slim"
@@ -102,7 +99,7 @@ def timed(what, command, **kw):
 
 
 def setUpModule():
-    global VM, PORT, TUNNEL, WORK
+    global VM, TUNNEL, WORK
     WORK = prepare_share()
     VM = Vm(shares={"images": WORK}).boot()
     print(f"# VM up in {VM.boot_seconds:.1f} s ({'restored' if VM.restored else 'cold'})",
@@ -145,12 +142,9 @@ def setUpModule():
     timed("daemon container started",
           AS_USER + f"docker run -d --name rootless-dood {flags} {SLIM_IMAGE}", timeout=300)
     # The port is published on the VM's loopback (README): reach it through ssh, not qemu's NIC.
-    PORT = free_port()
-    base = VM._ssh_base("root")
-    TUNNEL = subprocess.Popen(base[:-1] + ["-N", "-L", f"127.0.0.1:{PORT}:127.0.0.1:8000",
-                                           base[-1]], stdin=subprocess.DEVNULL)
+    TUNNEL = Tunnel(VM, 8000)
     start = time.monotonic()
-    wait_ready()
+    TUNNEL.wait_ready()
     print(f"# daemon healthy after {time.monotonic() - start:.1f} s", file=sys.stderr)
 
 
@@ -160,52 +154,16 @@ def tearDownModule():
                    check=False)
         print("# daemon log (tail):\n" + r.stdout, file=sys.stderr)
     if TUNNEL:
-        TUNNEL.kill()
-        TUNNEL.wait()
+        TUNNEL.close()
     if VM:
         VM.shutdown()
     if WORK:
         shutil.rmtree(WORK, ignore_errors=True)
 
 
-def http_json(path, body=None, timeout=180):
-    req = urllib.request.Request(f"http://127.0.0.1:{PORT}{path}",
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"content-type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return json.loads(r.read())
-    except urllib.error.HTTPError as e:  # /health is a 503 with its body while not ok
-        return json.loads(e.read())
-
-
-def wait_ready(timeout=300):
-    """Until /health is ok (the warm pool's first sandbox came up) or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    health = None
-    while time.monotonic() < deadline:
-        try:
-            health = http_json("/health", timeout=30)
-            if health.get("status") == "ok":
-                return health
-        except (OSError, ValueError):
-            pass
-        time.sleep(2)
-    raise AssertionError(f"the daemon never got healthy: {health}")
-
-
-def wait_until(predicate, timeout=120):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.5)
-    return True
-
-
 class RootlessDoodTest(unittest.TestCase):
     def test_health_is_dood_on_a_rootless_cgroup_v2_engine(self):
-        health = http_json("/health")
+        health = TUNNEL.json("/health")
         deployment = health["deployment"]
         self.assertEqual(deployment["mode"], "dood", deployment)
         self.assertIs(deployment["engine"]["rootless"], True, deployment)
@@ -231,18 +189,18 @@ class RootlessDoodTest(unittest.TestCase):
 
     def test_print(self):
         # Every run gets a long timeout: a container start alone is seconds under emulation.
-        res = http_json("/v1/execute", {"code": "print(1)", "timeout_ms": 60000})
+        res = TUNNEL.json("/v1/execute", {"code": "print(1)", "timeout_ms": 60000})
         self.assertEqual((res["verdict"], res["stdout"], res["exit_code"]), ("ok", "1\n", 0), res)
 
     def test_stderr_and_exit_code(self):
         code = "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)"
-        res = http_json("/v1/execute", {"code": code, "timeout_ms": 60000})
+        res = TUNNEL.json("/v1/execute", {"code": code, "timeout_ms": 60000})
         self.assertEqual((res["stdout"], res["stderr"], res["exit_code"], res["verdict"]),
                          ("out\n", "err\n", 3, "error"), res)
 
     def test_files_in_and_out(self):
         # A staged input is read; new files in subfolders come back; the input stays as it was.
-        client = Client("127.0.0.1", PORT)
+        client = Client("127.0.0.1", TUNNEL.port)
         up = client.upload("data.csv", b"a,b\n1,2\n")
         self.assertEqual(up.status, 201, up)
         code = ("import os\nprint(open('data.csv').read(), end='')\nos.makedirs('out/deep')\n"
@@ -256,20 +214,20 @@ class RootlessDoodTest(unittest.TestCase):
         self.assertEqual(client.get(f"/v1/files/{r.json['files'][0]['file_id']}").body, b"x")
 
     def test_memory_bomb_is_memory_limit(self):
-        res = http_json("/v1/execute",
+        res = TUNNEL.json("/v1/execute",
                         {"code": "x = bytearray(1 << 30)\nprint(len(x))", "timeout_ms": 60000})
         self.assertEqual(res["verdict"], "memory_limit", res)
         self.assertEqual(res["stdout"], "")
 
     def test_fork_bomb_is_pids_limit(self):
-        res = http_json("/v1/execute",
+        res = TUNNEL.json("/v1/execute",
                         {"code": "import os\nwhile True:\n    os.fork()", "timeout_ms": 60000})
         self.assertEqual(res["verdict"], "pids_limit", res)
 
     def test_executor_cgroup_is_the_users_with_the_limits(self):
         marker = "4444.5"  # a sleep no other process runs
         body = {"code": f"exec sleep {marker}", "language": "bash", "timeout_ms": 60000}
-        t = threading.Thread(target=lambda: http_json("/v1/execute", body), daemon=True)
+        t = threading.Thread(target=lambda: TUNNEL.json("/v1/execute", body), daemon=True)
         t.start()
         try:
             pgrep = lambda: VM.ssh(f"pgrep -f -x 'sleep {marker}' || true").stdout.strip()
@@ -288,7 +246,7 @@ class RootlessDoodTest(unittest.TestCase):
 
     def test_e2e_subset(self):
         run_py = os.path.join(OPTS.source, "tests/e2e/run.py")
-        args = [sys.executable, run_py, "--url", f"http://127.0.0.1:{PORT}"]
+        args = [sys.executable, run_py, "--url", f"http://127.0.0.1:{TUNNEL.port}"]
         for test_id in E2E_TESTS:
             args += ["-k", test_id]
         r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
