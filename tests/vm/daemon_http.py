@@ -10,6 +10,10 @@ import urllib.request
 
 from vm import free_port
 
+# The daemon's limits by default (README "Configuration").
+MEMORY_LIMIT_MB = 256
+PIDS_LIMIT = 64
+
 
 class Tunnel:
     """127.0.0.1:port on the host -> 127.0.0.1:guest_port in the VM, through the VM's sshd
@@ -62,3 +66,14 @@ def wait_until(predicate, timeout=120):
             return False
         time.sleep(0.5)
     return True
+
+
+def check_limits_enforced(test, health):
+    """/health lists the default memory and pids limits as enforced and neither as downgraded:
+    the Engine applies them (delegation works, or the nesting does)."""
+    downgraded = " | ".join(d["measure"] for d in health["hardening"]["downgrades"])
+    for limit in ("memory", "pids"):
+        test.assertNotIn(limit, downgraded, health["hardening"])
+    enforced = " | ".join(health["hardening"]["enforced"])
+    test.assertIn(f"memory limit {MEMORY_LIMIT_MB} MiB", enforced)
+    test.assertIn(f"pids limit {PIDS_LIMIT}", enforced)

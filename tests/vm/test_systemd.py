@@ -27,6 +27,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from daemon_http import MEMORY_LIMIT_MB, PIDS_LIMIT, wait_until  # noqa: E402
 from vm import TEST_USER, Vm, run_tests  # noqa: E402
 
 OPTS = None
@@ -42,8 +43,6 @@ E2E_EXCLUDED = {
     # alone takes about a second, so the last may begin after the first has ended.
     "test_execute.ExecuteBasicsTest.test_concurrent_executions",
 }
-MEMORY_LIMIT_MB = 256  # the defaults (README "Configuration")
-PIDS_LIMIT = 64
 
 
 def setUpModule():
@@ -97,16 +96,6 @@ def in_background(port, body):
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
-
-
-def wait_until(predicate, timeout=90):
-    """Polls `predicate` until it holds (True) or `timeout` seconds pass (False)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.5)
-    return True
 
 
 class GuestTest(unittest.TestCase):
