@@ -2,8 +2,10 @@
 and the JSON calls through it (for tests whose daemon listens on 127.0.0.1 inside the VM, as
 README's `--network host -e HOST=127.0.0.1` and `-p 127.0.0.1:8000:8000` commands say)."""
 
+import contextlib
 import json
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -77,3 +79,27 @@ def check_limits_enforced(test, health):
     enforced = " | ".join(health["hardening"]["enforced"])
     test.assertIn(f"memory limit {MEMORY_LIMIT_MB} MiB", enforced)
     test.assertIn(f"pids limit {PIDS_LIMIT}", enforced)
+
+
+@contextlib.contextmanager
+def running_sandbox(vm, start):
+    """While a sandbox runs a bash `sleep` (`start(code)` sends the execution), its cgroup as
+    /proc/PID/cgroup names it in the VM ("0::/..."); the sleep is ended afterwards."""
+    marker = "4444.5"  # a sleep no other process runs
+    t = threading.Thread(target=lambda: start(f"exec sleep {marker}"), daemon=True)
+    t.start()
+    try:
+        pgrep = lambda: vm.ssh(f"pgrep -f -x 'sleep {marker}' || true").stdout.strip()
+        if not wait_until(pgrep):
+            raise AssertionError("the sandbox's sleep never showed up in the VM")
+        yield vm.ssh(f"cat /proc/{pgrep()}/cgroup").stdout.strip()
+    finally:
+        vm.ssh(f"pkill -f -x 'sleep {marker}' || true")
+        t.join(timeout=120)
+
+
+def check_cgroup_limits(test, vm, cgroup):
+    """The cgroup ("0::/...") has the daemon's default memory.max and pids.max."""
+    path = "/sys/fs/cgroup" + cgroup[3:]
+    limits = vm.ssh(f"cat {path}/memory.max {path}/pids.max").stdout.split()
+    test.assertEqual(limits, [str(MEMORY_LIMIT_MB << 20), str(PIDS_LIMIT)], path)

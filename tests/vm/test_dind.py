@@ -29,7 +29,6 @@ import re
 import shlex
 import shutil
 import sys
-import threading
 import time
 import unittest
 
@@ -37,8 +36,8 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from daemon_http import (MEMORY_LIMIT_MB, PIDS_LIMIT, Tunnel,  # noqa: E402
-                         check_limits_enforced, wait_until)
+from daemon_http import (Tunnel, check_cgroup_limits, check_limits_enforced,  # noqa: E402
+                         running_sandbox)
 from vm import Vm, run_tests  # noqa: E402
 
 OPTS = None
@@ -143,20 +142,9 @@ def check_daemon_in_init(test, cid):
 def check_sandbox_below(test, cid):
     """A running sandbox's cgroup, found from the VM by its process, is below the container's
     with the daemon's limits."""
-    marker = "4444.5"  # a sleep no other process runs
-    t = threading.Thread(target=lambda: execute(f"exec sleep {marker}"), daemon=True)
-    t.start()
-    try:
-        pgrep = lambda: VM.ssh(f"pgrep -f -x 'sleep {marker}' || true").stdout.strip()
-        test.assertTrue(wait_until(pgrep), "the sandbox's sleep never showed up in the VM")
-        cgroup = vm_read(f"/proc/{pgrep()}/cgroup").strip()
+    with running_sandbox(VM, execute) as cgroup:
         test.assertTrue(cgroup.startswith(f"0::{container_cgroup(cid)}/docker/"), cgroup)
-        path = "/sys/fs/cgroup" + cgroup[3:]
-        limits = VM.ssh(f"cat {path}/memory.max {path}/pids.max").stdout.split()
-        test.assertEqual(limits, [str(MEMORY_LIMIT_MB << 20), str(PIDS_LIMIT)], path)
-    finally:
-        VM.ssh(f"pkill -f -x 'sleep {marker}' || true")
-        t.join(timeout=120)
+        check_cgroup_limits(test, VM, cgroup)
 
 
 def capability_numbers():

@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
@@ -30,8 +29,8 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from daemon_http import (MEMORY_LIMIT_MB, PIDS_LIMIT, Tunnel,  # noqa: E402
-                         check_limits_enforced, wait_until)
+from daemon_http import (Tunnel, check_cgroup_limits, check_limits_enforced,  # noqa: E402
+                         running_sandbox)
 from vm import TEST_USER, Vm, run_tests  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
@@ -219,24 +218,14 @@ class RootlessDoodTest(unittest.TestCase):
         self.assertEqual(res["verdict"], "pids_limit", res)
 
     def test_executor_cgroup_is_the_users_with_the_limits(self):
-        marker = "4444.5"  # a sleep no other process runs
-        body = {"code": f"exec sleep {marker}", "language": "bash", "timeout_ms": 60000}
-        t = threading.Thread(target=lambda: TUNNEL.json("/v1/execute", body), daemon=True)
-        t.start()
-        try:
-            pgrep = lambda: VM.ssh(f"pgrep -f -x 'sleep {marker}' || true").stdout.strip()
-            self.assertTrue(wait_until(pgrep), "the sandbox's sleep never showed up in the VM")
-            cgroup = VM.ssh(f"cat /proc/{pgrep()}/cgroup").stdout.strip()
+        start = lambda code: TUNNEL.json("/v1/execute", {"code": code, "language": "bash",
+                                                         "timeout_ms": 60000})
+        with running_sandbox(VM, start) as cgroup:
             uid = VM.ssh(f"id -u {TEST_USER}").stdout.strip()
             subtree = f"0::/user.slice/user-{uid}.slice/user@{uid}.service/"
             self.assertTrue(cgroup.startswith(subtree), cgroup)
             self.assertIn("docker-", cgroup)
-            path = "/sys/fs/cgroup" + cgroup[3:]
-            limits = VM.ssh(f"cat {path}/memory.max {path}/pids.max").stdout.split()
-            self.assertEqual(limits, [str(MEMORY_LIMIT_MB << 20), str(PIDS_LIMIT)], path)
-        finally:
-            VM.ssh(f"pkill -f -x 'sleep {marker}' || true")
-            t.join(timeout=120)
+            check_cgroup_limits(self, VM, cgroup)
 
     def test_e2e_subset(self):
         run_py = os.path.join(OPTS.source, "tests/e2e/run.py")
