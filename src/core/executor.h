@@ -57,6 +57,10 @@ struct RunPayload {
   // no run is active, a server whose sandbox uses more CPU than that is killed too (a thread a
   // cell left spinning). See python_session.h for the request and the answer.
   std::optional<std::string> call{};
+  // Execution sandboxes: the run's go line (ending in '\n'), written to the program's stdin ahead
+  // of stdin_data. Where the spec's prestart_argv was started ahead, that program is the run's and
+  // argv is not started; otherwise argv is (the same program, told the same go).
+  std::optional<std::string> go{};
 };
 
 struct RunOutcome {

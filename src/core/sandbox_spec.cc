@@ -18,6 +18,9 @@ Status Validate(const SandboxSpec& spec) {
   if (spec.limits.open_files < 64) return Status::Error("open files limit below 64");
   if (spec.limits.queued_signals == 0)
     return Status::Error("queued signals limit must be positive");
+  if (!spec.prestart_argv.empty() && spec.session_expires_at != 0) {
+    return Status::Error("a session sandbox pre-starts no program");
+  }
   for (const auto& kv : spec.env) {
     if (kv.find('=') == std::string::npos) return Status::Error("env entry without '=': " + kv);
   }

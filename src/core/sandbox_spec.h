@@ -63,6 +63,13 @@ struct SandboxSpec {
   // A session's identity (the API's), for backends whose sandboxes outlive a daemon replica
   // (kubernetes: labels and annotations of the pod, so any replica finds the session).
   SessionIdentity session;
+  // Execution sandboxes: a program the backend may start as soon as the sandbox is up, before
+  // any request (a pre-started interpreter, with its warm imports done). It must wait for its
+  // first stdin line, the run's go (RunPayload::go), do nothing visible before it, and from the
+  // go on keep its CPU time within limits.cpu_time_sec (it is started with
+  // kPrestartCpuAllowanceSec more, for its imports). A backend that does not pre-start ignores
+  // it: the Run then starts the payload's argv with the go in front of stdin.
+  std::vector<std::string> prestart_argv;
   // Equal specs make interchangeable sandboxes (the warm pool relies on it).
   bool operator==(const SandboxSpec&) const = default;
 };

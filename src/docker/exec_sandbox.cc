@@ -200,6 +200,8 @@ class ExecSandbox final : public Sandbox {
   // status and the counters.
   asio::awaitable<Result<RunOutcome>> RunProgram(RunPayload payload, OutputSink sink) {
     const auto t_stage = Clock::now();
+    // No program is started ahead here: the go goes in front of stdin (RunPayload::go).
+    if (payload.go) payload.stdin_data = *payload.go + payload.stdin_data.value_or("");
     auto inline_files = co_await StageForProgram(payload.files);
     if (!inline_files.ok()) co_return inline_files.status().NotStarted();
     const auto t0 = Clock::now();

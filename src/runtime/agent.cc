@@ -145,6 +145,19 @@ bool InstallPipes(std::vector<int>& fds) {
 
 bool HavePipes() { return ::fcntl(kProgramStdoutFd, F_GETFD) >= 0; }
 
+// Why init does not take a well-formed run request now; empty when it does.
+std::string Refusal(const proto::RunRequest& req, bool ran, bool session,
+                    const Prestarted& prestarted) {
+  if (ran && !session) return "the program already ran in this sandbox";
+  if ((req.prestart || req.resume) && session) {
+    return "pre-started programs are for execution sandboxes";
+  }
+  if (req.prestart && prestarted.pid != 0) return "a program was pre-started already";
+  if (req.resume) return prestarted.pid == 0 ? "nothing was pre-started" : "";
+  if (!HavePipes()) return "no stdio pipes for the program (kPipes first)";
+  return "";
+}
+
 }  // namespace
 
 int RunAgent(int64_t session_expires_at, const ProgramUser& user) {
@@ -167,6 +180,7 @@ int RunAgent(int64_t session_expires_at, const ProgramUser& user) {
   bool ran = false;
   std::vector<pid_t> background;  // session leaders of background programs, spared by kills
   CallServer server;              // the program serving calls (a session's interpreter), if any
+  Prestarted prestarted;          // the program started ahead of its run, if any
   std::string payload;
   std::vector<int> fds;
   for (;;) {
@@ -195,17 +209,32 @@ int RunAgent(int64_t session_expires_at, const ProgramUser& user) {
       case Msg::kRun: {
         proto::RunRequest req;
         std::string error = stager.TakeError();
-        if (error.empty() && ran && !session) error = "the program already ran in this sandbox";
-        if (error.empty() && !HavePipes()) error = "no stdio pipes for the program (kPipes first)";
         if (error.empty() && !proto::Decode(payload, &req)) error = "malformed run request";
+        if (error.empty()) error = Refusal(req, ran, session, prestarted);
         if (!error.empty()) {
           if (!Send(Msg::kError, proto::EncodeError(error))) return 1;
+          break;
+        }
+        if (req.prestart) {
+          prestarted = PrestartProgram(req, user);
+          if (prestarted.pid == 0) {
+            if (!Send(Msg::kError, proto::EncodeError("fork of the pre-started program failed"))) {
+              return 1;
+            }
+          } else if (!Send(Msg::kStarted)) {
+            return 0;
+          }
           break;
         }
         ran = true;
         bool agent_gone = false;
         proto::Exited exited;
-        if (!req.call.empty()) {
+        if (req.resume) {
+          std::optional<proto::Exited> resumed =
+              ResumeProgram(prestarted, sig_fd.get(), &background, &agent_gone);
+          if (!resumed) break;  // kPrestartEnded went out: the daemon uses another sandbox
+          exited = *resumed;
+        } else if (!req.call.empty()) {
           exited = ServeCall(req, sig_fd.get(), &server, &background, &agent_gone);
         } else {
           int call_socket = -1;

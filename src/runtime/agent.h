@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "runtime/messages.h"
@@ -33,6 +34,25 @@ int RunAgent(int64_t session_expires_at, const ProgramUser& user);
 proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, int signal_fd,
                          std::vector<pid_t>* background, bool* agent_gone,
                          int* call_socket = nullptr);
+
+// A program started ahead of its run (RunRequest::prestart), waiting on its stdin for the go line.
+struct Prestarted {
+  pid_t pid = 0;                 // 0: none (or it could not be forked)
+  uint64_t children_cpu_ms = 0;  // CPU of init's reaped children when it was forked
+};
+
+// RLIMIT_CPU of a prestarted program until its go: the spec's limit plus this, so that the warm
+// imports fit. The program sets the spec's limit from its go on (SandboxSpec::prestart_argv).
+constexpr uint32_t kPrestartCpuAllowanceSec = 60;
+
+// Forks the program as RunProgram does and returns without waiting for it.
+Prestarted PrestartProgram(const proto::RunRequest& req, const ProgramUser& user);
+
+// The run of a prestarted program: kStarted, then as RunProgram; the CPU it used before (its
+// start, its warm imports) is not the run's. nullopt when it had already ended: kPrestartEnded
+// was sent instead.
+std::optional<proto::Exited> ResumeProgram(const Prestarted& program, int signal_fd,
+                                           std::vector<pid_t>* background, bool* agent_gone);
 
 // Kills everything but init and the sessions in `background` until nothing else is left; records
 // `program`'s status on the way (reaped background leaders drop out of the list).

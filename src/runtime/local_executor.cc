@@ -74,6 +74,10 @@ class LocalExecutor final : public Executor {
       // AppArmor may let the clone succeed and then refuse every mount inside: name the cause.
       started = Status::Error(started.message() + "; likely cause: " + userns_blocker_);
     }
+    if (started.ok() && !spec.prestart_argv.empty()) {
+      auto prestart = sandbox->Prestart(spec.prestart_argv);
+      started = co_await std::move(prestart);
+    }
     if (!started.ok()) {
       sandbox->Kill();
       co_await sandbox->Destroy();  // reaps the shim, removes the cgroup

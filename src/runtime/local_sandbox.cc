@@ -6,6 +6,7 @@
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -115,6 +116,32 @@ asio::awaitable<Status> StartOnStrand(std::shared_ptr<SandboxCore> core, std::st
   co_return Status();
 }
 
+asio::awaitable<Status> LocalSandbox::Prestart(std::vector<std::string> argv) {
+  proto::RunRequest request = run_template_;
+  request.argv = std::move(argv);
+  request.prestart = true;
+  auto task = PrestartOnStrand(core_, std::move(request));
+  co_return co_await OnStrand<Status>(core_->strand, std::move(task));
+}
+
+asio::awaitable<Status> PrestartOnStrand(std::shared_ptr<SandboxCore> core,
+                                         proto::RunRequest request) {
+  const std::string encoded = proto::Encode(request);
+  if (Status s = co_await WriteFrameAsync(core->agent, Msg::kRun, encoded); !s.ok()) {
+    co_return DeadSandboxError(*core, "prestart");
+  }
+  Result<Frame> started = co_await ReadFrameAsync(core->agent);
+  if (!started.ok() || started->eof) co_return DeadSandboxError(*core, "prestart");
+  if (started->type == Msg::kError) {
+    std::string message;
+    proto::DecodeError(started->payload, &message);
+    co_return Status::Error("pre-starting " + request.argv[0] + ": " + message);
+  }
+  if (started->type != Msg::kStarted) co_return Status::Error("prestart: unexpected reply");
+  core->prestarted = true;
+  co_return Status();
+}
+
 asio::awaitable<Result<RunOutcome>> LocalSandbox::Run(RunPayload payload, OutputSink sink) {
   auto task = RunOnStrand(core_, run_template_, std::move(payload), std::move(sink));
   co_return co_await OnStrand<Result<RunOutcome>>(core_->strand, std::move(task));
@@ -165,6 +192,7 @@ asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> cor
     proto::CgroupReport r;
     if (proto::Decode(frame->payload, &r)) {
       core->report = r;  // the counters (slices off cleanup_error)
+      core->report.cpu_ms -= std::min(core->report.cpu_ms, core->prestart_cpu_ms);
     }
   }
   co_await core->pidfd.async_wait(asio::posix::stream_descriptor::wait_read,

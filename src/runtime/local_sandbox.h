@@ -43,6 +43,8 @@ struct SandboxCore {
   State state = State::kStarting;
   bool session = false;     // serves many runs (SandboxSpec::session_expires_at)
   bool pipes_used = false;  // the program pipes above served a run: a session needs new ones
+  bool prestarted = false;  // init holds a program started ahead (RunRequest::prestart)
+  uint64_t prestart_cpu_ms = 0;  // its CPU before its run: not the run's, taken off the report
   bool reaped = false;
   ResourceReport report;
   CgroupLayout cgroup;  // the plan's (sessions read OOM kills per call: sandbox_oom.h)
@@ -63,6 +65,8 @@ class LocalSandbox final : public Sandbox {
 
   // Sends the plan and waits for init's "ready" (or a setup error), at most `timeout`.
   asio::awaitable<Status> Start(const Plan& plan, std::chrono::milliseconds timeout);
+  // Starts the spec's prestart_argv, which then waits for a Run's go.
+  asio::awaitable<Status> Prestart(std::vector<std::string> argv);
 
   asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override;
   asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override;
@@ -84,6 +88,8 @@ asio::awaitable<Result<Collection>> CollectOnStrand(std::shared_ptr<SandboxCore>
 asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> core);
 asio::awaitable<Status> StartOnStrand(std::shared_ptr<SandboxCore> core, std::string plan,
                                       std::chrono::milliseconds timeout);
+asio::awaitable<Status> PrestartOnStrand(std::shared_ptr<SandboxCore> core,
+                                         proto::RunRequest request);
 
 // Runs `task` on the strand and hands its result back. co_spawn in Boost 1.74 needs a
 // default-constructible result, which Result<T> is not, hence the optional. Callers pass a named

@@ -32,6 +32,11 @@ struct RunRequest {  // kRun
   bool background = false;    // RunPayload::background
   bool serves_calls = false;  // RunPayload::serves_calls: fd 3 is a socket init keeps the peer of
   std::string call{};         // RunPayload::call (non-empty: a call, argv is not run)
+  // Execution sandboxes: start argv now and answer kStarted without waiting for it; it waits on
+  // its stdin for the run's go line (SandboxSpec::prestart_argv).
+  bool prestart = false;
+  // The run of the program started by a prestart request (argv empty): kStarted, then as usual.
+  bool resume = false;
 };
 template <typename V, json::Message<RunRequest> M>
 void Fields(V& v, M& m) {
@@ -42,6 +47,8 @@ void Fields(V& v, M& m) {
   v("background", m.background);
   v("serves_calls", m.serves_calls);
   v("call", m.call);
+  v("prestart", m.prestart);
+  v("resume", m.resume);
 }
 
 struct Exited {  // kExited
@@ -62,6 +69,14 @@ void Fields(V& v, M& m) {
   v("max_rss_kb", m.max_rss_kb);
   v("killed", m.killed);
   v("no_server", m.no_server);
+}
+
+struct Started {  // kStarted answering a resume (the other kStarted frames are empty)
+  uint64_t cpu_before_ms = 0;  // CPU the pre-started program used before its run (not the run's)
+};
+template <typename V, json::Message<Started> M>
+void Fields(V& v, M& m) {
+  v("cpu_before_ms", m.cpu_before_ms);
 }
 
 struct FileHeader {  // kFileBegin

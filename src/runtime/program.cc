@@ -75,7 +75,8 @@ bool NullStdio() {
   // Hard limit one second above the soft one: SIGXCPU first (catchable, reported as such), then
   // SIGKILL if the program ignores it. A background program (a session's interpreter) lives
   // across many calls: init bounds each call's CPU instead (session_calls.h).
-  struct rlimit cpu = {req.cpu_time_sec, static_cast<rlim_t>(req.cpu_time_sec) + 1};
+  const rlim_t cpu_soft = req.cpu_time_sec + (req.prestart ? kPrestartCpuAllowanceSec : 0);
+  struct rlimit cpu = {cpu_soft, cpu_soft + 1};
   struct rlimit core = {0, 0};
   if ((!req.background && ::setrlimit(RLIMIT_CPU, &cpu) != 0) ||
       ::setrlimit(RLIMIT_CORE, &core) != 0) {
@@ -168,46 +169,13 @@ uint64_t ChildrenCpuMs(struct rusage* ru) {
          static_cast<uint64_t>(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
 }
 
-}  // namespace
-
-proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, int signal_fd,
-                         std::vector<pid_t>* background, bool* agent_gone, int* call_socket) {
+// Waits for the started program `pid` or a kill request on fd 4, then kills and reaps the rest.
+// `cpu_before`: init's reaped children's CPU before the program was forked.
+proto::Exited AwaitProgram(pid_t pid, uint64_t cpu_before, int signal_fd,
+                           std::vector<pid_t>* background, bool* agent_gone) {
   proto::Exited out;
-  struct rusage ru {};
-  const uint64_t cpu_before = ChildrenCpuMs(&ru);
-  std::vector<char*> argv = CStrings(req.argv);
-  std::vector<char*> envp = CStrings(req.env);
-  // A program serving calls gets one end of a socket pair, init keeps the other: nothing else in
-  // the sandbox can reach it (no name to connect to).
-  int pair[2] = {-1, -1};
-  if (req.background && req.serves_calls && call_socket != nullptr &&
-      ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-    pair[0] = pair[1] = -1;
-  }
-  pid_t pid = ::fork();
-  if (pid == 0) ExecProgram(req, user, argv.data(), envp.data(), pair[1]);
-  if (pair[1] >= 0) ::close(pair[1]);
-  if (call_socket != nullptr) *call_socket = pid > 0 ? pair[0] : -1;
-  if (pid < 0 && pair[0] >= 0) ::close(pair[0]);
-  // Init keeps no copy of the program's stdio: the daemon sees EOF once the program's tree is gone.
-  ::close(kProgramStdinFd);
-  ::close(kProgramStdoutFd);
-  ::close(kProgramStderrFd);
   int status = 0;
   bool have_status = false;
-  if (pid < 0) {
-    out.has_exit_code = true;
-    out.exit_code = 126;
-    return out;
-  }
-  if (req.background) {
-    background->push_back(pid);  // its pid is its session id (setsid in the child)
-    (void)proto::WriteFrame(kAgentFd, proto::Msg::kStarted, {});
-    return out;
-  }
-  ::setpgid(pid, pid);  // both sides, whichever runs first
-  (void)proto::WriteFrame(kAgentFd, proto::Msg::kStarted, {});
-
   struct pollfd fds[2] = {{kAgentFd, POLLIN, 0}, {signal_fd, POLLIN, 0}};
   std::string payload;
   while (!have_status) {
@@ -244,8 +212,81 @@ proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, 
   } else if (have_status && WIFSIGNALED(status)) {
     out.signal = WTERMSIG(status);
   }
+  struct rusage ru {};
   out.cpu_ms = ChildrenCpuMs(&ru) - cpu_before;
   out.max_rss_kb = static_cast<uint64_t>(ru.ru_maxrss);
+  return out;
+}
+
+// Forks the program with the run's stdio; -1 when fork failed. Init keeps no copy of the
+// program's stdio: the daemon sees EOF once the program's tree is gone.
+pid_t ForkProgram(const proto::RunRequest& req, const ProgramUser& user, int call_socket) {
+  std::vector<char*> argv = CStrings(req.argv);
+  std::vector<char*> envp = CStrings(req.env);
+  pid_t pid = ::fork();
+  if (pid == 0) ExecProgram(req, user, argv.data(), envp.data(), call_socket);
+  ::close(kProgramStdinFd);
+  ::close(kProgramStdoutFd);
+  ::close(kProgramStderrFd);
+  if (pid > 0 && !req.background) ::setpgid(pid, pid);  // both sides, whichever runs first
+  return pid;
+}
+
+}  // namespace
+
+proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, int signal_fd,
+                         std::vector<pid_t>* background, bool* agent_gone, int* call_socket) {
+  struct rusage ru {};
+  const uint64_t cpu_before = ChildrenCpuMs(&ru);
+  // A program serving calls gets one end of a socket pair, init keeps the other: nothing else in
+  // the sandbox can reach it (no name to connect to).
+  int pair[2] = {-1, -1};
+  if (req.background && req.serves_calls && call_socket != nullptr &&
+      ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    pair[0] = pair[1] = -1;
+  }
+  pid_t pid = ForkProgram(req, user, pair[1]);
+  if (pair[1] >= 0) ::close(pair[1]);
+  if (call_socket != nullptr) *call_socket = pid > 0 ? pair[0] : -1;
+  if (pid < 0 && pair[0] >= 0) ::close(pair[0]);
+  if (pid < 0) {
+    proto::Exited out;
+    out.has_exit_code = true;
+    out.exit_code = 126;
+    return out;
+  }
+  if (req.background) background->push_back(pid);  // its pid is its session id (setsid)
+  (void)proto::WriteFrame(kAgentFd, proto::Msg::kStarted, {});
+  if (req.background) return {};
+  return AwaitProgram(pid, cpu_before, signal_fd, background, agent_gone);
+}
+
+Prestarted PrestartProgram(const proto::RunRequest& req, const ProgramUser& user) {
+  Prestarted out;
+  struct rusage ru {};
+  out.children_cpu_ms = ChildrenCpuMs(&ru);
+  pid_t pid = ForkProgram(req, user, -1);
+  out.pid = pid > 0 ? pid : 0;
+  return out;
+}
+
+std::optional<proto::Exited> ResumeProgram(const Prestarted& program, int signal_fd,
+                                           std::vector<pid_t>* background, bool* agent_gone) {
+  int status = 0;
+  pid_t w = program.pid > 0 ? ::waitpid(program.pid, &status, WNOHANG) : -1;
+  if (w != 0) {
+    std::string why = "the pre-started program ended before its run";
+    if (w > 0 && WIFEXITED(status)) why += " (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
+    if (w > 0 && WIFSIGNALED(status)) why += " (signal " + std::to_string(WTERMSIG(status)) + ")";
+    (void)proto::WriteFrame(kAgentFd, proto::Msg::kPrestartEnded, proto::EncodeError(why));
+    return std::nullopt;
+  }
+  const uint64_t before_run_ms = ProcessCpuMs(program.pid);
+  (void)proto::WriteFrame(kAgentFd, proto::Msg::kStarted,
+                          proto::Encode(proto::Started{before_run_ms}));
+  proto::Exited out =
+      AwaitProgram(program.pid, program.children_cpu_ms, signal_fd, background, agent_gone);
+  out.cpu_ms = out.cpu_ms > before_run_ms ? out.cpu_ms - before_run_ms : 0;
   return out;
 }
 

@@ -117,6 +117,8 @@ const char* MsgName(Msg type) {
       return "error";
     case Msg::kPipes:
       return "pipes";
+    case Msg::kPrestartEnded:
+      return "prestart_ended";
   }
   return "unknown";
 }

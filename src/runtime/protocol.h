@@ -35,6 +35,8 @@ enum class Msg : uint8_t {
   kError = 22,        // init -> daemon: {message}, an operation failed but init is alive
   kPipes = 23,        // daemon -> init (sessions): the next program's stdin/stdout/stderr, as
                       // three fds attached to this empty frame (SCM_RIGHTS)
+  kPrestartEnded = 24,  // init -> daemon: answers a resume; the prestarted program ended before
+                        // its run ({message}): the sandbox is of no use
 };
 
 constexpr size_t kHeaderSize = 5;

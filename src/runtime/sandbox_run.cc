@@ -166,7 +166,12 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
   if (core->state != SandboxCore::State::kReady) {
     co_return Status::Error("run: the sandbox is not ready (a program already ran, or destroyed)");
   }
-  if (payload.argv.empty() && !payload.call) co_return Status::Error("run: empty argv");
+  if (core->prestarted && !payload.go) {
+    co_return Status::Error("run: the sandbox's pre-started program waits for a go");
+  }
+  if (payload.argv.empty() && !payload.call && !core->prestarted) {
+    co_return Status::Error("run: empty argv");
+  }
   if ((payload.background || payload.call) && !core->session) {
     co_return Status::Error("run: background programs and calls need a session sandbox");
   }
@@ -187,6 +192,9 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
     }
   }
   request.argv = std::move(payload.argv);
+  request.resume = core->prestarted;
+  if (request.resume) request.argv.clear();
+  if (payload.go) payload.stdin_data = *payload.go + payload.stdin_data.value_or("");
   request.background = payload.background;
   request.serves_calls = payload.serves_calls;
   request.call = payload.call.value_or("");
@@ -203,12 +211,18 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
   // Init died before it said the program started: the program's sandbox died with it.
   if (!started.ok() || started->eof)
     co_return DeadSandboxError(*core, "program start").NotStarted();
-  if (started->type == Msg::kError) {
+  if (started->type == Msg::kError || started->type == Msg::kPrestartEnded) {
     std::string message;
     proto::DecodeError(started->payload, &message);
+    // A pooled sandbox whose program died while it waited: the request goes to another one.
+    if (started->type == Msg::kPrestartEnded) co_return Status::Gone(message).NotStarted();
     co_return Status::Error(message);
   }
   if (started->type != Msg::kStarted) co_return Status::Error("run: unexpected reply from init");
+  proto::Started resumed;
+  if (request.resume && proto::Decode(started->payload, &resumed)) {
+    core->prestart_cpu_ms = resumed.cpu_before_ms;
+  }
   const Clock::time_point start = Clock::now();
 
   auto st = std::make_shared<RunState>(core->strand);

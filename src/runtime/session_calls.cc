@@ -52,24 +52,6 @@ void KillServer(CallServer* s, std::vector<pid_t>* background) {
   EndServer(s, background, true, &status, &have);
 }
 
-uint64_t Ticks(const char* s) { return std::strtoull(s, nullptr, 10); }
-
-// utime + stime + cutime + cstime of one process, in clock ticks; 0 when it is gone.
-uint64_t ProcessTicks(long pid) {
-  char buf[1024];
-  if (!ReadProcFile(pid, "stat", buf, sizeof buf)) return 0;
-  // After the last ')' (the name may hold anything): field 3 (state) onwards; utime is field 14.
-  char* p = std::strrchr(buf, ')');
-  if (p == nullptr) return 0;
-  uint64_t sum = 0;
-  int field = 2;
-  for (char* tok = std::strtok(p + 1, " "); tok != nullptr; tok = std::strtok(nullptr, " ")) {
-    if (++field >= 14 && field <= 17) sum += Ticks(tok);
-    if (field == 17) break;
-  }
-  return sum;
-}
-
 bool SendCall(int fd, const std::string& call) {
   std::string frame(4, '\0');
   const auto size = static_cast<uint32_t>(call.size());

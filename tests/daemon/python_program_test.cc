@@ -8,34 +8,39 @@ namespace {
 const std::vector<Language> kAll = {{"python", "/usr/bin/python3", "3.11"},
                                     {"bash", "/bin/bash", "5.2"}};
 
-TEST(BuildProgram, PythonInteractiveRunsTheDriver) {
-  auto p = BuildProgram("python", true, kAll);
+TEST(BuildProgram, PythonRunsTheDriverToldHowByItsGo) {
+  auto p = BuildProgram("python", true, 5, kAll);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->entrypoint, "__main__.py");
-  ASSERT_EQ(p->argv.size(), 3u);
-  EXPECT_EQ(p->argv[0], "python3");
-  EXPECT_EQ(p->argv[1], "-c");
-  EXPECT_EQ(p->argv[2], PythonInteractiveDriver());
+  EXPECT_EQ(p->argv, (std::vector<std::string>{"python3", "-c", std::string(PythonDriver())}));
+  EXPECT_EQ(p->go, "interactive 5\n");
+  auto script = BuildProgram("python", false, 7, kAll);
+  ASSERT_TRUE(script.ok());
+  EXPECT_EQ(script->argv, p->argv);
+  EXPECT_EQ(script->go, "script 7\n");
 }
 
-TEST(BuildProgram, PythonScriptRunsTheFile) {
-  auto p = BuildProgram("python", false, kAll);
-  ASSERT_TRUE(p.ok());
-  EXPECT_EQ(p->argv, (std::vector<std::string>{"python3", "/workspace/__main__.py"}));
+TEST(BuildProgram, APrestartedInterpreterIsTheDriverWithItsWarmImports) {
+  EXPECT_EQ(PythonPrestartArgv({}),
+            (std::vector<std::string>{"python3", "-c", std::string(PythonDriver())}));
+  EXPECT_EQ(PythonPrestartArgv({"numpy", "pandas"}),
+            (std::vector<std::string>{"python3", "-c", std::string(PythonDriver()), "numpy",
+                                      "pandas"}));
 }
 
 TEST(BuildProgram, OtherLanguagesRunTheirEntrypoint) {
-  auto p = BuildProgram("bash", true, kAll);
+  auto p = BuildProgram("bash", true, 5, kAll);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->entrypoint, "__main__.sh");
   EXPECT_EQ(p->argv, (std::vector<std::string>{"/bin/bash", "/workspace/__main__.sh"}));
+  EXPECT_EQ(p->go, "");
 }
 
 TEST(BuildProgram, UnknownOrMissingLanguageNamesWhatIsAvailable) {
-  auto p = BuildProgram("cobol", true, kAll);
+  auto p = BuildProgram("cobol", true, 5, kAll);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().message(), "Unsupported language 'cobol'. Available: python, bash.");
-  auto js = BuildProgram("javascript", true, kAll);  // known, but not installed
+  auto js = BuildProgram("javascript", true, 5, kAll);  // known, but not installed
   ASSERT_FALSE(js.ok());
   EXPECT_EQ(js.status().message(), "Unsupported language 'javascript'. Available: python, bash.");
 }

@@ -22,7 +22,7 @@ HttpServerOptions ServerOptions(const Config& c) {
 
 Daemon::Daemon(asio::io_context& io, const Config& config, Executor& executor, FileStore& store,
                std::string seccomp_profile_json)
-    : pool_(io.get_executor(), executor, config.warm_pool_size),
+    : pool_(io.get_executor(), executor),
       service_(config, pool_, store, std::move(seccomp_profile_json)),
       admission_(io.get_executor(), config.max_concurrent_executions,
                  std::chrono::seconds(config.execution_queue_timeout_sec)),
@@ -32,10 +32,11 @@ Daemon::Daemon(asio::io_context& io, const Config& config, Executor& executor, F
       server_(io, ServerOptions(config),
               [this](HttpExchange& ex) { return handlers_.Handle(ex); }) {
   metrics_.CountSessionsWith([this] { return sessions_.count(); });
+  metrics_.ReadWarmPoolsWith([this] { return pool_.stats(); });
 }
 
 void Daemon::Start() {
-  pool_.Start(service_.spec());
+  pool_.Start(service_.WarmPools());
   server_.Start();
 }
 

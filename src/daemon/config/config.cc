@@ -1,10 +1,50 @@
 #include "daemon/config/config.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/env_reader.h"
 
 namespace ci::daemon {
+
+namespace {
+
+bool IsModuleName(std::string_view name) {
+  bool start = true;  // at the start of a dotted part
+  for (char ch : name) {
+    const bool alpha = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_';
+    const bool digit = ch >= '0' && ch <= '9';
+    if (ch == '.' && !start) {
+      start = true;
+    } else if (alpha || (digit && !start)) {
+      start = false;
+    } else {
+      return false;
+    }
+  }
+  return !start;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ParseWarmImports(std::string_view text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  for (size_t pos = 0; pos <= text.size();) {
+    size_t comma = std::min(text.find(',', pos), text.size());
+    std::string_view part = text.substr(pos, comma - pos);
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+    if (!IsModuleName(part)) {
+      return Status::Error("invalid environment variable WARM_IMPORTS='" + std::string(text) +
+                           "': '" + std::string(part) +
+                           "' is not a module name (expected e.g. numpy,pandas,matplotlib.pyplot)");
+    }
+    out.emplace_back(part);
+    pos = comma + 1;
+  }
+  return out;
+}
 
 Result<Config> LoadConfig(const EnvLookup& getenv) {
   Config c;
@@ -22,6 +62,10 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Int("PIDS_LIMIT", c.pids_limit, 4, 1 << 20);
   env.Int("CPU_QUOTA_PERCENT", c.cpu_quota_percent, 0, 100 * 1024);
   env.Int("WARM_POOL_SIZE", c.warm_pool_size, 0, 256);
+  env.Int("WARM_POOL_SIZE_BASH", c.warm_pool_size_bash, 0, 256);
+  env.Int("WARM_POOL_SIZE_JAVASCRIPT", c.warm_pool_size_javascript, 0, 256);
+  std::string warm_imports;
+  env.String("WARM_IMPORTS", warm_imports, /*allow_empty=*/true);
   env.Int("WORKSPACE_SIZE_MB", c.workspace_size_mb, 1, 1 << 20);
   env.Int("TMP_SIZE_MB", c.tmp_size_mb, 1, 1 << 20);
   env.Int("MAX_WORKSPACE_FILES", c.max_workspace_files, 0, 1 << 20);
@@ -59,6 +103,9 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
     return Status::Error("invalid environment variable SECCOMP_PROFILE='" + c.seccomp_profile +
                          "': expected 'default', 'strict' or an absolute path to a JSON profile");
   }
+  auto modules = ParseWarmImports(warm_imports);
+  if (!modules.ok()) return modules.status();
+  c.warm_imports = std::move(modules).value();
   if (c.log_level == "warning") c.log_level = "warn";
   return c;
 }

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/env_reader.h"
 #include "core/status.h"
@@ -24,7 +26,12 @@ struct Config {
   uint64_t memory_limit_mb = 256;
   uint32_t pids_limit = 64;
   uint32_t cpu_quota_percent = 0;  // 0: no CPU bandwidth cap
-  uint32_t warm_pool_size = 2;     // sandboxes kept prepared; 0: every execution starts cold
+  // Sandboxes kept prepared per language; 0: that language's executions start cold. Python's hold
+  // an interpreter already started, with warm_imports imported.
+  uint32_t warm_pool_size = 2;  // python
+  uint32_t warm_pool_size_bash = 1;
+  uint32_t warm_pool_size_javascript = 1;
+  std::vector<std::string> warm_imports;  // WARM_IMPORTS: modules a pooled interpreter imports
   uint64_t workspace_size_mb = 100;
   uint64_t tmp_size_mb = 64;
   size_t max_workspace_files = 1000;
@@ -60,5 +67,8 @@ struct Config {
 };
 
 Result<Config> LoadConfig(const EnvLookup& getenv);
+
+// WARM_IMPORTS: comma-separated Python module names ("numpy, pandas"); empty: none.
+Result<std::vector<std::string>> ParseWarmImports(std::string_view text);
 
 }  // namespace ci::daemon

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 #include "daemon/files/workspace_paths.h"
@@ -81,13 +82,45 @@ ExecutionService::ExecutionService(const Config& config, Executor& executor, Fil
       languages_(executor.name() == "docker" || executor.name() == "kubernetes"
                      ? KnownLanguages()
                      : AvailableLanguages(config.sandbox_rootfs)),
-      spec_(MakeSpec(config, std::move(seccomp_profile_json))) {}
+      spec_(MakeSpec(config, std::move(seccomp_profile_json))),
+      python_spec_([this] {
+        SandboxSpec spec = spec_;
+        spec.prestart_argv = PythonPrestartArgv(config_.warm_imports);
+        return spec;
+      }()) {}
+
+const SandboxSpec& ExecutionService::SpecFor(std::string_view language) const {
+  return language == "python" ? python_spec_ : spec_;
+}
+
+std::vector<WarmPoolConfig> ExecutionService::WarmPools() const {
+  std::vector<WarmPoolConfig> pools;
+  for (const Language& language : languages_) {
+    const size_t size = language.name == "python"   ? config_.warm_pool_size
+                        : language.name == "bash"   ? config_.warm_pool_size_bash
+                        : language.name == "javascript" ? config_.warm_pool_size_javascript
+                                                    : 0;
+    const SandboxSpec& spec = SpecFor(language.name);
+    if (size == 0) continue;
+    auto same = std::find_if(pools.begin(), pools.end(),
+                             [&](const WarmPoolConfig& p) { return p.spec == spec; });
+    if (same == pools.end()) {
+      pools.push_back({language.name, spec, size});
+    } else {
+      same->name += "+" + language.name;
+      same->size += size;
+    }
+  }
+  return pools;
+}
 
 std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteRequest& request,
                                                              const std::string& client) const {
-  auto program = BuildProgram(request.language, request.last_line_interactive, languages_);
+  auto program = BuildProgram(request.language, request.last_line_interactive,
+                              config_.cpu_time_limit_sec, languages_);
   if (!program.ok()) return ApiError{422, program.status().message()};
   ExecutionPlan plan;
+  plan.language = request.language;
   plan.program = std::move(program).value();
   plan.code = request.code;
   plan.stdin_data = request.stdin_data;
@@ -176,7 +209,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   // A sandbox can be gone before the program starts (a pooled container whose dockerd restarted,
   // a pod deleted meanwhile): then the program runs in another one, at most twice more.
   for (int attempt = 0;; ++attempt) {
-    auto prepared = co_await Prepare();
+    auto prepared = co_await Prepare(SpecFor(plan.language));
     t_prepared = Clock::now();
     if (!prepared.ok()) {
       unlink(entry->c_str());
@@ -189,6 +222,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
     on_sandbox([raw] { raw->Kill(); });
     RunPayload payload;
     payload.argv = plan.program.argv;
+    if (!plan.program.go.empty()) payload.go = plan.program.go;
     payload.files = plan.inputs;
     payload.files.push_back({plan.program.entrypoint, *entry});
     payload.stdin_data = plan.stdin_data;
@@ -275,9 +309,10 @@ std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
   return out;
 }
 
-asio::awaitable<Result<std::unique_ptr<Sandbox>>> ExecutionService::Prepare() {
+asio::awaitable<Result<std::unique_ptr<Sandbox>>> ExecutionService::Prepare(
+    const SandboxSpec& spec) {
   ++preparing_;
-  auto prepared = co_await executor_.Prepare(spec_);
+  auto prepared = co_await executor_.Prepare(spec);
   --preparing_;
   co_return prepared;
 }
@@ -285,7 +320,7 @@ asio::awaitable<Result<std::unique_ptr<Sandbox>>> ExecutionService::Prepare() {
 asio::awaitable<Status> ExecutionService::ProbeLanguages(std::chrono::milliseconds timeout) {
   std::vector<Language> usable;
   for (auto& language : languages_) {
-    auto sandbox = co_await Prepare();
+    auto sandbox = co_await Prepare(spec_);
     if (!sandbox.ok()) co_return sandbox.status().Context("starting a sandbox");
     live_.insert(sandbox->get());  // shutdown waits for it, or kills it
     std::string out;

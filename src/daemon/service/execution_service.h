@@ -15,6 +15,7 @@
 #include "daemon/files/file_store.h"
 #include "daemon/service/python_program.h"
 #include "daemon/service/requests.h"
+#include "daemon/service/warm_pool.h"
 
 namespace ci::daemon {
 
@@ -34,6 +35,7 @@ struct OutputFile {
 };
 
 struct ExecutionPlan {
+  std::string language;
   Program program;
   std::string code;
   std::optional<std::string> stdin_data;
@@ -84,6 +86,12 @@ class ExecutionService {
   size_t running() const { return live_.size() + preparing_; }
   const std::vector<Language>& languages() const { return languages_; }
   const SandboxSpec& spec() const { return spec_; }
+  // The sandbox of one language's executions: spec() and, for Python, its pre-started
+  // interpreter (SandboxSpec::prestart_argv, taken where a warm pool prepares it ahead).
+  const SandboxSpec& SpecFor(std::string_view language) const;
+  // The warm pools this configuration asks for, one per distinct sandbox: languages whose
+  // sandboxes are the same (bash and javascript) share one pool of their summed size.
+  std::vector<WarmPoolConfig> WarmPools() const;
   const Config& config() const { return config_; }
   // The sandbox every execution of this configuration gets.
   static SandboxSpec MakeSpec(const Config& config, std::string seccomp_profile_json);
@@ -98,9 +106,10 @@ class ExecutionService {
   FileStore& store_;
   std::vector<Language> languages_;
   const SandboxSpec spec_;  // every sandbox of this service: from the config, built once
+  const SandboxSpec python_spec_;
   std::set<Sandbox*> live_;
   size_t preparing_ = 0;  // Prepare calls in flight
-  asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare();
+  asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec);
 };
 
 }  // namespace ci::daemon

@@ -128,7 +128,44 @@ std::string Metrics::Render() const {
     h.Render(out, "code_interpreter_execution_duration_seconds",
              fmt::format("operation=\"{}\"", OperationName(op)));
   }
+  RenderWarmPools(out, warm_pools_ ? warm_pools_() : std::vector<WarmPoolStats>{});
   return out;
+}
+
+void Metrics::RenderWarmPools(std::string& out, const std::vector<WarmPoolStats>& pools) {
+  struct Series {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const WarmPoolStats&);
+  };
+  static constexpr Series kSeries[] = {
+      {"code_interpreter_warm_pool_size", "gauge", "Sandboxes a warm pool keeps prepared.",
+       [](const WarmPoolStats& s) { return static_cast<double>(s.size); }},
+      {"code_interpreter_warm_pool_ready", "gauge", "Prepared sandboxes waiting in a warm pool.",
+       [](const WarmPoolStats& s) { return static_cast<double>(s.ready); }},
+      {"code_interpreter_warm_pool_hits_total", "counter",
+       "Executions served by a sandbox from a warm pool.",
+       [](const WarmPoolStats& s) { return static_cast<double>(s.hits); }},
+      {"code_interpreter_warm_pool_misses_total", "counter",
+       "Executions that found their warm pool empty and waited for a sandbox made for them.",
+       [](const WarmPoolStats& s) { return static_cast<double>(s.misses); }},
+      {"code_interpreter_warm_pool_refill_lag_seconds_sum", "counter",
+       "Seconds from each take of a pooled sandbox until its replacement was ready, summed.",
+       [](const WarmPoolStats& s) { return s.refill_lag_sum; }},
+      {"code_interpreter_warm_pool_refill_lag_seconds_count", "counter",
+       "Replacements of taken pooled sandboxes (the count of the sum above).",
+       [](const WarmPoolStats& s) { return static_cast<double>(s.refills); }},
+      {"code_interpreter_warm_pool_refill_lag_seconds_max", "gauge",
+       "The longest refill lag since the daemon started.",
+       [](const WarmPoolStats& s) { return s.refill_lag_max; }},
+  };
+  for (const Series& series : kSeries) {
+    Header(out, series.name, series.type, series.help);
+    for (const WarmPoolStats& pool : pools) {
+      out += fmt::format("{}{{pool=\"{}\"}} {}\n", series.name, pool.name, series.value(pool));
+    }
+  }
 }
 
 }  // namespace ci::daemon

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "daemon/service/warm_pool.h"
+
 namespace ci::daemon {
 
 // What was executed: the `operation` label.
@@ -61,12 +63,18 @@ class Metrics {
 
   // The live session count, read at each scrape.
   void CountSessionsWith(std::function<size_t()> count) { sessions_ = std::move(count); }
+  // The warm pools' figures, read at each scrape.
+  void ReadWarmPoolsWith(std::function<std::vector<WarmPoolStats>()> read) {
+    warm_pools_ = std::move(read);
+  }
 
   std::string Render() const;
 
  private:
+  static void RenderWarmPools(std::string& out, const std::vector<WarmPoolStats>& pools);
   uint32_t limit_;
   std::function<size_t()> sessions_;
+  std::function<std::vector<WarmPoolStats>()> warm_pools_;
   std::map<Operation, int64_t> active_;
   std::map<std::pair<Operation, Outcome>, uint64_t> completed_;
   std::map<std::pair<Operation, Rejection>, uint64_t> rejected_;

@@ -5,15 +5,53 @@
 namespace ci::daemon {
 namespace {
 
-// Runs /workspace/__main__.py like a notebook cell: statements in order, then the value of a
-// final top-level expression through sys.displayhook. Names are kept inside a function and the
-// function removes itself, so the user's globals are those of a plain script. Frames of the
-// driver itself ("<string>") are cut from tracebacks so line numbers point at the user's code.
+// Python's program, pre-started or not (SandboxSpec::prestart_argv): the interpreter is up and
+// has imported the modules named in its argv (warm imports, quietly: nothing they print is the
+// run's) before it reads the go line on stdin, byte by byte so that the rest of stdin stays the
+// program's. The go line is "<mode> <cpu seconds>": the CPU limit is set from there on (the
+// time spent so far is not the program's), then /workspace/__main__.py runs as a script
+// (mode "script": `python3 /workspace/__main__.py`) or like a notebook cell (mode
+// "interactive": statements in order, then the value of a final top-level expression through
+// sys.displayhook). Names are kept inside a function and the function removes itself, so the
+// user's globals are those of a plain script. Frames of the driver itself ("<string>") are cut
+// from tracebacks so line numbers point at the user's code.
 constexpr std::string_view kDriver = R"PY(def _ci_main():
-    import ast, sys
-    path = '/workspace/__main__.py'
+    import os, sys
     g = globals()
     del g['_ci_main']
+    warm, sys.argv[1:] = sys.argv[1:], []
+    if warm:
+        here, path0 = os.getcwd(), sys.path.pop(0)
+        saved = os.dup(1), os.dup(2)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.chdir('/tmp')
+        for name in warm:
+            try:
+                __import__(name)
+            except BaseException:
+                pass  # the program's own import says why
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (null,) + saved:
+            os.close(fd)
+        os.chdir(here)
+        sys.path.insert(0, path0)
+    import ast, resource
+    go = b''
+    while not go.endswith(b'\n'):
+        byte = os.read(0, 1)
+        if not byte:
+            os._exit(0)  # no run came: the sandbox is being removed
+        go += byte
+    mode, cpu = go.split()
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    limit = int(used.ru_utime + used.ru_stime + int(cpu))  # never more than the limit from here
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
+    path = '/workspace/__main__.py'
     g['__file__'] = path
     sys.argv[:] = [path]
     sys.path[0] = '/workspace'
@@ -29,7 +67,7 @@ constexpr std::string_view kDriver = R"PY(def _ci_main():
     try:
         tree = ast.parse(source, path)
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
+        if mode == b'interactive' and tree.body and isinstance(tree.body[-1], ast.Expr):
             last = compile(ast.Expression(tree.body.pop().value), path, 'eval')
         body = compile(tree, path, 'exec')
     except (SyntaxError, ValueError) as e:
@@ -58,7 +96,13 @@ constexpr KnownLanguage kKnown[] = {
 
 }  // namespace
 
-std::string_view PythonInteractiveDriver() { return kDriver; }
+std::string_view PythonDriver() { return kDriver; }
+
+std::vector<std::string> PythonPrestartArgv(const std::vector<std::string>& warm_imports) {
+  std::vector<std::string> argv = {"python3", "-c", std::string(kDriver)};
+  argv.insert(argv.end(), warm_imports.begin(), warm_imports.end());
+  return argv;
+}
 
 std::string ParseVersion(std::string_view out) {
   auto digit = [](char c) { return c >= '0' && c <= '9'; };
@@ -93,7 +137,7 @@ std::vector<Language> KnownLanguages() {
 }
 
 Result<Program> BuildProgram(std::string_view language, bool last_line_interactive,
-                             const std::vector<Language>& available) {
+                             uint32_t cpu_time_sec, const std::vector<Language>& available) {
   const KnownLanguage* known = nullptr;
   for (const auto& k : kKnown) {
     if (k.name == language) known = &k;
@@ -110,12 +154,12 @@ Result<Program> BuildProgram(std::string_view language, bool last_line_interacti
   }
   Program p;
   p.entrypoint = std::string(known->entrypoint);
-  std::string file = "/workspace/" + p.entrypoint;
   if (language == "python") {
-    p.argv = last_line_interactive ? std::vector<std::string>{"python3", "-c", std::string(kDriver)}
-                                   : std::vector<std::string>{"python3", file};
+    p.argv = PythonPrestartArgv({});
+    p.go = last_line_interactive ? "interactive " : "script ";
+    p.go += std::to_string(cpu_time_sec) + "\n";
   } else {
-    p.argv = {std::string(known->interpreter), file};
+    p.argv = {std::string(known->interpreter), "/workspace/" + p.entrypoint};
   }
   return p;
 }

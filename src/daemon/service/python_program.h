@@ -2,6 +2,7 @@
 // per language. Python gets the Jupyter-like last-line display of docs/api.md.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,9 @@ namespace ci::daemon {
 struct Program {
   std::string entrypoint;  // workspace-relative, e.g. "__main__.py"; reserved for user files
   std::vector<std::string> argv;
+  // Python: the driver's go line (RunPayload::go), which says how to run the entrypoint and the
+  // CPU limit; empty for the other languages.
+  std::string go;
 };
 
 struct Language {
@@ -34,9 +38,13 @@ std::vector<Language> KnownLanguages();
 
 // 422 text for an unknown or missing language names what is available.
 Result<Program> BuildProgram(std::string_view language, bool last_line_interactive,
-                             const std::vector<Language>& available);
+                             uint32_t cpu_time_sec, const std::vector<Language>& available);
 
 // The Python driver run with `python3 -c` (exposed for tests).
-std::string_view PythonInteractiveDriver();
+std::string_view PythonDriver();
+
+// A pre-started Python interpreter (SandboxSpec::prestart_argv): the driver, which imports
+// `warm_imports` before it waits for its go.
+std::vector<std::string> PythonPrestartArgv(const std::vector<std::string>& warm_imports);
 
 }  // namespace ci::daemon

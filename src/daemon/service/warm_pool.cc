@@ -2,75 +2,114 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include "core/sleep.h"
 
 namespace ci::daemon {
-namespace {}  // namespace
 
-void WarmPool::Start(SandboxSpec spec) {
-  spec_ = std::move(spec);
-  Refill();
+void WarmPool::Start(const std::vector<WarmPoolConfig>& pools) {
+  for (const WarmPoolConfig& config : pools) {
+    if (config.size == 0) continue;
+    auto pool = std::make_unique<Pool>();
+    pool->config = config;
+    pool->stats.name = config.name;
+    pool->stats.size = config.size;
+    pools_.push_back(std::move(pool));
+  }
+  for (auto& pool : pools_) Refill(*pool);
 }
 
 asio::awaitable<Result<std::unique_ptr<Sandbox>>> WarmPool::Prepare(const SandboxSpec& spec) {
-  if (spec_ && !ready_.empty() && spec == *spec_) {
-    std::unique_ptr<Sandbox> sandbox = std::move(ready_.front());
-    ready_.pop_front();
-    Refill();
-    co_return sandbox;
+  auto match = std::find_if(pools_.begin(), pools_.end(),
+                            [&](const auto& p) { return p->config.spec == spec; });
+  if (match != pools_.end()) {
+    Pool& pool = **match;
+    if (!pool.ready.empty()) {
+      std::unique_ptr<Sandbox> sandbox = std::move(pool.ready.front());
+      pool.ready.pop_front();
+      ++pool.stats.hits;
+      pool.taken_at.push_back(Clock::now());
+      Refill(pool);
+      co_return sandbox;
+    }
+    ++pool.stats.misses;
+    Refill(pool);
   }
-  Refill();
-  auto cold = co_await inner_.Prepare(spec);
+  SandboxSpec now = spec;
+  now.prestart_argv.clear();
+  auto cold = co_await inner_.Prepare(now);
   co_return cold;
 }
 
-void WarmPool::Refill() {
-  if (filling_ || draining_ || !spec_ || ready_.size() >= size_) return;
-  filling_ = true;
-  asio::co_spawn(ex_, Fill(), asio::detached);
+size_t WarmPool::ready() const {
+  size_t n = 0;
+  for (const auto& pool : pools_) n += pool->ready.size();
+  return n;
 }
 
-asio::awaitable<void> WarmPool::Fill() {
-  while (!draining_ && ready_.size() < size_) {
-    auto prepared = co_await inner_.Prepare(*spec_);
+std::vector<WarmPoolStats> WarmPool::stats() const {
+  std::vector<WarmPoolStats> out;
+  for (const auto& pool : pools_) {
+    out.push_back(pool->stats);
+    out.back().ready = pool->ready.size();
+  }
+  return out;
+}
+
+void WarmPool::Refill(Pool& pool) {
+  if (pool.filling || draining_ || pool.ready.size() >= pool.config.size) return;
+  pool.filling = true;
+  asio::co_spawn(ex_, Fill(pool), asio::detached);
+}
+
+asio::awaitable<void> WarmPool::Fill(Pool& pool) {
+  while (!draining_ && pool.ready.size() < pool.config.size) {
+    auto prepared = co_await inner_.Prepare(pool.config.spec);
     if (!prepared.ok()) {
       // Requests then take the cold path and report the error themselves; retry later. The
       // same failure again (a missing executor image for minutes) is not repeated as a warning.
-      if (prepared.status().message() != last_error_) {
-        spdlog::warn("warm pool: preparing a sandbox failed: {} (retrying every 1 s)",
-                     prepared.status().message());
+      const std::string& why = prepared.status().message();
+      if (why != pool.last_error) {
+        spdlog::warn("warm pool {}: preparing a sandbox failed: {} (retrying every 1 s)",
+                     pool.config.name, why);
       } else {
-        spdlog::debug("warm pool: preparing a sandbox failed again: {}",
-                      prepared.status().message());
+        spdlog::debug("warm pool {}: preparing a sandbox failed again: {}", pool.config.name, why);
       }
-      last_error_ = prepared.status().message();
+      pool.last_error = why;
       co_await Sleep(std::chrono::seconds(1));
       continue;
     }
-    last_error_.clear();
+    pool.last_error.clear();
     std::unique_ptr<Sandbox> sandbox = std::move(prepared).value();
     if (draining_) {
       co_await sandbox->Destroy();
       break;
     }
-    ready_.push_back(std::move(sandbox));
+    pool.ready.push_back(std::move(sandbox));
+    if (!pool.taken_at.empty()) {
+      const double lag =
+          std::chrono::duration<double>(Clock::now() - pool.taken_at.front()).count();
+      pool.taken_at.pop_front();
+      ++pool.stats.refills;
+      pool.stats.refill_lag_sum += lag;
+      pool.stats.refill_lag_max = std::max(pool.stats.refill_lag_max, lag);
+    }
   }
-  filling_ = false;
+  pool.filling = false;
 }
 
 asio::awaitable<void> WarmPool::Drain() {
   draining_ = true;
-  while (filling_) co_await Sleep(std::chrono::milliseconds(10));
-  while (!ready_.empty()) {
-    std::unique_ptr<Sandbox> sandbox = std::move(ready_.front());
-    ready_.pop_front();
-    co_await sandbox->Destroy();
+  for (auto& pool : pools_) {
+    while (pool->filling) co_await Sleep(std::chrono::milliseconds(10));
+    while (!pool->ready.empty()) {
+      std::unique_ptr<Sandbox> sandbox = std::move(pool->ready.front());
+      pool->ready.pop_front();
+      co_await sandbox->Destroy();
+    }
   }
   co_await inner_.Drain();
 }

@@ -1,28 +1,51 @@
-// A warm pool of prepared sandboxes in front of any Executor (docs/architecture.md "Warm pool").
-// Prepare() hands out a sandbox that was set up in the background, when the asked spec is the
-// pool's, and starts a refill; each sandbox is used once and destroyed by its user as before.
+// Warm pools of prepared sandboxes in front of any Executor (docs/architecture.md "Warm pool").
+// Prepare() hands out a sandbox that was set up in the background when the asked spec is one of
+// the pools', and starts a refill; each sandbox is used once and destroyed by its user as before.
+// A Python pool's sandboxes hold an interpreter already started (SandboxSpec::prestart_argv); a
+// sandbox made on the spot for a request (the pool was empty, or there is none) does not
+// pre-start, since the warm imports pay off only ahead of time.
 // Single-threaded: it lives on the daemon's io_context.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/executor.h"
 
 namespace ci::daemon {
 
+struct WarmPoolConfig {
+  std::string name;  // what /metrics calls it: the languages it serves ("python", "bash+javascript")
+  SandboxSpec spec;
+  size_t size = 0;
+};
+
+// What /metrics shows of one pool.
+struct WarmPoolStats {
+  std::string name;
+  size_t size = 0;
+  size_t ready = 0;
+  uint64_t hits = 0;    // requests served by a pooled sandbox
+  uint64_t misses = 0;  // requests of this pool's spec that found it empty (a sandbox made then)
+  uint64_t refills = 0;          // sandboxes added after a take
+  double refill_lag_sum = 0;     // seconds from each take to its replacement being ready
+  double refill_lag_max = 0;
+};
+
 class WarmPool final : public Executor {
  public:
-  WarmPool(asio::any_io_executor ex, Executor& inner, size_t size)
-      : ex_(std::move(ex)), inner_(inner), size_(size) {}
+  WarmPool(asio::any_io_executor ex, Executor& inner) : ex_(std::move(ex)), inner_(inner) {}
 
-  // Begins keeping `size` sandboxes of `spec` ready.
-  void Start(SandboxSpec spec);
+  // Begins keeping each pool filled (a pool of size 0 is left out).
+  void Start(const std::vector<WarmPoolConfig>& pools);
   // Stops refilling, destroys the pooled sandboxes and drains the backend (shutdown).
   asio::awaitable<void> Drain() override;
-  size_t ready() const { return ready_.size(); }
+  size_t ready() const;
+  std::vector<WarmPoolStats> stats() const;
 
   std::string_view name() const override { return inner_.name(); }
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override;
@@ -34,17 +57,23 @@ class WarmPool final : public Executor {
   bool supports_sessions() const override { return inner_.supports_sessions(); }
 
  private:
-  void Refill();
-  asio::awaitable<void> Fill();
+  using Clock = std::chrono::steady_clock;
+  struct Pool {
+    WarmPoolConfig config;
+    std::deque<std::unique_ptr<Sandbox>> ready;
+    std::deque<Clock::time_point> taken_at;  // takes not yet replaced, oldest first
+    bool filling = false;
+    std::string last_error;  // the last failed fill's, logged once until it changes
+    WarmPoolStats stats;
+  };
+
+  void Refill(Pool& pool);
+  asio::awaitable<void> Fill(Pool& pool);
 
   asio::any_io_executor ex_;
   Executor& inner_;
-  size_t size_;
-  std::optional<SandboxSpec> spec_;  // set by Start
-  std::deque<std::unique_ptr<Sandbox>> ready_;
-  bool filling_ = false;
+  std::vector<std::unique_ptr<Pool>> pools_;  // stable addresses: fills hold a reference
   bool draining_ = false;
-  std::string last_error_;  // the last failed fill's, logged once until it changes
 };
 
 }  // namespace ci::daemon
