@@ -216,11 +216,10 @@ int RunAgent(int64_t session_expires_at, const ProgramUser& user) {
           break;
         }
         if (req.prestart) {
-          prestarted = PrestartProgram(req, user);
+          std::string why;
+          prestarted = PrestartProgram(req, user, &why);
           if (prestarted.pid == 0) {
-            if (!Send(Msg::kError, proto::EncodeError("fork of the pre-started program failed"))) {
-              return 1;
-            }
+            if (!Send(Msg::kError, proto::EncodeError(why))) return 1;
           } else if (!Send(Msg::kStarted)) {
             return 0;
           }

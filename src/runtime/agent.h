@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "runtime/messages.h"
@@ -45,8 +46,12 @@ struct Prestarted {
 // imports fit. The program sets the spec's limit from its go on (SandboxSpec::prestart_argv).
 constexpr uint32_t kPrestartCpuAllowanceSec = 60;
 
-// Forks the program as RunProgram does and returns without waiting for it.
-Prestarted PrestartProgram(const proto::RunRequest& req, const ProgramUser& user);
+// Forks the program as RunProgram does, with a pipe as its fd 3, and returns once it is ready:
+// it wrote a byte there or closed it. A program that ended by then, or was not ready within
+// kPrestartReadyTimeoutSec (then killed), is an error (`error` says which; pid 0).
+Prestarted PrestartProgram(const proto::RunRequest& req, const ProgramUser& user,
+                           std::string* error);
+constexpr int kPrestartReadyTimeoutSec = 60;
 
 // The run of a prestarted program: kStarted, then as RunProgram; the CPU it used before (its
 // start, its warm imports) is not the run's. nullopt when it had already ended: kPrestartEnded

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "runtime/agent.h"
@@ -47,15 +48,15 @@ bool NullStdio() {
   return true;
 }
 
-// `call_socket` >= 0: the program serves calls and gets it as fd 3 (session_calls.h).
+// `fd3` >= 0 becomes the program's fd 3: the socket of a program serving calls
+// (session_calls.h) or the ready pipe of a pre-started one (kPrestartReadyFd).
 [[noreturn]] void ExecProgram(const proto::RunRequest& req, const ProgramUser& user, char** argv,
-                              char** envp, int call_socket) {
+                              char** envp, int fd3) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (req.background) {
     if (::setsid() < 0 || !NullStdio()) ::_exit(126);
-    if (call_socket >= 0 && ::dup2(call_socket, kCallSocketFd) != kCallSocketFd) ::_exit(126);
   } else {
     ::setpgid(0, 0);
     if (::dup2(kProgramStdinFd, 0) < 0 || ::dup2(kProgramStdoutFd, 1) < 0 ||
@@ -63,7 +64,8 @@ bool NullStdio() {
       ::_exit(126);
     }
   }
-  ::close_range(call_socket >= 0 ? kCallSocketFd + 1 : 3, ~0U, 0);
+  if (fd3 >= 0 && ::dup2(fd3, 3) != 3) ::_exit(126);
+  ::close_range(fd3 >= 0 ? 4 : 3, ~0U, 0);
   if (user.switch_user) {
     SysError e = SwitchToSandboxUser(user.uid, user.gid);
     if (e.ok()) e = DropAllCapabilities();
@@ -162,6 +164,11 @@ void KillAndReapAll(pid_t program, int* status, bool* have_status, std::vector<p
 
 namespace {
 
+std::string DescribeStatus(int status) {
+  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+  return "exit status " + std::to_string(WEXITSTATUS(status));
+}
+
 // CPU time of the children reaped so far, in ms (cumulative: callers take differences).
 uint64_t ChildrenCpuMs(struct rusage* ru) {
   ::getrusage(RUSAGE_CHILDREN, ru);
@@ -220,11 +227,11 @@ proto::Exited AwaitProgram(pid_t pid, uint64_t cpu_before, int signal_fd,
 
 // Forks the program with the run's stdio; -1 when fork failed. Init keeps no copy of the
 // program's stdio: the daemon sees EOF once the program's tree is gone.
-pid_t ForkProgram(const proto::RunRequest& req, const ProgramUser& user, int call_socket) {
+pid_t ForkProgram(const proto::RunRequest& req, const ProgramUser& user, int fd3) {
   std::vector<char*> argv = CStrings(req.argv);
   std::vector<char*> envp = CStrings(req.env);
   pid_t pid = ::fork();
-  if (pid == 0) ExecProgram(req, user, argv.data(), envp.data(), call_socket);
+  if (pid == 0) ExecProgram(req, user, argv.data(), envp.data(), fd3);
   ::close(kProgramStdinFd);
   ::close(kProgramStdoutFd);
   ::close(kProgramStderrFd);
@@ -261,12 +268,40 @@ proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, 
   return AwaitProgram(pid, cpu_before, signal_fd, background, agent_gone);
 }
 
-Prestarted PrestartProgram(const proto::RunRequest& req, const ProgramUser& user) {
+Prestarted PrestartProgram(const proto::RunRequest& req, const ProgramUser& user,
+                           std::string* error) {
   Prestarted out;
   struct rusage ru {};
   out.children_cpu_ms = ChildrenCpuMs(&ru);
-  pid_t pid = ForkProgram(req, user, -1);
-  out.pid = pid > 0 ? pid : 0;
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) {
+    *error = std::string("pipe2: ") + std::strerror(errno);
+    return out;
+  }
+  pid_t pid = ForkProgram(req, user, ready[1]);
+  ::close(ready[1]);
+  if (pid < 0) {
+    ::close(ready[0]);
+    *error = std::string("fork: ") + std::strerror(errno);
+    return out;
+  }
+  // Ready: a byte on the pipe, or its end closed (the program closed fd 3 or ended).
+  struct pollfd p = {ready[0], POLLIN, 0};
+  int n;
+  while ((n = ::poll(&p, 1, kPrestartReadyTimeoutSec * 1000)) < 0 && errno == EINTR) {
+  }
+  ::close(ready[0]);
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) == pid) {
+    *error = "it ended before it was ready (" + DescribeStatus(status) + ")";
+    return out;
+  }
+  if (n == 0) {
+    *error = "it was not ready within " + std::to_string(kPrestartReadyTimeoutSec) + " s";
+    ::kill(-pid, SIGKILL);
+    return out;  // its process group dies; the sandbox is torn down for the error
+  }
+  out.pid = pid;
   return out;
 }
 
@@ -276,8 +311,7 @@ std::optional<proto::Exited> ResumeProgram(const Prestarted& program, int signal
   pid_t w = program.pid > 0 ? ::waitpid(program.pid, &status, WNOHANG) : -1;
   if (w != 0) {
     std::string why = "the pre-started program ended before its run";
-    if (w > 0 && WIFEXITED(status)) why += " (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
-    if (w > 0 && WIFSIGNALED(status)) why += " (signal " + std::to_string(WTERMSIG(status)) + ")";
+    if (w > 0) why += " (" + DescribeStatus(status) + ")";
     (void)proto::WriteFrame(kAgentFd, proto::Msg::kPrestartEnded, proto::EncodeError(why));
     return std::nullopt;
   }

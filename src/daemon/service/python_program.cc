@@ -7,7 +7,7 @@ namespace {
 
 // Python's program, pre-started or not (SandboxSpec::prestart_argv): the interpreter is up and
 // has imported the modules named in its argv (warm imports, quietly: nothing they print is the
-// run's) before it reads the go line on stdin, byte by byte so that the rest of stdin stays the
+// run's), says so on fd 3 where it was pre-started, and then reads the go line on stdin, byte by byte so that the rest of stdin stays the
 // program's. The go line is "<mode> <cpu seconds>": the CPU limit is set from there on (the
 // time spent so far is not the program's), then /workspace/__main__.py runs as a script
 // (mode "script": `python3 /workspace/__main__.py`) or like a notebook cell (mode
@@ -16,9 +16,13 @@ namespace {
 // user's globals are those of a plain script. Frames of the driver itself ("<string>") are cut
 // from tracebacks so line numbers point at the user's code.
 constexpr std::string_view kDriver = R"PY(def _ci_main():
-    import os, sys
+    import os, stat, sys
     g = globals()
     del g['_ci_main']
+    try:
+        ready = stat.S_ISFIFO(os.fstat(3).st_mode)  # pre-started: fd 3 says when it is ready
+    except OSError:
+        ready = False
     warm, sys.argv[1:] = sys.argv[1:], []
     if warm:
         here, path0 = os.getcwd(), sys.path.pop(0)
@@ -41,6 +45,9 @@ constexpr std::string_view kDriver = R"PY(def _ci_main():
         os.chdir(here)
         sys.path.insert(0, path0)
     import ast, resource
+    if ready:
+        os.write(3, b'r')
+        os.close(3)
     go = b''
     while not go.endswith(b'\n'):
         byte = os.read(0, 1)
