@@ -64,3 +64,47 @@ TEST_F(WarmPoolApiTest, ASessionGetsASandboxOfItsOwn) {
 
 }  // namespace
 }  // namespace ci::daemon
+
+namespace ci::daemon {
+namespace {
+
+// One pool per distinct sandbox: Python's (a pre-started interpreter) and bash's, each with the
+// size its variable gives, and /metrics tells how each one goes.
+class WarmPoolsApiTest : public DaemonApiTest {
+ protected:
+  void SetUp() override {
+    Start([](Config& c) {
+      c.warm_pool_size = 1;
+      c.warm_pool_size_bash = 2;
+      c.warm_pool_size_javascript = 0;
+    });
+  }
+  double Pool(const std::string& series, const std::string& pool) {
+    return Metric("code_interpreter_warm_pool_" + series + "{pool=\"" + pool + "\"}");
+  }
+};
+
+TEST_F(WarmPoolsApiTest, EachLanguageHasItsPoolAndMetricsCountHitsMissesAndRefills) {
+  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.prepared == 3; }));
+  EXPECT_EQ(Pool("size", "python"), 1);
+  EXPECT_EQ(Pool("size", "bash"), 2);
+  EXPECT_EQ(Pool("ready", "python"), 1);
+  EXPECT_EQ(Pool("ready", "bash"), 2);
+  EXPECT_EQ(client().Post("/v1/execute", R"({"code": "x", "language": "bash"})").status, 200);
+  EXPECT_EQ(Pool("hits_total", "bash"), 1);
+  EXPECT_EQ(Pool("hits_total", "python"), 0);
+  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.prepared == 4; }));
+  EXPECT_EQ(Pool("refill_lag_seconds_count", "bash"), 1);
+  EXPECT_EQ(Pool("ready", "bash"), 2);
+
+  // The Python pool's refill fails, so the next Python request finds it empty: a miss.
+  fake().FailPrepare(Status::Error("no room"), 2);
+  EXPECT_EQ(client().Post("/v1/execute", R"({"code": "x"})").status, 200);
+  client().Post("/v1/execute", R"({"code": "x"})");  // 500 if its own sandbox failed too
+  EXPECT_EQ(Pool("hits_total", "python"), 1);
+  EXPECT_EQ(Pool("misses_total", "python"), 1);
+  EXPECT_EQ(Pool("misses_total", "bash"), 0);
+}
+
+}  // namespace
+}  // namespace ci::daemon

@@ -347,6 +347,87 @@ class WarmPoolTest(E2ETestCase):
             self.assertEqual(pids, {"2 1\n"}, "each run is pid 2 under its own init")
 
 
+class PrestartedInterpreterTest(E2ETestCase):
+    """A pooled Python sandbox holds an interpreter already started, with WARM_IMPORTS imported
+    (local backend; the others start it at the run, without them). What a program sees is what a
+    cold run shows, and the imports' output and CPU time are not the run's."""
+    daemon_env = {"WARM_POOL_SIZE": "2", "WARM_IMPORTS": "this,json,csv",
+                  "CPU_TIME_LIMIT_SEC": "2"}
+    ZEN = "Beautiful is better than ugly"
+
+    def prestarts(self):
+        return Config.expected_backend not in ("docker", "kubernetes")
+
+    def wait_for_the_pool(self):
+        """Until the Python pool is full again: a request that finds it empty gets a sandbox
+        made for it, which pre-starts nothing."""
+        if not self.prestarts():
+            return
+
+        def full():
+            metrics = self.client.get("/metrics").body.decode()
+            return 'code_interpreter_warm_pool_ready{pool="python"} 2\n' in metrics
+        self.assertTrue(wait_until(full, timeout=30), "the Python pool did not refill")
+
+    def test_warm_imports_are_done_quietly(self):
+        self.wait_for_the_pool()
+        res = self.execute("import sys\n"
+                           "print(all(m in sys.modules for m in ('this', 'json', 'csv')))")
+        self.assertEqual(res["stdout"], f"{self.prestarts()}\n", res)  # `import this` prints
+        self.assertEqual(res["stderr"], "", res)                         # the Zen: not here
+        self.wait_for_the_pool()
+        res = self.execute("import this")  # the program's own import: done, so silent
+        self.assertEqual(self.ZEN not in res["stdout"], self.prestarts(), res)
+        self.assertEqual(res["exit_code"], 0, res)
+
+    def test_the_program_sees_a_script_run(self):
+        code = ("import os, sys\n"
+                "print(sys.argv, __name__, __file__, sys.path[0], os.getcwd())\n"
+                "print(sorted(k for k in globals() if not k.startswith('__')))\n"
+                "print(repr(sys.stdin.read()))\n"
+                "len(sys.argv)")
+        for interactive, last in ((True, "1\n"), (False, "")):
+            res = self.execute(code, stdin="line one\nline two", last_line_interactive=interactive)
+            self.assertEqual(res["stdout"],
+                             "['/workspace/__main__.py'] __main__ /workspace/__main__.py "
+                             "/workspace /workspace\n['os', 'sys']\n'line one\\nline two'\n" + last,
+                             res)
+
+    def test_tracebacks_name_the_users_code_and_exit_codes_hold(self):
+        res = self.execute("x = 1\ndef f():\n    raise KeyError('k')\nf()")
+        self.assertEqual(res["exit_code"], 1)
+        self.assertEqual(res["stderr"],
+                         'Traceback (most recent call last):\n'
+                         '  File "/workspace/__main__.py", line 4, in <module>\n    f()\n'
+                         '  File "/workspace/__main__.py", line 3, in f\n'
+                         "    raise KeyError('k')\nKeyError: 'k'\n")
+        self.assertEqual(self.execute("import sys\nsys.exit(7)")["exit_code"], 7)
+        self.assertEqual(self.execute("raise SystemExit('bye')")["stderr"], "bye\n")
+        res = self.execute("x = (")
+        self.assertEqual(res["exit_code"], 1)
+        self.assertIn('File "/workspace/__main__.py", line 1', res["stderr"])
+        self.assertIn("SyntaxError", res["stderr"])
+
+    def test_the_cpu_limit_counts_from_the_program_start(self):
+        res = self.execute("print(1)")
+        self.assertLess(res["usage"]["cpu_ms"], 1000, res)
+        res = self.execute("while True: pass", timeout_ms=20000)
+        self.assertEqual(res["verdict"], "cpu_limit", res)
+        # At least the whole limit (2 s) for the program, and not more than a second over.
+        self.assertGreaterEqual(res["usage"]["cpu_ms"], 1900, res)
+        self.assertLess(res["usage"]["cpu_ms"], 3300, res)
+
+    def test_each_run_has_its_own_interpreter(self):
+        seen = set()
+        for _ in range(4):  # more than the pool holds
+            res = self.execute("import sys\n"
+                               "print(getattr(sys.modules.get('csv'), 'left', None))\n"
+                               "import csv\ncsv.left = 1")
+            self.assertEqual(res["stdout"], "None\n", res)
+            seen.add(res["exit_code"])
+        self.assertEqual(seen, {0})
+
+
 class ColdSandboxTest(E2ETestCase):
     daemon_env = {"WARM_POOL_SIZE": "0"}
 

@@ -44,7 +44,7 @@ constexpr std::string_view kDriver = R"PY(def _ci_main():
             os.close(fd)
         os.chdir(here)
         sys.path.insert(0, path0)
-    import ast, resource
+    import ast, math, resource
     if ready:
         os.write(3, b'r')
         os.close(3)
@@ -55,9 +55,10 @@ constexpr std::string_view kDriver = R"PY(def _ci_main():
             os._exit(0)  # no run came: the sandbox is being removed
         go += byte
     mode, cpu = go.split()
-    used = resource.getrusage(resource.RUSAGE_SELF)
-    limit = int(used.ru_utime + used.ru_stime + int(cpu))  # never more than the limit from here
-    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
+    if ready:  # started with more CPU for the imports (kPrestartCpuAllowanceSec)
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        limit = math.ceil(used.ru_utime + used.ru_stime + int(cpu))  # never less than the limit
+        resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
     path = '/workspace/__main__.py'
     g['__file__'] = path
     sys.argv[:] = [path]
