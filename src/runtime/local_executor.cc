@@ -19,6 +19,7 @@
 #include "runtime/plan.h"
 #include "runtime/rootless.h"
 #include "runtime/seccomp_profile.h"
+#include "runtime/fork_server.h"
 #include "runtime/shim_spawn.h"
 
 namespace ci::runtime {
@@ -43,6 +44,7 @@ class LocalExecutor final : public Executor {
     if (setup.ok) ReapOrphans();
     DecideRootless();
     DecideIds();
+    StartForkServer();
   }
 
   std::string_view name() const override { return "local"; }
@@ -59,7 +61,10 @@ class LocalExecutor final : public Executor {
       co_return Status::Error(detect_error_);
     }
     if (!ids_error_.empty()) co_return Status::Error(ids_error_);
-    Result<ShimHandles> shim = SpawnShim(opts_.shim_binary);
+    // The fork server's shims see the host's root only (its /tmp is private).
+    const bool forked = fork_server_ && spec.rootfs == "host" && fork_server_->Ready();
+    Result<ShimHandles> shim = forked ? fork_server_->SpawnShim() : SpawnShim(opts_.shim_binary);
+    if (!shim.ok() && forked) shim = SpawnShim(opts_.shim_binary);
     if (!shim.ok()) co_return shim.status().Context("preparing a local sandbox");
     auto sandbox = std::make_unique<LocalSandbox>(ex_, std::move(shim.value()), spec);
     Result<std::string> bpf = CompiledSeccomp(spec.security);
@@ -74,7 +79,8 @@ class LocalExecutor final : public Executor {
       // AppArmor may let the clone succeed and then refuse every mount inside: name the cause.
       started = Status::Error(started.message() + "; likely cause: " + userns_blocker_);
     }
-    if (started.ok() && !spec.prestart_argv.empty()) {
+    // A forked interpreter starts in no time: nothing to start ahead.
+    if (started.ok() && !spec.prestart_argv.empty() && !forked) {
       auto prestart = sandbox->Prestart(spec.prestart_argv);
       started = co_await std::move(prestart);
     }
@@ -303,6 +309,20 @@ class LocalExecutor final : public Executor {
       ids_error_ = "sandbox ids: " + e.what + ": " + std::strerror(e.err);
     }
   }
+  // Root only: its shims must create user namespaces owned by each sandbox's own uid.
+  void StartForkServer() {
+    if (!opts_.fork_server || rootless_ || !OnPath("python3")) return;
+    auto server = ForkServer::Start(opts_.shim_binary, opts_.sandbox_env, opts_.warm_imports);
+    if (!server.ok()) {
+      spdlog::warn("fork server: {}; Python sandboxes start their own interpreter",
+                   server.status().message());
+      return;
+    }
+    fork_server_ = std::move(server).value();
+    spdlog::info("fork server ready: Python programs run in a pre-loaded interpreter{}",
+                 opts_.warm_imports.empty() ? "" : " with the warm imports done");
+  }
+
   static bool OnPath(const std::string& name) {
     for (const char* dir : {"/usr/bin/", "/bin/", "/usr/local/bin/", "/usr/sbin/"}) {
       if (::access((dir + name).c_str(), X_OK) == 0) return true;
@@ -324,6 +344,7 @@ class LocalExecutor final : public Executor {
   std::string id_lock_dir_;
   std::string one_id_reason_;      // rootless: why init shares the program's id, or ""
   std::string ids_error_;          // the lock directory cannot be used: every Prepare fails with it
+  std::unique_ptr<ForkServer> fork_server_;  // null: every shim is spawned (SpawnShim)
   mutable std::mutex seccomp_mu_;  // enforcement() compiles too (const)
   mutable std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;
 };

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/executor.h"
 #include "core/status.h"
@@ -29,6 +30,12 @@ struct LocalExecutorOptions {
   // Rootless: the files the subordinate ids are read from (tests point them elsewhere).
   std::string subuid_file = "/etc/subuid";
   std::string subgid_file = "/etc/subgid";
+  // The fork server (README "Fork server"): as root, Python sandboxes of the host's root get their
+  // interpreter forked from one that is already loaded, with these modules imported, instead of
+  // starting one. Its environment must be the sandboxes' (a program with another runs an exec).
+  bool fork_server = false;
+  std::vector<std::string> warm_imports;
+  std::vector<std::string> sandbox_env;
 };
 
 // Sandboxes' I/O runs on strands of `ex`, so any number of threads may run its io_context.

@@ -20,6 +20,7 @@
 
 #include "runtime/agent.h"
 #include "runtime/caps.h"
+#include "runtime/embedded_python.h"
 #include "runtime/proc_file.h"
 #include "runtime/protocol.h"
 #include "runtime/sandbox_init.h"
@@ -89,6 +90,8 @@ bool NullStdio() {
     std::fprintf(stderr, "code-interpreter: chdir %s: %s\n", req.cwd.c_str(), std::strerror(errno));
     ::_exit(126);
   }
+  // Forked from the fork server's interpreter: run Python here instead of starting another.
+  if (EmbeddedPythonRuns(argv, envp)) RunEmbeddedPython(argv);
   // execvp searches the PATH of the current environment, so install the program's first.
   environ = envp;
   ::execvp(argv[0], argv);

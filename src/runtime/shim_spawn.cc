@@ -38,37 +38,46 @@ class FileActions {
 
 }  // namespace
 
-Result<ShimHandles> SpawnShim(const std::string& binary) {
-  ShimHandles h;
+Result<ShimChannels> MakeShimChannels() {
+  ShimChannels c;
+  ShimHandles& h = c.daemon;
   int lifecycle[2], agent[2], in[2], out[2], err[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, lifecycle) != 0) {
     return Status::Errno("socketpair (lifecycle)", errno);
   }
   h.lifecycle.reset(lifecycle[0]);
-  UniqueFd shim_lifecycle(lifecycle[1]);
+  c.shim[0].reset(lifecycle[1]);
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, agent) != 0) {
     return Status::Errno("socketpair (agent)", errno);
   }
   h.agent.reset(agent[0]);
-  UniqueFd shim_agent(agent[1]);
+  c.shim[1].reset(agent[1]);
   if (::pipe2(in, O_CLOEXEC) != 0) return Status::Errno("pipe2 (stdin)", errno);
-  UniqueFd shim_in(in[0]);
+  c.shim[2].reset(in[0]);
   h.stdin_w.reset(in[1]);
   if (::pipe2(out, O_CLOEXEC) != 0) return Status::Errno("pipe2 (stdout)", errno);
   h.stdout_r.reset(out[0]);
-  UniqueFd shim_out(out[1]);
+  c.shim[3].reset(out[1]);
   if (::pipe2(err, O_CLOEXEC) != 0) return Status::Errno("pipe2 (stderr)", errno);
   h.stderr_r.reset(err[0]);
-  UniqueFd shim_err(err[1]);
+  c.shim[4].reset(err[1]);
   for (int fd :
        {h.lifecycle.get(), h.agent.get(), h.stdin_w.get(), h.stdout_r.get(), h.stderr_r.get()}) {
     if (Status s = SetNonBlocking(fd); !s.ok()) return s;
   }
+  return c;
+}
+
+Result<ShimHandles> SpawnShim(const std::string& binary) {
+  Result<ShimChannels> channels = MakeShimChannels();
+  if (!channels.ok()) return channels.status();
+  ShimHandles& h = channels->daemon;
 
   // Two rounds of dup2 in the child: first every source to a number above all of them, then
   // down to 3..7. A single round could overwrite a source that happens to be numbered 3..7.
-  const int sources[] = {shim_lifecycle.get(), shim_agent.get(), shim_in.get(), shim_out.get(),
-                         shim_err.get()};
+  const int sources[] = {channels->shim[0].get(), channels->shim[1].get(),
+                         channels->shim[2].get(), channels->shim[3].get(),
+                         channels->shim[4].get()};
   const int targets[] = {kLifecycleFd, kAgentFd, kProgramStdinFd, kProgramStdoutFd,
                          kProgramStderrFd};
   const int high = *std::max_element(std::begin(sources), std::end(sources)) + 1;
@@ -104,7 +113,7 @@ Result<ShimHandles> SpawnShim(const std::string& binary) {
     ::waitpid(pid, nullptr, 0);
     return Status::Errno("pidfd_open of the shim", e);
   }
-  return h;
+  return std::move(h);
 }
 
 }  // namespace ci::runtime

@@ -22,6 +22,14 @@ struct ShimHandles {
   UniqueFd stderr_r;   // read end of the program's stderr (fd 7)
 };
 
+// The sockets and pipes between the daemon and one shim: the daemon's ends (O_CLOEXEC,
+// non-blocking; pid and pidfd not set yet) and the shim's, in the order of its fds 3..7.
+struct ShimChannels {
+  ShimHandles daemon;
+  UniqueFd shim[5];
+};
+Result<ShimChannels> MakeShimChannels();
+
 // All returned fds are O_CLOEXEC and non-blocking. The shim gets /dev/null as stdin/stdout,
 // inherits stderr (the daemon's log) and nothing else.
 Result<ShimHandles> SpawnShim(const std::string& binary);

@@ -90,14 +90,6 @@ def throughput(daemon, clients, requests):
             len(errors))
 
 
-def rss_kb(daemon):
-    with open(f"/proc/{daemon.pid()}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def wait_for_pool(daemon, timeout=60):
     """Until every warm pool of the daemon is full (/metrics), so no row measures its fill."""
     client = harness.Client(daemon.host, daemon.port, log=[])
@@ -181,7 +173,7 @@ def main():
         try:
             wait_for_pool(local)
             if "rss" in want:
-                kb = rss_kb(local)
+                kb = local.vm_rss_kb()
                 table.add(f"daemon idle RSS: {kb / 1024:.1f} MB", (float("nan"),) * 2, "—",
                           None, "< 20 MB", kb < 20 * 1024)
             if "hello" in want:

@@ -17,6 +17,11 @@ bool SandboxTest::Rootless() {
   return v != nullptr && std::string(v) == "1";
 }
 
+bool SandboxTest::WithForkServer() {
+  const char* v = std::getenv("CI_TEST_FORK_SERVER");
+  return v != nullptr && std::string(v) == "1";
+}
+
 bool SandboxTest::WithoutCgroup() const {
   for (const Downgrade& d : executor_->enforcement(DefaultSpec()).downgrades) {
     if (d.measure == "memory limit (cgroup)") return true;
@@ -34,6 +39,10 @@ void SandboxTest::SetUp() {
   ASSERT_NE(shim, nullptr) << "CI_TEST_SHIM must name the test-shim binary (set by meson test)";
   runtime::LocalExecutorOptions opts;
   opts.shim_binary = shim;
+  // CI_TEST_FORK_SERVER=1 (the runtime-fork-server test): Python programs run in the fork
+  // server's interpreter, under every check of the suite.
+  opts.fork_server = WithForkServer();
+  opts.sandbox_env = DefaultSandboxEnv();
   ASSERT_TRUE(runtime::CheckLocalRuntime(opts).ok()) << CheckLocalRuntime(opts).message();
   executor_ = runtime::MakeLocalExecutor(io_.get_executor(), opts);
 }

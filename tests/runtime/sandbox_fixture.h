@@ -43,6 +43,8 @@ class SandboxTest : public ::testing::Test {
   // CI_TEST_ROOTLESS=1 (set by as_user.sh): the suite runs as an unprivileged user, so the
   // executor is rootless and, without a writable cgroup, limits are rlimits (README "Rootless").
   static bool Rootless();
+  // CI_TEST_FORK_SERVER=1: Python programs run in the fork server's interpreter.
+  static bool WithForkServer();
   // The executor reports the cgroup limits as downgraded (no OOM or pids-limit verdicts).
   bool WithoutCgroup() const;
 

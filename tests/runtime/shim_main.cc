@@ -1,5 +1,11 @@
-// Test-only stand-in for `code-interpreter shim`: the runtime tests pass this binary as
+// Test-only stand-in for `code-interpreter shim` (and `zygote`): the runtime tests pass this binary as
 // LocalExecutorOptions::shim_binary.
-#include "runtime/local_executor.h"
+#include <string_view>
 
-int main(int argc, char** argv) { return ci::runtime::ShimMain(argc, argv); }
+#include "runtime/local_executor.h"
+#include "runtime/zygote.h"
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "zygote") return ci::runtime::ZygoteMain(argc, argv);
+  return ci::runtime::ShimMain(argc, argv);
+}

@@ -6,6 +6,9 @@ runtime::LocalExecutorOptions LocalOptionsFromConfig(const Config& config) {
   runtime::LocalExecutorOptions options;
   options.cgroup_root = config.cgroup_root;
   options.sandbox_ids = {config.sandbox_id_first, config.sandbox_id_count};
+  options.fork_server = config.fork_server && config.sandbox_rootfs == "host";
+  options.warm_imports = config.warm_imports;
+  options.sandbox_env = DefaultSandboxEnv();
   return options;
 }
 

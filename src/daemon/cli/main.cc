@@ -6,6 +6,7 @@
 #include "daemon/cli/doctor.h"
 #include "daemon/cli/pid1_init.h"
 #include "runtime/local_executor.h"
+#include "runtime/zygote.h"
 
 namespace {
 
@@ -22,6 +23,8 @@ int main(int argc, char** argv) {
   std::string_view cmd = argc > 1 ? argv[1] : "serve";
   // The shim is this same binary re-executed by the daemon to build a sandbox.
   if (cmd == "shim") return ci::runtime::ShimMain(argc, argv);
+  // The fork server: Python loaded once, a shim forked per sandbox (src/runtime/zygote.h).
+  if (cmd == "zygote") return ci::runtime::ZygoteMain(argc, argv);
   if (cmd == "serve") {
     ci::daemon::BecomeInitIfPid1();  // a container's entrypoint: reap orphans, forward signals
     return ci::daemon::Serve();

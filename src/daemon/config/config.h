@@ -32,6 +32,9 @@ struct Config {
   uint32_t warm_pool_size_bash = 1;
   uint32_t warm_pool_size_javascript = 1;
   std::vector<std::string> warm_imports;  // WARM_IMPORTS: modules a pooled interpreter imports
+  // FORK_SERVER: local backend as root, host root: Python programs run in an interpreter forked
+  // from one loaded once (with warm_imports) instead of starting their own.
+  bool fork_server = true;
   uint64_t workspace_size_mb = 100;
   uint64_t tmp_size_mb = 64;
   size_t max_workspace_files = 1000;

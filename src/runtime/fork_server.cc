@@ -1,0 +1,149 @@
+#include "runtime/fork_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "runtime/zygote.h"
+
+namespace ci::runtime {
+namespace {
+
+// How long one fork may take before the zygote counts as hung, and its start (Python and the warm
+// imports) at most.
+constexpr int kReplyTimeoutMs = 5000;
+constexpr int kStartTimeoutMs = 60000;
+
+}  // namespace
+
+Result<std::unique_ptr<ForkServer>> ForkServer::Start(const std::string& binary,
+                                                      const std::vector<std::string>& env,
+                                                      const std::vector<std::string>& modules) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return Status::Errno("socketpair (fork server)", errno);
+  }
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  posix_spawn_file_actions_t fa;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  ::posix_spawn_file_actions_adddup2(&fa, theirs.get(), kZygoteControlFd);
+  ::posix_spawn_file_actions_addclosefrom_np(&fa, kZygoteControlFd + 1);
+  posix_spawnattr_t attr;
+  ::posix_spawnattr_init(&attr);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);  // as the shims: no terminal
+  std::vector<std::string> args = {"code-interpreter", "zygote"};
+  args.insert(args.end(), modules.begin(), modules.end());
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_copy = env;
+  for (auto& e : env_copy) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, binary.c_str(), &fa, &attr, argv.data(), envp.data());
+  ::posix_spawnattr_destroy(&attr);
+  ::posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return Status::Errno("spawning the fork server " + binary, rc);
+  std::unique_ptr<ForkServer> server(new ForkServer(pid, std::move(ours)));
+  // Its first word: ready, or why not.
+  struct pollfd p = {server->control_.get(), POLLIN, 0};
+  int n;
+  while ((n = ::poll(&p, 1, kStartTimeoutMs)) < 0 && errno == EINTR) {
+  }
+  char buf[512];
+  ssize_t got = n > 0 ? ::recv(server->control_.get(), buf, sizeof buf, 0) : -1;
+  if (got == 1 && buf[0] == 'R') return server;
+  if (got > 1 && buf[0] == 'F') return Status::Error("it could not start: " + std::string(buf + 1, got - 1));
+  if (n == 0) return Status::Error("it was not ready within 60 s");
+  return Status::Error("it exited while starting (see the log above)");
+}
+
+ForkServer::~ForkServer() {
+  control_.reset();  // EOF: it exits
+  ::kill(pid_, SIGKILL);
+  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+void ForkServer::Fail(const std::string& why) {
+  if (!failed_) {
+    spdlog::warn("fork server: {}; Python sandboxes start their own interpreter from now on", why);
+  }
+  failed_ = true;
+  ::kill(pid_, SIGKILL);
+}
+
+bool ForkServer::Ready() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !failed_;
+}
+
+Result<ShimHandles> ForkServer::SpawnShim() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_) return Status::Error("the fork server does not serve");
+  Result<ShimChannels> channels = MakeShimChannels();
+  if (!channels.ok()) return channels.status();
+  int fds[5];
+  for (int i = 0; i < 5; ++i) fds[i] = channels->shim[i].get();
+  char byte = 'S';
+  char control[CMSG_SPACE(sizeof fds)] = {};
+  struct iovec iov = {&byte, 1};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  if (::sendmsg(control_.get(), &msg, MSG_NOSIGNAL) != 1) {
+    Fail(std::string("sending a request: ") + std::strerror(errno));
+    return Status::Error("the fork server is gone");
+  }
+  for (auto& fd : channels->shim) fd.reset();  // the shim holds them now
+  // The reply: the child's pid with its pidfd.
+  int32_t pid = 0;
+  char reply_control[CMSG_SPACE(sizeof(int))] = {};
+  struct iovec riov = {&pid, sizeof pid};
+  struct msghdr reply {};
+  reply.msg_iov = &riov;
+  reply.msg_iovlen = 1;
+  reply.msg_control = reply_control;
+  reply.msg_controllen = sizeof reply_control;
+  struct pollfd p = {control_.get(), POLLIN, 0};
+  if (::poll(&p, 1, kReplyTimeoutMs) <= 0) {
+    Fail("no answer within 5 s");
+    return Status::Error("the fork server did not answer");
+  }
+  ssize_t n = ::recvmsg(control_.get(), &reply, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  UniqueFd pidfd;
+  for (struct cmsghdr* r = CMSG_FIRSTHDR(&reply); r != nullptr; r = CMSG_NXTHDR(&reply, r)) {
+    if (r->cmsg_level == SOL_SOCKET && r->cmsg_type == SCM_RIGHTS) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(r), sizeof fd);
+      pidfd.reset(fd);
+    }
+  }
+  if (n != static_cast<ssize_t>(sizeof pid)) {
+    Fail("its answer was cut short");
+    return Status::Error("the fork server is gone");
+  }
+  if (pid <= 0 || !pidfd.valid()) return Status::Error("the fork server could not fork a shim");
+  ShimHandles h = std::move(channels->daemon);
+  h.pid = pid;
+  h.pidfd = std::move(pidfd);
+  return h;
+}
+
+}  // namespace ci::runtime

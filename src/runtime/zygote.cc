@@ -1,0 +1,162 @@
+#include "runtime/zygote.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/pidfd.h"
+#include "runtime/embedded_python.h"
+#include "runtime/shim.h"
+#include "runtime/sandbox_init.h"
+
+extern char** environ;
+
+namespace ci::runtime {
+namespace {
+
+void Log(const std::string& message) {
+  std::fprintf(stderr, "code-interpreter zygote[%d]: %s\n", ::getpid(), message.c_str());
+}
+
+// Root runs the warm imports in a mount namespace of its own with a private /tmp: what an import
+// writes or reads there (matplotlib's configuration and cache under MPLCONFIGDIR=/tmp/...) is
+// nobody else's. Its shims inherit the namespace; they use /usr, /sys/fs/cgroup and /run only.
+SysError PrivateTmp() {
+  if (::geteuid() != 0) return SysOk();
+  if (::unshare(CLONE_NEWNS) != 0) return SysFail("unshare mount namespace");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return SysFail("make mounts private");
+  }
+  if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") != 0) {
+    return SysFail("mount tmpfs /tmp");
+  }
+  return SysOk();
+}
+
+// 'S' and five descriptors; false on EOF or a malformed message.
+bool ReceiveRequest(std::vector<int>* fds) {
+  char byte = 0;
+  char control[CMSG_SPACE(5 * sizeof(int))] = {};
+  struct iovec iov = {&byte, 1};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  while ((n = ::recvmsg(kZygoteControlFd, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n <= 0) return false;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const int* received = reinterpret_cast<const int*>(CMSG_DATA(c));
+    fds->assign(received, received + count);
+  }
+  return byte == 'S' && fds->size() == 5 && (msg.msg_flags & MSG_CTRUNC) == 0;
+}
+
+void Reply(pid_t pid, int pidfd) {
+  int32_t value = pid;
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  struct iovec iov = {&value, sizeof value};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (pidfd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
+  }
+  while (::sendmsg(kZygoteControlFd, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  }
+}
+
+// /proc/PID/cmdline of a shim says "code-interpreter shim", forked or spawned: the zygote's
+// "zygote MODULE..." is written over in place (the kernel shows this memory).
+void RenameToShim(int argc, char** argv) {
+  if (argc < 2) return;
+  char* end = argv[argc - 1] + std::strlen(argv[argc - 1]);
+  std::memset(argv[1], 0, static_cast<size_t>(end - argv[1]));
+  std::memcpy(argv[1], "shim", 4);
+}
+
+// The child: the shim, as if spawned by shim_spawn.cc (its own session, fds 3..7, the daemon's
+// signal dispositions: SIGPIPE ignored, the rest default).
+[[noreturn]] void BecomeShim(const std::vector<int>& fds, int zygote_argc, char** zygote_argv) {
+  RenameToShim(zygote_argc, zygote_argv);
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  ::signal(SIGPIPE, SIG_IGN);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (::setsid() < 0) ::_exit(1);
+  // Every source above all targets first, so no dup2 overwrites a source numbered 3..7.
+  const int targets[] = {kLifecycleFd, kAgentFd, kProgramStdinFd, kProgramStdoutFd,
+                         kProgramStderrFd};
+  int high[5];
+  for (int i = 0; i < 5; ++i) {
+    high[i] = ::fcntl(fds[i], F_DUPFD, kProgramStderrFd + 1);
+    if (high[i] < 0) ::_exit(1);
+  }
+  for (int i = 0; i < 5; ++i) {
+    if (::dup2(high[i], targets[i]) != targets[i]) ::_exit(1);
+  }
+  ::close_range(kProgramStderrFd + 1, ~0U, 0);
+  char arg0[] = "code-interpreter";
+  char arg1[] = "shim";
+  char* argv[] = {arg0, arg1, nullptr};
+  ::_exit(ShimMain(2, argv));
+}
+
+}  // namespace
+
+int ZygoteMain(int argc, char** argv) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  std::vector<std::string> modules(argv + 2, argv + argc);
+  SysError e = PrivateTmp();
+  if (e.ok() && ::chdir("/") != 0) e = SysFail("chdir /");
+  if (e.ok()) e = LoadEmbeddedPython(env, modules);
+  if (!e.ok()) {
+    std::string why = "F" + e.what + (e.err != 0 ? std::string(": ") + std::strerror(e.err) : "");
+    (void)::send(kZygoteControlFd, why.data(), why.size(), MSG_NOSIGNAL);
+    Log(why.substr(1));
+    return 1;
+  }
+  if (::send(kZygoteControlFd, "R", 1, MSG_NOSIGNAL) != 1) return 0;
+  std::vector<int> fds;
+  while (ReceiveRequest(&fds)) {
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    BeforeEmbeddedPythonFork();
+    pid_t pid = ::fork();
+    if (pid == 0) BecomeShim(fds, argc, argv);
+    AfterEmbeddedPythonFork();
+    int pidfd = pid > 0 ? PidfdOpen(pid) : -1;
+    if (pid > 0 && pidfd < 0) {  // the daemon could not wait for it: no use
+      ::kill(pid, SIGKILL);
+      pid = 0;
+    }
+    Reply(pid > 0 ? pid : 0, pidfd);
+    if (pidfd >= 0) ::close(pidfd);
+    for (int fd : fds) ::close(fd);
+    fds.clear();
+  }
+  return 0;
+}
+
+}  // namespace ci::runtime

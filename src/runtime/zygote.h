@@ -1,0 +1,22 @@
+// `code-interpreter zygote MODULE...`: the fork server (src/runtime/README.md "Fork server"). A
+// single-threaded process that loads Python once, imports the warm modules, and then forks one
+// shim per request: the child becomes `code-interpreter shim` with the descriptors the daemon
+// sent, without an exec, so the sandbox's init and the program it forks still hold the loaded
+// interpreter (embedded_python.h). It receives nothing but descriptors: no request's data ever
+// enters it, and a child cannot write to it (its own copy of the memory).
+//
+// On fd 3, a stream socket to the daemon:
+//   zygote -> daemon: 'R' once the interpreter is up (or 'F' and why, then it exits)
+//   daemon -> zygote: 'S' with five descriptors (SCM_RIGHTS): the shim's fds 3..7 (shim_spawn.h)
+//   zygote -> daemon: the child's pid (4 bytes, host order) with its pidfd (SCM_RIGHTS); pid 0
+//                     when the fork failed
+// EOF on fd 3 (the daemon is gone) ends it; its shims live on.
+#pragma once
+
+namespace ci::runtime {
+
+constexpr int kZygoteControlFd = 3;
+
+int ZygoteMain(int argc, char** argv);
+
+}  // namespace ci::runtime

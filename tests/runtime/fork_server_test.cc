@@ -1,0 +1,157 @@
+// The fork server (src/runtime/README.md "Fork server") through real sandboxes: a Python program
+// runs in the interpreter the zygote loaded (no exec, its warm imports done, quietly), behaves as
+// `python3 -c` does (exit status, SystemExit, tracebacks, KeyboardInterrupt, threads, atexit,
+// unclosed files), gets its own random state, and pays nothing of the imports' CPU. The whole
+// runtime suite also runs this way (runtime-fork-server), isolation checks included.
+#include <gmock/gmock.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "sandbox_fixture.h"
+
+namespace ci::testing_support {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+class ForkServerTest : public SandboxTest {
+ protected:
+  void SetUp() override {
+    if (Rootless() || ::geteuid() != 0) GTEST_SKIP() << "the fork server is for root";
+    const char* shim = std::getenv("CI_TEST_SHIM");
+    ASSERT_NE(shim, nullptr);
+    runtime::LocalExecutorOptions opts;
+    opts.shim_binary = shim;
+    opts.fork_server = true;
+    opts.warm_imports = {"this", "numpy.random", "no_such_module_x"};
+    opts.sandbox_env = DefaultSandboxEnv();
+    executor_ = runtime::MakeLocalExecutor(io_.get_executor(), opts);
+  }
+
+  Execution Py(const std::string& code, std::optional<std::string> stdin_data = std::nullopt) {
+    RunPayload p = Python(code);
+    p.stdin_data = std::move(stdin_data);
+    return Execute(DefaultSpec(), std::move(p), CollectLimits{dir_.path()});
+  }
+
+  struct TempDir {
+    TempDir() {
+      char tmpl[] = "/tmp/fork-server-test-XXXXXX";
+      path_ = ::mkdtemp(tmpl);
+    }
+    ~TempDir() { std::filesystem::remove_all(path_); }
+    const std::string& path() const { return path_; }
+    std::string path_;
+  } dir_;
+};
+
+// The program's exit status; -1 when it had none, -2 when the run failed.
+int Exit(Execution& ex) {
+  if (!ex.outcome || !ex.outcome->ok()) return -2;
+  return (*ex.outcome)->exit_code.value_or(-1);
+}
+
+TEST_F(ForkServerTest, TheProgramRunsInTheLoadedInterpreterWithItsImportsDone) {
+  Execution ex = Py(
+      "import sys, time\n"
+      "print(time.process_time() < 0.05, 'this' in sys.modules, 'numpy.random' in sys.modules)\n"
+      "print(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1].decode())\n"
+      "print(sys.argv, sys.orig_argv[:2], sys.path[0] == '', __name__)\n"
+      "print(sorted(k for k in globals() if not k.startswith('__')))");
+  EXPECT_EQ(Exit(ex), 0) << ex.err;
+  // No exec: the process is the shim's fork (cmdline "code-interpreter shim"), and `import this`
+  // printed its poem nowhere.
+  EXPECT_EQ(ex.out, "True True True\nshim\n['-c'] ['python3', '-c'] True __main__\n['sys', 'time']\n");
+  EXPECT_EQ(ex.err, "");
+  EXPECT_LT((*ex.outcome)->cpu_ms, 200u);
+}
+
+TEST_F(ForkServerTest, ExitStatusesAreThoseOfPython) {
+  Execution three = Py("import sys\nsys.exit(3)");
+  EXPECT_EQ(Exit(three), 3);
+  Execution message = Py("raise SystemExit('bye')");
+  EXPECT_EQ(Exit(message), 1);
+  EXPECT_EQ(message.err, "bye\n");
+  Execution error = Py("def f():\n    raise KeyError('k')\nf()");
+  EXPECT_EQ(Exit(error), 1);
+  EXPECT_EQ(error.err,
+            "Traceback (most recent call last):\n  File \"<string>\", line 3, in <module>\n"
+            "  File \"<string>\", line 2, in f\nKeyError: 'k'\n");
+  Execution interrupted = Py("import os, signal\nos.kill(os.getpid(), signal.SIGINT)");
+  ASSERT_TRUE(interrupted.outcome && interrupted.outcome->ok());
+  EXPECT_EQ((*interrupted.outcome)->signal, SIGINT);  // as python3: killed by SIGINT after it
+  EXPECT_THAT(interrupted.err, HasSubstr("KeyboardInterrupt"));
+}
+
+TEST_F(ForkServerTest, ThreadsAtexitAndUnclosedFilesFinishBeforeTheExit) {
+  Execution ex = Py(
+      "import atexit, threading, time\n"
+      "f = open('plain.txt', 'w')\n"
+      "f.write('plain')\n"
+      "class Holder: pass\n"
+      "h = Holder(); h.me = h; h.f = open('cycle.txt', 'w'); h.f.write('cycle')\n"
+      "def later():\n"
+      "    time.sleep(0.2)\n"
+      "    open('thread.txt', 'w').write('thread')\n"
+      "threading.Thread(target=later).start()\n"
+      "atexit.register(lambda: print('atexit ran'))\n");
+  EXPECT_EQ(Exit(ex), 0) << ex.err;
+  EXPECT_EQ(ex.out, "atexit ran\n");
+  ASSERT_TRUE(ex.collection && ex.collection->ok());
+  std::map<std::string, std::string> files;
+  for (const auto& f : (*ex.collection)->files) {
+    std::ifstream in(f.host_path);
+    files[f.workspace_path] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_EQ(files, (std::map<std::string, std::string>{
+                       {"cycle.txt", "cycle"}, {"plain.txt", "plain"}, {"thread.txt", "thread"}}));
+}
+
+TEST_F(ForkServerTest, EachProgramHasItsOwnRandomState) {
+  const std::string code =
+      "import numpy, random, os\nprint(numpy.random.rand(), random.random(), os.urandom(8).hex())";
+  Execution a = Py(code), b = Py(code);
+  EXPECT_EQ(Exit(a), 0) << a.err;
+  EXPECT_EQ(Exit(b), 0) << b.err;
+  EXPECT_NE(a.out, b.out);
+  std::istringstream sa(a.out), sb(b.out);
+  std::string na, nb, ra, rb;
+  sa >> na >> ra;
+  sb >> nb >> rb;
+  EXPECT_NE(na, nb);  // numpy's global generator, seeded in the zygote, is seeded again
+  EXPECT_NE(ra, rb);  // random's
+}
+
+TEST_F(ForkServerTest, StdinReachesTheProgram) {
+  Execution ex = Py("import sys\nprint(sys.stdin.read().upper())", "abc\ndef");
+  EXPECT_EQ(Exit(ex), 0) << ex.err;
+  EXPECT_EQ(ex.out, "ABC\nDEF\n");
+}
+
+TEST_F(ForkServerTest, AnotherEnvironmentOrProgramRunsAnExec) {
+  SandboxSpec spec = DefaultSpec();
+  spec.env.push_back("EXTRA=1");
+  RunPayload p = Python(
+      "import sys, os\nprint(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[0].decode(),"
+      " os.environ['EXTRA'], 'this' in sys.modules)");
+  Execution ex = Execute(spec, std::move(p));
+  EXPECT_EQ(Exit(ex), 0) << ex.err;
+  EXPECT_EQ(ex.out, "python3 1 False\n");
+  Execution shell = Execute(DefaultSpec(), Shell("cat /proc/self/cmdline | tr '\\0' ' '"));
+  EXPECT_EQ(shell.out, "cat /proc/self/cmdline ");
+}
+
+TEST_F(ForkServerTest, TheZygoteIsOutOfTheProgramsReach) {
+  // Only init and the program are in its pid namespace; nothing names the zygote.
+  Execution ex = Py("import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))");
+  EXPECT_EQ(Exit(ex), 0) << ex.err;
+  EXPECT_EQ(ex.out, "[1, 2]\n");
+}
+
+}  // namespace
+}  // namespace ci::testing_support
