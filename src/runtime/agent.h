@@ -47,8 +47,8 @@ struct Prestarted {
 constexpr uint32_t kPrestartCpuAllowanceSec = 60;
 
 // Forks the program as RunProgram does, with a pipe as its fd 3, and returns once it is ready:
-// it wrote a byte there or closed it. A program that ended by then, or was not ready within
-// kPrestartReadyTimeoutSec (then killed), is an error (`error` says which; pid 0).
+// it wrote a byte there. A program that ended first, closed fd 3 without a byte, or was not
+// ready within kPrestartReadyTimeoutSec (then killed) is an error (`error` says which; pid 0).
 Prestarted PrestartProgram(const proto::RunRequest& req, const ProgramUser& user,
                            std::string* error);
 constexpr int kPrestartReadyTimeoutSec = 60;

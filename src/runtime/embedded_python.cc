@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -210,8 +211,9 @@ bool EmbeddedPythonRuns(char** argv, char** envp) {
 }
 
 void RunEmbeddedPython(char** argv) {
-  // Dispositions as after an exec: what init set is not the program's.
+  // Dispositions as after an exec: what init set is not the program's. Its name is python3's.
   for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  (void)::prctl(PR_SET_NAME, "python3", 0, 0, 0);
   api->after_fork_child();
   // sys.argv = ['-c', ARGS...] and sys.orig_argv as `python3 -c CODE ARGS...` gives them.
   std::vector<wchar_t*> wargv;

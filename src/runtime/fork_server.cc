@@ -40,8 +40,7 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Start(const std::string& binary,
   posix_spawnattr_t attr;
   ::posix_spawnattr_init(&attr);
   ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);  // as the shims: no terminal
-  std::vector<std::string> args = {"code-interpreter", "zygote"};
-  args.insert(args.end(), modules.begin(), modules.end());
+  std::vector<std::string> args = {"code-interpreter", "fork"};
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -54,6 +53,13 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Start(const std::string& binary,
   ::posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) return Status::Errno("spawning the fork server " + binary, rc);
   std::unique_ptr<ForkServer> server(new ForkServer(pid, std::move(ours)));
+  std::string list;
+  for (const auto& m : modules) list += m + "\n";
+  list += '\0';
+  if (::send(server->control_.get(), list.data(), list.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(list.size())) {
+    return Status::Errno("sending the fork server its modules", errno);
+  }
   // Its first word: ready, or why not.
   struct pollfd p = {server->control_.get(), POLLIN, 0};
   int n;

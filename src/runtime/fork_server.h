@@ -1,4 +1,4 @@
-// The daemon's side of the fork server (zygote.h): starts `code-interpreter zygote` and asks it
+// The daemon's side of the fork server (zygote.h): starts `code-interpreter fork` and asks it
 // for shims. A shim from it is the same shim as SpawnShim's, but its sandbox's programs run
 // `python3 -c` in the interpreter the zygote loaded instead of starting one (src/runtime/README.md
 // "Fork server").
@@ -19,7 +19,7 @@ namespace ci::runtime {
 
 class ForkServer {
  public:
-  // Spawns `binary zygote MODULES...` with `env` (the sandboxes' environment: the interpreter's
+  // Spawns `binary fork` with `env` (the sandboxes' environment: the interpreter's
   // os.environ) and waits until it has imported `modules` (60 s at most).
   static Result<std::unique_ptr<ForkServer>> Start(const std::string& binary,
                                                    const std::vector<std::string>& env,

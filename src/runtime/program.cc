@@ -288,23 +288,29 @@ Prestarted PrestartProgram(const proto::RunRequest& req, const ProgramUser& user
     *error = std::string("fork: ") + std::strerror(errno);
     return out;
   }
-  // Ready: a byte on the pipe, or its end closed (the program closed fd 3 or ended).
+  // Ready: a byte on the pipe. Its end closed without one: the program ended (or is ending).
   struct pollfd p = {ready[0], POLLIN, 0};
   int n;
   while ((n = ::poll(&p, 1, kPrestartReadyTimeoutSec * 1000)) < 0 && errno == EINTR) {
   }
+  char byte;
+  const bool said_ready = n > 0 && ::read(ready[0], &byte, 1) == 1;
   ::close(ready[0]);
-  int status = 0;
-  if (::waitpid(pid, &status, WNOHANG) == pid) {
-    *error = "it ended before it was ready (" + DescribeStatus(status) + ")";
+  if (said_ready) {
+    out.pid = pid;
     return out;
   }
-  if (n == 0) {
-    *error = "it was not ready within " + std::to_string(kPrestartReadyTimeoutSec) + " s";
-    ::kill(-pid, SIGKILL);
-    return out;  // its process group dies; the sandbox is torn down for the error
+  int status = 0;
+  for (int waited_ms = 0; n > 0 && waited_ms < 1000; waited_ms += 10) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      *error = "it ended before it was ready (" + DescribeStatus(status) + ")";
+      return out;
+    }
+    ::usleep(10000);
   }
-  out.pid = pid;
+  *error = n == 0 ? "it was not ready within " + std::to_string(kPrestartReadyTimeoutSec) + " s"
+                  : std::string("it closed fd 3 without saying it was ready");
+  ::kill(-pid, SIGKILL);  // its process group; the sandbox is torn down for the error
   return out;
 }
 

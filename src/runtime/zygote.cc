@@ -85,19 +85,17 @@ void Reply(pid_t pid, int pidfd) {
   }
 }
 
-// /proc/PID/cmdline of a shim says "code-interpreter shim", forked or spawned: the zygote's
-// "zygote MODULE..." is written over in place (the kernel shows this memory).
-void RenameToShim(int argc, char** argv) {
-  if (argc < 2) return;
-  char* end = argv[argc - 1] + std::strlen(argv[argc - 1]);
-  std::memset(argv[1], 0, static_cast<size_t>(end - argv[1]));
-  std::memcpy(argv[1], "shim", 4);
+// /proc/PID/cmdline of a shim says "code-interpreter shim", forked or spawned (the startup
+// reaper and the tests know shims by it): the zygote's "fork" is written over in place (the
+// kernel shows this memory), which is why the subcommand has four letters.
+void RenameToShim(char** argv) {
+  if (std::strlen(argv[1]) == 4) std::memcpy(argv[1], "shim", 4);
 }
 
 // The child: the shim, as if spawned by shim_spawn.cc (its own session, fds 3..7, the daemon's
 // signal dispositions: SIGPIPE ignored, the rest default).
-[[noreturn]] void BecomeShim(const std::vector<int>& fds, int zygote_argc, char** zygote_argv) {
-  RenameToShim(zygote_argc, zygote_argv);
+[[noreturn]] void BecomeShim(const std::vector<int>& fds, char** zygote_argv) {
+  RenameToShim(zygote_argv);
   for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
   ::signal(SIGPIPE, SIG_IGN);
   sigset_t none;
@@ -122,12 +120,32 @@ void RenameToShim(int argc, char** argv) {
   ::_exit(ShimMain(2, argv));
 }
 
+// The daemon's first message: the warm imports, one per line.
+std::vector<std::string> ReceiveModules() {
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(kZygoteControlFd, buf, sizeof buf, 0)) > 0) {
+    text.append(buf, static_cast<size_t>(n));
+    if (!text.empty() && text.back() == '\0') break;
+  }
+  std::vector<std::string> modules;
+  size_t start = 0;
+  for (size_t i = 0; i + 1 < text.size(); ++i) {
+    if (text[i] != '\n') continue;
+    modules.push_back(text.substr(start, i - start));
+    start = i + 1;
+  }
+  return modules;
+}
+
 }  // namespace
 
 int ZygoteMain(int argc, char** argv) {
+  if (argc != 2) return 2;
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  std::vector<std::string> modules(argv + 2, argv + argc);
+  std::vector<std::string> modules = ReceiveModules();
   SysError e = PrivateTmp();
   if (e.ok() && ::chdir("/") != 0) e = SysFail("chdir /");
   if (e.ok()) e = LoadEmbeddedPython(env, modules);
@@ -144,7 +162,7 @@ int ZygoteMain(int argc, char** argv) {
     }
     BeforeEmbeddedPythonFork();
     pid_t pid = ::fork();
-    if (pid == 0) BecomeShim(fds, argc, argv);
+    if (pid == 0) BecomeShim(fds, argv);
     AfterEmbeddedPythonFork();
     int pidfd = pid > 0 ? PidfdOpen(pid) : -1;
     if (pid > 0 && pidfd < 0) {  // the daemon could not wait for it: no use

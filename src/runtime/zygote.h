@@ -1,4 +1,4 @@
-// `code-interpreter zygote MODULE...`: the fork server (src/runtime/README.md "Fork server"). A
+// `code-interpreter fork`: the fork server (src/runtime/README.md "Fork server"). A
 // single-threaded process that loads Python once, imports the warm modules, and then forks one
 // shim per request: the child becomes `code-interpreter shim` with the descriptors the daemon
 // sent, without an exec, so the sandbox's init and the program it forks still hold the loaded
@@ -6,6 +6,7 @@
 // enters it, and a child cannot write to it (its own copy of the memory).
 //
 // On fd 3, a stream socket to the daemon:
+//   daemon -> zygote: the modules to import, each followed by '\n', then '\0'
 //   zygote -> daemon: 'R' once the interpreter is up (or 'F' and why, then it exits)
 //   daemon -> zygote: 'S' with five descriptors (SCM_RIGHTS): the shim's fds 3..7 (shim_spawn.h)
 //   zygote -> daemon: the child's pid (4 bytes, host order) with its pidfd (SCM_RIGHTS); pid 0

@@ -138,8 +138,16 @@ def parent_of(pid):
         return None
 
 
+def parents_of_shims(daemon_pid):
+    """The daemon, and its fork server if it has one (src/runtime/README.md "Fork server"): a
+    shim is a child of one of them."""
+    return [daemon_pid] + [pid for pid, cmd in children(daemon_pid)
+                           if cmd == b"code-interpreter\0fork\0"]
+
+
 def shims_of(daemon_pid):
-    return [pid for pid, cmd in children(daemon_pid) if cmd == b"code-interpreter\0shim\0"]
+    return [pid for parent in parents_of_shims(daemon_pid) for pid, cmd in children(parent)
+            if cmd == b"code-interpreter\0shim\0"]
 
 
 class TerminalTest(unittest.TestCase):
@@ -292,12 +300,14 @@ class CgroupReaperTest(unittest.TestCase):
         thread.start()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            # sleep -> ... -> init -> shim -> daemon (its language probes have shims too)
+            # sleep -> ... -> init -> shim -> daemon or its fork server (the language probes have
+            # shims too)
             for line in host_processes_matching(f"sleep {sleep}"):
                 pid = int(line.split()[0])
-                while pid and parent_of(pid) not in (None, 1, daemon.pid):
+                parents = parents_of_shims(daemon.pid)
+                while pid and parent_of(pid) not in [None, 1] + parents:
                     pid = parent_of(pid)
-                if pid and parent_of(pid) == daemon.pid:
+                if pid and parent_of(pid) in parents:
                     return thread, sleep, pid
             time.sleep(0.05)
         self.fail("the execution did not start")

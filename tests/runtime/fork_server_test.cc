@@ -155,3 +155,40 @@ TEST_F(ForkServerTest, TheZygoteIsOutOfTheProgramsReach) {
 
 }  // namespace
 }  // namespace ci::testing_support
+
+namespace ci::testing_support {
+namespace {
+
+// The zygote's pid: the child of this test process whose command line says "fork".
+pid_t FindZygote() {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string pid, comm, state;
+    pid_t ppid = 0;
+    stat >> pid >> comm >> state >> ppid;
+    std::ifstream cmdline(entry.path() / "cmdline");
+    std::string args(std::istreambuf_iterator<char>(cmdline), {});
+    if (ppid == ::getpid() && args == std::string("code-interpreter\0fork\0", 22)) {
+      return std::stoi(name);
+    }
+  }
+  return 0;
+}
+
+TEST_F(ForkServerTest, AZygoteThatDiedLeavesPythonToAnExec) {
+  pid_t zygote = FindZygote();
+  ASSERT_GT(zygote, 0);
+  ASSERT_EQ(::kill(zygote, SIGKILL), 0);
+  const std::string code =
+      "print(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1].decode())";
+  Execution ex = Py(code);  // the first Prepare finds it gone, and spawns its shim instead
+  EXPECT_EQ(Exit(ex), 0) << ex.err;
+  EXPECT_EQ(ex.out, "-c\n");
+  Execution again = Py(code);
+  EXPECT_EQ(again.out, "-c\n");
+}
+
+}  // namespace
+}  // namespace ci::testing_support

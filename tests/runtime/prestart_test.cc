@@ -128,7 +128,7 @@ TEST_F(PrestartTest, AGoWithoutAPrestartedProgramStartsArgvWithTheGoOnStdin) {
 
 TEST_F(PrestartTest, APrestartedProgramIsKilledAtTheTimeoutLikeAnyOther) {
   SandboxSpec spec = DefaultSpec();
-  spec.prestart_argv = {"sh", "-c", "exec 3>&-; read -r go; sleep 30 & sleep 30"};
+  spec.prestart_argv = {"sh", "-c", "echo >&3; exec 3>&-; read -r go; sleep 30 & sleep 30"};
   RunPayload p = Go("x 1\n");
   p.timeout = 300ms;
   Execution ex = Execute(spec, std::move(p));

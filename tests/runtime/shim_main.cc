@@ -6,6 +6,6 @@
 #include "runtime/zygote.h"
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string_view(argv[1]) == "zygote") return ci::runtime::ZygoteMain(argc, argv);
+  if (argc > 1 && std::string_view(argv[1]) == "fork") return ci::runtime::ZygoteMain(argc, argv);
   return ci::runtime::ShimMain(argc, argv);
 }

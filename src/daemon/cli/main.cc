@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   // The shim is this same binary re-executed by the daemon to build a sandbox.
   if (cmd == "shim") return ci::runtime::ShimMain(argc, argv);
   // The fork server: Python loaded once, a shim forked per sandbox (src/runtime/zygote.h).
-  if (cmd == "zygote") return ci::runtime::ZygoteMain(argc, argv);
+  if (cmd == "fork") return ci::runtime::ZygoteMain(argc, argv);
   if (cmd == "serve") {
     ci::daemon::BecomeInitIfPid1();  // a container's entrypoint: reap orphans, forward signals
     return ci::daemon::Serve();
