@@ -64,10 +64,10 @@ struct SandboxSpec {
   // (kubernetes: labels and annotations of the pod, so any replica finds the session).
   SessionIdentity session;
   // Execution sandboxes: a program the backend may start as soon as the sandbox is up, before
-  // any request (a pre-started interpreter, with its warm imports done). It must write a byte to its
-  // fd 3 (a pipe; absent where nothing is pre-started) once it is ready, then waits for its first
-  // stdin line, the run's go (RunPayload::go); it shows nothing before the go, and from the go
-  // on keeps its CPU time within limits.cpu_time_sec (it is started with
+  // any request (a pre-started interpreter, with its warm imports done). It must write a byte to
+  // its fd 3 (a pipe; absent where nothing is pre-started) once it is ready, then waits for its
+  // first stdin line, the run's go (RunPayload::go); it shows nothing before the go, and from the
+  // go on keeps its CPU time within limits.cpu_time_sec (it is started with
   // kPrestartCpuAllowanceSec more, for its imports). A backend that does not pre-start ignores
   // it: the Run then starts the payload's argv with the go in front of stdin.
   std::vector<std::string> prestart_argv;

@@ -24,7 +24,7 @@ struct PythonApi {
   void (*set_argv_ex)(int, wchar_t**, int) = nullptr;
 };
 
-PythonApi* api = nullptr;  // set once the interpreter runs in this process
+PythonApi* api = nullptr;                        // set once the interpreter runs in this process
 std::vector<std::string>* python_env = nullptr;  // its environment, as it was given
 
 // What `python3` is on this host: /usr/bin/python3 -> python3.11 -> libpython3.11.so.1.0.
@@ -230,8 +230,8 @@ void RunEmbeddedPython(char** argv) {
   }
   // The program runs in __main__ as with `python3 -c`; the runner around it lives in a
   // namespace of its own and never returns.
-  const std::string run = "exec(" + PyStr(kRunSource) + ", {'__name__': '_ci_runner', 'source': " +
-                          PyStr(argv[2]) + "})\n";
+  const std::string run = "exec(" + PyStr(kRunSource) +
+                          ", {'__name__': '_ci_runner', 'source': " + PyStr(argv[2]) + "})\n";
   api->run_simple_string(run.c_str());
   ::_exit(1);
 }

@@ -68,7 +68,8 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Start(const std::string& binary,
   char buf[512];
   ssize_t got = n > 0 ? ::recv(server->control_.get(), buf, sizeof buf, 0) : -1;
   if (got == 1 && buf[0] == 'R') return server;
-  if (got > 1 && buf[0] == 'F') return Status::Error("it could not start: " + std::string(buf + 1, got - 1));
+  if (got > 1 && buf[0] == 'F')
+    return Status::Error("it could not start: " + std::string(buf + 1, got - 1));
   if (n == 0) return Status::Error("it was not ready within 60 s");
   return Status::Error("it exited while starting (see the log above)");
 }

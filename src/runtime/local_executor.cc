@@ -14,12 +14,12 @@
 
 #include "runtime/cgroup_reaper.h"
 #include "runtime/cgroups.h"
+#include "runtime/fork_server.h"
 #include "runtime/host_checks.h"
 #include "runtime/local_sandbox.h"
 #include "runtime/plan.h"
 #include "runtime/rootless.h"
 #include "runtime/seccomp_profile.h"
-#include "runtime/fork_server.h"
 #include "runtime/shim_spawn.h"
 
 namespace ci::runtime {
@@ -342,10 +342,10 @@ class LocalExecutor final : public Executor {
   IdRange host_uids_;
   IdRange host_gids_;
   std::string id_lock_dir_;
-  std::string one_id_reason_;      // rootless: why init shares the program's id, or ""
-  std::string ids_error_;          // the lock directory cannot be used: every Prepare fails with it
+  std::string one_id_reason_;  // rootless: why init shares the program's id, or ""
+  std::string ids_error_;      // the lock directory cannot be used: every Prepare fails with it
   std::unique_ptr<ForkServer> fork_server_;  // null: every shim is spawned (SpawnShim)
-  mutable std::mutex seccomp_mu_;  // enforcement() compiles too (const)
+  mutable std::mutex seccomp_mu_;            // enforcement() compiles too (const)
   mutable std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;
 };
 

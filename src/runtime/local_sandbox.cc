@@ -4,9 +4,9 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <algorithm>
 #include <cstring>
 #include <thread>
 

@@ -41,9 +41,9 @@ struct SandboxCore {
   asio::posix::stream_descriptor stderr_r;
   asio::posix::stream_descriptor pidfd;
   State state = State::kStarting;
-  bool session = false;     // serves many runs (SandboxSpec::session_expires_at)
-  bool pipes_used = false;  // the program pipes above served a run: a session needs new ones
-  bool prestarted = false;  // init holds a program started ahead (RunRequest::prestart)
+  bool session = false;          // serves many runs (SandboxSpec::session_expires_at)
+  bool pipes_used = false;       // the program pipes above served a run: a session needs new ones
+  bool prestarted = false;       // init holds a program started ahead (RunRequest::prestart)
   uint64_t prestart_cpu_ms = 0;  // its CPU before its run: not the run's, taken off the report
   bool reaped = false;
   ResourceReport report;

@@ -71,7 +71,7 @@ void Fields(V& v, M& m) {
   v("no_server", m.no_server);
 }
 
-struct Started {  // kStarted answering a resume (the other kStarted frames are empty)
+struct Started {               // kStarted answering a resume (the other kStarted frames are empty)
   uint64_t cpu_before_ms = 0;  // CPU the pre-started program used before its run (not the run's)
 };
 template <typename V, json::Message<Started> M>

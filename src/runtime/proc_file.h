@@ -35,7 +35,8 @@ inline uint64_t ProcessTicks(long pid) {
   uint64_t sum = 0;
   int field = 2;
   char* save = nullptr;
-  for (char* tok = strtok_r(p + 1, " ", &save); tok != nullptr; tok = strtok_r(nullptr, " ", &save)) {
+  for (char* tok = strtok_r(p + 1, " ", &save); tok != nullptr;
+       tok = strtok_r(nullptr, " ", &save)) {
     if (++field >= 14 && field <= 17) sum += std::strtoull(tok, nullptr, 10);
     if (field == 17) break;
   }
@@ -46,7 +47,8 @@ inline uint64_t ProcessTicks(long pid) {
 // (/proc/<pid>/schedstat; stat's clock ticks are 10 ms coarse); 0 when it is gone.
 inline uint64_t ProcessCpuMs(long pid) {
   char buf[128];
-  if (ReadProcFile(pid, "schedstat", buf, sizeof buf)) return std::strtoull(buf, nullptr, 10) / 1000000;
+  if (ReadProcFile(pid, "schedstat", buf, sizeof buf))
+    return std::strtoull(buf, nullptr, 10) / 1000000;
   static const long hz = ::sysconf(_SC_CLK_TCK);
   return ProcessTicks(pid) * 1000 / static_cast<uint64_t>(hz);
 }

@@ -17,24 +17,24 @@
 namespace ci::runtime::proto {
 
 enum class Msg : uint8_t {
-  kPlan = 1,          // daemon -> shim: the sandbox plan (JSON)
-  kKill = 2,          // daemon -> shim: SIGKILL the sandbox now
-  kReport = 3,        // shim -> daemon: cgroup verdict after the sandbox is gone (JSON)
-  kSetupError = 10,   // shim/init -> daemon: {stage, errno, message}
-  kReady = 11,        // init -> daemon: sandbox built, waiting for a payload
-  kFileBegin = 12,    // both ways: {path, size}
-  kFileChunk = 13,    // both ways: raw bytes
-  kFileEnd = 14,      // both ways
-  kRun = 15,          // daemon -> init: {argv, env, cwd, cpu_time_sec}
-  kStarted = 16,      // init -> daemon: the program was forked (the timeout starts)
-  kKillProgram = 17,  // daemon -> init: timeout, kill everything but init
-  kExited = 18,       // init -> daemon: {exit_code | signal, cpu_ms, max_rss_kb, killed}
-  kCollect = 19,      // daemon -> init: {max_files, max_total_bytes, skip_path}
-  kCollectDone = 20,  // init -> daemon: {truncated}
-  kExit = 21,         // daemon -> init: tear down (init exits, the pid namespace dies)
-  kError = 22,        // init -> daemon: {message}, an operation failed but init is alive
-  kPipes = 23,        // daemon -> init (sessions): the next program's stdin/stdout/stderr, as
-                      // three fds attached to this empty frame (SCM_RIGHTS)
+  kPlan = 1,            // daemon -> shim: the sandbox plan (JSON)
+  kKill = 2,            // daemon -> shim: SIGKILL the sandbox now
+  kReport = 3,          // shim -> daemon: cgroup verdict after the sandbox is gone (JSON)
+  kSetupError = 10,     // shim/init -> daemon: {stage, errno, message}
+  kReady = 11,          // init -> daemon: sandbox built, waiting for a payload
+  kFileBegin = 12,      // both ways: {path, size}
+  kFileChunk = 13,      // both ways: raw bytes
+  kFileEnd = 14,        // both ways
+  kRun = 15,            // daemon -> init: {argv, env, cwd, cpu_time_sec}
+  kStarted = 16,        // init -> daemon: the program was forked (the timeout starts)
+  kKillProgram = 17,    // daemon -> init: timeout, kill everything but init
+  kExited = 18,         // init -> daemon: {exit_code | signal, cpu_ms, max_rss_kb, killed}
+  kCollect = 19,        // daemon -> init: {max_files, max_total_bytes, skip_path}
+  kCollectDone = 20,    // init -> daemon: {truncated}
+  kExit = 21,           // daemon -> init: tear down (init exits, the pid namespace dies)
+  kError = 22,          // init -> daemon: {message}, an operation failed but init is alive
+  kPipes = 23,          // daemon -> init (sessions): the next program's stdin/stdout/stderr, as
+                        // three fds attached to this empty frame (SCM_RIGHTS)
   kPrestartEnded = 24,  // init -> daemon: answers a resume; the prestarted program ended before
                         // its run ({message}): the sandbox is of no use
 };

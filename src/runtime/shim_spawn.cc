@@ -75,9 +75,8 @@ Result<ShimHandles> SpawnShim(const std::string& binary) {
 
   // Two rounds of dup2 in the child: first every source to a number above all of them, then
   // down to 3..7. A single round could overwrite a source that happens to be numbered 3..7.
-  const int sources[] = {channels->shim[0].get(), channels->shim[1].get(),
-                         channels->shim[2].get(), channels->shim[3].get(),
-                         channels->shim[4].get()};
+  const int sources[] = {channels->shim[0].get(), channels->shim[1].get(), channels->shim[2].get(),
+                         channels->shim[3].get(), channels->shim[4].get()};
   const int targets[] = {kLifecycleFd, kAgentFd, kProgramStdinFd, kProgramStdoutFd,
                          kProgramStderrFd};
   const int high = *std::max_element(std::begin(sources), std::end(sources)) + 1;

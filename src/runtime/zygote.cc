@@ -15,8 +15,8 @@
 
 #include "core/pidfd.h"
 #include "runtime/embedded_python.h"
-#include "runtime/shim.h"
 #include "runtime/sandbox_init.h"
+#include "runtime/shim.h"
 
 extern char** environ;
 

@@ -23,9 +23,9 @@ TEST(BuildProgram, PythonRunsTheDriverToldHowByItsGo) {
 TEST(BuildProgram, APrestartedInterpreterIsTheDriverWithItsWarmImports) {
   EXPECT_EQ(PythonPrestartArgv({}),
             (std::vector<std::string>{"python3", "-c", std::string(PythonDriver())}));
-  EXPECT_EQ(PythonPrestartArgv({"numpy", "pandas"}),
-            (std::vector<std::string>{"python3", "-c", std::string(PythonDriver()), "numpy",
-                                      "pandas"}));
+  EXPECT_EQ(
+      PythonPrestartArgv({"numpy", "pandas"}),
+      (std::vector<std::string>{"python3", "-c", std::string(PythonDriver()), "numpy", "pandas"}));
 }
 
 TEST(BuildProgram, OtherLanguagesRunTheirEntrypoint) {

@@ -57,16 +57,17 @@ int Exit(Execution& ex) {
 }
 
 TEST_F(ForkServerTest, TheProgramRunsInTheLoadedInterpreterWithItsImportsDone) {
-  Execution ex = Py(
-      "import sys, time\n"
-      "print(time.process_time() < 0.05, 'this' in sys.modules, 'numpy.random' in sys.modules)\n"
-      "print(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1].decode())\n"
-      "print(sys.argv, sys.orig_argv[:2], sys.path[0] == '', __name__)\n"
-      "print(sorted(k for k in globals() if not k.startswith('__')))");
+  Execution ex =
+      Py("import sys, time\n"
+         "print(time.process_time() < 0.05, 'this' in sys.modules, 'numpy.random' in sys.modules)\n"
+         "print(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1].decode())\n"
+         "print(sys.argv, sys.orig_argv[:2], sys.path[0] == '', __name__)\n"
+         "print(sorted(k for k in globals() if not k.startswith('__')))");
   EXPECT_EQ(Exit(ex), 0) << ex.err;
   // No exec: the process is the shim's fork (cmdline "code-interpreter shim"), and `import this`
   // printed its poem nowhere.
-  EXPECT_EQ(ex.out, "True True True\nshim\n['-c'] ['python3', '-c'] True __main__\n['sys', 'time']\n");
+  EXPECT_EQ(ex.out,
+            "True True True\nshim\n['-c'] ['python3', '-c'] True __main__\n['sys', 'time']\n");
   EXPECT_EQ(ex.err, "");
   EXPECT_LT((*ex.outcome)->cpu_ms, 200u);
 }
@@ -89,17 +90,17 @@ TEST_F(ForkServerTest, ExitStatusesAreThoseOfPython) {
 }
 
 TEST_F(ForkServerTest, ThreadsAtexitAndUnclosedFilesFinishBeforeTheExit) {
-  Execution ex = Py(
-      "import atexit, threading, time\n"
-      "f = open('plain.txt', 'w')\n"
-      "f.write('plain')\n"
-      "class Holder: pass\n"
-      "h = Holder(); h.me = h; h.f = open('cycle.txt', 'w'); h.f.write('cycle')\n"
-      "def later():\n"
-      "    time.sleep(0.2)\n"
-      "    open('thread.txt', 'w').write('thread')\n"
-      "threading.Thread(target=later).start()\n"
-      "atexit.register(lambda: print('atexit ran'))\n");
+  Execution ex =
+      Py("import atexit, threading, time\n"
+         "f = open('plain.txt', 'w')\n"
+         "f.write('plain')\n"
+         "class Holder: pass\n"
+         "h = Holder(); h.me = h; h.f = open('cycle.txt', 'w'); h.f.write('cycle')\n"
+         "def later():\n"
+         "    time.sleep(0.2)\n"
+         "    open('thread.txt', 'w').write('thread')\n"
+         "threading.Thread(target=later).start()\n"
+         "atexit.register(lambda: print('atexit ran'))\n");
   EXPECT_EQ(Exit(ex), 0) << ex.err;
   EXPECT_EQ(ex.out, "atexit ran\n");
   ASSERT_TRUE(ex.collection && ex.collection->ok());

@@ -30,19 +30,21 @@ SandboxSpec PrestartTest::PrestartSpec(double burn) {
       "python3", "-c",
       "import os, sys, time\n"
       "t = time.process_time()\n"
-      "while time.process_time() - t < " + std::to_string(burn) + ": pass\n"
-      "open('/tmp/started-ahead', 'w').write(str(os.getpid()))\n"
-      "os.write(3, b'r')\n"
-      "os.close(3)\n"
-      "go = b''\n"
-      "while not go.endswith(b'\\n'):\n"
-      "    b = os.read(0, 1)\n"
-      "    if not b: sys.exit(9)\n"
-      "    go += b\n"
-      "print('go:', go.decode().strip(), 'pid:', open('/tmp/started-ahead').read())\n"
-      "print('stdin:', sys.stdin.read())\n"
-      "t = time.process_time()\n"
-      "while time.process_time() - t < 0.05: pass\n"};
+      "while time.process_time() - t < " +
+          std::to_string(burn) +
+          ": pass\n"
+          "open('/tmp/started-ahead', 'w').write(str(os.getpid()))\n"
+          "os.write(3, b'r')\n"
+          "os.close(3)\n"
+          "go = b''\n"
+          "while not go.endswith(b'\\n'):\n"
+          "    b = os.read(0, 1)\n"
+          "    if not b: sys.exit(9)\n"
+          "    go += b\n"
+          "print('go:', go.decode().strip(), 'pid:', open('/tmp/started-ahead').read())\n"
+          "print('stdin:', sys.stdin.read())\n"
+          "t = time.process_time()\n"
+          "while time.process_time() - t < 0.05: pass\n"};
   return spec;
 }
 

@@ -1,5 +1,5 @@
-// Test-only stand-in for `code-interpreter shim` (and `zygote`): the runtime tests pass this binary as
-// LocalExecutorOptions::shim_binary.
+// Test-only stand-in for `code-interpreter shim` (and `zygote`): the runtime tests pass this binary
+// as LocalExecutorOptions::shim_binary.
 #include <string_view>
 
 #include "runtime/local_executor.h"

@@ -5,9 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 
 #include "daemon/files/workspace_paths.h"
@@ -96,10 +96,10 @@ const SandboxSpec& ExecutionService::SpecFor(std::string_view language) const {
 std::vector<WarmPoolConfig> ExecutionService::WarmPools() const {
   std::vector<WarmPoolConfig> pools;
   for (const Language& language : languages_) {
-    const size_t size = language.name == "python"   ? config_.warm_pool_size
-                        : language.name == "bash"   ? config_.warm_pool_size_bash
+    const size_t size = language.name == "python"       ? config_.warm_pool_size
+                        : language.name == "bash"       ? config_.warm_pool_size_bash
                         : language.name == "javascript" ? config_.warm_pool_size_javascript
-                                                    : 0;
+                                                        : 0;
     const SandboxSpec& spec = SpecFor(language.name);
     if (size == 0) continue;
     auto same = std::find_if(pools.begin(), pools.end(),

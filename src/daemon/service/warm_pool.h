@@ -19,7 +19,8 @@
 namespace ci::daemon {
 
 struct WarmPoolConfig {
-  std::string name;  // what /metrics calls it: the languages it serves ("python", "bash+javascript")
+  std::string
+      name;  // what /metrics calls it: the languages it serves ("python", "bash+javascript")
   SandboxSpec spec;
   size_t size = 0;
 };
@@ -29,10 +30,10 @@ struct WarmPoolStats {
   std::string name;
   size_t size = 0;
   size_t ready = 0;
-  uint64_t hits = 0;    // requests served by a pooled sandbox
-  uint64_t misses = 0;  // requests of this pool's spec that found it empty (a sandbox made then)
-  uint64_t refills = 0;          // sandboxes added after a take
-  double refill_lag_sum = 0;     // seconds from each take to its replacement being ready
+  uint64_t hits = 0;     // requests served by a pooled sandbox
+  uint64_t misses = 0;   // requests of this pool's spec that found it empty (a sandbox made then)
+  uint64_t refills = 0;  // sandboxes added after a take
+  double refill_lag_sum = 0;  // seconds from each take to its replacement being ready
   double refill_lag_max = 0;
 };
 
