@@ -80,17 +80,29 @@ std::string WarmUpSource(const std::vector<std::string>& modules) {
          "    for fd in (null,) + saved:\n"
          "        os.close(fd)\n"
          "    sys._ci_env = env\n"
-         "    import gc\n"
+         "    import atexit, gc, io, signal  # what every program's start and end use\n"
          "    gc.freeze()  # the programs' collections skip (and do not copy) what is here\n"
          "_ci_warm(" +
          list + ")\ndel _ci_warm\n";
 }
 
-// Run in each program before its code: what `python3 -c` has at its start and a fork does not
-// give (signal dispositions, sys.path[0], the environment, fresh random state).
-constexpr const char* kEnterSource =
-    "def _ci_enter():\n"
-    "    import os, signal, sys\n"
+// Each program, forked: defined (compiled) once in the zygote as sys._ci_program, called once in
+// the program's process, where it never returns. First what `python3 -c` has at its start and a
+// fork does not give: the source (passed as sys.argv's last item) and sys.orig_argv, signal
+// dispositions, sys.path[0], the environment, fresh random state. Then it runs the source in
+// __main__ and ends the process the way `python3 -c` does: exit status from SystemExit (its
+// message on stderr when not a number), a traceback and 1 for any other exception
+// (KeyboardInterrupt: killed by SIGINT), non-daemon threads waited for, atexit handlers run, and
+// 120 when stdout cannot be flushed. Instead of the interpreter's whole teardown (~70 ms with
+// pandas loaded, copying most of the zygote's pages), every file the program left open is flushed
+// (texts before their buffers: a collection alone finalizes a cycle's objects in any order and
+// can lose what a file held), what it made is dropped (__main__'s names, then a collection, so
+// __del__ methods run), and the process exits at once.
+constexpr const char* kProgramSource =
+    "def _ci_program():\n"
+    "    import atexit, gc, io, os, signal, sys\n"
+    "    source = sys.argv.pop()\n"
+    "    sys.orig_argv[:] = ['python3', '-c', source] + sys.argv[1:]\n"
     "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
     "    signal.signal(signal.SIGPIPE, signal.SIG_IGN)\n"
     "    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
@@ -102,64 +114,50 @@ constexpr const char* kEnterSource =
     "    numpy_random = sys.modules.get('numpy.random')\n"
     "    if numpy_random is not None:\n"
     "        numpy_random.seed()  # a fork shares the zygote's global state: reseed\n"
-    "_ci_enter()\n"
-    "del _ci_enter\n";
-
-// Runs the program's source in __main__ and ends the process the way `python3 -c` does: exit
-// status from SystemExit (its message on stderr when not a number), a traceback and 1 for any
-// other exception (KeyboardInterrupt: killed by SIGINT), non-daemon threads waited for, atexit
-// handlers run, and 120 when stdout cannot be flushed. Instead of the interpreter's whole
-// teardown (~70 ms with pandas loaded, copying most of the zygote's pages), every file the
-// program left open is flushed (texts before their buffers: a collection alone finalizes a
-// cycle's objects in any order and can lose what a file held), what it made is dropped
-// (__main__'s names, then a collection, so __del__ methods run), and the process exits at once.
-constexpr const char* kRunSource =
-    "import sys\n"
-    "main = sys.modules['__main__'].__dict__\n"
-    "interrupted = False\n"
-    "try:\n"
-    "    exec(compile(source, '<string>', 'exec'), main)\n"
-    "    status = 0\n"
-    "except SystemExit as e:\n"
-    "    status = e.code\n"
-    "    if status is None:\n"
-    "        status = 0\n"
-    "    elif not isinstance(status, int):\n"
-    "        print(status, file=sys.stderr)\n"
-    "        status = 1\n"
-    "except BaseException as e:\n"
-    "    tb = e.__traceback__.tb_next  # from the program's first frame on\n"
-    "    sys.excepthook(type(e), e.with_traceback(tb), tb)\n"
-    "    status = 1\n"
-    "    interrupted = isinstance(e, KeyboardInterrupt)\n"
-    "del source\n"
-    "import atexit, gc, os\n"
-    "threading = sys.modules.get('threading')\n"
-    "if threading is not None:\n"
-    "    threading._shutdown()\n"
-    "atexit._run_exitfuncs()\n"
-    "import io\n"
-    "files = [o for o in gc.get_objects() if isinstance(o, io.IOBase)]\n"
-    "for text_first in (True, False):\n"
-    "    for f in files:\n"
-    "        if isinstance(f, io.TextIOBase) == text_first:\n"
-    "            try:\n"
-    "                f.flush()\n"
-    "            except Exception:\n"
-    "                pass\n"
-    "del files\n"
-    "main.clear()\n"
-    "gc.collect()\n"
-    "for stream in (sys.stdout, sys.stderr):\n"
+    "    main = sys.modules['__main__'].__dict__\n"
+    "    interrupted = False\n"
     "    try:\n"
-    "        stream.flush()\n"
-    "    except Exception:\n"
-    "        status = status or 120\n"
-    "if interrupted:\n"
-    "    import signal\n"
-    "    signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
-    "    os.kill(os.getpid(), signal.SIGINT)\n"
-    "os._exit(status & 0xff)\n";
+    "        exec(compile(source, '<string>', 'exec'), main)\n"
+    "        status = 0\n"
+    "    except SystemExit as e:\n"
+    "        status = e.code\n"
+    "        if status is None:\n"
+    "            status = 0\n"
+    "        elif not isinstance(status, int):\n"
+    "            print(status, file=sys.stderr)\n"
+    "            status = 1\n"
+    "    except BaseException as e:\n"
+    "        tb = e.__traceback__.tb_next  # from the program's first frame on\n"
+    "        sys.excepthook(type(e), e.with_traceback(tb), tb)\n"
+    "        status = 1\n"
+    "        interrupted = isinstance(e, KeyboardInterrupt)\n"
+    "    del source\n"
+    "    threading = sys.modules.get('threading')\n"
+    "    if threading is not None:\n"
+    "        threading._shutdown()\n"
+    "    atexit._run_exitfuncs()\n"
+    "    files = [o for o in gc.get_objects() if isinstance(o, io.IOBase)]\n"
+    "    for text_first in (True, False):\n"
+    "        for f in files:\n"
+    "            if isinstance(f, io.TextIOBase) == text_first:\n"
+    "                try:\n"
+    "                    f.flush()\n"
+    "                except Exception:\n"
+    "                    pass\n"
+    "    del files\n"
+    "    main.clear()\n"
+    "    gc.collect()\n"
+    "    for stream in (sys.stdout, sys.stderr):\n"
+    "        try:\n"
+    "            stream.flush()\n"
+    "        except Exception:\n"
+    "            status = status or 120\n"
+    "    if interrupted:\n"
+    "        signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+    "        os.kill(os.getpid(), signal.SIGINT)\n"
+    "    os._exit(status & 0xff)\n"
+    "__import__('sys')._ci_program = _ci_program\n"
+    "del _ci_program\n";
 
 }  // namespace
 
@@ -182,7 +180,8 @@ SysError LoadEmbeddedPython(const std::vector<std::string>& env,
   ::clearenv();
   for (auto& kv : kept) ::putenv(kv.data());
   loaded.initialize_ex(1);  // Python's signal handlers, as `python3` installs them
-  if (loaded.run_simple_string(WarmUpSource(modules).c_str()) != 0) {
+  if (loaded.run_simple_string(WarmUpSource(modules).c_str()) != 0 ||
+      loaded.run_simple_string(kProgramSource) != 0) {
     return SysFailErr(EINVAL, "the warm-up code failed");
   }
   api = &loaded;
@@ -215,25 +214,15 @@ void RunEmbeddedPython(char** argv) {
   for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
   (void)::prctl(PR_SET_NAME, "python3", 0, 0, 0);
   api->after_fork_child();
-  // sys.argv = ['-c', ARGS...] and sys.orig_argv as `python3 -c CODE ARGS...` gives them.
+  // sys.argv = ['-c', ARGS..., SOURCE]: _ci_program takes the source off (`python3 -c SOURCE
+  // ARGS...` gives ['-c', ARGS...]).
   std::vector<wchar_t*> wargv;
   wargv.push_back(api->decode_locale("-c", nullptr));
-  std::string orig = "import sys\nsys.orig_argv[:] = [";
-  for (char** a = argv; *a != nullptr; ++a) {
-    if (a - argv >= 3) wargv.push_back(api->decode_locale(*a, nullptr));
-    orig += PyStr(*a) + ",";
-  }
-  orig += "]\ndel sys\n";
+  for (char** a = argv + 3; *a != nullptr; ++a) wargv.push_back(api->decode_locale(*a, nullptr));
+  wargv.push_back(api->decode_locale(argv[2], nullptr));
   api->set_argv_ex(static_cast<int>(wargv.size()), wargv.data(), 0);
-  if (api->run_simple_string(kEnterSource) != 0 || api->run_simple_string(orig.c_str()) != 0) {
-    ::_exit(126);
-  }
-  // The program runs in __main__ as with `python3 -c`; the runner around it lives in a
-  // namespace of its own and never returns.
-  const std::string run = "exec(" + PyStr(kRunSource) +
-                          ", {'__name__': '_ci_runner', 'source': " + PyStr(argv[2]) + "})\n";
-  api->run_simple_string(run.c_str());
-  ::_exit(1);
+  api->run_simple_string("__import__('sys').__dict__.pop('_ci_program')()\n");
+  ::_exit(126);  // it never returns
 }
 
 }  // namespace ci::runtime

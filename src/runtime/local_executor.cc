@@ -79,8 +79,7 @@ class LocalExecutor final : public Executor {
       // AppArmor may let the clone succeed and then refuse every mount inside: name the cause.
       started = Status::Error(started.message() + "; likely cause: " + userns_blocker_);
     }
-    // A forked interpreter starts in no time: nothing to start ahead.
-    if (started.ok() && !spec.prestart_argv.empty() && !forked) {
+    if (started.ok() && !spec.prestart_argv.empty()) {
       auto prestart = sandbox->Prestart(spec.prestart_argv);
       started = co_await std::move(prestart);
     }

@@ -15,10 +15,6 @@ using namespace std::chrono_literals;
 
 class PrestartTest : public SandboxTest {
  protected:
-  void SetUp() override {
-    if (WithForkServer()) GTEST_SKIP() << "the fork server's shims start no program ahead";
-    SandboxTest::SetUp();
-  }
   static SandboxSpec PrestartSpec(double burn);
 };
 

@@ -1,5 +1,7 @@
 #include "daemon/backends/local_options.h"
 
+#include "daemon/service/python_program.h"
+
 namespace ci::daemon {
 
 runtime::LocalExecutorOptions LocalOptionsFromConfig(const Config& config) {
@@ -7,7 +9,9 @@ runtime::LocalExecutorOptions LocalOptionsFromConfig(const Config& config) {
   options.cgroup_root = config.cgroup_root;
   options.sandbox_ids = {config.sandbox_id_first, config.sandbox_id_count};
   options.fork_server = config.fork_server && config.sandbox_rootfs == "host";
-  options.warm_imports = config.warm_imports;
+  options.warm_imports = PythonDriverModules();
+  options.warm_imports.insert(options.warm_imports.end(), config.warm_imports.begin(),
+                              config.warm_imports.end());
   options.sandbox_env = DefaultSandboxEnv();
   return options;
 }

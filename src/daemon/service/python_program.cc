@@ -108,6 +108,8 @@ constexpr KnownLanguage kKnown[] = {
 
 std::string_view PythonDriver() { return kDriver; }
 
+std::vector<std::string> PythonDriverModules() { return {"ast", "math", "resource", "stat"}; }
+
 std::vector<std::string> PythonPrestartArgv(const std::vector<std::string>& warm_imports) {
   std::vector<std::string> argv = {"python3", "-c", std::string(kDriver)};
   argv.insert(argv.end(), warm_imports.begin(), warm_imports.end());
