@@ -12,6 +12,8 @@ packages=(
   libyaml-dev
   # the Python stack inside the sandbox (the onyx data-stack cases)
   python3 python3-numpy python3-pandas python3-matplotlib python3-openpyxl
+  # the fork server loads Python's shared library (src/runtime/README.md "Fork server")
+  libpython3.11
   # tests and benchmarks: real HTTP clients (curl; httpx sends a whole body before reading the
   # answer, as the onyx suite does), the bwrap baseline
   curl python3-httpx bubblewrap procps openssl

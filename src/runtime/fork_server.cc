@@ -11,6 +11,7 @@
 
 #include <cstring>
 
+#include "runtime/fd_passing.h"
 #include "runtime/zygote.h"
 
 namespace ci::runtime {
@@ -99,50 +100,25 @@ Result<ShimHandles> ForkServer::SpawnShim() {
   if (failed_) return Status::Error("the fork server does not serve");
   Result<ShimChannels> channels = MakeShimChannels();
   if (!channels.ok()) return channels.status();
-  int fds[5];
-  for (int i = 0; i < 5; ++i) fds[i] = channels->shim[i].get();
-  char byte = 'S';
-  char control[CMSG_SPACE(sizeof fds)] = {};
-  struct iovec iov = {&byte, 1};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fds);
-  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
-  if (::sendmsg(control_.get(), &msg, MSG_NOSIGNAL) != 1) {
-    Fail(std::string("sending a request: ") + std::strerror(errno));
+  std::vector<int> fds;
+  for (const auto& fd : channels->shim) fds.push_back(fd.get());
+  if (int err = SendWithFds(control_.get(), "S", fds); err != 0) {
+    Fail(std::string("sending a request: ") + std::strerror(err));
     return Status::Error("the fork server is gone");
   }
   for (auto& fd : channels->shim) fd.reset();  // the shim holds them now
   // The reply: the child's pid with its pidfd.
-  int32_t pid = 0;
-  char reply_control[CMSG_SPACE(sizeof(int))] = {};
-  struct iovec riov = {&pid, sizeof pid};
-  struct msghdr reply {};
-  reply.msg_iov = &riov;
-  reply.msg_iovlen = 1;
-  reply.msg_control = reply_control;
-  reply.msg_controllen = sizeof reply_control;
   struct pollfd p = {control_.get(), POLLIN, 0};
   if (::poll(&p, 1, kReplyTimeoutMs) <= 0) {
     Fail("no answer within 5 s");
     return Status::Error("the fork server did not answer");
   }
-  ssize_t n = ::recvmsg(control_.get(), &reply, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-  UniqueFd pidfd;
-  for (struct cmsghdr* r = CMSG_FIRSTHDR(&reply); r != nullptr; r = CMSG_NXTHDR(&reply, r)) {
-    if (r->cmsg_level == SOL_SOCKET && r->cmsg_type == SCM_RIGHTS) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(r), sizeof fd);
-      pidfd.reset(fd);
-    }
-  }
-  if (n != static_cast<ssize_t>(sizeof pid)) {
+  int32_t pid = 0;
+  std::vector<int> passed;
+  int err = ReceiveWithFds(control_.get(), &pid, sizeof pid, &passed);
+  UniqueFd pidfd(passed.empty() ? -1 : passed[0]);
+  for (size_t i = 1; i < passed.size(); ++i) ::close(passed[i]);
+  if (err != 0) {
     Fail("its answer was cut short");
     return Status::Error("the fork server is gone");
   }

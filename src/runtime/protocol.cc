@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/fd_passing.h"
+
 namespace ci::runtime::proto {
 namespace {
 
@@ -19,50 +21,6 @@ int WriteAll(int fd, const void* data, size_t size) {
     }
     p += n;
     size -= static_cast<size_t>(n);
-  }
-  return 0;
-}
-
-// Keeps the descriptors of an SCM_RIGHTS message in `fds`, or closes them.
-void TakeFds(struct msghdr& msg, std::vector<int>* fds) {
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    const auto* data = reinterpret_cast<const unsigned char*>(CMSG_DATA(c));
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, data + i * sizeof(int), sizeof fd);
-      if (fds != nullptr) {
-        fds->push_back(fd);
-      } else {
-        ::close(fd);
-      }
-    }
-  }
-}
-
-// ENODATA when EOF comes before the first byte, EPIPE when it cuts a frame. recvmsg, so that
-// descriptors passed along with the bytes are not lost (read() would drop them).
-int ReadAll(int fd, void* data, size_t size, std::vector<int>* fds) {
-  auto* p = static_cast<unsigned char*>(data);
-  size_t done = 0;
-  while (done < size) {
-    alignas(struct cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
-    struct iovec iov = {p + done, size - done};
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == ENOTSOCK) n = ::read(fd, p + done, size - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (n > 0 && msg.msg_controllen > 0) TakeFds(msg, fds);
-    if (n == 0) return done == 0 ? ENODATA : EPIPE;
-    done += static_cast<size_t>(n);
   }
   return 0;
 }
@@ -141,12 +99,12 @@ int WriteFrame(int fd, Msg type, std::string_view payload) {
 
 int ReadFrame(int fd, Msg* type, std::string* payload, std::vector<int>* fds) {
   unsigned char header[kHeaderSize];
-  if (int err = ReadAll(fd, header, kHeaderSize, fds); err != 0) return err;
+  if (int err = ReceiveWithFds(fd, header, kHeaderSize, fds); err != 0) return err;
   uint32_t length = 0;
   if (!DecodeHeader(header, type, &length)) return EMSGSIZE;
   payload->resize(length);
   if (length == 0) return 0;
-  int err = ReadAll(fd, payload->data(), length, fds);
+  int err = ReceiveWithFds(fd, payload->data(), length, fds);
   return err == ENODATA ? EPIPE : err;
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "runtime/agent.h"
+#include "runtime/fd_passing.h"
 #include "runtime/proc_file.h"
 #include "runtime/protocol.h"
 #include "runtime/sandbox_init.h"
@@ -57,29 +58,7 @@ bool SendCall(int fd, const std::string& call) {
   const auto size = static_cast<uint32_t>(call.size());
   for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((size >> (8 * i)) & 0xff);
   frame += call;
-  const int fds[3] = {kProgramStdinFd, kProgramStdoutFd, kProgramStderrFd};
-  char control[CMSG_SPACE(sizeof fds)] = {};
-  size_t off = 0;
-  while (off < frame.size()) {
-    struct iovec iov = {frame.data() + off, frame.size() - off};
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (off == 0) {  // the descriptors ride on the first byte
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof fds);
-      std::memcpy(CMSG_DATA(c), fds, sizeof fds);
-    }
-    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
+  return SendWithFds(fd, frame, {kProgramStdinFd, kProgramStdoutFd, kProgramStderrFd}) == 0;
 }
 
 // The server's peak resident set (VmHWM of /proc/<pid>/status), in KiB; 0 when unreadable.

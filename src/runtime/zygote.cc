@@ -15,6 +15,7 @@
 
 #include "core/pidfd.h"
 #include "runtime/embedded_python.h"
+#include "runtime/fd_passing.h"
 #include "runtime/sandbox_init.h"
 #include "runtime/shim.h"
 
@@ -45,44 +46,17 @@ SysError PrivateTmp() {
 // 'S' and five descriptors; false on EOF or a malformed message.
 bool ReceiveRequest(std::vector<int>* fds) {
   char byte = 0;
-  char control[CMSG_SPACE(5 * sizeof(int))] = {};
-  struct iovec iov = {&byte, 1};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  while ((n = ::recvmsg(kZygoteControlFd, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
-  }
-  if (n <= 0) return false;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    const int* received = reinterpret_cast<const int*>(CMSG_DATA(c));
-    fds->assign(received, received + count);
-  }
-  return byte == 'S' && fds->size() == 5 && (msg.msg_flags & MSG_CTRUNC) == 0;
+  if (ReceiveWithFds(kZygoteControlFd, &byte, 1, fds) != 0) return false;
+  return byte == 'S' && fds->size() == 5;
 }
 
+// The child's pid (0: no child) with its pidfd.
 void Reply(pid_t pid, int pidfd) {
   int32_t value = pid;
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  struct iovec iov = {&value, sizeof value};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (pidfd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
-  }
-  while (::sendmsg(kZygoteControlFd, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-  }
+  std::vector<int> fds;
+  if (pidfd >= 0) fds.push_back(pidfd);
+  (void)SendWithFds(kZygoteControlFd,
+                    std::string_view(reinterpret_cast<char*>(&value), sizeof value), fds);
 }
 
 // /proc/PID/cmdline of a shim says "code-interpreter shim", forked or spawned (the startup

@@ -59,14 +59,16 @@ def percentile(samples, p):
 
 
 class DaemonTarget:
-    def __init__(self, host, port):
-        self.client = harness.Client(host, port, log=[])
-        self.conn = self.client.connection(timeout=30)
+    """POST /v1/execute of `code` on one keep-alive connection; checks stdout and exit code."""
+
+    def __init__(self, host, port, code=CODE, expect="1\n"):
+        self.conn = harness.Client(host, port, log=[]).connection(timeout=60)
+        self.body = json.dumps({"code": code}).encode()
+        self.expect = expect
 
     def once(self):
-        body = json.dumps({"code": CODE}).encode()
         t0 = time.perf_counter()
-        self.conn.request("POST", "/v1/execute", body=body,
+        self.conn.request("POST", "/v1/execute", body=self.body,
                           headers={"Content-Type": "application/json"})
         r = self.conn.getresponse()
         data = r.read()
@@ -74,7 +76,7 @@ class DaemonTarget:
         if r.status != 200:
             raise RuntimeError(f"POST /v1/execute: {r.status} {data[:300]!r}")
         out = json.loads(data)
-        if out.get("stdout") != "1\n":
+        if out.get("stdout") != self.expect or out.get("exit_code") != 0:
             raise RuntimeError(f"unexpected result: {out}")
         return took
 

@@ -19,7 +19,6 @@ Rows (sequential requests on one keep-alive connection unless said):
 
 import argparse
 import concurrent.futures
-import json
 import os
 import sys
 import threading
@@ -29,45 +28,32 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 
 import harness  # noqa: E402
-from bench_execute import PYTHON, CommandTarget, percentile, run_interleaved  # noqa: E402
+from bench_execute import (PYTHON, CommandTarget, DaemonTarget, percentile,  # noqa: E402
+                           run_interleaved)
 from bench_kubernetes import SessionCallTarget  # noqa: E402
 
 WARM_IMPORTS = "numpy,pandas,matplotlib"
 
 
-class ExecuteTarget:
-    """POST /v1/execute of `code` on one keep-alive connection; checks the output."""
-
-    def __init__(self, daemon, code, expect):
-        self.conn = harness.Client(daemon.host, daemon.port, log=[]).connection(timeout=60)
-        self.body = json.dumps({"code": code}).encode()
-        self.expect = expect
-
-    def once(self):
-        t0 = time.perf_counter()
-        self.conn.request("POST", "/v1/execute", body=self.body,
-                          headers={"Content-Type": "application/json"})
-        r = self.conn.getresponse()
-        data = r.read()
-        took = time.perf_counter() - t0
-        if r.status != 200:
-            raise RuntimeError(f"POST /v1/execute: {r.status} {data[:300]!r}")
-        out = json.loads(data)
-        if out.get("stdout") != self.expect or out.get("exit_code") != 0:
-            raise RuntimeError(f"unexpected result: {out}")
-        return took
+def ExecuteTarget(daemon, code, expect):
+    return DaemonTarget(daemon.host, daemon.port, code, expect)
 
 
 def throughput(daemon, clients, requests):
     """(executions/s, p50 ms, p99 ms, errors) of `requests` print(1) executions sent by
-    `clients` threads at once, each on its own keep-alive connection."""
+    `clients` threads at once, each on its own keep-alive connection, after 5 untimed ones per
+    client (the steady state is measured, not the ramp)."""
     latencies, errors = [], []
     lock = threading.Lock()
     per_client = [requests // clients + (1 if i < requests % clients else 0)
                   for i in range(clients)]
+    started = threading.Barrier(clients + 1)
 
     def client(n):
         target = ExecuteTarget(daemon, "print(1)", "1\n")
+        for _ in range(5):
+            target.once()
+        started.wait()
         for _ in range(n):
             try:
                 took = target.once()
@@ -78,9 +64,12 @@ def throughput(daemon, clients, requests):
                     errors.append(str(e))
                 target = ExecuteTarget(daemon, "print(1)", "1\n")
 
-    t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-        list(pool.map(client, per_client))
+        done = [pool.submit(client, n) for n in per_client]
+        started.wait()
+        t0 = time.perf_counter()
+        for d in done:
+            d.result()
     wall = time.perf_counter() - t0
     for e in errors[:3]:
         print(f"throughput error: {e}", file=sys.stderr)

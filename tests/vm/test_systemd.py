@@ -194,6 +194,14 @@ class SystemServiceTest(LimitsMixin, unittest.TestCase):
                         show)
         self.assertEqual(show["NRestarts"], "0")
 
+    def test_python_runs_in_the_fork_server_under_the_units_hardening(self):
+        log = VM.ssh("journalctl -u code-interpreter -o cat").stdout
+        self.assertIn("fork server ready", log)
+        # A forked program's command line is its shim's; an exec'd python's would be python3's.
+        res = http_json(self.port, "/v1/execute", {
+            "code": "print(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[:2])"})
+        self.assertEqual(res["stdout"], "[b'code-interpreter', b'shim']\n", res)
+
     def test_e2e_subset(self):
         run_py = os.path.join(OPTS.source, "tests/e2e/run.py")
         ids = subprocess.run([sys.executable, run_py, "--list"], stdout=subprocess.PIPE,
