@@ -121,6 +121,7 @@ int RunCommand(int argc, char** argv) {
 
   asio::io_context io(1);
   runtime::LocalExecutorOptions options = LocalOptionsFromConfig(*config);
+  options.fork_server = false;  // one execution: loading Python ahead would only add to it
   auto executor = runtime::MakeLocalExecutor(io.get_executor(), options);
   ExecutionService service(*config, *executor, **store, std::move(seccomp).value());
   int exit_code = 1;

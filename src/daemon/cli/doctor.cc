@@ -114,7 +114,9 @@ std::vector<runtime::HostFinding> HardeningFindings(const Config& config) {
   auto seccomp = LoadSeccompProfile(config);
   if (!seccomp.ok()) return {{"SECCOMP_PROFILE", false, true, seccomp.status().message(), ""}};
   asio::io_context io(1);
-  auto executor = runtime::MakeLocalExecutor(io.get_executor(), LocalOptionsFromConfig(config));
+  runtime::LocalExecutorOptions options = LocalOptionsFromConfig(config);
+  options.fork_server = false;  // the findings only: no sandbox starts here
+  auto executor = runtime::MakeLocalExecutor(io.get_executor(), options);
   const SandboxSpec spec = ExecutionService::MakeSpec(config, std::move(seccomp).value());
   for (const Downgrade& d : executor->enforcement(spec).downgrades) {
     out.push_back({d.measure, false, false, d.reason, d.fix});
