@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/sleep.h"
 #include "runtime/cgroup_reaper.h"
 #include "runtime/cgroups.h"
 #include "runtime/fork_server.h"
@@ -66,7 +67,8 @@ class LocalExecutor final : public Executor {
     Result<ShimHandles> shim = forked ? fork_server_->SpawnShim() : SpawnShim(opts_.shim_binary);
     if (!shim.ok() && forked) shim = SpawnShim(opts_.shim_binary);
     if (!shim.ok()) co_return shim.status().Context("preparing a local sandbox");
-    auto sandbox = std::make_unique<LocalSandbox>(ex_, std::move(shim.value()), spec);
+    auto sandbox =
+        std::make_unique<LocalSandbox>(ex_, std::move(shim.value()), spec, pending_teardowns_);
     Result<std::string> bpf = CompiledSeccomp(spec.security);
     if (!bpf.ok()) co_return bpf.status().Context("the sandbox's seccomp profile");
     Plan plan = PlanFromSpec(spec, layout, std::move(bpf).value());
@@ -92,6 +94,11 @@ class LocalExecutor final : public Executor {
   }
 
   asio::awaitable<Status> Check() override { co_return CheckLocalRuntime(opts_); }
+
+  // The teardowns Destroy left finishing (the shims' cgroup removals and exits).
+  asio::awaitable<void> Drain() override {
+    while (*pending_teardowns_ > 0) co_await Sleep(std::chrono::milliseconds(2));
+  }
 
   std::string network_isolation() const override {
     return "none: own network namespace, loopback only";
@@ -344,7 +351,8 @@ class LocalExecutor final : public Executor {
   std::string one_id_reason_;  // rootless: why init shares the program's id, or ""
   std::string ids_error_;      // the lock directory cannot be used: every Prepare fails with it
   std::unique_ptr<ForkServer> fork_server_;  // null: every shim is spawned (SpawnShim)
-  mutable std::mutex seccomp_mu_;            // enforcement() compiles too (const)
+  std::shared_ptr<std::atomic<int>> pending_teardowns_ = std::make_shared<std::atomic<int>>(0);
+  mutable std::mutex seccomp_mu_;  // enforcement() compiles too (const)
   mutable std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;
 };
 

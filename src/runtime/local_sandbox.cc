@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstring>
@@ -55,8 +57,10 @@ Status DeadSandboxError(const SandboxCore& core, const char* during) {
 }
 
 LocalSandbox::LocalSandbox(const asio::any_io_executor& ex, ShimHandles handles,
-                           const SandboxSpec& spec)
+                           const SandboxSpec& spec,
+                           std::shared_ptr<std::atomic<int>> pending_teardowns)
     : core_(std::make_shared<SandboxCore>(ex, std::move(handles))) {
+  core_->pending_teardowns = std::move(pending_teardowns);
   run_template_.env = spec.env.empty() ? DefaultSandboxEnv() : spec.env;
   run_template_.cwd = spec.cwd;
   run_template_.cpu_time_sec = spec.limits.cpu_time_sec;
@@ -64,7 +68,7 @@ LocalSandbox::LocalSandbox(const asio::any_io_executor& ex, ShimHandles handles,
 }
 
 LocalSandbox::~LocalSandbox() {
-  if (core_->reaped) return;
+  if (core_->reaped || core_->teardown_detached) return;  // done, or finishing (FinishTeardown)
   // Destroy() was never awaited: the shim cleans up by itself on "kill"; a thread reaps it so no
   // zombie is left behind. Not a path the daemon should take normally.
   Kill();
@@ -170,30 +174,22 @@ void LocalSandbox::Kill() {
   });
 }
 
-asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> core) {
-  if (core->state == SandboxCore::State::kDestroyed) co_return core->report;
-  core->state = SandboxCore::State::kDestroyed;
-  boost::system::error_code ec;
-  if (!core->killed && core->agent.is_open()) {
-    // Init exits, the pid namespace dies with it; the shim then reports and cleans up.
-    (void)co_await WriteFrameAsync(core->agent, Msg::kExit);
-  }
-  // A shim that neither reports nor exits within 5 s is killed outright (its cgroup may leak
+namespace {
+
+// After the report: the shim removes the cgroup and exits. Reaped here, in the background;
+// the executor's Drain waits for every one (pending_teardowns).
+asio::awaitable<void> FinishTeardown(std::shared_ptr<SandboxCore> core) {
+  // A shim that neither exits nor reports within 5 s is killed outright (its cgroup may leak
   // then; the log says so).
   asio::steady_timer guard(core->strand, 5s);
   guard.async_wait([core](boost::system::error_code e) {
     if (e || core->reaped) return;
     ::kill(core->pid, SIGKILL);
   });
+  boost::system::error_code ec;
   for (;;) {
     Result<Frame> frame = co_await ReadFrameAsync(core->lifecycle);
     if (!frame.ok() || frame->eof) break;
-    if (frame->type != Msg::kReport) continue;
-    proto::CgroupReport r;
-    if (proto::Decode(frame->payload, &r)) {
-      core->report = r;  // the counters (slices off cleanup_error)
-      core->report.cpu_ms -= std::min(core->report.cpu_ms, core->prestart_cpu_ms);
-    }
   }
   co_await core->pidfd.async_wait(asio::posix::stream_descriptor::wait_read,
                                   asio::redirect_error(asio::use_awaitable, ec));
@@ -209,6 +205,40 @@ asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> cor
   for (auto* sd : {&core->agent, &core->stdin_w, &core->stdout_r, &core->stderr_r, &core->pidfd}) {
     sd->close(ec);
   }
+  if (core->pending_teardowns) --*core->pending_teardowns;
+}
+
+}  // namespace
+
+asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> core) {
+  if (core->state == SandboxCore::State::kDestroyed) co_return core->report;
+  core->state = SandboxCore::State::kDestroyed;
+  if (!core->killed && core->agent.is_open()) {
+    // Init exits, the pid namespace dies with it; the shim then reports and cleans up.
+    (void)co_await WriteFrameAsync(core->agent, Msg::kExit);
+  }
+  // The report comes once init and everything in the sandbox are gone (5 s at most, or the
+  // shim is killed); the cgroup's removal and the shim's exit follow in the background.
+  asio::steady_timer guard(core->strand, 5s);
+  guard.async_wait([core](boost::system::error_code e) {
+    if (e || core->reaped) return;
+    ::kill(core->pid, SIGKILL);
+  });
+  for (;;) {
+    Result<Frame> frame = co_await ReadFrameAsync(core->lifecycle);
+    if (!frame.ok() || frame->eof) break;
+    if (frame->type != Msg::kReport) continue;
+    proto::CgroupReport r;
+    if (proto::Decode(frame->payload, &r)) {
+      core->report = r;
+      core->report.cpu_ms -= std::min(core->report.cpu_ms, core->prestart_cpu_ms);
+    }
+    break;
+  }
+  guard.cancel();
+  if (core->pending_teardowns) ++*core->pending_teardowns;
+  core->teardown_detached = true;
+  asio::co_spawn(core->strand, FinishTeardown(core), asio::detached);
   co_return core->report;
 }
 

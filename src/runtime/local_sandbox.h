@@ -46,6 +46,9 @@ struct SandboxCore {
   bool prestarted = false;       // init holds a program started ahead (RunRequest::prestart)
   uint64_t prestart_cpu_ms = 0;  // its CPU before its run: not the run's, taken off the report
   bool reaped = false;
+  bool teardown_detached = false;  // Destroy returned; FinishTeardown reaps the shim
+  // The executor's count of teardowns still running (Executor::Drain waits for none).
+  std::shared_ptr<std::atomic<int>> pending_teardowns;
   ResourceReport report;
   CgroupLayout cgroup;  // the plan's (sessions read OOM kills per call: sandbox_oom.h)
   std::optional<std::string> oom_file;  // found at the first call
@@ -60,7 +63,8 @@ struct SandboxCore {
 
 class LocalSandbox final : public Sandbox {
  public:
-  LocalSandbox(const asio::any_io_executor& ex, ShimHandles handles, const SandboxSpec& spec);
+  LocalSandbox(const asio::any_io_executor& ex, ShimHandles handles, const SandboxSpec& spec,
+               std::shared_ptr<std::atomic<int>> pending_teardowns);
   ~LocalSandbox() override;
 
   // Sends the plan and waits for init's "ready" (or a setup error), at most `timeout`.

@@ -103,16 +103,13 @@ void Fields(V& v, M& m) {
   v("modified_after_ns", m.modified_after_ns);
 }
 
-struct CgroupReport : ResourceReport {  // kReport
-  std::string cleanup_error;            // non-empty when the cgroup could not be removed
-};
+struct CgroupReport : ResourceReport {};  // kReport, sent before the cgroup's removal
 template <typename V, json::Message<CgroupReport> M>
 void Fields(V& v, M& m) {
   v("oom_killed", m.oom_killed);
   v("pids_limit_hit", m.pids_limit_hit);
   v("memory_peak_bytes", m.memory_peak_bytes);
   v("cpu_ms", m.cpu_ms);
-  v("cleanup_error", m.cleanup_error);
 }
 
 struct ErrorMessage {  // kError

@@ -193,15 +193,15 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
   for (int fd : {kAgentFd, kProgramStdinFd, kProgramStdoutFd, kProgramStderrFd}) ::close(fd);
 
   bool daemon_alive = SuperviseUntilExit(init);
+  // The counters are final once init is gone: the daemon gets them before the cgroup's removal
+  // (which it waits for in the background), so an answer does not wait for the rmdir.
   CgroupStats stats = cgroup->ReadStats();
+  if (daemon_alive) {
+    (void)proto::WriteFrame(kLifecycleFd, Msg::kReport, proto::Encode(proto::CgroupReport{stats}));
+  }
   SysError removed = cgroup->Remove();
   if (!removed.ok()) {
     Log("removing cgroup failed: " + removed.what + ": " + std::strerror(removed.err));
-  }
-  if (daemon_alive) {
-    proto::CgroupReport report{
-        stats, removed.ok() ? std::string() : removed.what + ": " + std::strerror(removed.err)};
-    (void)proto::WriteFrame(kLifecycleFd, Msg::kReport, proto::Encode(report));
   }
   return 0;
 }

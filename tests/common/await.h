@@ -21,4 +21,10 @@ T AwaitOn(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
   return std::move(*out);
 }
 
+inline void AwaitOn(boost::asio::io_context& io, boost::asio::awaitable<void> a) {
+  boost::asio::co_spawn(io, std::move(a), boost::asio::detached);
+  io.restart();
+  io.run();
+}
+
 }  // namespace ci::testing_support

@@ -25,7 +25,10 @@ class FilesTest : public SandboxTest {
     fs::create_directory(dir_ / "src");
     fs::create_directory(dir_ / "out");
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    SandboxTest::TearDown();
+    fs::remove_all(dir_);
+  }
 
   StagedFile Stage(const std::string& workspace_path, const std::string& content) {
     fs::path p = dir_ / "src" / std::to_string(staged_++);

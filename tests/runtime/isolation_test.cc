@@ -104,6 +104,7 @@ TEST_F(SandboxTest, SetupFailureIsAClearError) {
   const auto cgroups_before = ListEmptyCgroups();
   const auto start = std::chrono::steady_clock::now();
   auto prepared = Await(executor_->Prepare(spec));
+  Await(executor_->Drain());
   ASSERT_FALSE(prepared.ok());
   EXPECT_THAT(prepared.status().message(),
               HasSubstr("sandbox setup failed at stage 'open_rootfs'"));

@@ -177,6 +177,7 @@ TEST_F(SandboxTest, TimeoutKillsTheWholeTree) {
   auto collected = Await(sandbox->Collect({"/tmp", 10, 1 << 20, "__main__.py"}));
   EXPECT_TRUE(collected.ok()) << collected.status().message();
   Await(sandbox->Destroy());
+  Await(executor_->Drain());
   EXPECT_EQ(CountHostMounts(), mounts_before);
   EXPECT_EQ(ListEmptyCgroups(), cgroups_before);
 }

@@ -47,6 +47,10 @@ void SandboxTest::SetUp() {
   executor_ = runtime::MakeLocalExecutor(io_.get_executor(), opts);
 }
 
+void SandboxTest::TearDown() {
+  if (executor_) Await(executor_->Drain());
+}
+
 SandboxSpec SandboxTest::DefaultSpec() {
   SandboxSpec spec;
   spec.env = DefaultSandboxEnv();
@@ -85,6 +89,7 @@ Execution SandboxTest::Execute(const SandboxSpec& spec, RunPayload payload,
   ex.run_ms = since();
   if (collect) ex.collection = Await(sandbox->Collect(*collect));
   ex.report = Await(sandbox->Destroy());
+  Await(executor_->Drain());  // the shim's cgroup removal and exit, after the report
   return ex;
 }
 

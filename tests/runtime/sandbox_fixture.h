@@ -33,12 +33,15 @@ struct Execution {
 class SandboxTest : public ::testing::Test {
  protected:
   void SetUp() override;
+  // Waits for the teardowns Destroy left running (no shim outlives its test).
+  void TearDown() override;
 
   // Drives `a` to completion on the test's io_context.
   template <typename T>
   T Await(asio::awaitable<T> a) {
     return testing_support::AwaitOn(io_, std::move(a));
   }
+  void Await(asio::awaitable<void> a) { testing_support::AwaitOn(io_, std::move(a)); }
 
   // CI_TEST_ROOTLESS=1 (set by as_user.sh): the suite runs as an unprivileged user, so the
   // executor is rootless and, without a writable cgroup, limits are rlimits (README "Rootless").

@@ -25,6 +25,7 @@ class SessionTest : public SandboxTest {
   }
   void TearDown() override {
     if (sandbox_) Await(sandbox_->Destroy());
+    SandboxTest::TearDown();
   }
 
   struct Call {
@@ -158,6 +159,7 @@ class CallServerTest : public SandboxTest {
   }
   void TearDown() override {
     if (sandbox_) Await(sandbox_->Destroy());
+    SandboxTest::TearDown();
   }
   struct Outcome {
     Result<RunOutcome> run = Status::Error("not run");
