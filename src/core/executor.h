@@ -112,6 +112,8 @@ class Sandbox {
   virtual asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) = 0;
   virtual asio::awaitable<Result<Collection>> Collect(CollectLimits limits) = 0;
   // Tears everything down (processes, mounts, cgroups). Safe to call at any point, twice too.
+  // Returns once no process of the sandbox is left and its counters are known; the removal of
+  // its cgroup or container may finish in the background (Executor::Drain waits for it).
   virtual asio::awaitable<ResourceReport> Destroy() = 0;
   // Immediate, non-blocking kill of everything (client gone, daemon shutting down). Run/Collect
   // in flight then complete with an error; Destroy must still be awaited.
@@ -137,7 +139,7 @@ class Executor {
   // facts decided at construction; cheap to call.
   virtual Enforcement enforcement(const SandboxSpec& spec) const = 0;
   // Waits for the cleanup a Destroy left running in the background (docker: container
-  // removals), so that nothing is left behind at shutdown.
+  // removals; local: the shims' cgroup removals), so that nothing is left behind at shutdown.
   virtual asio::awaitable<void> Drain() { co_return; }
   // Whether Prepare accepts session specs (api.md: 501 otherwise).
   virtual bool supports_sessions() const { return false; }
