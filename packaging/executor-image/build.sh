@@ -10,7 +10,11 @@
 #                                                  image of packaging/image/ ships it, and the
 #                                                  image's configuration in <path>.changes)
 #
-# Env: CACHE_DIR (/var/cache/code-interpreter), DEBIAN_MIRROR (http://deb.debian.org/debian),
+# The image carries the Docker backend's agent (src/agent) at /usr/local/lib/code-interpreter/agent,
+# named by its labels; the root key covers it, so a new agent makes a new image.
+#
+# Env: AGENT (build-release/src/agent/code-interpreter-agent, else build/...),
+#      CACHE_DIR (/var/cache/code-interpreter), DEBIAN_MIRROR (http://deb.debian.org/debian),
 #      FORCE=1 rebuilds the root even when cached, DOCKER (/usr/bin/docker, Debian's docker.io
 #      client: a `docker` earlier in PATH may be another one). The same root, unpacked, serves the local
 #      runtime's SANDBOX_ROOTFS=<dir> mode (ROOT_DIR=<dir> keeps the unpacked copy there).
@@ -29,7 +33,24 @@ PACKAGES=(python3 python3-numpy python3-pandas python3-matplotlib python3-openpy
 SANDBOX_ID=65532
 DOCKER="${DOCKER:-/usr/bin/docker}"
 
-key="$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" "recipe-v1" | sha256sum | cut -c1-16)"
+# The agent (src/agent, static) that the Docker backend runs as the containers' PID 1.
+REPO="$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)"
+AGENT="${AGENT:-}"
+if [ -z "$AGENT" ]; then
+  for candidate in "$REPO/build-release/src/agent/code-interpreter-agent" \
+                   "$REPO/build/src/agent/code-interpreter-agent"; do
+    [ -x "$candidate" ] && { AGENT="$candidate"; break; }
+  done
+fi
+[ -n "$AGENT" ] && [ -x "$AGENT" ] ||
+  { echo "no agent binary (scripts/build.sh builds it; or AGENT=path)" >&2; exit 1; }
+AGENT_PATH=/usr/local/lib/code-interpreter/agent
+AGENT_WIRE=1  # src/agent/agent_wire.h kWireVersion
+
+base_key="$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" "recipe-v1" | sha256sum | cut -c1-16)"
+base="$CACHE_DIR/executor-base-$base_key.tar"
+key="$(printf '%s\n' "$base_key" "$(sha256sum <"$AGENT")" "$AGENT_PATH" "agent-v$AGENT_WIRE" |
+  sha256sum | cut -c1-16)"
 tarball="$CACHE_DIR/executor-root-$key.tar"
 mkdir -p "$CACHE_DIR"
 
@@ -40,7 +61,7 @@ if [ $ROOT_ONLY = 0 ] &&
   exit 0
 fi
 
-if [ ! -s "$tarball" ] || [ "${FORCE:-0}" = 1 ]; then
+if [ ! -s "$base" ] || [ ! -s "$base.end" ] || [ "${FORCE:-0}" = 1 ]; then
   command -v debootstrap >/dev/null || { echo "debootstrap is not installed" >&2; exit 1; }
   root="$(mktemp -d /var/tmp/executor-root.XXXXXX)"
   trap 'rm -rf "$root"' EXIT
@@ -56,17 +77,37 @@ if [ ! -s "$tarball" ] || [ "${FORCE:-0}" = 1 ]; then
   # Trim what a sandbox never needs: apt lists, caches, docs, man pages.
   rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb \
          "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/*
-  tar --numeric-owner -C "$root" -cf "$tarball.tmp" .
-  mv "$tarball.tmp" "$tarball"
-  echo "root built in $(( $(date +%s) - start )) s: $tarball ($(du -h "$tarball" | cut -f1))" >&2
+  # -b 1: 512-byte records, so the archive ends exactly after its two zero blocks (.end), where
+  # the agent's members are appended.
+  tar --numeric-owner -b 1 -C "$root" -cf "$base.tmp" .
+  blocks="$(tar -tR -b 1 -f "$base.tmp" | tail -n1 |
+    sed -n 's/^block \([0-9]*\): \*\* Block of NULs \*\*$/\1/p')"
+  [ -n "$blocks" ] || { echo "cannot find the end of $base.tmp" >&2; exit 1; }
+  echo $((blocks * 512)) >"$base.end"
+  mv "$base.tmp" "$base"
+  echo "root built in $(( $(date +%s) - start )) s: $base ($(du -h "$base" | cut -f1))" >&2
   if [ -n "${ROOT_DIR:-}" ]; then
-    rm -rf "$ROOT_DIR" && mkdir -p "$ROOT_DIR" && tar -C "$ROOT_DIR" -xf "$tarball"
+    rm -rf "$ROOT_DIR" && mkdir -p "$ROOT_DIR" && tar -C "$ROOT_DIR" -xf "$base"
   fi
+fi
+
+# The image's root: the base's members, then the agent's. Roots of older agents are removed.
+if [ ! -s "$tarball" ] || [ "${FORCE:-0}" = 1 ]; then
+  stage="$(mktemp -d /var/tmp/executor-agent.XXXXXX)"
+  install -D -m 0755 "$AGENT" "$stage$AGENT_PATH"
+  { head -c "$(cat "$base.end")" "$base"
+    tar -C "$stage" --numeric-owner --owner=0 --group=0 -b 1 -cf - ".$AGENT_PATH"
+  } >"$tarball.tmp"
+  rm -rf "$stage"
+  find "$CACHE_DIR" -maxdepth 1 -name 'executor-root-*.tar*' ! -name "executor-root-$key.tar*" \
+    -delete
+  mv "$tarball.tmp" "$tarball"
 fi
 
 # The image's configuration, one Dockerfile instruction a line; also kept next to the tarball
 # ($tarball.changes), where Docker-in-Docker's bootstrap reads it to import the same image.
 CHANGES=("LABEL code-interpreter.root-key=$key" "WORKDIR /workspace"
+         "LABEL code-interpreter.agent=$AGENT_PATH code-interpreter.agent-wire=$AGENT_WIRE"
          "ENV PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8" 'CMD ["/bin/bash"]')
 printf '%s\n' "${CHANGES[@]}" >"$tarball.changes.tmp" && mv "$tarball.changes.tmp" "$tarball.changes"
 if [ $ROOT_ONLY = 1 ]; then

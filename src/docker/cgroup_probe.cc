@@ -82,6 +82,7 @@ CgroupCounters ParseCgroupFiles(const CgroupFiles& files) {
   }
   if (const auto* t = get("pids.events"); t && KeyValue(*t, "max", &v) && v > 0) {
     c.pids_limit_hit = true;
+    c.pids_limit_hits = v;
   }
   if (const auto* t = get("memory.peak"); t && Number(*t, &v)) c.memory_peak_bytes = v;
   if (const auto* t = get("memory.max_usage_in_bytes"); t && Number(*t, &v)) {
@@ -199,6 +200,25 @@ CgroupFiles ReadHostCgroupFiles(const HostCgroup& cg) {
     read(cg.cpuacct, "cpuacct.usage");
   }
   return files;
+}
+
+CgroupCounters SinceBaseline(const CgroupCounters& now, const CountersBaseline& base) {
+  CgroupCounters c = now;
+  c.cpu_ms = now.cpu_ms > base.cpu_ms ? now.cpu_ms - base.cpu_ms : 0;
+  c.oom_kills = now.oom_kills > base.oom_kills ? now.oom_kills - base.oom_kills : 0;
+  c.oom_killed = c.oom_kills > 0;
+  c.pids_limit_hits =
+      now.pids_limit_hits > base.pids_limit_hits ? now.pids_limit_hits - base.pids_limit_hits : 0;
+  c.pids_limit_hit = c.pids_limit_hits > 0;
+  return c;
+}
+
+bool ResetHostMemoryPeak(const HostCgroup& cg) {
+  if (cg.v2 || cg.memory.empty()) return false;
+  std::ofstream out(cg.memory + "/memory.max_usage_in_bytes");
+  out << "0";
+  out.flush();
+  return static_cast<bool>(out);
 }
 
 bool KillHostCgroupProcesses(const HostCgroup& cg, pid_t init_pid, std::string_view container_id) {

@@ -22,10 +22,22 @@ namespace ci::docker {
 // memory.peak (kernel 5.19+), oom_killed from oom_kill > 0 (v1 memory.oom_control, v2
 // memory.events), pids_limit_hit from "max" > 0 in pids.events.
 struct CgroupCounters : ResourceReport {
-  bool any = false;        // at least one known file was present
-  bool has_cpu = false;    // cpuacct.usage (v1) or cpu.stat usage_usec (v2) was present
-  uint64_t oom_kills = 0;  // oom_kill (sessions compare it before and after a call)
+  bool any = false;              // at least one known file was present
+  bool has_cpu = false;          // cpuacct.usage (v1) or cpu.stat usage_usec (v2) was present
+  uint64_t oom_kills = 0;        // oom_kill (sessions compare it before and after a call)
+  uint64_t pids_limit_hits = 0;  // pids.events "max"
 };
+
+// A recycled container's counters when its execution began (all zero for a new one): CPU time,
+// OOM kills and pids-limit hits are reported as the growth since (src/agent/recycle.h).
+struct CountersBaseline {
+  uint64_t cpu_ms = 0;
+  uint64_t oom_kills = 0;
+  uint64_t pids_limit_hits = 0;
+};
+
+// `now` less `base`: what happened since the baseline was taken.
+CgroupCounters SinceBaseline(const CgroupCounters& now, const CountersBaseline& base);
 
 // file base name ("memory.events", "cpuacct.usage", ...) -> contents.
 using CgroupFiles = std::map<std::string, std::string>;
@@ -61,6 +73,10 @@ bool FindContainerCgroup(std::string_view proc_pid_cgroup, std::string_view moun
 
 // Reads the counter files of `cg` (missing files are left out).
 CgroupFiles ReadHostCgroupFiles(const HostCgroup& cg);
+
+// Makes the memory peak start again from the current usage (v1 memory.max_usage_in_bytes; v2's
+// memory.peak resets only for the descriptor written to): false when it cannot.
+bool ResetHostMemoryPeak(const HostCgroup& cg);
 
 // SIGKILLs every process of the container but `init_pid`, through pidfds checked against the
 // container's cgroup (no pid-reuse race), until none is left or about a second has passed.

@@ -74,6 +74,13 @@ class ContainerApi {
   virtual asio::awaitable<void> Remove(ResourceReport& report) = 0;
   // Kills everything at once without waiting (Sandbox::Kill); Remove still follows.
   virtual void Kill() = 0;
+  // SIGKILLs every process but PID 1 and, in sessions, but the `background` sessions (a space
+  // separated list of session ids, sandbox_shell.h) without starting a process (a fork bomb may
+  // fill the pids limit); false when this container cannot, and an exec must do it.
+  virtual bool KillAllBut(const std::string* background) {
+    (void)background;
+    return false;
+  }
 };
 
 }  // namespace ci::docker

@@ -182,6 +182,7 @@ ContainerCreate ContainerCreateFromSpec(const SandboxSpec& spec, const Container
   ContainerCreate c;
   c.image = o.image;
   c.cmd = o.cmd;
+  c.agent = o.agent;
   c.user = std::to_string(spec.uid) + ":" + std::to_string(spec.gid);
   c.working_dir = spec.cwd;
   c.hostname = spec.hostname;
@@ -268,10 +269,12 @@ std::string ContainerCreateJson(const ContainerCreate& c) {
       WriteString(w, value);
     }
     w.EndObject();
-    for (const char* k : {"AttachStdin", "AttachStdout", "AttachStderr", "Tty", "OpenStdin"}) {
+    for (const char* k : {"AttachStdin", "AttachStdout", "AttachStderr", "OpenStdin"}) {
       w.Key(k);
-      w.Bool(false);
+      w.Bool(c.agent);
     }
+    v("Tty", false);
+    if (c.agent) v("StdinOnce", false);
     v("NetworkDisabled", c.network_disabled);
     w.Key("HostConfig");
     w.StartObject();
@@ -308,6 +311,12 @@ std::string ContainerCreateJson(const ContainerCreate& c) {
     // to its namespace's init, but with Init (tini) the init's child would die and the container
     // with it (wire-protocols.md A.4). So no docker-init; PID 1 is our waiting command itself.
     v("Init", false);
+    if (c.agent) {
+      w.Key("LogConfig");
+      w.StartObject();
+      v("Type", "none");
+      w.EndObject();
+    }
     v("AutoRemove", false);
     v("ExtraHosts", c.extra_hosts);
     v("Dns", c.dns);

@@ -42,7 +42,10 @@ struct ContainerOptions {
   std::string network = "none";        // HostConfig.NetworkMode
   std::string component = "executor";  // label component=executor|session
   int64_t expires_at = 0;              // unix seconds, label code-interpreter.expires-at
-  std::vector<std::string> cmd;        // PID 1, a process that only waits
+  std::vector<std::string> cmd;        // PID 1, a process that only waits, or the agent
+  // PID 1 is the agent (src/agent): its stdin stays open for the daemon's attach stream, and
+  // nothing is logged (its stdout carries the programs' output).
+  bool agent = false;
   // Sessions: no container-wide RLIMIT_CPU (cpu=-1); each run's wrapper sets the program's own,
   // so a background program (a persistent interpreter) is not killed by the sum of its calls.
   bool cpu_rlimit_per_run = false;
@@ -60,7 +63,8 @@ inline constexpr const char* kExpiresLabel = "code-interpreter.expires-at";
 struct ContainerCreate {
   std::string image;
   std::vector<std::string> cmd;
-  std::string user;  // "uid:gid"
+  bool agent = false;  // ContainerOptions::agent
+  std::string user;    // "uid:gid"
   std::string working_dir;
   std::string hostname;
   std::vector<std::string> env;

@@ -57,6 +57,7 @@ asio::awaitable<Result<ExecCapture>> CaptureExec(const Container& c,
 // limit may be full then (a bomb still running): it is raised a little for this exec, as the
 // counters probe does, then restored.
 asio::awaitable<Status> KillSandboxProcesses(const Container& c, const std::string* background) {
+  if (c.api->KillAllBut(background)) co_return Status();
   const std::vector<std::string> cmd = KillArgv(background);
   CaptureOptions quiet;
   quiet.output_cap = 0;

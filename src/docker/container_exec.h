@@ -21,6 +21,7 @@
 #include "core/random.h"
 #include "core/sleep.h"
 #include "core/status.h"
+#include "docker/cgroup_probe.h"
 #include "docker/container_api.h"
 
 namespace ci::docker {
@@ -46,6 +47,8 @@ struct Container {
   std::string run_limits;
   // Sessions: the secret a relay proves to the interpreter (python_session.cc), hex.
   std::string call_token;
+  // A recycled container's counters when this sandbox's execution began.
+  CountersBaseline baseline;
   std::string short_id() const { return id.substr(0, 12); }
 };
 

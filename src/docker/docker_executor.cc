@@ -6,12 +6,15 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 
+#include "docker/agent_channel.h"
+#include "docker/agent_container.h"
 #include "docker/container_exec.h"
 #include "docker/engine_client.h"
 #include "docker/engine_container.h"
 #include "docker/exec_sandbox.h"
 #include "docker/image_watch.h"
 #include "docker/reaper.h"
+#include "docker/recycle_bin.h"
 #include "docker/sandbox_shell.h"
 
 namespace ci::docker {
@@ -19,6 +22,15 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+
+// The agent is a static binary that only sets up a signalfd: it answers at once.
+constexpr auto kAgentReadyTimeout = 10s;
+// A container's writable places (the spec's tmpfs mounts and Docker's own): what the agent empties
+// when it recycles the container, and checks is all there is.
+constexpr const char* kAgentWipes[] = {"/workspace", "/tmp", "/dev/shm", "/dev/mqueue"};
+// Recycled containers waiting at most, and the executions one container serves at most.
+constexpr size_t kRecycleBinCapacity = 16;
+constexpr uint32_t kMaxExecutions = 500;
 
 class DockerExecutor final : public Executor {
  public:
@@ -48,7 +60,24 @@ class DockerExecutor final : public Executor {
     if (Status s = image_->Usable(); !s.ok()) co_return s;
     if (Status s = co_await EnsureConnected(); !s.ok()) co_return s;
     const bool session = spec.session_expires_at != 0;
-    std::string body = ContainerCreateJson(ContainerCreateFromSpec(spec, OptionsFor(spec)));
+    const std::string agent = AgentPath();
+    ContainerOptions options = OptionsFor(spec, agent);
+    // Execution containers of the agent are recycled: one of this configuration may be waiting.
+    std::string recycle_key;
+    if (!agent.empty() && !session && opts_.host_cgroups) {
+      recycle_key = RecycleKey(spec, options);
+      if (auto recycled = TakeRecycled(recycle_key)) {
+        Container c;
+        c.api = recycled->api;
+        c.ex = ex_;
+        c.id = recycled->id;
+        c.cwd = spec.cwd;
+        c.cpu_time_sec = spec.limits.cpu_time_sec;
+        c.baseline = recycled->baseline;
+        co_return MakeExecSandbox(c, opts_.host_cgroups);
+      }
+    }
+    std::string body = ContainerCreateJson(ContainerCreateFromSpec(spec, options));
     std::string name = "ci-exec-" + RandomHex(8);
     if (session) name = "ci-session-" + RandomHex(8);
     std::string path = "/containers/create?name=" + name;
@@ -84,16 +113,35 @@ class DockerExecutor final : public Executor {
       c.call_token = RandomHex(32);
       if (c.call_token.empty()) co_return Status::Errno("getrandom", errno);
     }
+    // The agent's stream is attached before the start, so nothing it says is missed.
+    std::shared_ptr<AgentChannel> channel;
+    Status failed;
+    if (!agent.empty()) {
+      std::string attach = "/containers/" + c.id + "/attach?stream=1&stdin=1&stdout=1&stderr=1";
+      auto stream = co_await client_->Hijack(attach, "");
+      if (stream.ok()) {
+        channel = OpenAgentChannel(ex_, c.id, std::move(stream).value());
+        Recycling recycling;
+        if (!recycle_key.empty()) {
+          recycling = {recycled_, recycle_key, removals_, options.expires_at, kMaxExecutions};
+        }
+        c.api = MakeAgentContainer(c.id, c.api, channel, info.env, spec.cwd, recycling);
+      } else {
+        failed = stream.status().Context("attaching to the executor container's agent");
+      }
+    }
     auto sandbox = MakeExecSandbox(c, opts_.host_cgroups);
     auto t_created = std::chrono::steady_clock::now();
-    std::string start = "/containers/" + c.id + "/start";
-    auto started = co_await client_->Request("POST", start);
-    Status failed;
-    if (!started.ok()) {
-      failed = started.status();
-    } else if (started->status != 204 && started->status != 304) {
-      failed = HttpError("starting the executor container", *started);
+    if (failed.ok()) {
+      std::string start = "/containers/" + c.id + "/start";
+      auto started = co_await client_->Request("POST", start);
+      if (!started.ok()) {
+        failed = started.status();
+      } else if (started->status != 204 && started->status != 304) {
+        failed = HttpError("starting the executor container", *started);
+      }
     }
+    if (failed.ok() && channel) failed = co_await channel->AwaitReady(kAgentReadyTimeout);
     if (!failed.ok()) {
       co_await sandbox->Destroy();
       co_return failed;
@@ -121,6 +169,7 @@ class DockerExecutor final : public Executor {
   }
 
   asio::awaitable<void> Drain() override {
+    for (RecycledContainer& c : recycled_->Close()) co_await RemoveRecycled(c);
     if (removals_->in_flight > 0) {
       spdlog::info("waiting for {} container removal(s)", removals_->in_flight);
     }
@@ -135,7 +184,7 @@ class DockerExecutor final : public Executor {
   // Read from the ContainerCreate body that Prepare sends for this spec.
   Enforcement enforcement(const SandboxSpec& spec) const override {
     Enforcement e;
-    const ContainerCreate body = ContainerCreateFromSpec(spec, OptionsFor(spec));
+    const ContainerCreate body = ContainerCreateFromSpec(spec, OptionsFor(spec, AgentPath()));
     e.enforced = ContainerMeasures(body);
     if (!opts_.engine_applies_limits) MoveLimitsToDowngrades(e);
     if (body.seccomp_log_only) {
@@ -175,8 +224,32 @@ class DockerExecutor final : public Executor {
     e.enforced = std::move(kept);
   }
 
+  // What makes two execution containers interchangeable: their create body but its expiry.
+  static std::string RecycleKey(const SandboxSpec& spec, ContainerOptions options) {
+    options.expires_at = 0;
+    return ContainerCreateJson(ContainerCreateFromSpec(spec, options));
+  }
+
+  std::optional<RecycledContainer> TakeRecycled(const std::string& key) {
+    std::vector<RecycledContainer> dead;
+    auto found = recycled_->Take(key, &dead);
+    for (RecycledContainer& c : dead) {
+      asio::co_spawn(ex_, RemoveRecycled(std::move(c)), asio::detached);
+    }
+    return found;
+  }
+
+  static asio::awaitable<void> RemoveRecycled(RecycledContainer c) {
+    c.channel->Close();
+    ResourceReport ignored;
+    co_await c.api->Remove(ignored);
+  }
+
+  // The image's agent when containers are to run it (empty: `docker exec`s).
+  std::string AgentPath() const { return opts_.agent ? image_->agent_path() : ""; }
+
   // The container's options for `spec` (Prepare's and enforcement()'s).
-  ContainerOptions OptionsFor(const SandboxSpec& spec) const {
+  ContainerOptions OptionsFor(const SandboxSpec& spec, const std::string& agent) const {
     ContainerOptions o;
     o.image = opts_.image;
     o.network = opts_.network;
@@ -198,6 +271,14 @@ class DockerExecutor final : public Executor {
       o.expires_at = spec.session_expires_at;
       o.cpu_rlimit_per_run = true;
     }
+    if (!agent.empty()) {
+      o.agent = true;
+      o.cmd = {agent};
+      for (const char* dir : kAgentWipes) o.cmd.insert(o.cmd.end(), {"--wipe", dir});
+      if (spec.session_expires_at != 0) {
+        o.cmd.insert(o.cmd.end(), {"--expires-at", std::to_string(spec.session_expires_at)});
+      }
+    }
     return o;
   }
 
@@ -214,6 +295,7 @@ class DockerExecutor final : public Executor {
   bool connected_ = false;
   std::shared_ptr<ReaperState> reaper_;
   std::shared_ptr<Removals> removals_ = std::make_shared<Removals>();
+  std::shared_ptr<RecycleBin> recycled_ = std::make_shared<RecycleBin>(kRecycleBinCapacity);
   std::shared_ptr<ImageWatch> image_;
 };
 

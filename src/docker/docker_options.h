@@ -25,6 +25,9 @@ struct DockerExecutorOptions {
   // false: the Engine has no cgroup driver (rootless on cgroup v1, bootstrap asks its /info); it
   // accepts memory, pids and CPU limits and applies none, so they are reported as downgrades.
   bool engine_applies_limits = true;
+  // Containers of an image that carries the agent (src/agent) run it as PID 1 and are driven
+  // over their attach stream; false: `docker exec`s for every image (PYTHON_EXECUTOR_DOCKER_AGENT).
+  bool agent = true;
   // The image watchdog's period (0: none; each Check inspects, and pulls, itself) and the pull's
   // bounds (image_watch.h).
   std::chrono::milliseconds image_check_period{60000};
@@ -32,9 +35,10 @@ struct DockerExecutorOptions {
   std::chrono::milliseconds pull_idle_timeout{120 * 1000};
 };
 
-// PYTHON_EXECUTOR_DOCKER_IMAGE, PYTHON_EXECUTOR_DOCKER_NETWORK, PYTHON_EXECUTOR_DOCKER_RUN_ARGS,
-// PYTHON_EXECUTOR_DOCKER_PULL_TIMEOUT_SEC, PYTHON_EXECUTOR_DOCKER_IMAGE_CHECK_INTERVAL_SEC and
-// the DOCKER_* variables; an invalid value is an error naming the variable.
+// PYTHON_EXECUTOR_DOCKER_IMAGE, PYTHON_EXECUTOR_DOCKER_NETWORK, PYTHON_EXECUTOR_DOCKER_AGENT,
+// PYTHON_EXECUTOR_DOCKER_RUN_ARGS, PYTHON_EXECUTOR_DOCKER_PULL_TIMEOUT_SEC,
+// PYTHON_EXECUTOR_DOCKER_IMAGE_CHECK_INTERVAL_SEC and the DOCKER_* variables; an invalid value is
+// an error naming the variable.
 Result<DockerExecutorOptions> DockerOptionsFromEnv(const EnvLookup& getenv);
 
 }  // namespace ci::docker

@@ -9,8 +9,10 @@
 #include <cctype>
 #include <cstdio>
 
+#include "agent/agent_wire.h"
 #include "core/json.h"
 #include "core/query_escape.h"
+#include "docker/container_exec.h"
 #include "docker/engine_client.h"
 
 namespace ci::docker {
@@ -213,6 +215,24 @@ asio::awaitable<void> ImageWatch::Watch() {
   }
 }
 
+std::string AgentPathOf(std::string_view image_inspect) {
+  rapidjson::Document doc;
+  if (!ParseObject(std::string(image_inspect), doc) || !doc.HasMember("Config") ||
+      !doc["Config"].IsObject()) {
+    return "";
+  }
+  const auto& config = doc["Config"];
+  if (!config.HasMember("Labels") || !config["Labels"].IsObject()) return "";
+  const auto& labels = config["Labels"];
+  auto label = [&](const char* key) -> std::string {
+    auto it = labels.FindMember(key);
+    return it != labels.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
+  };
+  if (label(agent::kAgentWireLabel) != std::to_string(agent::kWireVersion)) return "";
+  std::string path = label(agent::kAgentPathLabel);
+  return path.starts_with("/") ? path : "";
+}
+
 asio::awaitable<void> ImageWatch::Inspect() {
   std::string path = "/images/" + o_.image + "/json";
   auto r = co_await client_->Request("GET", path);
@@ -230,6 +250,7 @@ asio::awaitable<void> ImageWatch::Inspect() {
   } else {
     inspect_error_.clear();
     phase_ = Phase::kPresent;
+    agent_path_ = AgentPathOf(r->body);
     if (before == Phase::kMissing) {
       spdlog::info("executor image {} is available again", o_.image);
     }

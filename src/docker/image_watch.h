@@ -70,6 +70,9 @@ struct ImageWatchOptions {
   std::chrono::milliseconds progress_every{5000};           // byte count log lines
 };
 
+// The agent's path from an image inspect's labels (ImageWatch::agent_path).
+std::string AgentPathOf(std::string_view image_inspect);
+
 class ImageWatch : public std::enable_shared_from_this<ImageWatch> {
  public:
   enum class Phase { kUnknown, kPresent, kMissing, kPulling };
@@ -87,6 +90,9 @@ class ImageWatch : public std::enable_shared_from_this<ImageWatch> {
   // watchdog looks again now instead of at its next period.
   void Vanished();
   Phase phase() const { return phase_; }
+  // Where the image's agent is (src/agent), as its labels say, when it speaks this daemon's
+  // wire; empty otherwise (the image is driven by `docker exec`s). Known once inspected.
+  const std::string& agent_path() const { return agent_path_; }
 
  private:
   asio::awaitable<void> Watch();
@@ -102,6 +108,7 @@ class ImageWatch : public std::enable_shared_from_this<ImageWatch> {
   std::string inspect_error_;  // the last inspect's transport/HTTP error
   std::string pull_error_;     // the last failed pull's reason
   std::string progress_;       // the running pull's summary
+  std::string agent_path_;
   std::chrono::steady_clock::time_point pull_started_{};
   bool started_ = false;
   asio::steady_timer wake_;

@@ -31,6 +31,7 @@ asio::awaitable<void> SandboxCounters::Read(bool kill_leftovers) {
     if (!probed) co_return;
     counters = *probed;
   }
+  counters = SinceBaseline(counters, c_.baseline);
   read_once_ = true;
   report_.oom_killed = report_.oom_killed || counters.oom_killed;
   oom_kills_ = std::max(oom_kills_, counters.oom_kills);
@@ -41,25 +42,30 @@ asio::awaitable<void> SandboxCounters::Read(bool kill_leftovers) {
 
 // A unix socket may still lead to an Engine elsewhere (a VM): the container's PID 1 must be
 // visible here with a cgroup naming the container.
-asio::awaitable<void> SandboxCounters::FindHostCgroup() {
-  if (!host_cgroups_) co_return;
-  init_pid_ = co_await c_.api->HostInitPid();
-  if (init_pid_ <= 0) co_return;
+asio::awaitable<std::optional<HostCgroup>> LocateHostCgroup(ContainerApi& api,
+                                                            const std::string& container_id,
+                                                            pid_t* init_pid) {
+  *init_pid = co_await api.HostInitPid();
+  if (*init_pid <= 0) co_return std::nullopt;
   auto slurp = [](const std::string& file) {
     std::ifstream in(file);
     std::ostringstream ss;
     ss << in.rdbuf();
     return ss.str();
   };
-  std::string own = slurp("/proc/" + std::to_string(init_pid_) + "/cgroup");
+  std::string own = slurp("/proc/" + std::to_string(*init_pid) + "/cgroup");
   std::string mountinfo = slurp("/proc/self/mountinfo");
   HostCgroup cg;
   std::string why;
-  if (FindContainerCgroup(own, mountinfo, c_.id, &cg, &why)) {
-    host_ = cg;
-  } else {
-    spdlog::debug("{}: cgroup not readable from here ({}), counters by exec", c_.short_id(), why);
-  }
+  if (FindContainerCgroup(own, mountinfo, container_id, &cg, &why)) co_return cg;
+  spdlog::debug("{}: cgroup not readable from here ({}), counters by exec",
+                container_id.substr(0, 12), why);
+  co_return std::nullopt;
+}
+
+asio::awaitable<void> SandboxCounters::FindHostCgroup() {
+  if (!host_cgroups_) co_return;
+  host_ = co_await LocateHostCgroup(*c_.api, c_.id, &init_pid_);
 }
 
 // The in-container probe (kill leftovers, print the counter files). When it cannot start (the

@@ -18,6 +18,12 @@ namespace ci::docker {
 // The container's CPU time so far, read on the host.
 uint64_t HostCpuMs(const HostCgroup& host);
 
+// The container's cgroup on this host and its PID 1 as seen here (`init_pid`), when the Engine
+// is local and that PID 1's cgroup names the container; nullopt otherwise (counters by exec).
+asio::awaitable<std::optional<HostCgroup>> LocateHostCgroup(ContainerApi& api,
+                                                            const std::string& container_id,
+                                                            pid_t* init_pid);
+
 class SandboxCounters {
  public:
   // host_cgroups: DockerExecutorOptions::host_cgroups (false: always the exec probe).

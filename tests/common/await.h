@@ -10,6 +10,8 @@
 
 namespace ci::testing_support {
 
+// Runs `io` until `a` completed, not until `io` has no work left: what the code under test keeps
+// running meanwhile (a container agent's stream reader) goes on at the next Await.
 template <typename T>
 T AwaitOn(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
   std::optional<T> out;
@@ -17,14 +19,23 @@ T AwaitOn(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
       io, [&]() -> boost::asio::awaitable<void> { out.emplace(co_await std::move(a)); },
       boost::asio::detached);
   io.restart();
-  io.run();
+  while (!out && io.run_one() > 0) {
+  }
   return std::move(*out);
 }
 
 inline void AwaitOn(boost::asio::io_context& io, boost::asio::awaitable<void> a) {
-  boost::asio::co_spawn(io, std::move(a), boost::asio::detached);
+  bool done = false;
+  boost::asio::co_spawn(
+      io,
+      [&]() -> boost::asio::awaitable<void> {
+        co_await std::move(a);
+        done = true;
+      },
+      boost::asio::detached);
   io.restart();
-  io.run();
+  while (!done && io.run_one() > 0) {
+  }
 }
 
 }  // namespace ci::testing_support

@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,17 @@ class DockerFixture : public ::testing::Test {
     Status s = Await(executor_->Check());
     if (!s.ok() && ci_) FAIL() << "CI=true and no usable dockerd: " << s.message();
     if (!s.ok()) GTEST_SKIP() << "no usable dockerd here: " << s.message();
+  }
+
+  // Runs the io_context until `done` (work detached from an awaited call, e.g. the reaper's
+  // sweep after Check), for 10 s at most.
+  void RunUntil(const std::function<bool()>& done) {
+    for (int i = 0; i < 100 && !done(); ++i) io_.run_for(std::chrono::milliseconds(100));
+  }
+
+  // Recycled containers and removals in flight end with the test, as at a daemon's shutdown.
+  void TearDown() override {
+    if (executor_) Await(executor_->Drain());
   }
 
   // The executor's options; DockerTlsTest's come from its own DOCKER_* values.

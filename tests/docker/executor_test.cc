@@ -481,7 +481,10 @@ TEST_F(DockerTest, ReaperRemovesLeftoversAtStartup) {
                                         "\"code-interpreter.owner\":\"" + here + "1\"," +
                                         "\"code-interpreter.expires-at\":\"99999999999\"");
   auto fresh = MakeDockerExecutor(io_.get_executor(), opts_);
-  ASSERT_TRUE(Await(fresh->Check()).ok());  // runs until the detached sweep is done too
+  ASSERT_TRUE(Await(fresh->Check()).ok());
+  RunUntil([&] {  // the sweep runs detached from the check
+    return OurContainers("ci-reap-dead-").empty() && OurContainers("ci-reap-expired-").empty();
+  });
   EXPECT_EQ(OurContainers("ci-reap-dead-"), "");
   EXPECT_EQ(OurContainers("ci-reap-expired-"), "");
   EXPECT_NE(OurContainers("ci-reap-alive-"), "");

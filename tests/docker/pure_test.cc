@@ -198,8 +198,11 @@ TEST(Tar, GnuTarExtractsAndExitsWithoutEndOfStdin) {
     std::string d = dir;
     std::ofstream(d + "/a.tar", std::ios::binary) << archive;
     // The archive, then a stdin that only ends after 30 s: tar must be done well before.
-    std::string cmd = "cd " + d + " && { cat a.tar; sleep 30; } | { timeout 20 tar -x -f -; " +
-                      "echo $? > rc; pkill -P $$ sleep; } ; cat rc; wc -c < f.bin";
+    // The sleep's pid goes to a file (the right side may finish before the sleep started).
+    std::string cmd = "cd " + d + " && { cat a.tar; sleep 30 & echo $! > sp; wait; } | " +
+                      "{ timeout 20 tar -x -f -; echo $? > rc; " +
+                      "while [ ! -s sp ]; do sleep 0.01; done; kill $(cat sp); } ; " +
+                      "cat rc; wc -c < f.bin";
     FILE* p = ::popen(cmd.c_str(), "r");
     char buf[256] = {};
     size_t n = fread(buf, 1, sizeof buf - 1, p);

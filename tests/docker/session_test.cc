@@ -20,6 +20,12 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
+// How many `sleep` processes the container runs, not counting PID 1 (the agent, or `sleep` where
+// containers are driven by execs).
+constexpr const char* kSleepersBesidesPid1 =
+    "for p in /proc/[0-9]*; do [ \"$p\" = /proc/1 ] || grep -lx sleep \"$p/comm\"; done "
+    "2>/dev/null | wc -l";
+
 class DockerSessionTest : public DockerFixture {
  protected:
   void SetUp() override {
@@ -29,6 +35,7 @@ class DockerSessionTest : public DockerFixture {
   }
   void TearDown() override {
     if (sandbox_) Await(sandbox_->Destroy());
+    DockerFixture::TearDown();
   }
 
   static SandboxSpec Spec(int64_t expires_in = 0) {
@@ -81,13 +88,12 @@ TEST_F(DockerSessionTest, WorkspaceAndTmpPersistButProcessesDoNot) {
   EXPECT_EQ(first.outcome->exit_code, 0);
   EXPECT_EQ(first.out, "started\n");
   // Stdin of a later run is fresh too.
-  RunPayload second =
-      Shell("cat /workspace/a /tmp/b; cat; grep -l sleep /proc/[0-9]*/comm | wc -l");
+  RunPayload second = Shell("cat /workspace/a /tmp/b; cat; " + std::string(kSleepersBesidesPid1));
   second.stdin_data = "input\n";
   Call c = Run(std::move(second));
   ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
-  // PID 1 is `sleep <until expiry>`: the first run's `sleep 300` is gone.
-  EXPECT_EQ(c.out, "one\ntwo\ninput\n1\n") << c.err;
+  // The first run's `sleep 300` is gone.
+  EXPECT_EQ(c.out, "one\ntwo\ninput\n0\n") << c.err;
 }
 
 TEST_F(DockerSessionTest, BackgroundProgramSurvivesRunsAndTimeouts) {
@@ -154,8 +160,8 @@ TEST_F(DockerSessionTest, BackgroundChildHoldingAPipeDoesNotHoldTheRun) {
     EXPECT_EQ(c.outcome->exit_code, 0);
     EXPECT_LT(took, 1800ms) << "i=" << i;
   }
-  Call count = Run(Shell("grep -l '^sleep$' /proc/[0-9]*/comm 2>/dev/null | wc -l"));
-  EXPECT_EQ(count.out, "3\n") << "PID 1 and the two background children";
+  Call count = Run(Shell(kSleepersBesidesPid1));
+  EXPECT_EQ(count.out, "2\n") << "the two background children";
 }
 
 // A fork bomb that fills the pids limit and times out: the timeout's kill gets room from a
@@ -173,9 +179,9 @@ TEST_F(DockerSessionTest, ForkBombTimeoutSparesTheBackgroundProgram) {
   ASSERT_TRUE(bomb.outcome.ok()) << bomb.outcome.status().message();
   EXPECT_TRUE(bomb.outcome->timed_out);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 8s);
-  Call check = Run(Shell("grep -l '^sleep$' /proc/[0-9]*/comm 2>/dev/null | wc -l"));
+  Call check = Run(Shell(kSleepersBesidesPid1));
   ASSERT_TRUE(check.outcome.ok()) << check.outcome.status().message();
-  EXPECT_EQ(check.out, "2\n") << "PID 1 and the background sleep; " << check.err << " exit "
+  EXPECT_EQ(check.out, "1\n") << "the background sleep; " << check.err << " exit "
                               << check.outcome->exit_code.value_or(-1);
 }
 
@@ -261,7 +267,10 @@ TEST_F(DockerSessionTest, ReaperRemovesExpiredSessionsAndThoseOfADeadDaemon) {
   create("ci-sreap-expired-" + suffix, here + "1", 1000);
   create("ci-sreap-alive-" + suffix, here + "1", future);
   auto fresh = MakeDockerExecutor(io_.get_executor(), opts_);
-  ASSERT_TRUE(Await(fresh->Check()).ok());  // runs until the detached sweep is done too
+  ASSERT_TRUE(Await(fresh->Check()).ok());
+  RunUntil([&] {  // the sweep runs detached from the check
+    return OurContainers("ci-sreap-dead-").empty() && OurContainers("ci-sreap-expired-").empty();
+  });
   EXPECT_EQ(OurContainers("ci-sreap-dead-"), "");
   EXPECT_EQ(OurContainers("ci-sreap-expired-"), "");
   EXPECT_NE(OurContainers("ci-sreap-alive-"), "");
@@ -279,6 +288,9 @@ TEST_F(DockerSessionTest, ReaperRemovesAnExpiredSessionContainer) {
   auto fresh = MakeDockerExecutor(io_.get_executor(), opts_);
   ASSERT_TRUE(Await(fresh->Check()).ok());
   // Other tests' sessions may exist concurrently: only look for ours being gone.
+  const std::string ours =
+      "\"code-interpreter.expires-at\":\"" + std::to_string(spec.session_expires_at) + "\"";
+  RunUntil([&] { return OurContainers("ci-session-").find(ours) == std::string::npos; });
   std::string listed = OurContainers("ci-session-");
   EXPECT_THAT(listed, ::testing::Not(HasSubstr("\"code-interpreter.expires-at\":\"" +
                                                std::to_string(spec.session_expires_at) + "\"")));

@@ -1,0 +1,85 @@
+// The wire between the daemon and the agent that runs as PID 1 of a Docker container (its attach
+// stream: the daemon writes to the agent's stdin, the agent writes to its stdout). Frames are the
+// local runtime's ([u8 type][u32 little-endian length][payload], runtime/protocol.h); payloads
+// are binary, so that the agent links nothing but libc and libstdc++.
+//
+// An exec is the agent's counterpart of `docker exec`: a command with its own stdio, numbered by
+// the daemon. Strings in payloads are NUL-terminated (argv and environment strings cannot hold a
+// NUL); integers are little-endian.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ci::agent {
+
+enum class Msg : uint8_t {
+  // daemon -> agent
+  kExec = 1,      // ExecRequest
+  kStdin = 2,     // u32 id, bytes for the exec's stdin
+  kStdinEnd = 3,  // u32 id: the exec's stdin is closed
+  kKillAll = 4,   // SIGKILL every process of the container but the agent; a payload lists
+                  // the session ids to spare (session_kill.h)
+  kRecycle = 5,   // end every exec and put the container back as it started (recycle.h)
+  // agent -> daemon
+  kReady = 10,       // u32 wire version: the agent is serving
+  kOutput = 11,      // u32 id, u8 stream (1 stdout, 2 stderr), bytes
+  kExited = 12,      // u32 id, i32 status (exit code, or 128+N for a death by signal N)
+  kRecycled = 13,    // u8 ok, then why not (text)
+  kNotStarted = 14,  // u32 id, why (text): the exec could not start (no pipe, no free pid)
+  kStarted = 15,     // u32 id: the exec's process was forked
+};
+
+inline constexpr uint32_t kWireVersion = 1;
+
+// The image label naming the agent's path in executor images that have one, and the label value
+// when the image's agent speaks this wire (kWireVersion).
+inline constexpr const char* kAgentPathLabel = "code-interpreter.agent";
+inline constexpr const char* kAgentWireLabel = "code-interpreter.agent-wire";
+
+struct ExecRequest {
+  uint32_t id = 0;
+  bool attach_stdin = false;  // false: stdin is /dev/null
+  std::string cwd;
+  std::vector<std::string> argv;  // argv[0] looked up in PATH
+  std::vector<std::string> env;   // "K=V", over the agent's own environment
+};
+
+std::string EncodeExec(const ExecRequest& r);
+std::optional<ExecRequest> DecodeExec(std::string_view payload);
+
+// u32 id followed by `rest` (kStdin, kStdinEnd).
+std::string WithId(uint32_t id, std::string_view rest = {});
+std::string EncodeOutput(uint32_t id, int stream, std::string_view bytes);
+std::string EncodeExited(uint32_t id, int32_t status);
+// The id and what follows it; nullopt when the payload is too short.
+std::optional<std::pair<uint32_t, std::string_view>> SplitId(std::string_view payload);
+
+struct Output {
+  uint32_t id = 0;
+  int stream = 0;
+  std::string_view bytes;
+};
+std::optional<Output> DecodeOutput(std::string_view payload);
+std::optional<std::pair<uint32_t, int32_t>> DecodeExited(std::string_view payload);
+
+// One frame, header and payload.
+std::string Frame(Msg type, std::string_view payload);
+
+// Cuts frames off the front of a byte stream as they complete.
+class FrameReader {
+ public:
+  void Feed(std::string_view bytes) { buf_.append(bytes); }
+  // The next whole frame, or false when more bytes are needed. `bad` is set when a frame is
+  // longer than the protocol allows (a corrupt stream).
+  bool Next(Msg* type, std::string* payload, bool* bad);
+
+ private:
+  std::string buf_;
+  size_t pos_ = 0;
+};
+
+}  // namespace ci::agent

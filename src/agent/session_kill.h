@@ -1,0 +1,23 @@
+// The kill of a session container's programs that spares its background programs (the agent's
+// kKillAll with a list): what sandbox_shell's bash function does from an exec, done by the agent
+// itself, so it needs no free pid while a fork bomb fills the limit.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace ci::agent {
+
+// SIGSTOPs, then SIGKILLs, every process but the agent whose session is not in `spared` nor led
+// by the session's interpreter or a relay to it (comm ci-interpreter, ci-relay); each pass is
+// repeated until it finds nothing (children forked meanwhile). With `spared` empty and no such
+// session this is kill(-1).
+void KillAllButSessions(const std::vector<pid_t>& spared);
+
+// The session ids of a kKillAll payload: decimal numbers separated by spaces (the daemon's
+// background list); others are ignored.
+std::vector<pid_t> ParseSessionList(const std::string& text);
+
+}  // namespace ci::agent

@@ -1,0 +1,47 @@
+// The daemon's end of a container's agent (src/agent, PID 1 of containers whose image carries
+// one): the container's attach stream, its frames both ways, and the execs in flight over it.
+// An exec here is what `docker exec` is to the Engine (same ExecStream), started by one frame.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "docker/container_api.h"
+#include "docker/engine_client.h"
+
+namespace ci::docker {
+
+class AgentChannel {
+ public:
+  virtual ~AgentChannel() = default;
+  // Until the agent said it serves; an error when it did not within `timeout` or its stream
+  // ended (then its own last words are in the message).
+  virtual asio::awaitable<Status> AwaitReady(std::chrono::milliseconds timeout) = 0;
+  // Starts `cmd` with `env` over the container's in `cwd`; returns once the agent forked it, or
+  // with the reason it could not (no free pid: the caller may make room and try again).
+  // Status::Gone once the stream ended.
+  virtual asio::awaitable<Result<std::shared_ptr<ExecStream>>> Exec(
+      const std::vector<std::string>& cmd, const std::vector<std::string>& env,
+      const std::string& cwd, bool attach_stdin) = 0;
+  // SIGKILL to every process of the container but the agent and, when given, the `background`
+  // sessions (ContainerApi::KillAllBut); needs no free pid.
+  virtual void KillAll(const std::string* background) = 0;
+  // Ends every exec and empties the container's writable places (src/agent/recycle.h); ok when
+  // the container is as it started.
+  virtual asio::awaitable<Status> Recycle(std::chrono::milliseconds timeout) = 0;
+  // Ends the stream: the agent kills everything and exits, so the container stops.
+  virtual void Close() = 0;
+  // The stream ended (the agent or its container is gone, or Close).
+  virtual bool ended() const = 0;
+};
+
+// Starts reading `stream` (the hijacked attach of a container whose PID 1 is the agent).
+std::shared_ptr<AgentChannel> OpenAgentChannel(asio::any_io_executor ex, std::string container_id,
+                                               std::unique_ptr<RawStream> stream);
+
+}  // namespace ci::docker

@@ -1,0 +1,253 @@
+// The real agent binary (src/agent) as PID 1 of fresh pid, mount and IPC namespaces, driven over
+// pipes the way the daemon drives it over a container's attach stream.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/agent_wire.h"
+
+namespace ci::agent {
+namespace {
+
+struct Ran {
+  bool started = false;
+  std::string out, err;
+  int status = -1000;
+};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "namespaces of its own need root";
+    Start({});
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      if (to_agent_ >= 0) ::close(to_agent_);
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (from_agent_ >= 0) ::close(from_agent_);
+  }
+
+  void Start(const std::vector<std::string>& args) {
+    int in[2], out[2];
+    ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
+    ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    pid_ = ::fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      // Only the test holds the daemon's ends: the agent must see the end of its stream.
+      ::close(in[1]);
+      ::close(out[0]);
+      if (::unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC) != 0) ::_exit(100);
+      pid_t init = ::fork();
+      if (init == 0) {
+        if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::mount("proc", "/proc", "proc", 0, nullptr) != 0 || ::dup2(in[0], 0) != 0 ||
+            ::dup2(out[1], 1) != 1) {
+          ::_exit(101);
+        }
+        std::vector<char*> argv = {const_cast<char*>(CI_AGENT_BINARY)};
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        ::execv(CI_AGENT_BINARY, argv.data());
+        ::_exit(102);
+      }
+      int status = 0;
+      ::waitpid(init, &status, 0);
+      ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_agent_ = in[1];
+    from_agent_ = out[0];
+    Msg type;
+    std::string payload;
+    ASSERT_TRUE(Next(&type, &payload));
+    ASSERT_EQ(type, Msg::kReady);
+    EXPECT_EQ(payload, WithId(kWireVersion));
+  }
+
+  void Send(Msg type, std::string_view payload) {
+    std::string f = Frame(type, payload);
+    ASSERT_EQ(::write(to_agent_, f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  }
+
+  // The next frame from the agent within 10 s.
+  bool Next(Msg* type, std::string* payload) {
+    bool bad = false;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!reader_.Next(type, payload, &bad)) {
+      if (bad || std::chrono::steady_clock::now() > deadline) return false;
+      pollfd p{from_agent_, POLLIN, 0};
+      if (::poll(&p, 1, 1000) <= 0) continue;
+      char buf[65536];
+      ssize_t n = ::read(from_agent_, buf, sizeof buf);
+      if (n <= 0) return false;
+      reader_.Feed(std::string_view(buf, static_cast<size_t>(n)));
+    }
+    return true;
+  }
+
+  uint32_t StartExec(std::vector<std::string> argv, bool attach_stdin = false) {
+    uint32_t id = next_id_++;
+    Send(Msg::kExec, EncodeExec({id, attach_stdin, "/", std::move(argv), {"CI_AGENT_TEST=1"}}));
+    return id;
+  }
+
+  // Reads frames until exec `id` exited; other execs' frames are kept for their own Wait.
+  Ran Wait(uint32_t id) {
+    while (ran_[id].status == -1000) {
+      Msg type;
+      std::string payload;
+      if (!Next(&type, &payload)) {
+        ADD_FAILURE() << "no answer from the agent";
+        break;
+      }
+      if (type == Msg::kStarted) {
+        auto started = SplitId(payload);
+        EXPECT_TRUE(started && started->second.empty());
+        if (started) {
+          EXPECT_EQ(ran_[started->first].out + ran_[started->first].err, "")
+              << "an exec's start comes before its output";
+          ran_[started->first].started = true;
+        }
+      } else if (type == Msg::kOutput) {
+        auto o = DecodeOutput(payload);
+        EXPECT_TRUE(o);
+        if (o) (o->stream == 1 ? ran_[o->id].out : ran_[o->id].err) += o->bytes;
+      } else if (type == Msg::kExited) {
+        auto e = DecodeExited(payload);
+        EXPECT_TRUE(e);
+        if (e) {
+          EXPECT_TRUE(ran_[e->first].started) << "exited before it was said to have started";
+          ran_[e->first].status = e->second;
+        }
+      } else {
+        ADD_FAILURE() << "unexpected frame type " << static_cast<int>(type);
+      }
+    }
+    return ran_[id];
+  }
+
+  Ran Run(std::vector<std::string> argv) { return Wait(StartExec(std::move(argv))); }
+
+  pid_t pid_ = -1;
+  int to_agent_ = -1, from_agent_ = -1;
+  FrameReader reader_;
+  uint32_t next_id_ = 1;
+  std::map<uint32_t, Ran> ran_;
+};
+
+TEST_F(AgentTest, AnExecGetsItsStdinAndItsOutputAndStatusComeBack) {
+  uint32_t id = StartExec({"sh", "-c", "cat; echo \"err $CI_AGENT_TEST\" >&2; exit 3"}, true);
+  Send(Msg::kStdin, WithId(id, "hello "));
+  Send(Msg::kStdin, WithId(id, "agent"));
+  Send(Msg::kStdinEnd, WithId(id));
+  Ran r = Wait(id);
+  EXPECT_EQ(r.out, "hello agent");
+  EXPECT_EQ(r.err, "err 1\n");
+  EXPECT_EQ(r.status, 3);
+}
+
+TEST_F(AgentTest, WithoutStdinTheProgramReadsEof) {
+  Ran r = Run({"sh", "-c", "cat; echo done"});
+  EXPECT_EQ(r.out, "done\n");
+  EXPECT_EQ(r.status, 0);
+}
+
+TEST_F(AgentTest, AMissingProgramIs127WithAMessageAsDockerExecSaysIt) {
+  Ran r = Run({"no-such-program-anywhere"});
+  EXPECT_EQ(r.status, 127);
+  EXPECT_NE(r.err.find("no-such-program-anywhere"), std::string::npos) << r.err;
+}
+
+TEST_F(AgentTest, ADeathBySignalIs128PlusTheSignal) {
+  EXPECT_EQ(Run({"sh", "-c", "kill -9 $$"}).status, 128 + SIGKILL);
+}
+
+TEST_F(AgentTest, OutputBeyondAPipeBufferArrivesWhole) {
+  Ran r = Run({"head", "-c", "3000000", "/dev/zero"});
+  EXPECT_EQ(r.out.size(), 3000000u);
+  EXPECT_EQ(r.status, 0);
+}
+
+TEST_F(AgentTest, ConcurrentExecsKeepTheirOutputApart) {
+  uint32_t a = StartExec({"sh", "-c", "for i in 1 2 3; do echo a$i; sleep 0.05; done"});
+  uint32_t b = StartExec({"sh", "-c", "for i in 1 2 3; do echo b$i; sleep 0.05; done"});
+  EXPECT_EQ(Wait(b).out, "b1\nb2\nb3\n");
+  EXPECT_EQ(Wait(a).out, "a1\na2\na3\n");
+}
+
+TEST_F(AgentTest, OrphansAreReapedAsByAnInit) {
+  EXPECT_EQ(Run({"sh", "-c", "sleep 0.2 & exit 0"}).status, 0);
+  ::usleep(600'000);
+  Ran r = Run({"sh", "-c", "grep -l '^State:.Z' /proc/[0-9]*/status | wc -l"});
+  EXPECT_EQ(r.out, "0\n");
+}
+
+TEST_F(AgentTest, KillAllEndsEveryProgramButSparesTheAgent) {
+  uint32_t sleeper = StartExec({"sleep", "100"});
+  uint32_t other = StartExec({"sh", "-c", "sleep 100"});
+  ::usleep(200'000);
+  Send(Msg::kKillAll, {});
+  EXPECT_EQ(Wait(sleeper).status, 128 + SIGKILL);
+  EXPECT_EQ(Wait(other).status, 128 + SIGKILL);
+  EXPECT_EQ(Run({"echo", "still here"}).out, "still here\n");
+}
+
+TEST_F(AgentTest, ARecycleIsRefusedWhileAWritablePlaceIsNotWiped) {
+  // The test's root file system is writable and no --wipe was given: nothing could be put back
+  // as it was, so the container must not be reused.
+  Send(Msg::kRecycle, {});
+  Msg type;
+  std::string payload;
+  ASSERT_TRUE(Next(&type, &payload));
+  ASSERT_EQ(type, Msg::kRecycled);
+  ASSERT_FALSE(payload.empty());
+  EXPECT_EQ(payload[0], 0);
+  EXPECT_NE(payload.find("writable mount not wiped"), std::string::npos) << payload;
+}
+
+TEST_F(AgentTest, TheEndOfTheDaemonsStreamEndsEverything) {
+  StartExec({"sleep", "100"});
+  ::usleep(100'000);
+  ::close(to_agent_);
+  to_agent_ = -1;
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid_, &status, 0), pid_);
+  pid_ = -1;
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(AgentOutsideAContainerTest, RefusesToRunUnlessPid1) {
+  // Its kill(-1) would reach every process of its user anywhere else.
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int devnull = ::open("/dev/null", O_RDWR);
+    ::dup2(devnull, 0);
+    ::dup2(devnull, 2);
+    ::execl(CI_AGENT_BINARY, CI_AGENT_BINARY, nullptr);
+    ::_exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+}
+
+}  // namespace
+}  // namespace ci::agent
