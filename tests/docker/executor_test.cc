@@ -444,6 +444,109 @@ TEST_F(DockerTest, ReportsCpuTimeAndMemoryPeak) {
   EXPECT_FALSE(e.report.pids_limit_hit);
 }
 
+// Recycled execution containers (src/agent/recycle.h): what one execution leaves anywhere it can
+// write, or runs, is gone for the next one in the same container, and the next one's counters
+// are its own.
+class DockerRecycleTest : public DockerTest {
+ protected:
+  void SetUp() override {
+    DockerTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (!opts_.agent) GTEST_SKIP() << "containers are driven by execs: none is recycled";
+  }
+  // The container an execution ran in, as its cgroup names it.
+  static std::string ContainerOf(const std::string& out) {
+    size_t at = out.find("cgroup:");
+    return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+  }
+  // Lets the previous execution's recycle (in the background after Destroy) finish.
+  void LetRecycle() { io_.run_for(500ms); }
+  static constexpr const char* kWhere =
+      "echo cgroup:$(grep -o '[0-9a-f]\\{64\\}' /proc/self/cgroup | head -n1); ";
+};
+
+TEST_F(DockerRecycleTest, NothingOfAnExecutionReachesTheNext) {
+  auto a = Execute(
+      {"bash", "-c",
+       std::string(kWhere) +
+           "echo w > /workspace/left; mkdir -p /tmp/d/e; echo t > /tmp/d/e/f; chmod 0 /tmp/d; "
+           "echo s > /dev/shm/left; : > /dev/mqueue/left 2>/dev/null; chmod 700 /workspace; "
+           "ln -s /etc/passwd /workspace/link; ipcmk -M 4096 >/dev/null; ipcmk -Q >/dev/null; "
+           "ipcmk -S 2 >/dev/null; setsid sleep 300 </dev/null >/dev/null 2>&1 & "
+           "(trap '' TERM HUP; exec -a hidden sleep 301) </dev/null >/dev/null 2>&1 & "
+           "echo left"});
+  ASSERT_TRUE(a.outcome.ok()) << a.outcome.status().message();
+  ASSERT_EQ(a.outcome->exit_code, 0) << a.err;
+  LetRecycle();
+  auto b = Execute(
+      {"bash", "-c",
+       std::string(kWhere) +
+           "ls -A /workspace /tmp /dev/shm /dev/mqueue; stat -c 'mode %a' /workspace; "
+           "for p in /proc/[0-9]*; do [ $p = /proc/1 ] || [ $p = /proc/$$ ] || "
+           "[ $p = /proc/self ] || [ $p = /proc/thread-self ] || echo \"proc $(cat $p/comm)\"; "
+           "done 2>/dev/null | grep 'proc sleep'; "
+           "tail -q -n +2 /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | wc -l"});
+  ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
+  ASSERT_FALSE(ContainerOf(a.out).empty()) << a.out;
+  EXPECT_EQ(ContainerOf(b.out), ContainerOf(a.out)) << "the second execution was not recycled";
+  EXPECT_EQ(b.out.substr(b.out.find('\n') + 1),
+            "/dev/mqueue:\n\n/dev/shm:\n\n/tmp:\n\n/workspace:\nmode 755\n0\n")
+      << b.err;
+}
+
+TEST_F(DockerRecycleTest, EachExecutionHasCountersOfItsOwn) {
+  SandboxSpec spec = Spec();
+  spec.limits.memory_bytes = 256ull << 20;
+  auto a =
+      Execute({"bash", "-c",
+               std::string(kWhere) +
+                   "python3 -c 'import time\nx = bytearray(150 << 20)\nt = time.process_time()"
+                   "\nwhile time.process_time() - t < 0.5: pass'; "
+                   "python3 -c 'x = bytearray(400 << 20)'; :(){ :|:& };: 2>/dev/null; sleep 1"},
+              20s, std::nullopt, {}, spec);
+  ASSERT_TRUE(a.outcome.ok()) << a.outcome.status().message();
+  EXPECT_TRUE(a.report.oom_killed);
+  EXPECT_GE(a.report.memory_peak_bytes, 150ull << 20);
+  EXPECT_GE(a.report.cpu_ms, 400u);
+  LetRecycle();
+  auto b = Execute({"bash", "-c", std::string(kWhere)}, 10s, std::nullopt, {}, spec);
+  ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
+  ASSERT_EQ(ContainerOf(b.out), ContainerOf(a.out)) << "the second execution was not recycled";
+  EXPECT_FALSE(b.report.oom_killed);
+  EXPECT_FALSE(b.report.pids_limit_hit);
+  EXPECT_LT(b.report.memory_peak_bytes, 100ull << 20);
+  EXPECT_LT(b.report.cpu_ms, 300u);
+}
+
+// What the agent cannot put back for certain (here a tree too deep to walk) ends the container.
+TEST_F(DockerRecycleTest, AContainerThatCannotBeWipedIsRemoved) {
+  auto a = Execute(
+      {"bash", "-c", std::string(kWhere) + "cd /tmp; for i in $(seq 300); do mkdir d; cd d; done"});
+  ASSERT_TRUE(a.outcome.ok()) << a.outcome.status().message();
+  LetRecycle();
+  auto b = Execute({"bash", "-c", std::string(kWhere) + "ls -A /tmp"});
+  ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
+  EXPECT_NE(ContainerOf(b.out), ContainerOf(a.out));
+  EXPECT_EQ(b.out.substr(b.out.find('\n') + 1), "");
+}
+
+TEST_F(DockerRecycleTest, AKilledSandboxIsNotRecycled) {
+  auto sandbox = Await(executor_->Prepare(Spec()));
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status().message();
+  std::string first;
+  RunPayload p;
+  p.argv = {"bash", "-c", kWhere};
+  auto r = Await(
+      (*sandbox)->Run(std::move(p), [&](StreamKind, std::string_view d) { first.append(d); }));
+  ASSERT_TRUE(r.ok());
+  (*sandbox)->Kill();
+  Await((*sandbox)->Destroy());
+  LetRecycle();
+  auto b = Execute({"bash", "-c", kWhere});
+  ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
+  EXPECT_NE(ContainerOf(b.out), ContainerOf(first));
+}
+
 // A crash's leftovers: an executor container whose owner daemon is gone, and an expired one,
 // are removed by the first check of a new executor; a live daemon's container is kept.
 TEST_F(DockerTest, ReaperRemovesLeftoversAtStartup) {
