@@ -215,8 +215,17 @@ class DockerBackendTest(E2ETestCase):
         self.assertIn("res", box, box)
         self.assertEqual(box["res"].status, 200, box["res"])
         self.assertEqual(box["res"].json.get("verdict"), "ok", box["res"])
-        gone = wait_until(lambda: self.engine.inspect(cid) is None, 10, interval=0.1)
-        self.assertTrue(gone, f"container {cid[:12]} still exists after the execution ended")
+        # Removed, or recycled (src/agent/recycle.h): then nothing but its agent runs in it.
+        agent = (cfg.get("Labels") or {}).get("code-interpreter.agent")
+
+        def ended():
+            if self.engine.inspect(cid) is None:
+                return True
+            left = self.engine.processes(cid)
+            return agent is not None and len(left) == 1 and agent in left[0]
+        self.assertTrue(wait_until(ended, 10, interval=0.1),
+                        f"container {cid[:12]} still runs {self.engine.processes(cid)} after the "
+                        "execution ended")
 
     # -- reaper ---------------------------------------------------------------------------------
 
