@@ -62,8 +62,13 @@ class AgentExec final : public ExecStream {
     state_->wake.Notify();
   }
   asio::awaitable<Result<std::optional<int>>> ExitCode() override { co_return state_->status; }
+  bool finished() const override {
+    return state_->status || state_->not_started || state_->closed || channel_ended();
+  }
 
  private:
+  bool channel_ended() const;
+
   std::shared_ptr<Channel> channel_;
   uint32_t id_;
   std::shared_ptr<ExecState> state_;
@@ -278,6 +283,8 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
 };
 
 AgentExec::~AgentExec() { channel_->Forget(id_); }
+
+bool AgentExec::channel_ended() const { return channel_->ended(); }
 
 asio::awaitable<Result<bool>> AgentExec::Read(const ExecOutputSink& sink) {
   for (;;) {

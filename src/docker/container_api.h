@@ -50,6 +50,9 @@ class ExecStream {
   virtual asio::awaitable<void> CloseStdin() = 0;
   // Closes both directions at once; a pending Read completes with an error.
   virtual void Close() = 0;
+  // Known to be over already (ended, failed to start, closed) without a Read; false when it
+  // cannot tell.
+  virtual bool finished() const { return false; }
   // The exec's exit status once Read returned false (128+N for a death by signal N); nullopt
   // when the engine does not know it.
   virtual asio::awaitable<Result<std::optional<int>>> ExitCode() = 0;

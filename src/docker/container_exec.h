@@ -49,6 +49,9 @@ struct Container {
   std::string call_token;
   // A recycled container's counters when this sandbox's execution began.
   CountersBaseline baseline;
+  // Execution sandboxes (SandboxSpec::prestart_argv): the program started at Prepare, waiting
+  // for its go line on stdin; empty: none.
+  std::vector<std::string> prestart_argv;
   std::string short_id() const { return id.substr(0, 12); }
 };
 

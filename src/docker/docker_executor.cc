@@ -74,7 +74,8 @@ class DockerExecutor final : public Executor {
         c.cwd = spec.cwd;
         c.cpu_time_sec = spec.limits.cpu_time_sec;
         c.baseline = recycled->baseline;
-        co_return MakeExecSandbox(c, opts_.host_cgroups);
+        c.prestart_argv = spec.prestart_argv;
+        co_return co_await MakePrestartedExecSandbox(c, opts_.host_cgroups);
       }
     }
     std::string body = ContainerCreateJson(ContainerCreateFromSpec(spec, options));
@@ -142,6 +143,12 @@ class DockerExecutor final : public Executor {
       }
     }
     if (failed.ok() && channel) failed = co_await channel->AwaitReady(kAgentReadyTimeout);
+    // Execution sandboxes of the agent hold their program started ahead, as local ones do: its
+    // exec is a frame, so the pool's refill pays for it, not the request.
+    if (failed.ok() && channel && !session && !spec.prestart_argv.empty()) {
+      c.prestart_argv = spec.prestart_argv;
+      sandbox = co_await MakePrestartedExecSandbox(c, opts_.host_cgroups);
+    }
     if (!failed.ok()) {
       co_await sandbox->Destroy();
       co_return failed;

@@ -134,6 +134,21 @@ class ExecSandbox final : public Sandbox {
  public:
   ExecSandbox(Container c, bool host_cgroups) : c_(c), counters_(std::move(c), host_cgroups) {}
 
+  // The program started ahead (c_.prestart_argv) under the execution's wrapper, its stdin held
+  // open for the go; a failure to start it only means runs start their own.
+  asio::awaitable<void> Prestart() {
+    if (c_.prestart_argv.empty()) co_return;
+    const std::vector<std::string> argv =
+        ProgramArgv({c_.prestart_argv, {}, false, "", c_.cpu_time_sec, c_.run_limits});
+    auto started = co_await c_.api->Exec(argv, ExecStdin{true, std::nullopt});
+    if (!started.ok()) {
+      spdlog::warn("{}: the program could not start ahead: {}", c_.short_id(),
+                   started.status().message());
+      co_return;
+    }
+    prestarted_ = *started;
+  }
+
   asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override {
     if (killed_) co_return Status::Error("sandbox killed");
     if (payload.background && !c_.session) {
@@ -160,6 +175,7 @@ class ExecSandbox final : public Sandbox {
     destroyed_ = true;
     auto t0 = Clock::now();
     if (active_) active_->Close();
+    if (prestarted_) prestarted_->Close();
     if (server_) server_->stream->Close();
     // The engines flag an OOM kill only when PID 1 dies of it, never for an exec'd program, and
     // have no pids event: the cgroup's own counters tell. Read from the host they cost nothing,
@@ -200,18 +216,25 @@ class ExecSandbox final : public Sandbox {
   // status and the counters.
   asio::awaitable<Result<RunOutcome>> RunProgram(RunPayload payload, OutputSink sink) {
     const auto t_stage = Clock::now();
-    // No program is started ahead here: the go goes in front of stdin (RunPayload::go).
+    // The go goes in front of stdin (RunPayload::go), to the program started ahead or a new one.
     if (payload.go) payload.stdin_data = *payload.go + payload.stdin_data.value_or("");
-    auto inline_files = co_await StageForProgram(payload.files);
+    std::shared_ptr<ExecStream> prestarted = std::exchange(prestarted_, nullptr);
+    const bool resume =
+        prestarted && payload.go && payload.argv == c_.prestart_argv && !prestarted->finished();
+    if (prestarted && !resume) prestarted->Close();  // the new program's wrapper kills it
+    auto inline_files = co_await StageForProgram(payload.files, resume);
     if (!inline_files.ok()) co_return inline_files.status().NotStarted();
     const auto t0 = Clock::now();
     const std::string background = BackgroundList(background_);
-    const std::vector<std::string> argv =
-        ProgramArgv({payload.argv, std::move(*inline_files), c_.session, background,
-                     c_.cpu_time_sec, c_.run_limits});
-    const uint64_t stdin_size = payload.stdin_data ? payload.stdin_data->size() : 0;
-    const ExecStdin program_stdin{true, stdin_size};
-    auto started = co_await c_.api->Exec(argv, program_stdin);
+    Result<std::shared_ptr<ExecStream>> started = prestarted;
+    if (!resume) {
+      const std::vector<std::string> argv =
+          ProgramArgv({payload.argv, std::move(*inline_files), c_.session, background,
+                       c_.cpu_time_sec, c_.run_limits});
+      const uint64_t stdin_size = payload.stdin_data ? payload.stdin_data->size() : 0;
+      const ExecStdin program_stdin{true, stdin_size};
+      started = co_await c_.api->Exec(argv, program_stdin);
+    }
     if (!started.ok()) co_return started.status().Context("starting the program").NotStarted();
     auto run = std::make_shared<ProgramRun>(c_.ex, *started);
     active_ = run->stream;
@@ -249,11 +272,26 @@ class ExecSandbox final : public Sandbox {
     co_return out;
   }
 
-  // Small files (the code) travel in the program's exec (returned as "path, content" pairs);
-  // others by a tar exec first.
+  // Small files (the code) travel in the program's exec (returned as "path, content" pairs), or
+  // in an exec of their own before a program started ahead (`own_exec`); others by a tar exec
+  // first.
   asio::awaitable<Result<std::vector<std::string>>> StageForProgram(
-      const std::vector<StagedFile>& files) {
-    if (auto inline_files = InlineFiles(files)) co_return std::move(*inline_files);
+      const std::vector<StagedFile>& files, bool own_exec = false) {
+    if (own_exec && files.empty()) co_return std::vector<std::string>{};
+    if (auto inline_files = InlineFiles(files)) {
+      if (!own_exec) co_return std::move(*inline_files);
+      CaptureOptions o;
+      o.output_cap = kMaxErrorText;
+      o.hold = Hold();
+      auto written = co_await CaptureExec(c_, InlineFilesArgv(":", *inline_files), o);
+      if (!written.ok()) co_return written.status().Context("staging files");
+      if (!written->read.ok()) co_return written->read.Context("staging files");
+      if (!written->exit_code.ok() || !written->exit_code->has_value() ||
+          **written->exit_code != 0) {
+        co_return Status::Error("staging files: " + written->output);
+      }
+      co_return std::vector<std::string>{};
+    }
     Status staged = co_await StageFiles(c_, files, Hold());
     if (!staged.ok()) co_return staged.Context("staging files");
     if (killed_) co_return Status::Error("sandbox killed");
@@ -480,6 +518,7 @@ class ExecSandbox final : public Sandbox {
 
   Container c_;
   SandboxCounters counters_;
+  std::shared_ptr<ExecStream> prestarted_;
   std::shared_ptr<ExecStream> active_;
   std::vector<long> background_;          // sessions: pids (= session ids) of background programs
   std::shared_ptr<CallServer> server_;    // sessions: the relay to the interpreter, if any
@@ -493,6 +532,13 @@ class ExecSandbox final : public Sandbox {
 
 std::unique_ptr<Sandbox> MakeExecSandbox(Container c, bool host_cgroups) {
   return std::make_unique<ExecSandbox>(std::move(c), host_cgroups);
+}
+
+asio::awaitable<std::unique_ptr<Sandbox>> MakePrestartedExecSandbox(Container c,
+                                                                    bool host_cgroups) {
+  auto sandbox = std::make_unique<ExecSandbox>(std::move(c), host_cgroups);
+  co_await sandbox->Prestart();  // (an empty argv would be the wrapper's kill alone)
+  co_return std::move(sandbox);
 }
 
 }  // namespace ci::docker

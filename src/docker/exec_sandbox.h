@@ -4,6 +4,7 @@
 // directory. The docker and kubernetes backends both use it. README "One execution", "Sessions".
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
 #include <memory>
 
 #include "core/executor.h"
@@ -14,5 +15,11 @@ namespace ci::docker {
 // The sandbox in the started container or running pod `c`. host_cgroups: the counters may be
 // read on this host when c.api->HostInitPid() finds PID 1 (a local Docker Engine).
 std::unique_ptr<Sandbox> MakeExecSandbox(Container c, bool host_cgroups);
+
+// The same, with c.prestart_argv started now under the run's wrapper, its stdin held open: a run
+// of that argv with a go line (RunPayload::go) stages its files, writes the go and its stdin, and
+// takes over that program, whose start then is not the request's. When it cannot start, runs
+// start their program as usual.
+asio::awaitable<std::unique_ptr<Sandbox>> MakePrestartedExecSandbox(Container c, bool host_cgroups);
 
 }  // namespace ci::docker
