@@ -192,7 +192,8 @@ def main():
             daemon.cleanup()
 
     if "docker" in want:
-        docker = start({"EXECUTOR_BACKEND": "docker",
+        # With the in-container agent (src/agent), which is what the targets are measured on.
+        docker = start({"EXECUTOR_BACKEND": "docker", "PYTHON_EXECUTOR_DOCKER_AGENT": "true",
                         "PYTHON_EXECUTOR_DOCKER_IMAGE": args.docker_image}, config)
         try:
             wait_for_pool(docker, timeout=120)
