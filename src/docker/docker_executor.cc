@@ -60,7 +60,9 @@ class DockerExecutor final : public Executor {
     if (Status s = image_->Usable(); !s.ok()) co_return s;
     if (Status s = co_await EnsureConnected(); !s.ok()) co_return s;
     const bool session = spec.session_expires_at != 0;
-    const std::string agent = AgentPath();
+    // Sessions keep their exec-driven containers: with the agent a session was lost to an OOM
+    // kill and a burst of calls in the e2e suites, not yet understood (src/agent/README.md).
+    const std::string agent = session ? std::string() : AgentPath();
     ContainerOptions options = OptionsFor(spec, agent);
     // Execution containers of the agent are recycled: one of this configuration may be waiting.
     std::string recycle_key;
@@ -191,7 +193,8 @@ class DockerExecutor final : public Executor {
   // Read from the ContainerCreate body that Prepare sends for this spec.
   Enforcement enforcement(const SandboxSpec& spec) const override {
     Enforcement e;
-    const ContainerCreate body = ContainerCreateFromSpec(spec, OptionsFor(spec, AgentPath()));
+    const ContainerCreate body = ContainerCreateFromSpec(
+        spec, OptionsFor(spec, spec.session_expires_at != 0 ? std::string() : AgentPath()));
     e.enforced = ContainerMeasures(body);
     if (!opts_.engine_applies_limits) MoveLimitsToDowngrades(e);
     if (body.seccomp_log_only) {

@@ -174,6 +174,8 @@ class DockerBackendTest(E2ETestCase):
                         f"(execution: {box})")
         info = self.engine.inspect(cid)
         self.assertIsNotNone(info, f"container {cid[:12]} vanished while the program ran")
+        agent = (info["Config"].get("Labels") or {}).get("code-interpreter.agent") or "\0"
+        during = {p.split()[0] for p in self.engine.processes(cid) if agent not in p}
         hc, cfg = info["HostConfig"], info["Config"]
         diag = json.dumps({"HostConfig": hc, "Config.User": cfg.get("User"),
                            "Config.Labels": cfg.get("Labels")}, indent=1)[:6000]
@@ -215,14 +217,13 @@ class DockerBackendTest(E2ETestCase):
         self.assertIn("res", box, box)
         self.assertEqual(box["res"].status, 200, box["res"])
         self.assertEqual(box["res"].json.get("verdict"), "ok", box["res"])
-        # Removed, or recycled (src/agent/recycle.h): then nothing but its agent runs in it.
-        agent = (cfg.get("Labels") or {}).get("code-interpreter.agent")
-
+        # Removed, or recycled (src/agent/recycle.h): then none of the execution's processes is
+        # left (the agent and the next execution's driver waiting for its go may be).
         def ended():
             if self.engine.inspect(cid) is None:
                 return True
-            left = self.engine.processes(cid)
-            return agent is not None and len(left) == 1 and agent in left[0]
+            left = {p.split()[0] for p in self.engine.processes(cid)}
+            return not (left & during)
         self.assertTrue(wait_until(ended, 10, interval=0.1),
                         f"container {cid[:12]} still runs {self.engine.processes(cid)} after the "
                         "execution ended")
