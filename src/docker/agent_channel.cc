@@ -204,40 +204,27 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
         return;
       case Msg::kOutput:
         if (auto out = agent::DecodeOutput(payload)) {
-          if (auto it = execs_.find(out->id); it != execs_.end()) {
-            it->second->output.emplace_back(
-                out->stream == 1 ? ExecOutput::kStdout : ExecOutput::kStderr,
-                std::string(out->bytes));
-            it->second->wake.Notify();
-          }
-          return;
+          return Update(out->id, [&](ExecState& e) {
+            e.output.emplace_back(out->stream == 1 ? ExecOutput::kStdout : ExecOutput::kStderr,
+                                  std::string(out->bytes));
+          });
         }
         break;
       case Msg::kExited:
         if (auto exited = agent::DecodeExited(payload)) {
-          if (auto it = execs_.find(exited->first); it != execs_.end()) {
-            it->second->status = exited->second;
-            it->second->wake.Notify();
-          }
-          return;
+          return Update(exited->first, [&](ExecState& e) { e.status = exited->second; });
         }
         break;
       case Msg::kStarted:
         if (auto split = agent::SplitId(payload); split && split->second.empty()) {
-          if (auto it = execs_.find(split->first); it != execs_.end()) {
-            it->second->started = true;
-            it->second->wake.Notify();
-          }
-          return;
+          return Update(split->first, [](ExecState& e) { e.started = true; });
         }
         break;
       case Msg::kNotStarted:
         if (auto split = agent::SplitId(payload)) {
-          if (auto it = execs_.find(split->first); it != execs_.end()) {
-            it->second->not_started = "the agent could not start it: " + std::string(split->second);
-            it->second->wake.Notify();
-          }
-          return;
+          return Update(split->first, [&](ExecState& e) {
+            e.not_started = "the agent could not start it: " + std::string(split->second);
+          });
         }
         break;
       case Msg::kRecycled:
@@ -253,6 +240,15 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     }
     bad_ = true;
     spdlog::error("agent {}: malformed frame (type {})", id_.substr(0, 12), static_cast<int>(type));
+  }
+
+  // What a frame says of exec `id` (one the daemon forgot already is ignored); its reader wakes.
+  template <typename F>
+  void Update(uint32_t id, F change) {
+    auto it = execs_.find(id);
+    if (it == execs_.end()) return;
+    change(*it->second);
+    it->second->wake.Notify();
   }
 
   // The stream ended: every waiter learns it.
