@@ -68,6 +68,17 @@ asio::awaitable<void> SandboxCounters::FindHostCgroup() {
   host_ = co_await LocateHostCgroup(*c_.api, c_.id, &init_pid_);
 }
 
+asio::awaitable<void> SandboxCounters::MeasureProbeCost() {
+  if (!read_once_) co_await Read(false);
+  if (host_ || !read_once_) co_return;
+  const uint64_t before = report_.cpu_ms;
+  co_await Read(false);
+  const uint64_t cost = report_.cpu_ms > before ? report_.cpu_ms - before : 0;
+  per_probe_allowance_ms_ = std::clamp(cost * 3 / 2, kProbeCpuAllowanceMs, kMaxProbeCpuAllowanceMs);
+  spdlog::debug("{}: a counters probe costs {} ms of the sandbox's CPU; {} ms allowed per probe",
+                c_.short_id(), cost, per_probe_allowance_ms_);
+}
+
 // The in-container probe (kill leftovers, print the counter files). When it cannot start (the
 // pids limit is full of a fork bomb's processes), the limit is raised a little through the
 // Engine's update call for the probe's own processes and it is tried again.
@@ -84,7 +95,7 @@ asio::awaitable<std::optional<CgroupCounters>> SandboxCounters::ProbeInContainer
       bool raised = co_await c_.api->SetPidsHeadroom(attempt);
       if (!raised) spdlog::debug("{}: raising the pids limit failed", c_.short_id());
     }
-    ++probes_;
+    probe_allowance_ms_ += per_probe_allowance_ms_;
     auto probe = co_await CaptureExec(c_, cmd, stdout_only);
     if (!probe.ok()) {
       why = probe.status().message();

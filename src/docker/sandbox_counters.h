@@ -40,10 +40,16 @@ class SandboxCounters {
   // charged to the sandbox's cgroup: the engine's exec setup and a shell): what a session's idle
   // interpreter is held to must not grow with the daemon's own probing.
   uint64_t cpu_ms_besides_probes() const {
-    const uint64_t allowance = probes_ * kProbeCpuAllowanceMs;
-    return report_.cpu_ms > allowance ? report_.cpu_ms - allowance : 0;
+    return report_.cpu_ms > probe_allowance_ms_ ? report_.cpu_ms - probe_allowance_ms_ : 0;
   }
+  // Counters by exec only: measures what one probe costs here (two reads back to back; on a slow
+  // or loaded machine far more than on a fast one) and allows that, with headroom for its jitter,
+  // for each later probe. Bounded both ways: never below the default, and a program spinning
+  // during the measurement buys at most kMaxProbeCpuAllowanceMs per probe.
+  asio::awaitable<void> MeasureProbeCost();
   static constexpr uint64_t kProbeCpuAllowanceMs = 50;
+  static constexpr uint64_t kMaxProbeCpuAllowanceMs = 300;
+  uint64_t probe_cpu_allowance_ms() const { return per_probe_allowance_ms_; }
   bool read_once() const { return read_once_; }  // a Read got them
   // Known after the first Read: the container's cgroup on this host (none: by exec), and its PID
   // 1 as seen here (0: not looked up).
@@ -60,7 +66,8 @@ class SandboxCounters {
   std::optional<HostCgroup> host_;
   pid_t init_pid_ = 0;
   bool read_once_ = false;
-  uint64_t probes_ = 0;  // probe execs started
+  uint64_t per_probe_allowance_ms_ = kProbeCpuAllowanceMs;
+  uint64_t probe_allowance_ms_ = 0;  // the sum over the probe execs started
   uint64_t oom_kills_ = 0;
   ResourceReport report_;
 };

@@ -1110,7 +1110,9 @@ class TapResult(unittest.TestResult):
             fields.append(("http", "\n".join(ex[-6:])))
         d = getattr(test, "daemon", None)
         if d is not None and hasattr(test, "_log_start"):
-            fields.append(("daemon_log", d.log_since(test._log_start, tail=40)))
+            # CI_E2E_LOG_TAIL=N shows more of the daemon's log of a failed test (40 lines).
+            tail = int(os.environ.get("CI_E2E_LOG_TAIL", "40"))
+            fields.append(("daemon_log", d.log_since(test._log_start, tail=tail)))
         if hasattr(test, "_backend_log_start"):
             fields.append(("backend_log", log_tail(Config.backend_log,
                                                    test._backend_log_start)))

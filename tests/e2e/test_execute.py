@@ -84,8 +84,10 @@ class ExecuteBasicsTest(E2ETestCase):
     def test_concurrent_executions(self):
         # Each program reports when its sleep began and ended (the sandboxes read the host's
         # clock): run side by side, every one began before any ended; one after the other, not.
+        # The sleep outlasts starting four sandboxes at once on a slow, loaded machine (a Docker
+        # container beyond the warm pool's took 2 s there).
         results, errors = [], []
-        code = ("import time\nstart = time.time()\ntime.sleep(1.5)\n"
+        code = ("import time\nstart = time.time()\ntime.sleep(6)\n"
                 "print({i}, start, time.time())")
 
         def one(i):
