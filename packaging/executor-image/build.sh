@@ -45,7 +45,8 @@ fi
 [ -n "$AGENT" ] && [ -x "$AGENT" ] ||
   { echo "no agent binary (scripts/build.sh builds it; or AGENT=path)" >&2; exit 1; }
 AGENT_PATH=/usr/local/lib/code-interpreter/agent
-AGENT_WIRE=1  # src/agent/agent_wire.h kWireVersion
+AGENT_WIRE="$(sed -n 's/.*kWireVersion = \([0-9]*\);.*/\1/p' "$REPO/src/agent/agent_wire.h")"
+[ -n "$AGENT_WIRE" ] || { echo "no kWireVersion in src/agent/agent_wire.h" >&2; exit 1; }
 
 base_key="$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" "recipe-v1" | sha256sum | cut -c1-16)"
 base="$CACHE_DIR/executor-base-$base_key.tar"

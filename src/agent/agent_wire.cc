@@ -58,7 +58,7 @@ bool TakeStrings(std::string_view& in, std::vector<std::string>* list) {
 std::string EncodeExec(const ExecRequest& r) {
   std::string out;
   PutU32(out, r.id);
-  out.push_back(r.attach_stdin ? 1 : 0);
+  out.push_back(static_cast<char>((r.attach_stdin ? 1 : 0) | (r.from_zygote ? 2 : 0)));
   out.append(r.cwd);
   out.push_back('\0');
   PutStrings(out, r.argv);
@@ -69,7 +69,8 @@ std::string EncodeExec(const ExecRequest& r) {
 std::optional<ExecRequest> DecodeExec(std::string_view in) {
   ExecRequest r;
   if (!TakeU32(in, &r.id) || in.empty()) return std::nullopt;
-  r.attach_stdin = in[0] != 0;
+  r.attach_stdin = (in[0] & 1) != 0;
+  r.from_zygote = (in[0] & 2) != 0;
   in.remove_prefix(1);
   if (!TakeString(in, &r.cwd) || !TakeStrings(in, &r.argv) || !TakeStrings(in, &r.env) ||
       !in.empty() || r.argv.empty()) {

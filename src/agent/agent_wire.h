@@ -24,16 +24,17 @@ enum class Msg : uint8_t {
   kKillAll = 4,   // SIGKILL every process of the container but the agent; a payload lists
                   // the session ids to spare (session_kill.h)
   kRecycle = 5,   // end every exec and put the container back as it started (recycle.h)
+  kZygote = 6,    // ExecRequest (id 0) of the container's Python fork server (zygote.h)
   // agent -> daemon
   kReady = 10,       // u32 wire version: the agent is serving
   kOutput = 11,      // u32 id, u8 stream (1 stdout, 2 stderr), bytes
   kExited = 12,      // u32 id, i32 status (exit code, or 128+N for a death by signal N)
-  kRecycled = 13,    // u8 ok, then why not (text)
+  kRecycled = 13,    // u8 ok, then why not (text), or with ok a note (the fork server replaced)
   kNotStarted = 14,  // u32 id, why (text): the exec could not start (no pipe, no free pid)
   kStarted = 15,     // u32 id: the exec's process was forked
 };
 
-inline constexpr uint32_t kWireVersion = 1;
+inline constexpr uint32_t kWireVersion = 2;
 
 // The image label naming the agent's path in executor images that have one, and the label value
 // when the image's agent speaks this wire (kWireVersion).
@@ -46,6 +47,9 @@ struct ExecRequest {
   std::string cwd;
   std::vector<std::string> argv;  // argv[0] looked up in PATH
   std::vector<std::string> env;   // "K=V", over the agent's own environment
+  // A Python program (`python3 -c SOURCE ARGS...`) forked from the fork server (kZygote) instead
+  // of exec'd; refused (kNotStarted) when there is none.
+  bool from_zygote = false;
 };
 
 std::string EncodeExec(const ExecRequest& r);

@@ -13,10 +13,13 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <optional>
 
 #include "agent/agent_wire.h"
+#include "agent/child.h"
 #include "agent/recycle.h"
 #include "agent/session_kill.h"
+#include "agent/zygote.h"
 
 extern char** environ;
 
@@ -35,6 +38,7 @@ struct Exec {
   int err = -1;
   bool reaped = false;
   int status = 0;
+  bool zygote = false;  // forked by the fork server: pid 0 until it reports the pid
 };
 
 void CloseFd(int* fd) {
@@ -83,7 +87,8 @@ class Agent {
     ::fcntl(o_.in_fd, F_SETFL, ::fcntl(o_.in_fd, F_GETFL) | O_NONBLOCK);
     if (!Send(Msg::kReady, WithId(kWireVersion))) return 1;
     for (;;) {
-      std::vector<pollfd> fds = {{o_.in_fd, POLLIN, 0}, {sig_fd_, POLLIN, 0}};
+      std::vector<pollfd> fds = {
+          {o_.in_fd, POLLIN, 0}, {sig_fd_, POLLIN, 0}, {zygote_.fd(), POLLIN, 0}};
       for (auto& [id, e] : execs_) {
         if (e.out >= 0) fds.push_back({e.out, POLLIN, 0});
         if (e.err >= 0) fds.push_back({e.err, POLLIN, 0});
@@ -93,8 +98,11 @@ class Agent {
       if (n < 0 && errno != EINTR) return Quit(1);
       if (o_.expires_at != 0 && ::time(nullptr) >= o_.expires_at) return Quit(0);
       if (n <= 0) continue;
-      if (fds[1].revents != 0) Reap();
-      for (size_t i = 2; i < fds.size(); ++i) {
+      // The fork server's pid reports before the reaping: a program it forked may be gone
+      // already, and its exit status must find its exec.
+      if (fds[2].revents != 0 && !ReadZygote()) return Quit(1);
+      if (fds[1].revents != 0 && !Reap()) return Quit(1);
+      for (size_t i = 3; i < fds.size(); ++i) {
         if (fds[i].revents != 0) Serve(fds[i]);
       }
       if (fds[0].revents != 0 && !ReadDaemon()) return Quit(0);
@@ -144,7 +152,13 @@ class Agent {
     switch (type) {
       case Msg::kExec: {
         std::optional<ExecRequest> req = DecodeExec(payload);
-        return req && Start(*req);
+        return req && (req->from_zygote ? StartFromZygote(*req) : Start(*req));
+      }
+      case Msg::kZygote: {
+        zygote_request_ = DecodeExec(payload);
+        if (!zygote_request_) return false;
+        StartZygote();
+        return true;
       }
       case Msg::kStdin:
       case Msg::kStdinEnd: {
@@ -175,31 +189,23 @@ class Agent {
   bool Start(const ExecRequest& req) {
     if (execs_.count(req.id) != 0) return false;
     int in[2] = {-1, -1}, out[2], err[2];
-    if ((req.attach_stdin ? ::pipe2(in, O_CLOEXEC) : 0) != 0 || ::pipe2(out, O_CLOEXEC) != 0 ||
-        ::pipe2(err, O_CLOEXEC) != 0) {
+    if (!OpenPipes(req.attach_stdin, in, out, err)) {
       return Fail(req.id, std::string("pipe: ") + std::strerror(errno));
     }
     std::vector<std::string> env = MergedEnv(req.env);
-    std::vector<char*> argv, envp;
-    for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    for (const auto& kv : env) envp.push_back(const_cast<char*>(kv.c_str()));
-    envp.push_back(nullptr);
+    ExecVectors v = VectorsOf(req.argv, env);
     pid_t pid = ::fork();
     if (pid == 0) {
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::signal(SIGPIPE, SIG_DFL);
+      ResetSignals();
       int stdin_fd = req.attach_stdin ? in[0] : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
       if (::dup2(stdin_fd, 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0) _exit(126);
       if (!req.cwd.empty() && ::chdir(req.cwd.c_str()) != 0) {
         std::fprintf(stderr, "exec: chdir %s: %s\n", req.cwd.c_str(), std::strerror(errno));
         _exit(126);
       }
-      ::execvpe(argv[0], argv.data(), envp.data());
+      ::execvpe(v.argv[0], v.argv.data(), v.envp.data());
       int e = errno;
-      std::fprintf(stderr, "exec: %s: %s\n", argv[0], std::strerror(e));
+      std::fprintf(stderr, "exec: %s: %s\n", v.argv[0], std::strerror(e));
       _exit(e == ENOENT ? 127 : 126);
     }
     ::close(out[1]);
@@ -211,16 +217,107 @@ class Agent {
       if (req.attach_stdin) ::close(in[1]);
       return Fail(req.id, std::string("fork: ") + std::strerror(errno));
     }
-    Exec& e = execs_[req.id];
+    Exec& e = AddExec(req.id, req.attach_stdin ? in[1] : -1, out[0], err[0]);
     e.pid = pid;
-    e.in = req.attach_stdin ? in[1] : -1;
-    e.out = out[0];
-    e.err = err[0];
+    by_pid_[pid] = req.id;
+    return Send(Msg::kStarted, WithId(req.id));
+  }
+
+  static bool OpenPipes(bool attach_stdin, int in[2], int out[2], int err[2]) {
+    if (attach_stdin && ::pipe2(in, O_CLOEXEC) != 0) return false;
+    if (::pipe2(out, O_CLOEXEC) == 0) {
+      if (::pipe2(err, O_CLOEXEC) == 0) return true;
+      ::close(out[0]);
+      ::close(out[1]);
+    }
+    if (attach_stdin) ::close(in[0]), ::close(in[1]);
+    return false;
+  }
+
+  Exec& AddExec(uint32_t id, int in, int out, int err) {
+    Exec& e = execs_[id];
+    e.in = in;
+    e.out = out;
+    e.err = err;
     for (int fd : {e.in, e.out, e.err}) {
       if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     }
-    by_pid_[pid] = req.id;
-    return Send(Msg::kStarted, WithId(req.id));
+    return e;
+  }
+
+  static void CloseExec(Exec& e) {
+    for (int* fd : {&e.in, &e.out, &e.err}) CloseFd(fd);
+  }
+
+  void StartZygote() {
+    std::string why;
+    if (!zygote_.Start(*zygote_request_, MergedEnv(zygote_request_->env), &why)) {
+      std::fprintf(stderr, "agent: the fork server did not start: %s\n", why.c_str());
+    }
+  }
+
+  // An exec whose program the fork server forks: kStarted once it reports the program's pid.
+  bool StartFromZygote(const ExecRequest& req) {
+    if (execs_.count(req.id) != 0) return false;
+    if (!zygote_.running()) return Fail(req.id, "no fork server");
+    int in[2] = {-1, -1}, out[2], err[2];
+    if (!OpenPipes(req.attach_stdin, in, out, err)) {
+      return Fail(req.id, std::string("pipe: ") + std::strerror(errno));
+    }
+    const int stdin_fd = req.attach_stdin ? in[0] : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int stdio[3] = {stdin_fd, out[1], err[1]};
+    std::string why;
+    const bool sent = stdin_fd >= 0 && zygote_.Fork(req.id, req, MergedEnv(req.env), stdio, &why);
+    for (int fd : stdio) {
+      if (fd >= 0) ::close(fd);
+    }
+    Exec& e = AddExec(req.id, req.attach_stdin ? in[1] : -1, out[0], err[0]);
+    e.zygote = true;
+    if (sent) return true;
+    CloseExec(e);
+    execs_.erase(req.id);
+    return Fail(req.id, why.empty() ? "no /dev/null" : why);
+  }
+
+  // The fork server's reports; false when the daemon's stream broke.
+  bool ReadZygote() {
+    std::vector<Zygote::Report> reports;
+    const bool open = zygote_.Read(&reports);
+    for (const Zygote::Report& r : reports) {
+      auto it = execs_.find(r.id);
+      if (r.kind == Zygote::Report::kReady || it == execs_.end() || !it->second.zygote ||
+          it->second.pid != 0) {
+        continue;
+      }
+      if (r.kind == Zygote::Report::kPid) {
+        it->second.pid = r.pid;
+        by_pid_[r.pid] = r.id;
+        if (!Send(Msg::kStarted, WithId(r.id))) return false;
+      } else {
+        CloseExec(it->second);
+        execs_.erase(it);
+        if (!Fail(r.id, "fork server: " + r.why)) return false;
+      }
+    }
+    if (!open && zygote_.running()) {
+      zygote_.Kill();  // reaped as any process; what it had not forked yet cannot start
+      return FailUnforked();
+    }
+    return true;
+  }
+
+  bool FailUnforked() {
+    for (auto it = execs_.begin(); it != execs_.end();) {
+      if (!it->second.zygote || it->second.pid != 0) {
+        ++it;
+        continue;
+      }
+      const uint32_t id = it->first;
+      CloseExec(it->second);
+      it = execs_.erase(it);
+      if (!Fail(id, "the fork server ended")) return false;
+    }
+    return true;
   }
 
   // An exec that could not start, as a `docker exec` whose start failed: the daemon may make
@@ -261,20 +358,31 @@ class Agent {
 
   // As init, the agent reaps every process of the container: an exec's own status is kept, the
   // orphans it left are only collected.
-  void Reap() {
+  bool Reap() {
     signalfd_siginfo info;
     while (::read(sig_fd_, &info, sizeof info) > 0) {
     }
+    if (!ReadZygote()) return false;
     int status = 0;
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      if (pid == zygote_.pid()) {
+        zygote_.Died();
+        if (!FailUnforked()) return false;
+        continue;
+      }
       auto it = by_pid_.find(pid);
       if (it == by_pid_.end()) continue;
       Exec& e = execs_[it->second];
       e.reaped = true;
       e.status = StatusOf(status);
       by_pid_.erase(it);
+      // What the run wrapper does after an exec'd program (sandbox_shell.h): nothing it left
+      // keeps its output open; the fork server is spared.
+      if (e.zygote && zygote_.running()) KillAllButSessions({zygote_.pid()}, false);
+      if (e.zygote && !zygote_.running()) ::kill(-1, SIGKILL);
     }
+    return true;
   }
 
   // An exec is over when its process was reaped and its output ended (whatever it left behind
@@ -297,16 +405,22 @@ class Agent {
     std::string error;
     std::vector<std::string> uncovered = UncoveredWritableMounts(roots_);
     if (!uncovered.empty()) error = "writable mount not wiped between executions: " + uncovered[0];
-    if (error.empty()) KillAndReapEverything(&error);
-    for (auto& [id, e] : execs_) {
-      for (int* fd : {&e.in, &e.out, &e.err}) CloseFd(fd);
-    }
+    // The fork server outlives recycles unless a program could have changed it (zygote.h).
+    std::string note;
+    if (zygote_.running() || zygote_request_) note = zygote_.Changed();
+    const pid_t spared = note.empty() ? zygote_.pid() : 0;
+    if (!note.empty()) note = "the fork server was replaced: " + note;
+    if (spared == 0 && zygote_.running()) zygote_.Kill();
+    if (error.empty()) KillAndReapEverything(&error, spared);
+    if (error.empty() && spared == 0) zygote_.Died();  // reaped with everything else
+    for (auto& [id, e] : execs_) CloseExec(e);
     execs_.clear();
     by_pid_.clear();
     if (error.empty()) WipeRoots(roots_, &error);
     if (error.empty()) RemoveSysvIpc(&error);
+    if (error.empty() && !zygote_.running() && zygote_request_) StartZygote();
     std::string answer(1, error.empty() ? 1 : 0);
-    return Send(Msg::kRecycled, answer + error);
+    return Send(Msg::kRecycled, answer + (error.empty() ? note : error));
   }
 
   int Quit(int code) {
@@ -320,6 +434,8 @@ class Agent {
   FrameReader reader_;
   std::map<uint32_t, Exec> execs_;
   std::map<pid_t, uint32_t> by_pid_;
+  Zygote zygote_;
+  std::optional<ExecRequest> zygote_request_;  // to start it again after a recycle
 };
 
 }  // namespace

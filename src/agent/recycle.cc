@@ -20,6 +20,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/session_kill.h"
+
 namespace ci::agent {
 namespace {
 
@@ -118,13 +120,13 @@ bool RemoveXattrs(int fd, const std::string& where, std::string* error) {
   return true;
 }
 
-bool OnlyThisProcessLeft() {
+bool OnlyThisProcessLeft(pid_t spared) {
   Fd proc(::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   std::vector<std::string> names;
   if (!proc.valid() || !ListNames(proc.get(), &names)) return false;
-  const std::string self = std::to_string(::getpid());
+  const std::string self = std::to_string(::getpid()), kept = std::to_string(spared);
   return std::none_of(names.begin(), names.end(), [&](const std::string& n) {
-    return !n.empty() && std::all_of(n.begin(), n.end(), ::isdigit) && n != self;
+    return !n.empty() && std::all_of(n.begin(), n.end(), ::isdigit) && n != self && n != kept;
   });
 }
 
@@ -177,13 +179,17 @@ std::vector<WipeRoot> RecordRoots(const std::vector<std::string>& paths, std::st
   return roots;
 }
 
-bool KillAndReapEverything(std::string* error) {
+bool KillAndReapEverything(std::string* error, pid_t spared) {
   for (int round = 0; round < 500; ++round) {  // 5 s
-    ::kill(-1, SIGKILL);  // everything this user may signal; never the namespace's PID 1
+    if (spared > 0) {
+      KillAllButSessions({spared}, false);  // it leads its session (zygote.cc)
+    } else {
+      ::kill(-1, SIGKILL);  // everything this user may signal; never the namespace's PID 1
+    }
     int status = 0;
     while (::waitpid(-1, &status, WNOHANG) > 0) {
     }
-    if (OnlyThisProcessLeft()) return true;
+    if (OnlyThisProcessLeft(spared)) return true;
     ::usleep(10'000);
   }
   *error = "processes were still running 5 s after SIGKILL";

@@ -45,8 +45,9 @@ std::vector<pid_t> Pids() {
   return pids;
 }
 
-bool Spared(const ProcStat& st, const std::vector<pid_t>& spared) {
+bool Spared(const ProcStat& st, const std::vector<pid_t>& spared, bool spare_interpreters) {
   if (std::find(spared.begin(), spared.end(), st.session) != spared.end()) return true;
+  if (!spare_interpreters) return false;
   ProcStat leader;
   return ReadStat(st.session, &leader) &&
          (leader.comm == "ci-interpreter" || leader.comm == "ci-relay");
@@ -54,7 +55,7 @@ bool Spared(const ProcStat& st, const std::vector<pid_t>& spared) {
 
 }  // namespace
 
-void KillAllButSessions(const std::vector<pid_t>& spared) {
+void KillAllButSessions(const std::vector<pid_t>& spared, bool spare_interpreters) {
   const pid_t self = ::getpid();
   for (int sig : {SIGSTOP, SIGKILL}) {
     for (int round = 0; round < 100; ++round) {
@@ -64,7 +65,7 @@ void KillAllButSessions(const std::vector<pid_t>& spared) {
         if (pid == self || !ReadStat(pid, &st)) continue;
         if (st.state == 'Z' || st.state == 'X') continue;
         if (sig == SIGSTOP && (st.state == 'T' || st.state == 't')) continue;
-        if (Spared(st, spared)) continue;
+        if (Spared(st, spared, spare_interpreters)) continue;
         if (::kill(pid, sig) == 0) found = true;
       }
       if (!found) break;

@@ -10,11 +10,11 @@
 
 namespace ci::agent {
 
-// SIGSTOPs, then SIGKILLs, every process but the agent whose session is not in `spared` nor led
-// by the session's interpreter or a relay to it (comm ci-interpreter, ci-relay); each pass is
-// repeated until it finds nothing (children forked meanwhile). With `spared` empty and no such
-// session this is kill(-1).
-void KillAllButSessions(const std::vector<pid_t>& spared);
+// SIGSTOPs, then SIGKILLs, every process but the agent whose session is not in `spared` nor, with
+// `spare_interpreters` (session containers), led by the session's interpreter or a relay to it
+// (comm ci-interpreter, ci-relay); each pass is repeated until it finds nothing (children forked
+// meanwhile). With `spared` empty and no such session this is kill(-1).
+void KillAllButSessions(const std::vector<pid_t>& spared, bool spare_interpreters = true);
 
 // The session ids of a kKillAll payload: decimal numbers separated by spaces (the daemon's
 // background list); others are ignored.

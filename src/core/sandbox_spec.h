@@ -71,6 +71,10 @@ struct SandboxSpec {
   // kPrestartCpuAllowanceSec more, for its imports). A backend that does not pre-start ignores
   // it: the Run then starts the payload's argv with the go in front of stdin.
   std::vector<std::string> prestart_argv;
+  // Execution sandboxes whose backend runs a fork server of its own (the Docker agent,
+  // src/agent/zygote.h): that server's argv (python_program.h PythonZygoteArgv); prestart_argv,
+  // when a `python3 -c` program, is then forked from it instead of started. Empty: none.
+  std::vector<std::string> zygote_argv;
   // Equal specs make interchangeable sandboxes (the warm pool relies on it).
   bool operator==(const SandboxSpec&) const = default;
 };

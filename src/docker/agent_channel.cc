@@ -97,9 +97,10 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
   asio::awaitable<Result<std::shared_ptr<ExecStream>>> Exec(const std::vector<std::string>& cmd,
                                                             const std::vector<std::string>& env,
                                                             const std::string& cwd,
-                                                            bool attach_stdin) override {
+                                                            bool attach_stdin,
+                                                            bool from_zygote) override {
     if (ended()) co_return Status::Gone(Describe("the container's agent is gone"));
-    agent::ExecRequest req{next_id_++, attach_stdin, cwd, cmd, env};
+    agent::ExecRequest req{next_id_++, attach_stdin, cwd, cmd, env, from_zygote};
     auto state = std::make_shared<ExecState>(ex_);
     execs_[req.id] = state;
     auto exec = std::make_shared<AgentExec>(shared_from_this(), req.id, state);
@@ -110,6 +111,11 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     if (state->not_started) co_return Status::Error(*state->not_started);
     if (!state->started) co_return Status::Gone(Describe("the container's agent is gone"));
     co_return std::shared_ptr<ExecStream>(std::move(exec));
+  }
+
+  void StartZygote(const std::vector<std::string>& argv,
+                   const std::vector<std::string>& env) override {
+    Send(Msg::kZygote, agent::EncodeExec({0, false, "/", argv, env}));
   }
 
   // A session's list travels even when empty (a space): the agent then still spares the
@@ -229,6 +235,9 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
         break;
       case Msg::kRecycled:
         if (!payload.empty()) {
+          if (payload[0] == 1 && payload.size() > 1) {  // done, with a note
+            spdlog::debug("{}: {}", id_.substr(0, 12), payload.substr(1));
+          }
           recycled_ = payload[0] == 1 ? std::string() : payload.substr(1);
           if (recycled_->empty() && payload[0] != 1) recycled_ = "refused";
           recycle_wake_.Notify();

@@ -25,9 +25,14 @@ class AgentChannel {
   // Starts `cmd` with `env` over the container's in `cwd`; returns once the agent forked it, or
   // with the reason it could not (no free pid: the caller may make room and try again).
   // Status::Gone once the stream ended.
+  // `from_zygote`: forked by the container's fork server (StartZygote), an error without one.
   virtual asio::awaitable<Result<std::shared_ptr<ExecStream>>> Exec(
       const std::vector<std::string>& cmd, const std::vector<std::string>& env,
-      const std::string& cwd, bool attach_stdin) = 0;
+      const std::string& cwd, bool attach_stdin, bool from_zygote = false) = 0;
+  // Starts the container's Python fork server (src/agent/zygote.h) with `env` over the
+  // container's; the agent starts it again after each recycle that had to end it.
+  virtual void StartZygote(const std::vector<std::string>& argv,
+                           const std::vector<std::string>& env) = 0;
   // SIGKILL to every process of the container but the agent and, when given, the `background`
   // sessions (ContainerApi::KillAllBut); needs no free pid.
   virtual void KillAll(const std::string* background) = 0;

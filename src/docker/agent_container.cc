@@ -36,6 +36,10 @@ class AgentContainer final : public ContainerApi,
                                                             ExecStdin stdin_use) override {
     co_return co_await channel_->Exec(cmd, env_, cwd_, stdin_use.attach);
   }
+  asio::awaitable<Result<std::shared_ptr<ExecStream>>> ForkPython(
+      const std::vector<std::string>& argv) override {
+    co_return co_await channel_->Exec(argv, env_, cwd_, true, true);
+  }
   asio::awaitable<bool> SetPidsHeadroom(int step) override {
     co_return co_await engine_->SetPidsHeadroom(step);
   }

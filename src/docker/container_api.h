@@ -84,6 +84,13 @@ class ContainerApi {
     (void)background;
     return false;
   }
+  // Starts a `python3 -c SOURCE ARGS...` program, stdin attached, as a fork of the container's
+  // fork server (SandboxSpec::zygote_argv) instead of an exec; an error where there is none.
+  virtual asio::awaitable<Result<std::shared_ptr<ExecStream>>> ForkPython(
+      const std::vector<std::string>& argv) {
+    (void)argv;
+    co_return Status::Error("no fork server in this container");
+  }
 };
 
 }  // namespace ci::docker

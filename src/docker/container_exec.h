@@ -52,6 +52,9 @@ struct Container {
   // Execution sandboxes (SandboxSpec::prestart_argv): the program started at Prepare, waiting
   // for its go line on stdin; empty: none.
   std::vector<std::string> prestart_argv;
+  // The container runs a fork server (SandboxSpec::zygote_argv): the program started ahead is
+  // forked from it (ContainerApi::ForkPython), or exec'd when that fails.
+  bool zygote = false;
   std::string short_id() const { return id.substr(0, 12); }
 };
 

@@ -77,6 +77,7 @@ class DockerExecutor final : public Executor {
         c.cpu_time_sec = spec.limits.cpu_time_sec;
         c.baseline = recycled->baseline;
         c.prestart_argv = spec.prestart_argv;
+        c.zygote = UsesForkServer(spec);  // the agent keeps it, or starts it again
         co_return co_await MakePrestartedExecSandbox(c, opts_.host_cgroups);
       }
     }
@@ -147,6 +148,11 @@ class DockerExecutor final : public Executor {
     if (failed.ok() && channel) failed = co_await channel->AwaitReady(kAgentReadyTimeout);
     // Execution sandboxes of the agent hold their program started ahead, as local ones do: its
     // exec is a frame, so the pool's refill pays for it, not the request.
+    // A fork server pays off over the container's many executions: only where it is recycled.
+    if (failed.ok() && channel && !recycle_key.empty() && UsesForkServer(spec)) {
+      channel->StartZygote(spec.zygote_argv, info.env);
+      c.zygote = true;
+    }
     if (failed.ok() && channel && !session && !spec.prestart_argv.empty()) {
       c.prestart_argv = spec.prestart_argv;
       sandbox = co_await MakePrestartedExecSandbox(c, opts_.host_cgroups);
@@ -234,10 +240,17 @@ class DockerExecutor final : public Executor {
     e.enforced = std::move(kept);
   }
 
-  // What makes two execution containers interchangeable: their create body but its expiry.
+  // What makes two execution containers interchangeable: their create body but its expiry, and
+  // the fork server the agent keeps in it.
   static std::string RecycleKey(const SandboxSpec& spec, ContainerOptions options) {
     options.expires_at = 0;
-    return ContainerCreateJson(ContainerCreateFromSpec(spec, options));
+    std::string key = ContainerCreateJson(ContainerCreateFromSpec(spec, options));
+    for (const std::string& arg : spec.zygote_argv) (key += '\0') += arg;
+    return key;
+  }
+
+  bool UsesForkServer(const SandboxSpec& spec) const {
+    return opts_.fork_server && !spec.zygote_argv.empty();
   }
 
   std::optional<RecycledContainer> TakeRecycled(const std::string& key) {

@@ -29,6 +29,7 @@ Result<DockerExecutorOptions> DockerOptionsFromEnv(const EnvLookup& getenv) {
   env.Int("PYTHON_EXECUTOR_DOCKER_PULL_TIMEOUT_SEC", pull_sec, 1, 86400);
   env.Int("PYTHON_EXECUTOR_DOCKER_IMAGE_CHECK_INTERVAL_SEC", check_sec, 1, 86400);
   env.Bool("PYTHON_EXECUTOR_DOCKER_AGENT", o.agent);
+  env.Bool("PYTHON_EXECUTOR_DOCKER_FORK_SERVER", o.fork_server);
   if (!env.error().ok()) return env.error();
   if (pull_sec > 0) o.pull_timeout = std::chrono::seconds(pull_sec);
   if (check_sec > 0) o.image_check_period = std::chrono::seconds(check_sec);

@@ -29,6 +29,11 @@ struct DockerExecutorOptions {
   // over their attach stream (PYTHON_EXECUTOR_DOCKER_AGENT=true); off by default until the gaps
   // in src/agent/README.md "Not yet the default" are closed: `docker exec`s for every image.
   bool agent = false;
+  // With the agent: recycled execution containers keep a Python fork server
+  // (SandboxSpec::zygote_argv, src/agent/zygote.h) and fork each program from it
+  // (PYTHON_EXECUTOR_DOCKER_FORK_SERVER=true); off until the gap in src/agent/README.md "Fork
+  // server" is understood.
+  bool fork_server = false;
   // The image watchdog's period (0: none; each Check inspects, and pulls, itself) and the pull's
   // bounds (image_watch.h).
   std::chrono::milliseconds image_check_period{60000};

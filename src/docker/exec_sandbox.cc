@@ -138,6 +138,16 @@ class ExecSandbox final : public Sandbox {
   // open for the go; a failure to start it only means runs start their own.
   asio::awaitable<void> Prestart() {
     if (c_.prestart_argv.empty()) co_return;
+    if (c_.zygote) {
+      auto forked = co_await c_.api->ForkPython(c_.prestart_argv);
+      if (forked.ok()) {
+        prestarted_ = *forked;
+        prestarted_forked_ = true;
+        co_return;
+      }
+      spdlog::debug("{}: not forked by the fork server ({}); started instead", c_.short_id(),
+                    forked.status().message());
+    }
     const std::vector<std::string> argv =
         ProgramArgv({c_.prestart_argv, {}, false, "", c_.cpu_time_sec, c_.run_limits});
     auto started = co_await c_.api->Exec(argv, ExecStdin{true, std::nullopt});
@@ -264,7 +274,9 @@ class ExecSandbox final : public Sandbox {
     if (run->sandbox_killed) {
       killed_whole_ = true;  // what it left cannot be reached by exec any more
     } else {
-      co_await AddProgramCounters(out);
+      // A program forked by the fork server: the agent killed what it left (sparing the server)
+      // before it reported the exit.
+      co_await AddProgramCounters(out, !(resume && prestarted_forked_));
     }
     spdlog::debug("{}: stage {} ms, exec+stream {} ms, inspect {} ms, counters {} ms",
                   c_.short_id(), (t0 - t_stage) / 1ms, (t_ended - t0) / 1ms,
@@ -301,9 +313,9 @@ class ExecSandbox final : public Sandbox {
   // Like local: nothing of the program outlives its run; then the cgroup's counters. A session's
   // wrapper has killed the leftovers already (sparing background programs); its counters are
   // the container's since its start: the run's CPU time is the difference.
-  asio::awaitable<void> AddProgramCounters(RunOutcome& out) {
+  asio::awaitable<void> AddProgramCounters(RunOutcome& out, bool kill_leftovers = true) {
     uint64_t cpu_before = report().cpu_ms;
-    co_await counters_.Read(!c_.session);
+    co_await counters_.Read(kill_leftovers && !c_.session);
     out.cpu_ms = report().cpu_ms;
     if (c_.session) out.cpu_ms = report().cpu_ms > cpu_before ? report().cpu_ms - cpu_before : 0;
     if (server_) server_->window_start_ms = counters_.cpu_ms_besides_probes();  // not idle CPU
@@ -524,6 +536,7 @@ class ExecSandbox final : public Sandbox {
   SandboxCounters counters_;
   bool probe_cost_measured_ = false;
   std::shared_ptr<ExecStream> prestarted_;
+  bool prestarted_forked_ = false;  // by the fork server (ContainerApi::ForkPython)
   std::shared_ptr<ExecStream> active_;
   std::vector<long> background_;          // sessions: pids (= session ids) of background programs
   std::shared_ptr<CallServer> server_;    // sessions: the relay to the interpreter, if any

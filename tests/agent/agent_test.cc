@@ -1,6 +1,7 @@
 // The real agent binary (src/agent) as PID 1 of fresh pid, mount and IPC namespaces, driven over
 // pipes the way the daemon drives it over a container's attach stream.
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sched.h>
@@ -15,12 +16,14 @@
 #include <vector>
 
 #include "agent/agent_wire.h"
+#include "daemon/service/python_program.h"
 
 namespace ci::agent {
 namespace {
 
 struct Ran {
   bool started = false;
+  std::string not_started;  // kNotStarted's reason
   std::string out, err;
   int status = -1000;
 };
@@ -40,7 +43,8 @@ class AgentTest : public ::testing::Test {
     if (from_agent_ >= 0) ::close(from_agent_);
   }
 
-  void Start(const std::vector<std::string>& args) {
+  // `uid`: the agent runs as that user (and group), as in a container; 0: root.
+  void Start(const std::vector<std::string>& args, uid_t uid = 0) {
     int in[2], out[2];
     ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
     ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
@@ -57,6 +61,10 @@ class AgentTest : public ::testing::Test {
             ::mount("proc", "/proc", "proc", 0, nullptr) != 0 || ::dup2(in[0], 0) != 0 ||
             ::dup2(out[1], 1) != 1) {
           ::_exit(101);
+        }
+        if (uid != 0 &&
+            (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0)) {
+          ::_exit(103);
         }
         std::vector<char*> argv = {const_cast<char*>(CI_AGENT_BINARY)};
         for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -127,6 +135,13 @@ class AgentTest : public ::testing::Test {
         auto o = DecodeOutput(payload);
         EXPECT_TRUE(o);
         if (o) (o->stream == 1 ? ran_[o->id].out : ran_[o->id].err) += o->bytes;
+      } else if (type == Msg::kNotStarted) {
+        auto why = SplitId(payload);
+        EXPECT_TRUE(why);
+        if (why) {
+          ran_[why->first].not_started = std::string(why->second);
+          ran_[why->first].status = -1;
+        }
       } else if (type == Msg::kExited) {
         auto e = DecodeExited(payload);
         EXPECT_TRUE(e);
@@ -142,6 +157,24 @@ class AgentTest : public ::testing::Test {
   }
 
   Ran Run(std::vector<std::string> argv) { return Wait(StartExec(std::move(argv))); }
+
+  // The daemon's Python fork server (python_program.h), as the Docker executor starts it.
+  void StartZygote() {
+    Send(Msg::kZygote,
+         EncodeExec({0, false, "/", daemon::PythonZygoteArgv({"json"}), {"CI_AGENT_TEST=1"}}));
+  }
+
+  // `python3 -c source args...` forked by the fork server.
+  uint32_t StartForked(const std::string& source, std::vector<std::string> args = {},
+                       bool attach_stdin = false) {
+    uint32_t id = next_id_++;
+    std::vector<std::string> argv = {"python3", "-c", source};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Send(Msg::kExec,
+         EncodeExec({id, attach_stdin, "/tmp", std::move(argv), {"CI_FORKED=yes"}, true}));
+    return id;
+  }
+  Ran Forked(const std::string& source) { return Wait(StartForked(source)); }
 
   pid_t pid_ = -1;
   int to_agent_ = -1, from_agent_ = -1;
@@ -230,6 +263,84 @@ TEST_F(AgentTest, TheEndOfTheDaemonsStreamEndsEverything) {
   pid_ = -1;
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// Prints the pids of the fork server (the python3 processes but the program itself).
+constexpr const char* kZygotePids =
+    "import os\n"
+    "print([p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid() and\n"
+    "       open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')[0].endswith(b'python3')])";
+
+TEST_F(AgentTest, AForkedProgramHasItsOwnStdioCwdEnvironmentArgvAndStatus) {
+  StartZygote();
+  uint32_t id = StartForked(
+      "import os, sys\n"
+      "print(input(), os.getcwd(), os.environ['CI_FORKED'], 'CI_AGENT_TEST' in os.environ,\n"
+      "      sys.argv, sys.orig_argv[3:], __name__, 'json' in sys.modules, os.getppid())\n"
+      "print('to stderr', file=sys.stderr)\n"
+      "sys.exit(3)",
+      {"a", "b"}, true);
+  Send(Msg::kStdin, WithId(id, "hello\n"));
+  Send(Msg::kStdinEnd, WithId(id));
+  Ran r = Wait(id);
+  EXPECT_EQ(r.not_started, "");
+  // The environment is the exec's (the agent's and the request's), not the fork server's.
+  EXPECT_EQ(r.out, "hello /tmp yes False ['-c', 'a', 'b'] ['a', 'b'] __main__ True 1\n");
+  EXPECT_EQ(r.err, "to stderr\n");
+  EXPECT_EQ(r.status, 3);
+  // An uncaught exception: Python's own traceback and status.
+  r = Forked("raise ValueError('boom')");
+  EXPECT_NE(r.err.find("ValueError: boom"), std::string::npos) << r.err;
+  EXPECT_EQ(r.status, 1);
+}
+
+TEST_F(AgentTest, WhatAForkedProgramLeavesIsKilledAndTheForkServerIsSpared) {
+  StartZygote();
+  Ran first = Forked(kZygotePids);
+  ASSERT_EQ(first.status, 0) << first.err;
+  // A child holding the program's stdout would keep the exec open: it is killed at the exit.
+  Ran r = Forked("import subprocess\nsubprocess.Popen(['sleep', '100'])\nprint('left')");
+  EXPECT_EQ(r.out, "left\n");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(Run({"sh", "-c", "pgrep -x sleep | wc -l"}).out, "0\n");
+  EXPECT_EQ(Forked(kZygotePids).out, first.out) << "the same fork server serves on";
+}
+
+TEST_F(AgentTest, NoProgramOfTheSandboxReadsTheForkServer) {
+  TearDown();  // again as the programs' user, as in a container
+  Start({}, 65534);
+  StartZygote();
+  Ran pids = Forked(kZygotePids);
+  ASSERT_EQ(pids.status, 0) << pids.err;
+  ASSERT_GT(pids.out.size(), 4u) << "no fork server found";
+  const std::string zygote = pids.out.substr(2, pids.out.find('\'', 2) - 2);
+  // Non-dumpable: no ptrace-mode access to its environment (nor its memory or descriptors),
+  // from an exec'd program or a forked one, though all run as the same user; a process of that
+  // user that did not say so is readable (the check can fail).
+  Ran exec = Run({"sh", "-c", "cat /proc/" + zygote + "/environ; sleep 5 & cat /proc/$!/environ"});
+  EXPECT_NE(exec.err.find("Permission denied"), std::string::npos) << exec.err;
+  EXPECT_NE(exec.out.find("CI_AGENT_TEST=1"), std::string::npos) << "the control";
+  Ran forked = Forked("try:\n    open('/proc/" + zygote +
+                      "/environ').read()\n"
+                      "except PermissionError:\n    print('denied')");
+  EXPECT_EQ(forked.out, "denied\n") << forked.err;
+  Ran dumpable = Forked("import ctypes\nprint(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))");
+  EXPECT_EQ(dumpable.out, "1\n") << "a forked program is dumpable again, as an exec'd one";
+}
+
+TEST_F(AgentTest, WithoutAForkServerAForkedExecIsNotStarted) {
+  Ran r = Forked("print(1)");
+  EXPECT_EQ(r.status, -1);
+  EXPECT_EQ(r.not_started, "no fork server");
+  StartZygote();
+  Ran pids = Forked(kZygotePids);
+  ASSERT_EQ(pids.status, 0) << pids.err;
+  const std::string zygote = pids.out.substr(2, pids.out.find('\'', 2) - 2);
+  Run({"kill", "-9", zygote});
+  ::usleep(200'000);
+  r = Forked("print(1)");
+  EXPECT_EQ(r.status, -1);
+  EXPECT_NE(r.not_started, "") << "a killed fork server refuses, the daemon starts the program";
 }
 
 TEST(AgentOutsideAContainerTest, RefusesToRunUnlessPid1) {

@@ -25,6 +25,7 @@
 
 #include "common/enforcement_spec.h"
 #include "core/json.h"
+#include "daemon/service/python_program.h"
 #include "docker/engine_client.h"
 #include "docker/reaper.h"
 #include "docker_fixture.h"
@@ -545,6 +546,91 @@ TEST_F(DockerRecycleTest, AKilledSandboxIsNotRecycled) {
   auto b = Execute({"bash", "-c", kWhere});
   ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
   EXPECT_NE(ContainerOf(b.out), ContainerOf(first));
+}
+
+// Python programs of the pool's kind: forked from the container's fork server (src/agent/zygote.h),
+// which outlives recycles while no program changed it.
+class DockerForkServerTest : public DockerRecycleTest {
+ protected:
+  void SetUp() override {
+    DockerRecycleTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (!opts_.fork_server) GTEST_SKIP() << "PYTHON_EXECUTOR_DOCKER_FORK_SERVER is off";
+  }
+  static SandboxSpec PythonSpec() {
+    SandboxSpec spec = Spec();
+    spec.prestart_argv = daemon::PythonPrestartArgv({});
+    spec.zygote_argv = daemon::PythonZygoteArgv({"json"});
+    return spec;
+  }
+  // `code` as the service runs it: /workspace/__main__.py, the driver's go line.
+  Execution Python(const std::string& code) {
+    const std::string main =
+        ::testing::TempDir() + "ci-fork-server-" + std::to_string(::getpid()) + "-main.py";
+    std::ofstream(main) << code;
+    std::vector<StagedFile> files = {{"__main__.py", main}};
+    Execution e;
+    auto sandbox = Await(executor_->Prepare(PythonSpec()));
+    EXPECT_TRUE(sandbox.ok()) << sandbox.status().message();
+    if (!sandbox.ok()) return e;
+    RunPayload p;
+    p.argv = PythonSpec().prestart_argv;
+    p.go = "script 10\n";
+    p.files = std::move(files);
+    p.timeout = 10s;
+    e.outcome = Await((*sandbox)->Run(std::move(p), [&](StreamKind k, std::string_view d) {
+      (k == StreamKind::kStdout ? e.out : e.err).append(d);
+    }));
+    e.report = Await((*sandbox)->Destroy());
+    LetRecycle();
+    return e;
+  }
+  // The fork server's pid as the programs see it, and whether this program is its fork.
+  static constexpr const char* kZygote =
+      "import os, sys\n"
+      "z = [p for p in os.listdir('/proc') if p.isdigit() and p not in ('1', str(os.getpid()))\n"
+      "     and open(f'/proc/{p}/cmdline', 'rb').read().startswith(b'python3\\0-c\\0def _ci_z')]\n"
+      "print('zygote', z, 'forked', 'json' in sys.modules, os.getppid())\n";
+};
+
+TEST_F(DockerForkServerTest, ProgramsAreForkedAndTheServerOutlivesRecycles) {
+  auto a = Python(kZygote + std::string("print(__name__, __file__)\nraise SystemExit(3)"));
+  ASSERT_TRUE(a.outcome.ok()) << a.outcome.status().message();
+  EXPECT_EQ(a.outcome->exit_code, 3) << a.err;
+  ASSERT_NE(a.out.find("forked True 1\n__main__ /workspace/__main__.py\n"), std::string::npos)
+      << a.out << a.err;
+  auto b = Python(kZygote + std::string("x = 1 / 0"));
+  ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
+  EXPECT_EQ(b.outcome->exit_code, 1);
+  EXPECT_EQ(b.out.substr(0, b.out.find(" forked")), a.out.substr(0, a.out.find(" forked")))
+      << "the same fork server";
+  EXPECT_NE(b.err.find("File \"/workspace/__main__.py\", line 5"), std::string::npos) << b.err;
+  EXPECT_EQ(b.err.find("<string>"), std::string::npos) << "no frame of the server: " << b.err;
+}
+
+TEST_F(DockerForkServerTest, AServerAProgramCouldHaveChangedIsReplaced) {
+  // Each of these is in reach of a program of the server's user; the next program must not
+  // inherit it: its limits, niceness, scheduling or CPU set, or a stopped server.
+  const char* changes[] = {
+      "resource.prlimit(z, resource.RLIMIT_NOFILE, (16, 16))",
+      "os.setpriority(os.PRIO_PROCESS, z, 19)",
+      "os.sched_setscheduler(z, os.SCHED_IDLE, os.sched_param(0))",
+      "os.kill(z, signal.SIGSTOP)",
+  };
+  for (const char* change : changes) {
+    auto a = Python(kZygote + std::string("import resource, signal\nz = int(z[0])\n") + change);
+    ASSERT_TRUE(a.outcome.ok()) << a.outcome.status().message();
+    ASSERT_EQ(a.outcome->exit_code, 0) << change << ": " << a.err;
+    auto b = Python(kZygote + std::string("import resource\n"
+                                          "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0],"
+                                          " os.getpriority(os.PRIO_PROCESS, 0),"
+                                          " os.sched_getscheduler(0))"));
+    ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
+    EXPECT_NE(b.out.substr(0, b.out.find(" forked")), a.out.substr(0, a.out.find(" forked")))
+        << change << ": the server was kept";
+    EXPECT_NE(b.out.find("forked True 1\n"), std::string::npos) << change << ": " << b.out << b.err;
+    EXPECT_NE(b.out.find("\n1024 0 0\n"), std::string::npos) << change << ": " << b.out;
+  }
 }
 
 // A crash's leftovers: an executor container whose owner daemon is gone, and an expired one,

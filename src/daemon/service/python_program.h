@@ -47,6 +47,10 @@ std::string_view PythonDriver();
 // `warm_imports` before it waits for its go.
 std::vector<std::string> PythonPrestartArgv(const std::vector<std::string>& warm_imports);
 
+// The fork server of Docker execution containers (SandboxSpec::zygote_argv, src/agent/zygote.h):
+// Python with `warm_imports` imported once, forking the PythonPrestartArgv program per request.
+std::vector<std::string> PythonZygoteArgv(const std::vector<std::string>& warm_imports);
+
 // The modules the driver itself imports before the program runs: a fork server loads them with
 // the warm imports, so a forked program does not import them again.
 std::vector<std::string> PythonDriverModules();
