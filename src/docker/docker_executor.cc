@@ -146,13 +146,14 @@ class DockerExecutor final : public Executor {
       }
     }
     if (failed.ok() && channel) failed = co_await channel->AwaitReady(kAgentReadyTimeout);
-    // Execution sandboxes of the agent hold their program started ahead, as local ones do: its
-    // exec is a frame, so the pool's refill pays for it, not the request.
     // A fork server pays off over the container's many executions: only where it is recycled.
     if (failed.ok() && channel && !recycle_key.empty() && UsesForkServer(spec)) {
       channel->StartZygote(spec.zygote_argv, info.env);
       c.zygote = true;
+      sandbox = MakeExecSandbox(c, opts_.host_cgroups);  // (nothing ran in the first one)
     }
+    // Execution sandboxes of the agent hold their program started ahead, as local ones do: its
+    // exec is a frame, so the pool's refill pays for it, not the request.
     if (failed.ok() && channel && !session && !spec.prestart_argv.empty()) {
       c.prestart_argv = spec.prestart_argv;
       sandbox = co_await MakePrestartedExecSandbox(c, opts_.host_cgroups);

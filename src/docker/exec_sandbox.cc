@@ -232,12 +232,25 @@ class ExecSandbox final : public Sandbox {
     const bool resume =
         prestarted && payload.go && payload.argv == c_.prestart_argv && !prestarted->finished();
     if (prestarted && !resume) prestarted->Close();  // the new program's wrapper kills it
-    auto inline_files = co_await StageForProgram(payload.files, resume);
+    // Not started ahead (a pool miss): a Python program is still forked where a fork server is,
+    // which the exec path's wrapper would kill.
+    const bool fork = !resume && c_.zygote && payload.argv.size() >= 3 &&
+                      payload.argv[0] == "python3" && payload.argv[1] == "-c";
+    auto inline_files = co_await StageForProgram(payload.files, resume || fork);
     if (!inline_files.ok()) co_return inline_files.status().NotStarted();
     const auto t0 = Clock::now();
     const std::string background = BackgroundList(background_);
     Result<std::shared_ptr<ExecStream>> started = prestarted;
-    if (!resume) {
+    bool forked = resume && prestarted_forked_;
+    if (fork) {
+      started = co_await c_.api->ForkPython(payload.argv);
+      forked = started.ok();
+      if (!forked) {
+        spdlog::debug("{}: not forked by the fork server ({}); started instead", c_.short_id(),
+                      started.status().message());
+      }
+    }
+    if (!resume && !forked) {
       const std::vector<std::string> argv =
           ProgramArgv({payload.argv, std::move(*inline_files), c_.session, background,
                        c_.cpu_time_sec, c_.run_limits});
@@ -276,7 +289,7 @@ class ExecSandbox final : public Sandbox {
     } else {
       // A program forked by the fork server: the agent killed what it left (sparing the server)
       // before it reported the exit.
-      co_await AddProgramCounters(out, !(resume && prestarted_forked_));
+      co_await AddProgramCounters(out, !forked);
     }
     spdlog::debug("{}: stage {} ms, exec+stream {} ms, inspect {} ms, counters {} ms",
                   c_.short_id(), (t0 - t_stage) / 1ms, (t_ended - t0) / 1ms,

@@ -564,13 +564,13 @@ class DockerForkServerTest : public DockerRecycleTest {
     return spec;
   }
   // `code` as the service runs it: /workspace/__main__.py, the driver's go line.
-  Execution Python(const std::string& code) {
+  Execution Python(const std::string& code, const SandboxSpec& spec = PythonSpec()) {
     const std::string main =
         ::testing::TempDir() + "ci-fork-server-" + std::to_string(::getpid()) + "-main.py";
     std::ofstream(main) << code;
     std::vector<StagedFile> files = {{"__main__.py", main}};
     Execution e;
-    auto sandbox = Await(executor_->Prepare(PythonSpec()));
+    auto sandbox = Await(executor_->Prepare(spec));
     EXPECT_TRUE(sandbox.ok()) << sandbox.status().message();
     if (!sandbox.ok()) return e;
     RunPayload p;
@@ -606,6 +606,18 @@ TEST_F(DockerForkServerTest, ProgramsAreForkedAndTheServerOutlivesRecycles) {
       << "the same fork server";
   EXPECT_NE(b.err.find("File \"/workspace/__main__.py\", line 5"), std::string::npos) << b.err;
   EXPECT_EQ(b.err.find("<string>"), std::string::npos) << "no frame of the server: " << b.err;
+}
+
+TEST_F(DockerForkServerTest, WithoutAProgramStartedAheadItIsForkedAtTheRun) {
+  // A warm pool's miss prepares a sandbox with nothing started ahead (WarmPool::Prepare).
+  SandboxSpec cold = PythonSpec();
+  cold.prestart_argv.clear();
+  auto a = Python(kZygote, cold);
+  ASSERT_TRUE(a.outcome.ok()) << a.outcome.status().message();
+  EXPECT_NE(a.out.find("forked True 1\n"), std::string::npos) << a.out << a.err;
+  auto b = Python(kZygote, cold);
+  ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
+  EXPECT_EQ(b.out, a.out) << "the same fork server, kept";
 }
 
 TEST_F(DockerForkServerTest, AServerAProgramCouldHaveChangedIsReplaced) {
