@@ -1,7 +1,47 @@
 """Prints 'N passed, N failed, N skipped' from meson's JUnit log, counting each test case
-(gtest cases and TAP subtests), not each test binary. Exit 1 when nothing ran or any failed."""
+(gtest cases and TAP subtests), not each test binary. Exit 1 when nothing ran or any failed.
+Each failed case is named on a line of its own, with the last lines of its message where the log
+has them (gtest's failure text in the JUnit log; a TAP case's YAML `message` in testlog.txt):
+CI shows only the end of the output, so the reason has to be there."""
+import os
 import sys
 import xml.etree.ElementTree as ET
+
+REASON_LINES = 3
+REASON_WIDTH = 300
+
+
+def tap_messages(testlog):
+    """{(test, case): the lines of its `message` field} from the TAP YAML blocks of testlog.txt
+    (each test's section starts with a `test:` line naming it as the JUnit classname ends)."""
+    messages, test, name, field = {}, None, None, None
+    try:
+        lines = open(testlog, errors="replace").read().splitlines()
+    except OSError:
+        return messages
+    for line in lines:
+        if line.startswith("test:"):
+            test, name = line[5:].strip(), None
+        elif line.startswith("not ok "):
+            name = line[7:].split(" # ", 1)[0]  # "163 - sessions.Case.test", as JUnit names it
+            field = None
+        elif line.startswith("ok ") or line.startswith("  ..."):
+            name = field = None
+        elif name and line.startswith("  ") and line.rstrip().endswith(": |"):
+            field = line.strip()[:-3]
+        elif name and field == "message" and line.startswith("    | "):
+            messages.setdefault((test, name), []).append(line[6:])
+    return messages
+
+
+def reason(case, messages):
+    failure = case.find("failure")
+    if failure is None:
+        failure = case.find("error")
+    text = (failure.get("message") or failure.text or "") if failure is not None else ""
+    test = case.get("classname", "").split(".", 1)[-1]
+    lines = [l for l in text.splitlines() if l.strip()] or messages.get((test, case.get("name")), [])
+    return [l[:REASON_WIDTH] for l in lines[-REASON_LINES:]]
 
 
 def main(path):
@@ -11,11 +51,14 @@ def main(path):
         print(f"cannot read {path}: {e}")
         print("0 passed, 1 failed")
         return 1
+    messages = tap_messages(os.path.join(os.path.dirname(path), "testlog.txt"))
     passed = failed = skipped = 0
     for case in root.iter("testcase"):
         if case.find("failure") is not None or case.find("error") is not None:
             failed += 1
             print(f"FAILED: {case.get('classname')} {case.get('name')}")
+            for line in reason(case, messages):
+                print(f"    {line}")
         elif case.find("skipped") is not None:
             skipped += 1
         else:

@@ -79,6 +79,38 @@ std::optional<ExecRequest> DecodeExec(std::string_view in) {
   return r;
 }
 
+std::string EncodeWriteFiles(const WriteFilesRequest& r) {
+  std::string out;
+  PutU32(out, r.id);
+  out.append(r.dir);
+  out.push_back('\0');
+  PutU32(out, static_cast<uint32_t>(r.files.size()));
+  for (const auto& [name, content] : r.files) {
+    out.append(name);
+    out.push_back('\0');
+    PutU32(out, static_cast<uint32_t>(content.size()));
+    out.append(content);
+  }
+  return out;
+}
+
+std::optional<WriteFilesRequest> DecodeWriteFiles(std::string_view in) {
+  WriteFilesRequest r;
+  uint32_t n = 0;
+  if (!TakeU32(in, &r.id) || !TakeString(in, &r.dir) || !TakeU32(in, &n) || n > in.size()) {
+    return std::nullopt;
+  }
+  r.files.resize(n);
+  for (auto& [name, content] : r.files) {
+    uint32_t size = 0;
+    if (!TakeString(in, &name) || !TakeU32(in, &size) || size > in.size()) return std::nullopt;
+    content.assign(in.substr(0, size));
+    in.remove_prefix(size);
+  }
+  if (!in.empty()) return std::nullopt;
+  return r;
+}
+
 std::string WithId(uint32_t id, std::string_view rest) {
   std::string out;
   out.reserve(4 + rest.size());

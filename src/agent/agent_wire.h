@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ci::agent {
@@ -25,6 +26,7 @@ enum class Msg : uint8_t {
                   // the session ids to spare (session_kill.h)
   kRecycle = 5,   // end every exec and put the container back as it started (recycle.h)
   kZygote = 6,    // ExecRequest (id 0) of the container's Python fork server (zygote.h)
+  kWriteFiles = 7,  // WriteFilesRequest: files the agent writes itself (write_files.h)
   // agent -> daemon
   kReady = 10,       // u32 wire version: the agent is serving
   kOutput = 11,      // u32 id, u8 stream (1 stdout, 2 stderr), bytes
@@ -32,9 +34,10 @@ enum class Msg : uint8_t {
   kRecycled = 13,    // u8 ok, then why not (text), or with ok a note (the fork server replaced)
   kNotStarted = 14,  // u32 id, why (text): the exec could not start (no pipe, no free pid)
   kStarted = 15,     // u32 id: the exec's process was forked
+  kFilesWritten = 16,  // u32 id, why not (text; empty: all written)
 };
 
-inline constexpr uint32_t kWireVersion = 2;
+inline constexpr uint32_t kWireVersion = 3;
 
 // The image label naming the agent's path in executor images that have one, and the label value
 // when the image's agent speaks this wire (kWireVersion).
@@ -54,6 +57,16 @@ struct ExecRequest {
 
 std::string EncodeExec(const ExecRequest& r);
 std::optional<ExecRequest> DecodeExec(std::string_view payload);
+
+// Files written into `dir` by the agent itself, without an exec (a program's code before its go).
+struct WriteFilesRequest {
+  uint32_t id = 0;
+  std::string dir;
+  std::vector<std::pair<std::string, std::string>> files;  // name in `dir`, content (any bytes)
+};
+
+std::string EncodeWriteFiles(const WriteFilesRequest& r);
+std::optional<WriteFilesRequest> DecodeWriteFiles(std::string_view payload);
 
 // u32 id followed by `rest` (kStdin, kStdinEnd).
 std::string WithId(uint32_t id, std::string_view rest = {});

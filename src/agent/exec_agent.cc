@@ -19,6 +19,7 @@
 #include "agent/child.h"
 #include "agent/recycle.h"
 #include "agent/session_kill.h"
+#include "agent/write_files.h"
 #include "agent/zygote.h"
 
 extern char** environ;
@@ -181,6 +182,10 @@ class Agent {
         return true;
       case Msg::kRecycle:
         return Recycle();
+      case Msg::kWriteFiles: {
+        std::optional<WriteFilesRequest> req = DecodeWriteFiles(payload);
+        return req && Send(Msg::kFilesWritten, WithId(req->id, WriteFiles(req->dir, req->files)));
+      }
       default:
         return false;  // not the daemon speaking
     }

@@ -43,6 +43,7 @@ struct ExecState {
   bool closed = false;                     // Close() was called: a pending Read fails
   bool started = false;                    // the agent forked it
   std::optional<std::string> not_started;  // why the agent could not start it
+  std::optional<std::string> written;      // a file write's answer: empty, or why not
   Wake wake;
 };
 
@@ -111,6 +112,21 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     if (state->not_started) co_return Status::Error(*state->not_started);
     if (!state->started) co_return Status::Gone(Describe("the container's agent is gone"));
     co_return std::shared_ptr<ExecStream>(std::move(exec));
+  }
+
+  asio::awaitable<Status> WriteFiles(
+      const std::string& dir,
+      const std::vector<std::pair<std::string, std::string>>& files) override {
+    if (ended()) co_return Status::Gone(Describe("the container's agent is gone"));
+    agent::WriteFilesRequest req{next_id_++, dir, files};
+    auto state = std::make_shared<ExecState>(ex_);
+    execs_[req.id] = state;
+    Send(Msg::kWriteFiles, agent::EncodeWriteFiles(req));
+    while (!state->written && !ended()) co_await state->wake.Until(Clock::time_point::max());
+    Forget(req.id);
+    if (!state->written) co_return Status::Gone(Describe("the container's agent is gone"));
+    if (!state->written->empty()) co_return Status::Error(*state->written);
+    co_return Status();
   }
 
   void StartZygote(const std::vector<std::string>& argv,
@@ -231,6 +247,11 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
           return Update(split->first, [&](ExecState& e) {
             e.not_started = "the agent could not start it: " + std::string(split->second);
           });
+        }
+        break;
+      case Msg::kFilesWritten:
+        if (auto split = agent::SplitId(payload)) {
+          return Update(split->first, [&](ExecState& e) { e.written = split->second; });
         }
         break;
       case Msg::kRecycled:

@@ -29,6 +29,10 @@ class AgentChannel {
   virtual asio::awaitable<Result<std::shared_ptr<ExecStream>>> Exec(
       const std::vector<std::string>& cmd, const std::vector<std::string>& env,
       const std::string& cwd, bool attach_stdin, bool from_zygote = false) = 0;
+  // Writes `files` ("name, content" pairs, top-level names) into `dir` through the agent itself,
+  // without an exec (src/agent/write_files.h); the error names the file it could not write.
+  virtual asio::awaitable<Status> WriteFiles(
+      const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files) = 0;
   // Starts the container's Python fork server (src/agent/zygote.h) with `env` over the
   // container's; the agent starts it again after each recycle that had to end it.
   virtual void StartZygote(const std::vector<std::string>& argv,

@@ -40,6 +40,10 @@ class AgentContainer final : public ContainerApi,
       const std::vector<std::string>& argv) override {
     co_return co_await channel_->Exec(argv, env_, cwd_, true, true);
   }
+  asio::awaitable<std::optional<Status>> WriteFiles(
+      const std::vector<std::pair<std::string, std::string>>& files) override {
+    co_return co_await channel_->WriteFiles(cwd_, files);
+  }
   asio::awaitable<bool> SetPidsHeadroom(int step) override {
     co_return co_await engine_->SetPidsHeadroom(step);
   }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/resource_report.h"
@@ -83,6 +84,14 @@ class ContainerApi {
   virtual bool KillAllBut(const std::string* background) {
     (void)background;
     return false;
+  }
+  // Writes `files` ("name, content" pairs, top-level names) into the workspace without an exec
+  // (as the sandbox user, as a shell's `>` would); nullopt where this container cannot, and an
+  // exec must.
+  virtual asio::awaitable<std::optional<Status>> WriteFiles(
+      const std::vector<std::pair<std::string, std::string>>& files) {
+    (void)files;
+    co_return std::nullopt;
   }
   // Starts a `python3 -c SOURCE ARGS...` program, stdin attached, as a fork of the container's
   // fork server (SandboxSpec::zygote_argv) instead of an exec; an error where there is none.

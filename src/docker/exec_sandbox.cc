@@ -298,13 +298,23 @@ class ExecSandbox final : public Sandbox {
   }
 
   // Small files (the code) travel in the program's exec (returned as "path, content" pairs), or
-  // in an exec of their own before a program started ahead (`own_exec`); others by a tar exec
-  // first.
+  // before a program started ahead or forked (`own_exec`) in a frame to the agent, else in an exec
+  // of their own; others by a tar exec first.
   asio::awaitable<Result<std::vector<std::string>>> StageForProgram(
       const std::vector<StagedFile>& files, bool own_exec = false) {
     if (own_exec && files.empty()) co_return std::vector<std::string>{};
     if (auto inline_files = InlineFiles(files)) {
       if (!own_exec) co_return std::move(*inline_files);
+      std::vector<std::pair<std::string, std::string>> pairs;
+      for (size_t i = 0; i + 1 < inline_files->size(); i += 2) {
+        pairs.emplace_back((*inline_files)[i], (*inline_files)[i + 1]);
+      }
+      // The agent writes them itself where there is one: no exec.
+      std::optional<Status> written_by_agent = co_await c_.api->WriteFiles(pairs);
+      if (written_by_agent) {
+        if (!written_by_agent->ok()) co_return written_by_agent->Context("staging files");
+        co_return std::vector<std::string>{};
+      }
       CaptureOptions o;
       o.output_cap = kMaxErrorText;
       o.hold = Hold();

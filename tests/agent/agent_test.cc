@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -176,6 +177,19 @@ class AgentTest : public ::testing::Test {
   }
   Ran Forked(const std::string& source) { return Wait(StartForked(source)); }
 
+  // kWriteFiles into `dir`: the agent's answer (empty: written); no other frame may come first.
+  std::string WriteFiles(const std::string& dir,
+                         std::vector<std::pair<std::string, std::string>> files) {
+    uint32_t id = next_id_++;
+    Send(Msg::kWriteFiles, EncodeWriteFiles({id, dir, std::move(files)}));
+    Msg type;
+    std::string payload;
+    if (!Next(&type, &payload)) return "no answer from the agent";
+    auto answer = SplitId(payload);
+    if (type != Msg::kFilesWritten || !answer || answer->first != id) return "another frame";
+    return std::string(answer->second);
+  }
+
   pid_t pid_ = -1;
   int to_agent_ = -1, from_agent_ = -1;
   FrameReader reader_;
@@ -266,10 +280,16 @@ TEST_F(AgentTest, TheEndOfTheDaemonsStreamEndsEverything) {
 }
 
 // Prints the pids of the fork server (the python3 processes but the program itself).
+// (A process may end between the listing and the read: the fork server's intermediate child.)
 constexpr const char* kZygotePids =
     "import os\n"
+    "def argv0(p):\n"
+    "    try:\n"
+    "        return open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')[0]\n"
+    "    except OSError:\n"
+    "        return b''\n"
     "print([p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid() and\n"
-    "       open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')[0].endswith(b'python3')])";
+    "       argv0(p).endswith(b'python3')])";
 
 TEST_F(AgentTest, AForkedProgramHasItsOwnStdioCwdEnvironmentArgvAndStatus) {
   StartZygote();
@@ -341,6 +361,51 @@ TEST_F(AgentTest, WithoutAForkServerAForkedExecIsNotStarted) {
   r = Forked("print(1)");
   EXPECT_EQ(r.status, -1);
   EXPECT_NE(r.not_started, "") << "a killed fork server refuses, the daemon starts the program";
+}
+
+TEST_F(AgentTest, FilesAreWrittenByTheAgentAsItsUserWithoutAnExec) {
+  TearDown();  // again as the programs' user, as in a container
+  Start({}, 65534);
+  char dir_template[] = "/tmp/agent-files-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+  auto read = [&](const std::string& name) {
+    std::string out;
+    int fd = ::open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+    char buf[4096];
+    for (ssize_t n; fd >= 0 && (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, n);
+    if (fd >= 0) ::close(fd);
+    return out;
+  };
+  const std::string binary("a\0b\xff\n", 5);
+  EXPECT_EQ(WriteFiles(dir, {{"main.py", "print(1)\n"}, {"data.bin", binary}, {"empty", ""}}), "");
+  EXPECT_EQ(read("main.py"), "print(1)\n");
+  EXPECT_EQ(read("data.bin"), binary);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir + "/main.py").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u) << "written as the agent's user, as the program's own files";
+  const mode_t umask_now = ::umask(022);
+  ::umask(umask_now);
+  EXPECT_EQ(st.st_mode & 0777, 0666 & ~umask_now) << "as a shell's > makes it";
+  EXPECT_EQ(WriteFiles(dir, {{"main.py", "x"}}), "");
+  EXPECT_EQ(read("main.py"), "x") << "an existing file is replaced whole";
+  // Not followed: a link in the file's place (a session's program could make one).
+  ASSERT_EQ(::symlink((dir + "/data.bin").c_str(), (dir + "/link").c_str()), 0);
+  EXPECT_NE(WriteFiles(dir, {{"link", "over"}}).find("link: "), std::string::npos);
+  EXPECT_EQ(read("data.bin"), binary);
+  for (const char* bad : {"../escape", "a/b", "..", ".", ""}) {
+    EXPECT_EQ(WriteFiles(dir, {{bad, "x"}}), std::string(bad) + ": not a file name") << bad;
+  }
+  // Not the agent's to write: named in the answer, and the agent serves on.
+  ASSERT_EQ(::chmod(dir.c_str(), 0555), 0);
+  EXPECT_EQ(WriteFiles(dir, {{"new", "x"}}), "new: Permission denied");
+  EXPECT_NE(WriteFiles(dir + "/missing", {{"a", "x"}}).find("/missing: No such file"),
+            std::string::npos);
+  EXPECT_EQ(Run({"true"}).status, 0);
+  ::chmod(dir.c_str(), 0755);
+  for (const char* name : {"main.py", "data.bin", "empty", "link"}) ::unlink((dir + "/" + name).c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST(AgentOutsideAContainerTest, RefusesToRunUnlessPid1) {

@@ -32,6 +32,24 @@ TEST(AgentWireTest, MalformedExecRequestsAreRefused) {
   EXPECT_FALSE(DecodeExec(huge));
 }
 
+TEST(AgentWireTest, WriteFilesRequestRoundTripsAnyBytesAndRefusesWhatIsCut) {
+  const std::string binary("a\0b\xff", 4);
+  WriteFilesRequest r{9, "/workspace", {{"main.py", "print(1)\n"}, {"data", binary}, {"e", ""}}};
+  const std::string good = EncodeWriteFiles(r);
+  auto back = DecodeWriteFiles(good);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->id, 9u);
+  EXPECT_EQ(back->dir, "/workspace");
+  EXPECT_EQ(back->files, r.files);
+  for (size_t cut = 0; cut < good.size(); ++cut) {
+    EXPECT_FALSE(DecodeWriteFiles(good.substr(0, cut))) << "cut at " << cut;
+  }
+  EXPECT_FALSE(DecodeWriteFiles(good + "x")) << "trailing bytes";
+  std::string huge = good;
+  huge[4 + 11 + 3] = '\x7f';  // the file count's high byte, after the id and "/workspace\0"
+  EXPECT_FALSE(DecodeWriteFiles(huge));
+}
+
 TEST(AgentWireTest, OutputAndExitedRoundTrip) {
   auto out = DecodeOutput(EncodeOutput(3, 2, std::string("a\0b", 3)));
   ASSERT_TRUE(out);
