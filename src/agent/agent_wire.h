@@ -19,21 +19,21 @@ namespace ci::agent {
 
 enum class Msg : uint8_t {
   // daemon -> agent
-  kExec = 1,      // ExecRequest
-  kStdin = 2,     // u32 id, bytes for the exec's stdin
-  kStdinEnd = 3,  // u32 id: the exec's stdin is closed
-  kKillAll = 4,   // SIGKILL every process of the container but the agent; a payload lists
-                  // the session ids to spare (session_kill.h)
-  kRecycle = 5,   // end every exec and put the container back as it started (recycle.h)
-  kZygote = 6,    // ExecRequest (id 0) of the container's Python fork server (zygote.h)
+  kExec = 1,        // ExecRequest
+  kStdin = 2,       // u32 id, bytes for the exec's stdin
+  kStdinEnd = 3,    // u32 id: the exec's stdin is closed
+  kKillAll = 4,     // SIGKILL every process of the container but the agent; a payload lists
+                    // the session ids to spare (session_kill.h)
+  kRecycle = 5,     // end every exec and put the container back as it started (recycle.h)
+  kZygote = 6,      // ExecRequest (id 0) of the container's Python fork server (zygote.h)
   kWriteFiles = 7,  // WriteFilesRequest: files the agent writes itself (write_files.h)
   // agent -> daemon
-  kReady = 10,       // u32 wire version: the agent is serving
-  kOutput = 11,      // u32 id, u8 stream (1 stdout, 2 stderr), bytes
-  kExited = 12,      // u32 id, i32 status (exit code, or 128+N for a death by signal N)
-  kRecycled = 13,    // u8 ok, then why not (text), or with ok a note (the fork server replaced)
-  kNotStarted = 14,  // u32 id, why (text): the exec could not start (no pipe, no free pid)
-  kStarted = 15,     // u32 id: the exec's process was forked
+  kReady = 10,         // u32 wire version: the agent is serving
+  kOutput = 11,        // u32 id, u8 stream (1 stdout, 2 stderr), bytes
+  kExited = 12,        // u32 id, i32 status (exit code, or 128+N for a death by signal N)
+  kRecycled = 13,      // u8 ok, then why not (text), or with ok a note (the fork server replaced)
+  kNotStarted = 14,    // u32 id, why (text): the exec could not start (no pipe, no free pid)
+  kStarted = 15,       // u32 id: the exec's process was forked
   kFilesWritten = 16,  // u32 id, why not (text; empty: all written)
 };
 

@@ -17,6 +17,7 @@
 
 #include "agent/agent_wire.h"
 #include "agent/child.h"
+#include "agent/process_attributes.h"
 #include "agent/recycle.h"
 #include "agent/session_kill.h"
 #include "agent/write_files.h"
@@ -81,6 +82,7 @@ class Agent {
     sig_fd_ = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     std::string error;
     roots_ = RecordRoots(o_.wipe, &error);
+    own_attributes_ = ProcessAttributes(::getpid());
     if (sig_fd_ < 0 || !error.empty()) {
       std::fprintf(stderr, "agent: %s\n", sig_fd_ < 0 ? std::strerror(errno) : error.c_str());
       return 1;
@@ -408,8 +410,15 @@ class Agent {
 
   bool Recycle() {
     std::string error;
+    // Like the fork server's, the agent's own scheduling, CPU set and limits are in reach of the
+    // program's user (prlimit is refused by seccomp, renice and sched_setscheduler are not): a
+    // changed agent is not handed to another execution.
+    const std::string changed = AttributeChange(own_attributes_, ProcessAttributes(::getpid()));
+    if (!changed.empty()) error = "the agent itself was changed: " + changed;
     std::vector<std::string> uncovered = UncoveredWritableMounts(roots_);
-    if (!uncovered.empty()) error = "writable mount not wiped between executions: " + uncovered[0];
+    if (error.empty() && !uncovered.empty()) {
+      error = "writable mount not wiped between executions: " + uncovered[0];
+    }
     // The fork server outlives recycles unless a program could have changed it (zygote.h).
     std::string note;
     if (zygote_.running() || zygote_request_) note = zygote_.Changed();
@@ -441,6 +450,7 @@ class Agent {
   std::map<pid_t, uint32_t> by_pid_;
   Zygote zygote_;
   std::optional<ExecRequest> zygote_request_;  // to start it again after a recycle
+  std::string own_attributes_;                 // ProcessAttributes of the agent at its start
 };
 
 }  // namespace

@@ -32,8 +32,8 @@ std::string WriteFiles(const std::string& dir,
       why = name + ": not a file name";
       break;
     }
-    int fd = ::openat(dfd, name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                      0666);
+    int fd =
+        ::openat(dfd, name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0) {
       why = name + ": " + std::strerror(errno);
       break;

@@ -3,36 +3,16 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "agent/child.h"
+#include "agent/process_attributes.h"
 
 namespace ci::agent {
 namespace {
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// The fields of /proc/PID/stat after the command name (field 3 onwards, 0-based here).
-std::vector<std::string> StatFields(pid_t pid) {
-  std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
-  size_t close = stat.rfind(')');
-  std::vector<std::string> fields;
-  if (close == std::string::npos) return fields;
-  std::istringstream rest(stat.substr(close + 1));
-  for (std::string f; rest >> f;) fields.push_back(f);
-  return fields;
-}
 
 void AppendNul(std::string& out, const std::string& s) {
   out.append(s);
@@ -123,7 +103,7 @@ bool Zygote::Read(std::vector<Report>* out) {
     Report r;
     if (parts[0] == "ready") {
       ready_ = true;
-      attributes_ = Attributes();
+      attributes_ = ProcessAttributes(pid_);
       out->push_back(r);
       continue;
     }
@@ -141,21 +121,6 @@ bool Zygote::Read(std::vector<Report>* out) {
   return false;
 }
 
-std::string Zygote::Attributes() const {
-  const std::string proc = "/proc/" + std::to_string(pid_);
-  std::vector<std::string> stat = StatFields(pid_);
-  if (stat.size() < 39) return "";
-  // state, priority, nice, threads, rt_priority, policy
-  std::string a = stat[15] + " " + stat[16] + " " + stat[17] + " " + stat[37] + " " + stat[38];
-  std::istringstream status(Slurp(proc + "/status"));
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("Cpus_allowed_list:", 0) == 0) a += "\n" + line;
-  }
-  long ioprio = ::syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, pid_);
-  a += "\nioprio " + std::to_string(ioprio) + "\n" + Slurp(proc + "/limits");
-  return a;
-}
-
 std::string Zygote::Changed() const {
   if (pid_ <= 0 || sock_ < 0) return "it is gone";
   if (!ready_) return "it never said it was ready";
@@ -163,14 +128,8 @@ std::string Zygote::Changed() const {
   if (stat.empty() || stat[0] == "T" || stat[0] == "t" || stat[0] == "Z") {
     return "its state is " + (stat.empty() ? std::string("unknown") : stat[0]);
   }
-  const std::string now = Attributes();
-  if (now == attributes_) return "";
-  size_t at = 0;
-  while (at < now.size() && at < attributes_.size() && now[at] == attributes_[at]) ++at;
-  const size_t line = attributes_.rfind('\n', at == 0 ? 0 : at - 1);
-  const size_t from = line == std::string::npos ? 0 : line + 1;
-  return "it changed: " + attributes_.substr(from, attributes_.find('\n', at) - from) + " -> " +
-         now.substr(from, now.find('\n', at) - from);
+  const std::string change = AttributeChange(attributes_, ProcessAttributes(pid_));
+  return change.empty() ? "" : "it changed: " + change;
 }
 
 void Zygote::Kill() {

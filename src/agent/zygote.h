@@ -58,7 +58,6 @@ class Zygote {
   void Kill();
 
  private:
-  std::string Attributes() const;  // what Intact compares
   void Close();
 
   pid_t pid_ = 0;

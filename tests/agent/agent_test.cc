@@ -267,6 +267,27 @@ TEST_F(AgentTest, ARecycleIsRefusedWhileAWritablePlaceIsNotWiped) {
   EXPECT_NE(payload.find("writable mount not wiped"), std::string::npos) << payload;
 }
 
+TEST_F(AgentTest, ARecycleIsRefusedWhenAProgramChangedTheAgent) {
+  // As in a container: the program is the agent's user, so it may renice the agent or change its
+  // scheduling; the next execution must not inherit that.
+  for (const char* change : {"os.setpriority(os.PRIO_PROCESS, 1, 7)",
+                             "os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0))"}) {
+    TearDown();
+    Start({}, 65534);
+    Ran r = Run({"python3", "-c", std::string("import os\n") + change});
+    ASSERT_EQ(r.status, 0) << change << ": " << r.err;
+    Send(Msg::kRecycle, {});
+    Msg type;
+    std::string payload;
+    ASSERT_TRUE(Next(&type, &payload));
+    ASSERT_EQ(type, Msg::kRecycled);
+    ASSERT_FALSE(payload.empty());
+    EXPECT_EQ(payload[0], 0) << change;
+    EXPECT_NE(payload.find("the agent itself was changed: "), std::string::npos)
+        << change << ": " << payload;
+  }
+}
+
 TEST_F(AgentTest, TheEndOfTheDaemonsStreamEndsEverything) {
   StartExec({"sleep", "100"});
   ::usleep(100'000);
@@ -404,7 +425,8 @@ TEST_F(AgentTest, FilesAreWrittenByTheAgentAsItsUserWithoutAnExec) {
             std::string::npos);
   EXPECT_EQ(Run({"true"}).status, 0);
   ::chmod(dir.c_str(), 0755);
-  for (const char* name : {"main.py", "data.bin", "empty", "link"}) ::unlink((dir + "/" + name).c_str());
+  for (const char* name : {"main.py", "data.bin", "empty", "link"})
+    ::unlink((dir + "/" + name).c_str());
   ::rmdir(dir.c_str());
 }
 

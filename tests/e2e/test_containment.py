@@ -142,6 +142,10 @@ class ContainmentTest(E2ETestCase):
                 self.assertIn(f"{probe} EPERM\n", res["stdout"], res)
             for probe in ("environ", "fd", "mem"):
                 self.assertIn(f"{probe} EACCES\n", res["stdout"], res)
+        elif Config.expected_backend == "docker":
+            # The agent (PID 1 with PYTHON_EXECUTOR_DOCKER_AGENT) runs as the program's user and
+            # outlives it: the seccomp profile lets a program set its own limits only.
+            self.assertIn("prlimit EPERM\n", res["stdout"], res)
         self.assertHealthy()
 
     def test_session_survives_a_program_signalling_init(self):

@@ -128,10 +128,24 @@ for label, args in [("unix", (1, 1, 0)), ("inet_stream", (2, 1, 0)), ("inet6_dgr
     print("socket_" + label, call(41, *args))
 print("personality_query", call(135, 0xffffffff))
 print("personality_no_aslr", call(135, 0x0040000))
+import struct, time
+nofile = ctypes.create_string_buffer(struct.pack("QQ", 64, 64), 16)
+got = ctypes.create_string_buffer(16)
+other = os.fork()
+if other == 0:
+    time.sleep(30)
+    os._exit(0)
+print("prlimit_own", call(302, 0, 7, ctypes.addressof(nofile), 0))
+print("prlimit_read_other", call(302, other, 7, 0, ctypes.addressof(got)))
+print("prlimit_set_other", call(302, other, 7, ctypes.addressof(nofile), 0))
+print("prlimit_set_own_pid", call(302, os.getpid(), 7, ctypes.addressof(nofile), 0))
+os.kill(other, 9)
+os.waitpid(other, 0)
 )PY");
-  for (const char* refused : {"clone_newuser", "clone_newnet", "socket_packet", "socket_inet_raw",
-                              "socket_inet6_raw", "socket_netlink_audit", "socket_alg",
-                              "socket_vsock", "socket_unix_high_bits", "personality_no_aslr"}) {
+  for (const char* refused :
+       {"clone_newuser", "clone_newnet", "socket_packet", "socket_inet_raw", "socket_inet6_raw",
+        "socket_netlink_audit", "socket_alg", "socket_vsock", "socket_unix_high_bits",
+        "personality_no_aslr", "prlimit_set_other", "prlimit_set_own_pid"}) {
     EXPECT_THAT(out, HasSubstr(std::string(refused) + " -1 133\n")) << out;
   }
   EXPECT_THAT(out, HasSubstr("clone3 -1 ENOSYS\n"));
@@ -140,7 +154,7 @@ print("personality_no_aslr", call(135, 0x0040000))
   EXPECT_THAT(out, HasSubstr("posix_spawn 0\n"));
   for (const char* allowed :
        {"socket_unix", "socket_inet_stream", "socket_inet6_dgram", "socket_inet_stream_cloexec",
-        "socket_netlink_route", "personality_query"}) {
+        "socket_netlink_route", "personality_query", "prlimit_own", "prlimit_read_other"}) {
     EXPECT_THAT(out, HasSubstr(std::string(allowed) + " ok\n")) << out;
   }
 }
