@@ -26,14 +26,14 @@ struct DockerExecutorOptions {
   // accepts memory, pids and CPU limits and applies none, so they are reported as downgrades.
   bool engine_applies_limits = true;
   // Containers of an image that carries the agent (src/agent) run it as PID 1 and are driven
-  // over their attach stream (PYTHON_EXECUTOR_DOCKER_AGENT=true); off by default until the gaps
-  // in src/agent/README.md "Not yet the default" are closed: `docker exec`s for every image.
-  bool agent = false;
+  // over their attach stream (PYTHON_EXECUTOR_DOCKER_AGENT, on by default); images without it,
+  // and `false`, get a `docker exec` per step. Session containers stay exec-driven either way
+  // (src/agent/README.md "Sessions").
+  bool agent = true;
   // With the agent: recycled execution containers keep a Python fork server
   // (SandboxSpec::zygote_argv, src/agent/zygote.h) and fork each program from it
-  // (PYTHON_EXECUTOR_DOCKER_FORK_SERVER=true); off until the gap in src/agent/README.md "Fork
-  // server" is understood.
-  bool fork_server = false;
+  // (PYTHON_EXECUTOR_DOCKER_FORK_SERVER, on by default; `false`: a Python start per program).
+  bool fork_server = true;
   // The image watchdog's period (0: none; each Check inspects, and pulls, itself) and the pull's
   // bounds (image_watch.h).
   std::chrono::milliseconds image_check_period{60000};

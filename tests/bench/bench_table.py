@@ -192,11 +192,8 @@ def main():
             daemon.cleanup()
 
     if "docker" in want:
-        # With the in-container agent (src/agent) and its fork server, which is what the targets
-        # are measured on.
-        docker = start({"EXECUTOR_BACKEND": "docker", "PYTHON_EXECUTOR_DOCKER_AGENT": "true",
-                        "PYTHON_EXECUTOR_DOCKER_FORK_SERVER": "true",
-                        "PYTHON_EXECUTOR_DOCKER_IMAGE": args.docker_image}, config)
+        # Default settings: the in-container agent (src/agent) and its fork server.
+        docker = start({"EXECUTOR_BACKEND": "docker", "PYTHON_EXECUTOR_DOCKER_IMAGE": args.docker_image}, config)
         try:
             wait_for_pool(docker, timeout=120)
             run = CommandTarget(["/usr/bin/docker", "run", "--rm", "--network", "none",

@@ -25,6 +25,7 @@
 
 #include "common/enforcement_spec.h"
 #include "core/json.h"
+#include "core/policies.h"
 #include "daemon/service/python_program.h"
 #include "docker/engine_client.h"
 #include "docker/reaper.h"
@@ -559,6 +560,7 @@ class DockerForkServerTest : public DockerRecycleTest {
   }
   static SandboxSpec PythonSpec() {
     SandboxSpec spec = Spec();
+    spec.security.seccomp_profile_json = std::string(*EmbeddedPolicy("seccomp-executor"));
     spec.prestart_argv = daemon::PythonPrestartArgv({});
     spec.zygote_argv = daemon::PythonZygoteArgv({"json"});
     return spec;

@@ -15,12 +15,19 @@ import sys
 import threading
 import time
 import urllib.parse
+import uuid
 
 from harness import Client, Config, Daemon, E2ETestCase, wait_until
 
 SANDBOX_USER = "65532:65532"
 REAP_TIMEOUT_S = 15.0
-PROGRAM_PATH = "/workspace/__main__.py"  # what the executor runs, in the process arguments
+
+def sleeping_program(seconds):
+    """(code, marker): a program that sleeps about `seconds` in a child whose arguments hold
+    `marker`, unique on this host. A forked program (the agent's fork server) has the server's
+    arguments, not its own: its child is what `ps` tells apart."""
+    marker = f"{seconds}.{uuid.uuid4().int % 10**9:09d}"
+    return f"import subprocess\nsubprocess.run(['sleep', '{marker}'])", f"sleep {marker}"
 FAKE_REGISTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docker",
                              "fake_registry.py")
 PULL_TIMEOUT_S = 60.0
@@ -151,11 +158,11 @@ class DockerBackendTest(E2ETestCase):
         t.start()
         return t, box
 
-    def running_program_container(self, pid):
-        """The id of the executor container of daemon `pid` that runs a user program (the
-        pooled ones only wait, the language probes at startup run no __main__.py)."""
+    def running_program_container(self, pid, marker):
+        """The id of the executor container of daemon `pid` whose processes show `marker`
+        (sleeping_program's)."""
         for cid in self.engine.containers("app=code-interpreter", owner_label(pid)):
-            if any(PROGRAM_PATH in p for p in self.engine.processes(cid)):
+            if any(marker in p for p in self.engine.processes(cid)):
                 return cid
         return None
 
@@ -166,8 +173,9 @@ class DockerBackendTest(E2ETestCase):
 
     def test_executor_container_is_hardened(self):
         self.require_host_daemon("needs the daemon's pid (the containers' owner label)")
-        t, box = self.run_in_thread(self.client, "import time; time.sleep(4)", 10000)
-        cid = wait_until(lambda: self.running_program_container(self.daemon.pid)
+        code, marker = sleeping_program(4)
+        t, box = self.run_in_thread(self.client, code, 10000)
+        cid = wait_until(lambda: self.running_program_container(self.daemon.pid, marker)
                          or (not t.is_alive() and "done"), 10, interval=0.1)
         self.assertTrue(cid and cid != "done",
                         f"no container of owner {owner_label(self.daemon.pid)} runs the program "
@@ -248,12 +256,13 @@ class DockerBackendTest(E2ETestCase):
         self.assertTrue(probed and "self-test failed" not in probed.group(0),
                         f"the language probes did not finish\n{old.log_since(0, tail=40)}")
         client = Client(old.host, old.port, self._exchanges)
-        t, box = self.run_in_thread(client, "import time; time.sleep(60)", 60000)
+        code, marker = sleeping_program(60)
+        t, box = self.run_in_thread(client, code, 60000)
         ids = []
 
         def leftover_ids():
             ids[:] = self.engine.containers("app=code-interpreter", old_owner)
-            return len(ids) >= expect_at_least and self.running_program_container(old.pid)
+            return len(ids) >= expect_at_least and self.running_program_container(old.pid, marker)
 
         try:
             self.assertTrue(wait_until(leftover_ids, 20, interval=0.2),
