@@ -385,10 +385,7 @@ class ExecSandbox final : public Sandbox {
     }
     s->pid = pid;
     co_await counters_.Read(false);
-    if (!probe_cost_measured_) {  // once the interpreter is up, before any cell
-      probe_cost_measured_ = true;
-      co_await counters_.MeasureProbeCost();
-    }
+    co_await counters_.MeasureProbeCost();  // once the interpreter is up, before any cell
     s->window_start_ms = counters_.cpu_ms_besides_probes();
     server_ = s;
     if (counters_.host() && c_.cpu_time_sec > 0) {
@@ -557,7 +554,6 @@ class ExecSandbox final : public Sandbox {
 
   Container c_;
   SandboxCounters counters_;
-  bool probe_cost_measured_ = false;
   std::shared_ptr<ExecStream> prestarted_;
   bool prestarted_forked_ = false;  // by the fork server (ContainerApi::ForkPython)
   std::shared_ptr<ExecStream> active_;

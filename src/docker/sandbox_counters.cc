@@ -69,6 +69,8 @@ asio::awaitable<void> SandboxCounters::FindHostCgroup() {
 }
 
 asio::awaitable<void> SandboxCounters::MeasureProbeCost() {
+  if (probe_cost_measured_) co_return;
+  probe_cost_measured_ = true;
   if (!read_once_) co_await Read(false);
   if (host_ || !read_once_) co_return;
   uint64_t cost = 0;  // the dearer of two probes: one alone may be a lull of a loaded machine

@@ -42,12 +42,13 @@ class SandboxCounters {
   uint64_t cpu_ms_besides_probes() const {
     return report_.cpu_ms > probe_allowance_ms_ ? report_.cpu_ms - probe_allowance_ms_ : 0;
   }
-  // Counters by exec only: measures what one probe costs here (reads back to back; on a slow or
-  // loaded machine far more than on a fast one, and it drifts with the load: seen 20 ms to 70 ms
-  // here) and allows twice that for each later probe. Bounded both ways: never below
-  // kProbeCpuAllowanceMs, and a program spinning during the measurement buys at most
-  // kMaxProbeCpuAllowanceMs per probe. Generous on purpose: the allowance only lets an
-  // interpreter use that much CPU between two calls, where each call may use the whole CPU limit.
+  // Counters by exec only, once per sandbox (later calls return at once): measures what one probe
+  // costs here (reads back to back; on a slow or loaded machine far more than on a fast one, and
+  // it drifts with the load: seen 20 ms to 70 ms) and allows twice that for each later probe.
+  // Bounded both ways: never below kProbeCpuAllowanceMs, and a program spinning during the
+  // measurement buys at most kMaxProbeCpuAllowanceMs per probe. Generous on purpose: the
+  // allowance only lets an interpreter use that much CPU between two calls, where each call may
+  // use the whole CPU limit.
   asio::awaitable<void> MeasureProbeCost();
   static constexpr uint64_t kProbeCpuAllowanceMs = 100;
   static constexpr uint64_t kMaxProbeCpuAllowanceMs = 300;
@@ -68,6 +69,7 @@ class SandboxCounters {
   std::optional<HostCgroup> host_;
   pid_t init_pid_ = 0;
   bool read_once_ = false;
+  bool probe_cost_measured_ = false;
   uint64_t per_probe_allowance_ms_ = kProbeCpuAllowanceMs;
   uint64_t probe_allowance_ms_ = 0;  // the sum over the probe execs started
   uint64_t oom_kills_ = 0;

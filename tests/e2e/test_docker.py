@@ -21,6 +21,8 @@ from harness import Client, Config, Daemon, E2ETestCase, wait_until
 
 SANDBOX_USER = "65532:65532"
 REAP_TIMEOUT_S = 15.0
+ZYGOTE_SOURCE_MARK = "def _ci_zygote()"  # in the Docker fork server's arguments
+
 
 def sleeping_program(seconds):
     """(code, marker): a program that sleeps about `seconds` in a child whose arguments hold
@@ -91,7 +93,8 @@ class Engine:
         return body
 
     def processes(self, cid):
-        status, body = self.request("GET", f"/containers/{cid}/top?ps_args=-eo%20pid,args")
+        """Each process of container `cid` as "PID PPID ARGS..." (host pids)."""
+        status, body = self.request("GET", f"/containers/{cid}/top?ps_args=-eo%20pid,ppid,args")
         if status != 200:
             return []
         return [" ".join(p) for p in body.get("Processes") or []]
@@ -183,7 +186,12 @@ class DockerBackendTest(E2ETestCase):
         info = self.engine.inspect(cid)
         self.assertIsNotNone(info, f"container {cid[:12]} vanished while the program ran")
         agent = (info["Config"].get("Labels") or {}).get("code-interpreter.agent") or "\0"
-        during = {p.split()[0] for p in self.engine.processes(cid) if agent not in p}
+        procs = self.engine.processes(cid)
+        # The agent's fork server (python_program.cc) outlives executions by design; a program
+        # forked from it carries the same arguments: it is the parent of the marked child.
+        program = {p.split()[1] for p in procs if marker in p}
+        server = {p.split()[0] for p in procs if ZYGOTE_SOURCE_MARK in p} - program
+        during = {p.split()[0] for p in procs if agent not in p} - server
         hc, cfg = info["HostConfig"], info["Config"]
         diag = json.dumps({"HostConfig": hc, "Config.User": cfg.get("User"),
                            "Config.Labels": cfg.get("Labels")}, indent=1)[:6000]
