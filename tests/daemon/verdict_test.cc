@@ -54,5 +54,15 @@ TEST(Verdict, AnOomKilledChildIsReportedEvenWhenTheProgramSucceeded) {
   EXPECT_EQ(VerdictName(ComputeVerdict(Exited(0), oom, false, 5)), "memory_limit");
 }
 
+TEST(Verdict, AFailedProgramThatHitThePidsLimitIsPidsLimitEvenWithAnOomKill) {
+  // A fork bomb on cgroup v2: its churning processes' kernel memory can reach memory.max too.
+  ResourceReport both;
+  both.pids_limit_hit = true;
+  both.oom_killed = true;
+  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(1), both, false, 5)), "pids_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Signaled(SIGKILL), both, false, 5)), "pids_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(0), both, false, 5)), "memory_limit");
+}
+
 }  // namespace
 }  // namespace ci::daemon
