@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A fake Kubernetes API server for the tests: HTTPS with a bearer token, core/v1 pods
 (create/get/list/watch/delete with Status errors and resourceVersions) on a fake node whose pods
-really run (bubblewrap sandboxes with their emptyDir volumes), and the exec subresource over
-WebSocket (v5.channel.k8s.io and v4.channel.k8s.io). See README.md in this directory.
+really run (bubblewrap sandboxes with their emptyDir volumes), and the exec and attach
+subresources over WebSocket (v5.channel.k8s.io and v4.channel.k8s.io). See README.md in this
+directory.
 
     python3 tests/k8s/fake_apiserver.py --port 0 --state-dir DIR
 
@@ -28,8 +29,9 @@ from urllib.parse import parse_qs, urlsplit
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fake import pods, table, websocket  # noqa: E402
-from fake.exec_stream import V4, V5, ExecStream  # noqa: E402
+from fake.exec_stream import V4, V5, AttachStream, ExecStream  # noqa: E402
 from fake.kubelet import Node  # noqa: E402
+from fake.sandbox import IMAGE_DIRS  # noqa: E402
 from fake.selectors import parse_fields, parse_labels  # noqa: E402
 from fake.status import (ApiError, already_exists, bad_request, forbidden,  # noqa: E402
                          not_found, unauthorized)
@@ -47,6 +49,8 @@ RESOURCES = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1"
      "verbs": ["create", "delete", "deletecollection", "get", "list", "watch"],
      "shortNames": ["po"], "categories": ["all"]},
     {"name": "pods/exec", "singularName": "", "namespaced": True, "kind": "PodExecOptions",
+     "verbs": ["create", "get"]},
+    {"name": "pods/attach", "singularName": "", "namespaced": True, "kind": "PodAttachOptions",
      "verbs": ["create", "get"]},
     {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod",
      "verbs": ["get"]},
@@ -76,7 +80,7 @@ class FakeApiServer:
         self.token = args.token or secrets.token_hex(16)
         self.store = Store(args.watch_history)
         self.node = Node(self.store, args.state_dir, args.pod_pids_limit, args.seccomp_root,
-                         args.pod_network)
+                         args.pod_network, dict(args.image_file or []))
         self.namespaces = set(args.namespace or ["default"]) | {"default", "kube-system"}
         self.restricted = set(args.restricted or [])
         self.denied = set(args.deny or [])  # "verb:resource", e.g. "create:pods"
@@ -225,11 +229,13 @@ class Handler(BaseHTTPRequestHandler):
                     return self._delete(ns, sub[0])
             elif len(sub) == 2 and sub[1] == "exec" and method in ("GET", "POST"):
                 return self._exec(ns, sub[0], "get" if method == "GET" else "create")
+            elif len(sub) == 2 and sub[1] == "attach" and method in ("GET", "POST"):
+                return self._attach(ns, sub[0], "get" if method == "GET" else "create")
             elif len(sub) == 2 and sub[1] == "log" and method == "GET":
                 return self._log(ns, sub[0])
             raise ApiError(405, "MethodNotAllowed",
                            "the server does not allow this method on the requested resource "
-                           "(the fake serves pods create/get/list/watch/delete, exec, log)", {})
+                           "(the fake serves pods create/get/list/watch/delete, exec, attach, log)", {})
         raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
 
     @staticmethod
@@ -399,11 +405,33 @@ class Handler(BaseHTTPRequestHandler):
         self._send_text(200, text)
 
     def _exec(self, ns, name, verb):
-        self._authorize(verb, "pods/exec", ns, name)
+        command = self.q_all.get("command") or []
+        sandbox, want, protocol = self._upgrade(ns, name, verb, "pods/exec", command)
+
+        def start():
+            if not sandbox.resolve(command[0]):
+                return (f'failed to exec in container: failed to start exec: OCI runtime exec '
+                        f'failed: exec failed: unable to start container process: exec: '
+                        f'"{command[0]}": executable file not found in $PATH: unknown')
+            try:
+                return sandbox.exec(command, want["stdin"], want["stdout"], want["stderr"])
+            except ProcessLookupError:
+                return f'container not found ("{sandbox.name}")'  # stopped since the check
+        ExecStream(self.rfile, self.connection, protocol).run(
+            start, want["stdin"], want["stdout"], want["stderr"])
+
+    def _attach(self, ns, name, verb):
+        sandbox, want, protocol = self._upgrade(ns, name, verb, "pods/attach")
+        AttachStream(self.rfile, self.connection, protocol).attach(
+            sandbox, want["stdin"], want["stdout"], want["stderr"])
+
+    def _upgrade(self, ns, name, verb, resource, command=None):
+        """The checks exec and attach share, then the WebSocket upgrade; returns the container's
+        sandbox, the streams asked for and the subprotocol chosen. `command`: exec's."""
+        self._authorize(verb, resource, ns, name)
         pod = self.api.store.get(ns, name)
         container = self._container(pod)
-        command = self.q_all.get("command") or []
-        if not command:
+        if command is not None and not command:
             raise bad_request("you must specify at least 1 command")
         want = {k: _truthy(self.q.get(k)) for k in ("stdin", "stdout", "stderr", "tty")}
         if want["tty"]:
@@ -414,7 +442,8 @@ class Handler(BaseHTTPRequestHandler):
             raise bad_request(f"pod {name} does not have a host assigned")
         phase = pod["status"].get("phase")
         if phase in ("Succeeded", "Failed"):
-            raise bad_request("cannot exec into a container in a completed pod; current phase "
+            what = "exec into" if command is not None else "attach to"
+            raise bad_request(f"cannot {what} a container in a completed pod; current phase "
                               f"is {phase}")
         if self.headers.get("Upgrade", "").lower() != "websocket":
             raise bad_request(f'unable to upgrade connection: the fake API server speaks '
@@ -440,18 +469,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.flush()
         self.close_connection = True
-
-        def start():
-            if not sandbox.resolve(command[0]):
-                return (f'failed to exec in container: failed to start exec: OCI runtime exec '
-                        f'failed: exec failed: unable to start container process: exec: '
-                        f'"{command[0]}": executable file not found in $PATH: unknown')
-            try:
-                return sandbox.exec(command, want["stdin"], want["stdout"], want["stderr"])
-            except ProcessLookupError:
-                return f'container not found ("{container}")'  # stopped since the check above
-        ExecStream(self.rfile, self.connection, chosen).run(
-            start, want["stdin"], want["stdout"], want["stderr"])
+        return sandbox, want, chosen
 
 
 class Server(ThreadingHTTPServer):
@@ -491,6 +509,17 @@ def write_kubeconfig(path, url, ca_path, token):
         json.dump(config, f, indent=1)  # JSON is YAML: kubectl reads it
 
 
+def image_file(text):
+    """--image-file's PATH=HOST_FILE. PATH is outside the host's directories that images are
+    made of: those are bound read-only, so a mount point cannot be made in them."""
+    inside, sep, host = text.partition("=")
+    top = inside.split("/")[1] if inside.startswith("/") else ""
+    if not sep or not top or top in IMAGE_DIRS or not os.path.isfile(host):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: want /PATH=EXISTING_HOST_FILE, PATH outside /{', /'.join(IMAGE_DIRS)}")
+    return inside, os.path.abspath(host)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
@@ -519,6 +548,9 @@ def main():
     p.add_argument("--pod-network", choices=("isolated", "host"), default="isolated",
                    help="isolated (default): each pod has its own network namespace with only "
                         "lo, as under a deny-all NetworkPolicy; host: pods share the host's")
+    p.add_argument("--image-file", action="append", type=image_file, metavar="PATH=HOST_FILE",
+                   help="a file every image carries at PATH besides the host's /usr, /etc, /opt "
+                        "and /var (repeatable), e.g. the agent of the executor image")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
     if os.geteuid() != 0:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The fake API server's wire behaviour, spoken raw: TLS and the token, discovery, pods with
-their Status errors and resourceVersions, watch events, deletion, and the exec WebSocket frames
-(v5 with the stdin close signal, v4 without); then the fake node's resource enforcement (pod
+their Status errors and resourceVersions, watch events, deletion, the exec WebSocket frames
+(v5 with the stdin close signal, v4 without) and attach; then the fake node's resource enforcement (pod
 cgroups, memory/pids/cpu limits, tmpfs emptyDirs, the in-container /sys/fs/cgroup). Needs root
 (the fake's pods are bwrap sandboxes); skips (77) otherwise, except under CI=true."""
 
@@ -13,6 +13,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import http.client
 
@@ -192,6 +193,14 @@ class ServerTestCase(unittest.TestCase):
                 break
         self.assertEqual(gone, names)
         return names
+
+    def until_logged(self, name, text, timeout=10):
+        """Wait until pod `name`'s log is `text`; fail with what it is otherwise."""
+        deadline = time.monotonic() + timeout
+        while (log := self.c.request("GET", f"{PODS}/{name}/log").body) != text:
+            if time.monotonic() > deadline:
+                self.assertEqual(log, text, "the pod's log")
+            time.sleep(0.05)
 
     def assert_status(self, r, code, reason):
         self.assertEqual(r.status, code, r.body)
@@ -451,6 +460,63 @@ class FakeApiServerTest(ServerTestCase):
             seen.append(m)
         self.assertIn(("pong", b"are you there"), seen)
         self.assertEqual(b"".join(d for ch, d in seen if ch == 1).strip(), b"1048576")
+
+    # -- attach -----------------------------------------------------------------------------
+
+    def test_attach_relays_the_commands_stdio_from_the_moment_of_attaching(self):
+        # `cat` as the container's command: what goes in on stdin comes back on stdout.
+        body = pod_json("att", command=["sh", "-c", "echo before; exec cat"])
+        body["spec"]["containers"][0]["stdin"] = True
+        self.running(body)
+        self.until_logged("att", b"before\n")  # printed before the attach
+        sock = self.c.attach(NS, "att")
+        self.assertFalse(hasattr(sock, "status"), getattr(sock, "body", b""))
+        self.assertEqual(sock.receive(), (1, b""))  # streams ready; "before" is history
+        sock.send(0, b"ping\n")
+        self.assertEqual(sock.receive(), (1, b"ping\n"))
+        # Without stdinOnce, the client's end closes nothing: a second attach still talks.
+        sock.close_stdin()
+        sock.send_frame(ws.OP_CLOSE, ws.close_payload(1000))
+        self.assertIsNone(sock.receive())
+        again = self.c.attach(NS, "att")
+        self.assertEqual(again.receive(), (1, b""))
+        again.send(0, b"pong\n")
+        self.assertEqual(again.receive(), (1, b"pong\n"))
+        again.send_frame(ws.OP_CLOSE, ws.close_payload(1000))
+        self.assertIsNone(again.receive())
+        self.until_logged("att", b"before\nping\npong\n")
+
+    def test_attach_ends_with_success_when_the_command_ends_and_stdin_once_closes(self):
+        body = pod_json("once", command=["sh", "-c", "cat; echo bye >&2; exit 5"])
+        body["spec"]["containers"][0].update(stdin=True, stdinOnce=True)
+        self.running(body)
+        sock = self.c.attach(NS, "once")
+        sock.send(0, b"data")
+        sock.close_stdin()  # with stdinOnce: the command's stdin is closed
+        out, _, status = sock.collect()
+        self.assertEqual(out, {1: b"data", 2: b"bye\n"})
+        # The attach itself succeeded; the exit code is the pod's status.
+        self.assertEqual(status, {"metadata": {}, "status": "Success"})
+        self.assertEqual(sock.close_code, 1000)
+
+    def test_attach_without_stdin_in_the_spec_drops_stdin(self):
+        self.running(pod_json("nostdin", command=["sh", "-c", "cat; echo eof; sleep infinity"]))
+        self.until_logged("nostdin", b"eof\n")
+        sock = self.c.attach(NS, "nostdin")
+        self.assertEqual(sock.receive(), (1, b""))
+        sock.send(0, b"lost")
+        sock.send_frame(ws.OP_CLOSE, ws.close_payload(1000))
+        self.assertIsNone(sock.receive())
+        # The command read EOF at once (its stdin is /dev/null) and never got "lost".
+        self.assertEqual(self.c.request("GET", f"{PODS}/nostdin/log").body, b"eof\n")
+
+    def test_attach_refusals(self):
+        r = self.c.attach(NS, "nosuchpod")
+        self.assert_status(r, 404, "NotFound")
+        pod = self.create(pod_json("done", command=["true"]))
+        self.until(pod, lambda e: e["object"]["status"].get("phase") == "Succeeded")
+        body = self.assert_status(self.c.attach(NS, "done"), 400, "BadRequest")
+        self.assertIn("cannot attach to a container in a completed pod", body["message"])
 
     def test_exec_sees_the_pods_volumes_uid_and_processes(self):
         pod = self.running(pod_json("vols"))
@@ -938,6 +1004,20 @@ class SeccompTest(ServerTestCase):
         body = self.assert_status(r, 422, "Invalid")
         self.assertEqual(body["details"]["causes"][0]["field"],
                          "spec.securityContext.seccompProfile.localhostProfile")
+
+
+class ImageFileTest(ServerTestCase):
+    """--image-file: a file every image carries (the executor image's agent, in the e2e tests)."""
+    flags = ("--image-file", f"/extra/this-test.py={os.path.abspath(__file__)}")
+
+    def test_every_pod_sees_the_file_read_only(self):
+        self.running(pod_json("img"))
+        out, _, status, _ = self.run_exec("img", ["sh", "-c", "head -c 22 /extra/this-test.py; "
+                                                  "echo x >> /extra/this-test.py"])
+        self.assertEqual(out[1], b"#!/usr/bin/env python3", out[2])
+        self.assertRegex(out[2], b"cannot create /extra/this-test.py: "
+                                 b"(Read-only file system|Permission denied)")
+        self.assertEqual(status["status"], "Failure")
 
 
 class PodNetworkTest(ServerTestCase):

@@ -5,6 +5,7 @@ and from (tar over exec), reads logs of and deletes fake pods. Skips (77) withou
 root, except under CI=true."""
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -136,6 +137,19 @@ class KubectlTest(unittest.TestCase):
         r = self.kubectl("get", "pod", "hello")
         self.assertEqual(r.returncode, 1)
         self.assertIn(b'pods "hello" not found', r.stderr)
+
+    def test_run_interactive_attaches_to_the_command(self):
+        # kubectl run -i: a pod with stdin and stdinOnce, attached (WebSocket) once it runs; the
+        # command's exit code becomes kubectl's once the pod has finished.
+        r = self.kubectl("run", "talk", "-i", "--image=registry.example/busybox:1",
+                         "--restart=Never", "--labels=app=talk", "--command", "--", "sh", "-c",
+                         'read line; echo "got $line"; exit 7', input=b"hello\n")
+        self.assertEqual(r.returncode, 7, r.stderr)
+        self.assertIn(b"got hello\n", r.stdout)
+        spec = json.loads(self.kubectl_ok("get", "pod", "talk", "-o", "json"))["spec"]
+        self.assertEqual((spec["containers"][0]["stdin"], spec["containers"][0]["stdinOnce"]),
+                         (True, True))
+        self.kubectl_ok("delete", "pod", "talk", "--grace-period=0", "--force")
 
     def test_image_pull_failure_shows_in_get(self):
         self.kubectl_ok("run", "nopull", "--image=registry.example/gone:pull-fails",

@@ -139,3 +139,63 @@ class ExecStream:
                 self.sock.sendall(ws.encode_frame(ws.OP_CLOSE, frame, masked=False))
             except OSError:
                 pass
+
+
+class AttachStream(ExecStream):
+    """The attach subresource: the container's command's stdio as it is from the moment of
+    attaching (containerd keeps no history), stdin only to a container with `stdin: true`. It
+    ends with a Success status when the command's output ends (kubelet ServeAttach); a client
+    that hangs up leaves the command alone, and with `stdinOnce: true` closes its stdin, as its
+    stdin's end (v5's close signal) does."""
+
+    def attach(self, container, want_stdin, want_stdout, want_stderr):
+        self.send_channel(STDOUT if want_stdout else STDERR if want_stderr else ERROR, b"")
+        wanted = {STDOUT: want_stdout, STDERR: want_stderr}
+
+        def forward(channel, data):
+            if wanted[channel] and not self.peer_closed.is_set():
+                try:
+                    self.send_channel(channel, data)
+                except OSError:
+                    self.peer_closed.set()
+
+        attached = container.attach(forward)
+        reader = threading.Thread(target=self._read_attached, args=(container, want_stdin),
+                                  daemon=True)
+        reader.start()
+        if attached:
+            while not container.output_done.wait(0.1) and not self.peer_closed.is_set():
+                pass
+            container.detach(forward)
+        if self.peer_closed.is_set():
+            return
+        self.send_channel(ERROR, json.dumps({"metadata": {}, "status": "Success"}).encode())
+        self._close()
+        reader.join(timeout=15)
+
+    def _read_attached(self, container, want_stdin):
+        stdin_once = bool(container.spec.get("stdinOnce"))
+        try:
+            while True:
+                opcode, payload = ws.read_message(self.rfile, expect_masked=True)
+                if opcode == ws.OP_CLOSE:
+                    self.peer_closed.set()
+                    self._close(payload[:2])
+                    return
+                if opcode == ws.OP_PING:
+                    self.send(ws.OP_PONG, payload)
+                    continue
+                if opcode not in (ws.OP_BINARY, ws.OP_TEXT) or not payload:
+                    continue
+                channel, data = payload[0], payload[1:]
+                if channel == STDIN and want_stdin and data:
+                    container.write_stdin(data)
+                elif channel == CLOSE and self.protocol == V5 and data[:1] == bytes([STDIN]):
+                    want_stdin = False
+                    if stdin_once:
+                        container.close_stdin()
+        except (EOFError, OSError, ws.ProtocolError):
+            self.peer_closed.set()
+        finally:
+            if want_stdin and stdin_once:
+                container.close_stdin()

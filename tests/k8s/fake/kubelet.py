@@ -127,7 +127,7 @@ class PodWorker:
                     f'reference "{c["image"]}": {c["image"]}: not found')}}
                 continue
             sandbox = Container(pod, c, self.pod_dir, cgroup, self.node.seccomp_root,
-                                self.node.pod_network == "isolated")
+                                self.node.pod_network == "isolated", self.node.image_files)
             try:
                 sandbox.start()
                 self.containers[c["name"]] = sandbox
@@ -155,6 +155,7 @@ class PodWorker:
             changed = False
             for name, sandbox in self.containers.items():
                 if "running" in statuses[name] and not sandbox.running():
+                    sandbox.output_done.wait(2)  # its log complete before it says terminated
                     code = sandbox.proc.returncode
                     code = 128 - code if code < 0 else code
                     reason = "Completed" if code == 0 else "Error"
@@ -215,7 +216,7 @@ class PodWorker:
 
 class Node:
     def __init__(self, store, state_dir, pod_pids_limit=1024, seccomp_root=None,
-                 pod_network="isolated"):
+                 pod_network="isolated", image_files=None):
         self.store = store
         self.state_dir = state_dir
         self.pod_pids_limit = pod_pids_limit  # the kubelet's podPidsLimit; -1: unlimited
@@ -224,6 +225,8 @@ class Node:
         # "isolated": each pod its own network namespace with only lo (a deny-all
         # NetworkPolicy enforced by the CNI); "host": the host's network.
         self.pod_network = pod_network
+        # What every image carries besides the host's directories: image path -> host file.
+        self.image_files = image_files or {}
         # This server's own directory of pod cgroups (random: several fakes may run at once).
         self.cgroup_parents = cgroups.instance_dirs(secrets.token_hex(4))
         self.workers = {}  # pod uid -> PodWorker

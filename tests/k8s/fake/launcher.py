@@ -143,11 +143,22 @@ class Client:
              stdin=True, stdout=True, stderr=True, container=None, method="GET"):
         """Open the exec WebSocket: an ExecSocket after a 101, or a Response on refusal."""
         query = [("command", c) for c in command]
-        query += [("stdin", str(stdin).lower()), ("stdout", str(stdout).lower()),
-                  ("stderr", str(stderr).lower())]
+        return self._upgrade(namespace, pod, "exec", query, protocols, stdin, stdout, stderr,
+                             container, method)
+
+    def attach(self, namespace, pod, protocols=("v5.channel.k8s.io", "v4.channel.k8s.io"),
+               stdin=True, stdout=True, stderr=True, container=None, method="POST"):
+        """Open the attach WebSocket (the container's command's stdio), as exec does."""
+        return self._upgrade(namespace, pod, "attach", [], protocols, stdin, stdout, stderr,
+                             container, method)
+
+    def _upgrade(self, namespace, pod, subresource, query, protocols, stdin, stdout, stderr,
+                 container, method):
+        query = query + [("stdin", str(stdin).lower()), ("stdout", str(stdout).lower()),
+                         ("stderr", str(stderr).lower())]
         if container:
             query.append(("container", container))
-        path = f"/api/v1/namespaces/{namespace}/pods/{pod}/exec?{urlencode(query)}"
+        path = f"/api/v1/namespaces/{namespace}/pods/{pod}/{subresource}?{urlencode(query)}"
         raw = socket.create_connection((self.host, self.port))
         sock = self.context.wrap_socket(raw, server_hostname=self.host)
         key = "dGhlIHNhbXBsZSBub25jZQ=="

@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 from . import seccomp_profile
@@ -137,7 +138,7 @@ def unmount_volumes(pod_dir):
 
 class Container:
     def __init__(self, pod, container, pod_dir, cgroup, seccomp_root="/var/lib/kubelet/seccomp",
-                 isolated_network=True):
+                 isolated_network=True, image_files=None):
         self.pod = pod
         self.seccomp_root = seccomp_root  # the kubelet's seccomp directory
         self.seccomp_fd = None  # a memfd with the container's BPF filter
@@ -154,6 +155,16 @@ class Container:
         self.uid, self.gid, self.groups = identity(pod, container)
         self.env = environment(pod, container)
         self.mounts = []  # (mountPath, host dir, read-only)
+        # The command's output goes to its log and to every attached client (attach()), from
+        # the moment each attached: no history, as with containerd. Its stdin is a pipe only
+        # with `stdin: true`; attached clients write to it, and with `stdinOnce: true` the first
+        # attach's end closes it.
+        self.image_files = image_files or {}  # image path -> host file, over the host's dirs
+        self.stdin = None
+        self.stdin_lock = threading.Lock()
+        self.listeners = []
+        self.listeners_lock = threading.Lock()
+        self.output_done = threading.Event()
 
     # -- creation ---------------------------------------------------------------------------
 
@@ -237,6 +248,11 @@ class Container:
                 argv += ["--symlink", os.readlink(full), full]
             elif entry in IMAGE_DIRS and os.path.isdir(full):
                 argv += ["--ro-bind", full, full]
+        for inside, host in sorted(self.image_files.items()):
+            parents = inside.split("/")[1:-1]
+            for i in range(len(parents)):  # readable for the uid (bwrap's default is 0700)
+                argv += ["--perms", "0755", "--dir", "/" + "/".join(parents[:i + 1])]
+            argv += ["--ro-bind", host, inside]
         for entry in EMPTY_DIRS:
             argv += ["--dir", "/" + entry]
         argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--dir", "/tmp"]
@@ -264,16 +280,20 @@ class Container:
         info_r, info_w = os.pipe()
         argv += ["--info-fd", str(info_w)]
         argv += self._process_args(command)
-        log = open(os.path.join(self.pod_dir, f"{self.name}.log"), "ab")
-        self.proc = subprocess.Popen(_joined(self.cgroup, argv), stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=log, pass_fds=self._fds(info_w),
+        pipe = subprocess.PIPE
+        self.proc = subprocess.Popen(_joined(self.cgroup, argv),
+                                     stdin=pipe if self.spec.get("stdin") else subprocess.DEVNULL,
+                                     stdout=pipe, stderr=pipe, pass_fds=self._fds(info_w),
                                      start_new_session=True)
+        self.stdin = self.proc.stdin
+        pumps = self._start_output_pumps()
         os.close(info_w)
         with os.fdopen(info_r) as info:
             text = info.read()
-        log.close()
         if not text:
             self.proc.wait()
+            for t in pumps:
+                t.join()
             with open(os.path.join(self.pod_dir, f"{self.name}.log"), "rb") as f:
                 tail = f.read()[-500:].decode(errors="replace").strip()
             raise StartError("CreateContainerError", f"failed to create the container: {tail}")
@@ -283,6 +303,71 @@ class Container:
         bwrap = os.path.realpath(shutil.which("bwrap"))
         while self._exe() == bwrap and self.proc.poll() is None:
             time.sleep(0.005)
+
+    def _start_output_pumps(self):
+        """Threads copying stdout and stderr to the log and the attached clients, as read;
+        output_done once both ended (the command and whatever inherited them are gone)."""
+        log = open(os.path.join(self.pod_dir, f"{self.name}.log"), "ab")
+        lock = threading.Lock()
+        left = [2]
+
+        def pump(channel, pipe):
+            while data := os.read(pipe.fileno(), 65536):
+                with lock:
+                    log.write(data)
+                    log.flush()
+                with self.listeners_lock:
+                    listeners = list(self.listeners)
+                for listener in listeners:
+                    listener(channel, data)
+            pipe.close()
+            with lock:
+                left[0] -= 1
+                if left[0] == 0:
+                    log.close()
+                    self.output_done.set()
+
+        pumps = [threading.Thread(target=pump, args=(1, self.proc.stdout), daemon=True),
+                 threading.Thread(target=pump, args=(2, self.proc.stderr), daemon=True)]
+        for t in pumps:
+            t.start()
+        return pumps
+
+    # -- attach -----------------------------------------------------------------------------
+
+    def attach(self, listener):
+        """listener(channel, bytes) gets the command's output from now on; False when it has
+        ended already."""
+        with self.listeners_lock:
+            if self.output_done.is_set():
+                return False
+            self.listeners.append(listener)
+            return True
+
+    def detach(self, listener):
+        with self.listeners_lock:
+            if listener in self.listeners:
+                self.listeners.remove(listener)
+
+    def write_stdin(self, data):
+        """To the command's stdin; nothing without `stdin: true` (containerd drops it too)."""
+        with self.stdin_lock:
+            if self.stdin is None:
+                return
+            try:
+                self.stdin.write(data)
+                self.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass  # the command stopped reading
+
+    def close_stdin(self):
+        with self.stdin_lock:
+            if self.stdin is not None:
+                try:
+                    self.stdin.close()
+                except OSError:
+                    pass
+                self.stdin = None
 
     def _fds(self, *fds):
         return fds + ((self.seccomp_fd,) if self.seccomp_fd is not None else ())
