@@ -27,8 +27,9 @@ enum class Msg : uint8_t {
   kRecycle = 5,     // end every exec and put the container back as it started (recycle.h)
   kZygote = 6,      // ExecRequest (id 0) of the container's Python fork server (zygote.h)
   kWriteFiles = 7,  // WriteFilesRequest: files the agent writes itself (write_files.h)
+  kHello = 8,       // answered by kReady (a daemon that attached after the agent's start)
   // agent -> daemon
-  kReady = 10,         // u32 wire version: the agent is serving
+  kReady = 10,         // u32 wire version: the agent is serving (at its start, and per kHello)
   kOutput = 11,        // u32 id, u8 stream (1 stdout, 2 stderr), bytes
   kExited = 12,        // u32 id, i32 status (exit code, or 128+N for a death by signal N)
   kRecycled = 13,      // u8 ok, then why not (text), or with ok a note (the fork server replaced)
@@ -37,7 +38,7 @@ enum class Msg : uint8_t {
   kFilesWritten = 16,  // u32 id, why not (text; empty: all written)
 };
 
-inline constexpr uint32_t kWireVersion = 3;
+inline constexpr uint32_t kWireVersion = 4;
 
 // The image label naming the agent's path in executor images that have one, and the label value
 // when the image's agent speaks this wire (kWireVersion).

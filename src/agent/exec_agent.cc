@@ -188,6 +188,8 @@ class Agent {
         std::optional<WriteFilesRequest> req = DecodeWriteFiles(payload);
         return req && Send(Msg::kFilesWritten, WithId(req->id, WriteFiles(req->dir, req->files)));
       }
+      case Msg::kHello:
+        return Send(Msg::kReady, WithId(kWireVersion));
       default:
         return false;  // not the daemon speaking
     }

@@ -12,7 +12,6 @@
 #include <optional>
 
 #include "agent/agent_wire.h"
-#include "docker/stdcopy.h"
 
 namespace ci::docker {
 namespace {
@@ -77,15 +76,19 @@ class AgentExec final : public ExecStream {
 
 class Channel final : public AgentChannel, public std::enable_shared_from_this<Channel> {
  public:
-  Channel(asio::any_io_executor ex, std::string id, std::unique_ptr<RawStream> stream)
+  Channel(asio::any_io_executor ex, std::string id, std::unique_ptr<AgentTransport> stream)
       : ex_(std::move(ex)),
         id_(std::move(id)),
         stream_(std::move(stream)),
         ready_wake_(ex_),
-        recycle_wake_(ex_),
-        demux_([this](FrameDemuxer::Stream s, std::string_view bytes) { FromAgent(s, bytes); }) {}
+        recycle_wake_(ex_) {}
 
-  void Start() { asio::co_spawn(ex_, ReadLoop(shared_from_this()), asio::detached); }
+  // The hello is answered by kReady once the agent serves: an agent attached to after its start
+  // (a pod's) said its first kReady to nobody.
+  void Start() {
+    asio::co_spawn(ex_, ReadLoop(shared_from_this()), asio::detached);
+    Send(Msg::kHello, {});
+  }
 
   asio::awaitable<Status> AwaitReady(std::chrono::milliseconds timeout) override {
     const auto deadline = Clock::now() + timeout;
@@ -194,18 +197,16 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
   }
 
   static asio::awaitable<void> ReadLoop(std::shared_ptr<Channel> self) {
-    std::string buf(64 << 10, '\0');
-    for (;;) {
-      boost::system::error_code ec;
-      size_t n = co_await self->stream_->ReadSome(asio::buffer(buf), ec);
-      if (ec || n == 0) break;
-      if (!self->demux_.Feed(std::string_view(buf.data(), n)) || self->bad_) break;
+    const AgentTransport::Sink sink = [self](AgentTransport::Stream s, std::string_view bytes) {
+      self->FromAgent(s, bytes);
+    };
+    while (co_await self->stream_->ReadSome(sink) && !self->bad_) {
     }
     self->End();
   }
 
-  void FromAgent(FrameDemuxer::Stream s, std::string_view bytes) {
-    if (s != FrameDemuxer::Stream::kStdout) {
+  void FromAgent(AgentTransport::Stream s, std::string_view bytes) {
+    if (s != AgentTransport::Stream::kStdout) {
       // The agent's own messages (what went wrong before it could serve); kept for the errors.
       last_words_.append(bytes);
       if (last_words_.size() > 4096) last_words_.erase(0, last_words_.size() - 4096);
@@ -291,10 +292,9 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
 
   asio::any_io_executor ex_;
   std::string id_;
-  std::unique_ptr<RawStream> stream_;
+  std::unique_ptr<AgentTransport> stream_;
   Wake ready_wake_;
   Wake recycle_wake_;
-  FrameDemuxer demux_;
   agent::FrameReader reader_;
   bool bad_ = false;
   bool ready_ = false;
@@ -348,7 +348,7 @@ asio::awaitable<void> AgentExec::CloseStdin() {
 }  // namespace
 
 std::shared_ptr<AgentChannel> OpenAgentChannel(asio::any_io_executor ex, std::string container_id,
-                                               std::unique_ptr<RawStream> stream) {
+                                               std::unique_ptr<AgentTransport> stream) {
   auto channel =
       std::make_shared<Channel>(std::move(ex), std::move(container_id), std::move(stream));
   channel->Start();

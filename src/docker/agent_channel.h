@@ -1,6 +1,7 @@
-// The daemon's end of a container's agent (src/agent, PID 1 of containers whose image carries
-// one): the container's attach stream, its frames both ways, and the execs in flight over it.
-// An exec here is what `docker exec` is to the Engine (same ExecStream), started by one frame.
+// The daemon's end of a sandbox's agent (src/agent, PID 1 of containers and pods whose image
+// carries one): its transport (a container's or pod's attach), its frames both ways, and the
+// execs in flight over it. An exec here is what `docker exec` is to the Engine (same
+// ExecStream), started by one frame.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -11,8 +12,8 @@
 #include <vector>
 
 #include "core/status.h"
+#include "docker/agent_transport.h"
 #include "docker/container_api.h"
-#include "docker/engine_client.h"
 
 namespace ci::docker {
 
@@ -49,8 +50,9 @@ class AgentChannel {
   virtual bool ended() const = 0;
 };
 
-// Starts reading `stream` (the hijacked attach of a container whose PID 1 is the agent).
+// Starts reading `stream` (to and from the agent, PID 1 of the container or pod `container_id`)
+// and says hello.
 std::shared_ptr<AgentChannel> OpenAgentChannel(asio::any_io_executor ex, std::string container_id,
-                                               std::unique_ptr<RawStream> stream);
+                                               std::unique_ptr<AgentTransport> stream);
 
 }  // namespace ci::docker

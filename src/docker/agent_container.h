@@ -1,6 +1,7 @@
 // A container whose PID 1 is the agent (src/agent): its execs are frames on the container's
 // attach stream (agent_channel.h) instead of `docker exec`s; the pids limit, the host's view of
-// PID 1, kill and removal are the Engine's, as for any container. An execution container may be
+// PID 1, kill and removal are the Engine's, as for any container (or the Kubernetes backend's,
+// for a pod: k8s_executor.cc gives its PodContainer as `engine`). An execution container may be
 // recycled instead of removed: its agent puts it back as it started and it waits in the
 // executor's RecycleBin for the next execution.
 #pragma once

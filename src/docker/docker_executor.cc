@@ -124,7 +124,7 @@ class DockerExecutor final : public Executor {
       std::string attach = "/containers/" + c.id + "/attach?stream=1&stdin=1&stdout=1&stderr=1";
       auto stream = co_await client_->Hijack(attach, "");
       if (stream.ok()) {
-        channel = OpenAgentChannel(ex_, c.id, std::move(stream).value());
+        channel = OpenAgentChannel(ex_, c.id, DockerAttachTransport(std::move(stream).value()));
         Recycling recycling;
         if (!recycle_key.empty()) {
           recycling = {recycled_, recycle_key, removals_, options.expires_at, kMaxExecutions};

@@ -229,8 +229,12 @@ class ExecSandbox final : public Sandbox {
     // The go goes in front of stdin (RunPayload::go), to the program started ahead or a new one.
     if (payload.go) payload.stdin_data = *payload.go + payload.stdin_data.value_or("");
     std::shared_ptr<ExecStream> prestarted = std::exchange(prestarted_, nullptr);
-    const bool resume =
-        prestarted && payload.go && payload.argv == c_.prestart_argv && !prestarted->finished();
+    // The program started ahead is this run's when the run is the same program: its argv is the
+    // run's followed by the warm imports (python_program.h PythonPrestartArgv).
+    const bool same_program =
+        payload.argv.size() <= c_.prestart_argv.size() &&
+        std::equal(payload.argv.begin(), payload.argv.end(), c_.prestart_argv.begin());
+    const bool resume = prestarted && payload.go && same_program && !prestarted->finished();
     if (prestarted && !resume) prestarted->Close();  // the new program's wrapper kills it
     // Not started ahead (a pool miss): a Python program is still forked where a fork server is,
     // which the exec path's wrapper would kill.

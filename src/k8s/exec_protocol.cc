@@ -44,6 +44,13 @@ std::string ExecRequestTarget(const ExecTarget& t) {
   return out;
 }
 
+std::string AttachRequestTarget(std::string_view namespace_, std::string_view pod,
+                                std::string_view container) {
+  return "/api/v1/namespaces/" + QueryEscape(namespace_) + "/pods/" + QueryEscape(pod) +
+         "/attach?container=" + QueryEscape(container) +
+         "&stdin=true&stdout=true&stderr=true&tty=false";
+}
+
 std::string StdinMessage(std::string_view data) {
   std::string out(1, static_cast<char>(Channel::kStdin));
   out.append(data);

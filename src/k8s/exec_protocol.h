@@ -35,6 +35,11 @@ struct ExecTarget {
 // stderr=true&tty=false", every value percent-encoded (an argv element may hold any byte).
 std::string ExecRequestTarget(const ExecTarget& t);
 
+// "/api/v1/namespaces/NS/pods/POD/attach?container=C&stdin=true&stdout=true&stderr=true&
+// tty=false": the container's PID 1's stdio (the agent's, k8s/attach_transport.h).
+std::string AttachRequestTarget(std::string_view namespace_, std::string_view pod,
+                                std::string_view container);
+
 // One WebSocket message to the server: [channel][payload].
 std::string StdinMessage(std::string_view data);
 // v5 only: stdin is closed (EOF for the command); other channels keep flowing.

@@ -11,9 +11,12 @@
 
 #include "core/random.h"
 #include "core/sleep.h"
+#include "docker/agent_container.h"
 #include "docker/exec_sandbox.h"
 #include "docker/sandbox_shell.h"
 #include "k8s/api_client.h"
+#include "k8s/attach_transport.h"
+#include "k8s/exec_protocol.h"
 #include "k8s/pod_container.h"
 #include "k8s/pod_lifecycle.h"
 #include "k8s/pod_spec.h"
@@ -29,6 +32,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kDeleteConfirm = 30s;
 constexpr int kDeleteAttempts = 3;
 constexpr auto kReapPeriod = 60s;
+// From the attach to the agent's answer to its hello.
+constexpr auto kAgentReadyTimeout = 10s;
 
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -106,8 +111,9 @@ class K8sExecutor final : public Executor {
       StartRemoval(removals_, ex_, pod);
       co_return StartFailure(running, "pod start");
     }
-    last_start_failure_.clear();
     spdlog::debug("pod {}: running in {} ms", pod.name, (Clock::now() - t0) / 1ms);
+    if (options.agent) co_return co_await AgentSandboxOn(pod, spec);
+    last_start_failure_.clear();
     co_return SandboxOn(pod, spec, options.session_token);
   }
 
@@ -205,6 +211,42 @@ class K8sExecutor final : public Executor {
   // The sandbox driving `pod` (made by Prepare, or another replica's session pod).
   std::unique_ptr<Sandbox> SandboxOn(const PodRef& pod, const SandboxSpec& spec,
                                      const std::string& session_token) {
+    return docker::MakeExecSandbox(ContainerOn(pod, spec, session_token), false);
+  }
+
+  // An execution pod whose PID 1 is the agent: its attach carries every step of the sandbox as
+  // frames (docker/agent_channel.h), and a pooled one holds its program started ahead, as
+  // docker's agent containers do.
+  asio::awaitable<Result<std::unique_ptr<Sandbox>>> AgentSandboxOn(const PodRef& pod,
+                                                                   const SandboxSpec& spec) {
+    docker::Container c = ContainerOn(pod, spec, "");
+    const std::string target = AttachRequestTarget(pod.namespace_, pod.name, pod.container);
+    auto conn = co_await client_->Exec(target);
+    Status failed = conn.status();
+    std::shared_ptr<docker::AgentChannel> channel;
+    if (conn.ok()) {
+      channel =
+          docker::OpenAgentChannel(ex_, pod.name, PodAttachTransport(std::move(conn).value()));
+      failed = co_await channel->AwaitReady(kAgentReadyTimeout);
+    }
+    if (!failed.ok()) {
+      if (channel) channel->Close();
+      StartRemoval(removals_, ex_, pod);
+      co_return StartFailure(
+          failed.Context("the agent of pod " + pod.name + " (image " + opts_.pods.image +
+                         ", KUBERNETES_EXECUTOR_AGENT_PATH " + opts_.pods.agent_path + ")"),
+          "pod agent");
+    }
+    last_start_failure_.clear();
+    c.api = docker::MakeAgentContainer(pod.name, c.api, channel, {}, spec.cwd, {});
+    if (spec.prestart_argv.empty()) co_return docker::MakeExecSandbox(std::move(c), false);
+    c.prestart_argv = spec.prestart_argv;
+    co_return co_await docker::MakePrestartedExecSandbox(c, false);
+  }
+
+  // What the exec-driven sandbox drives: the pod, removed by the executor.
+  docker::Container ContainerOn(const PodRef& pod, const SandboxSpec& spec,
+                                const std::string& session_token) {
     docker::Container c;
     c.api = MakePodContainer(client_, pod, memo_, [r = removals_, ex = ex_](const PodRef& p) {
       StartRemoval(r, ex, p);
@@ -217,7 +259,7 @@ class K8sExecutor final : public Executor {
     // No rlimits in the Pod API: each run's wrapper sets them (a session's CPU time per run).
     c.run_limits = docker::RunLimitsScript(spec.limits, !c.session);
     c.call_token = session_token;
-    return docker::MakeExecSandbox(std::move(c), false);
+    return c;
   }
 
   asio::awaitable<void> Reap() {

@@ -146,6 +146,8 @@ Result<K8sOptions> K8sOptionsFromEnv(const EnvLookup& getenv) {
   env.Bool("KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN", o.net_admin_lockdown);
   env.String("KUBERNETES_EXECUTOR_LOCKDOWN_IMAGE", o.lockdown_image);
   env.Bool("KUBERNETES_SESSIONS_OUTLIVE_DAEMON", o.sessions_outlive_daemon);
+  env.Bool("KUBERNETES_EXECUTOR_AGENT", o.agent);
+  env.String("KUBERNETES_EXECUTOR_AGENT_PATH", o.agent_path);
   env.String("KUBERNETES_EXECUTOR_RUNTIME_CLASS", o.pod.runtime_class);
   env.String("KUBERNETES_EXECUTOR_PRIORITY_CLASS", o.pod.priority_class);
   env.String("KUBERNETES_EXECUTOR_SECCOMP_PROFILE", o.pod.seccomp_localhost_profile);
@@ -179,6 +181,10 @@ Result<K8sOptions> K8sOptionsFromEnv(const EnvLookup& getenv) {
        IsRelativeProfilePath,
        "a path relative to the kubelet's seccomp directory (no '..', no leading '/')"},
   };
+  if (o.agent_path.front() != '/' || o.agent_path.find_first_of(" \t\n") != std::string::npos) {
+    return Invalid("KUBERNETES_EXECUTOR_AGENT_PATH", o.agent_path,
+                   "an absolute path in the executor image, without spaces");
+  }
   for (const NameCheck& c : checks) {
     // Empty: not set (the namespace and the image have defaults, so they are never empty).
     if (!c.value.empty() && !c.valid(c.value)) return Invalid(c.variable, c.value, c.expected);

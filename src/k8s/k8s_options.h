@@ -68,6 +68,12 @@ struct K8sOptions {
   // ownerReference, left alone at shutdown and by the reaper). false: sessions end with their
   // daemon, as on the other backends.
   bool sessions_outlive_daemon = true;
+  // KUBERNETES_EXECUTOR_AGENT (default true): an execution pod's PID 1 is the executor image's
+  // agent (src/agent) at KUBERNETES_EXECUTOR_AGENT_PATH (where packaging/executor-image puts
+  // it), driven over the pod's attach: a run is a frame, not an exec. false: `sleep` as PID 1
+  // and an exec per step. Session pods are exec-driven either way (as docker's sessions).
+  bool agent = true;
+  std::string agent_path = "/usr/local/lib/code-interpreter/agent";
 };
 
 // Reads the variables above (README.md "Options"). An empty variable is unset (as onyx reads

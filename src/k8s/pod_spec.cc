@@ -120,8 +120,9 @@ void WriteExecutorContainer(JsonWriter& w, const Pod& p) {
     w.EndObject();
   }
   w.EndArray();
-  // The program's stdin and output travel over execs; the container itself has no terminal.
-  v("stdin", false);
+  // The program's stdin and output travel over execs, or over the agent's frames on its own
+  // stdin and stdout (the pod's attach); the container has no terminal.
+  v("stdin", p.stdin);
   v("tty", false);
   WriteContainerSecurity(w, p.read_only_root, /*as_root_with_net_admin=*/false);
   std::string cpu = p.resources.cpu_millicores > 0
@@ -218,6 +219,10 @@ PodOptions PodOptionsFor(const K8sOptions& o, const SandboxSpec& spec, const Pod
     p.active_deadline_sec = o.execution_pod_ttl.count();
     p.expires_at = r.now + p.active_deadline_sec;
     p.command = docker::ContainerInitArgv(std::nullopt);
+    if (o.agent) {
+      p.command = {o.agent_path};
+      p.agent = true;
+    }
   }
   return p;
 }
@@ -263,6 +268,7 @@ Pod PodFromSpec(const SandboxSpec& spec, const PodOptions& o) {
   p.image = o.image;
   p.image_pull_policy = o.overrides.image_pull_policy;
   p.command = o.command;
+  p.stdin = o.agent;
   p.working_dir = spec.cwd;
   for (const std::string& kv : spec.env) {
     size_t eq = kv.find('=');  // Validate(spec) guarantees one

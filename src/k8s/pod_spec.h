@@ -69,15 +69,18 @@ struct PodOptions {
   std::string owner_description;
   int64_t expires_at = 0;            // unix seconds
   int64_t active_deadline_sec = 0;   // activeDeadlineSeconds (0: none)
-  std::vector<std::string> command;  // PID 1, a process that only waits
-  SessionIdentity session;           // sessions: labels and annotations
-  bool outlives_daemon = false;      // sessions: no ownerReference, spared by reapers
-  std::string session_token;         // sessions: annotation (the executor's Prepare sets it)
+  std::vector<std::string> command;  // PID 1: a process that only waits, or the agent
+  // The agent's stdin (`stdin: true`, without stdinOnce): the daemon attaches to it.
+  bool agent = false;
+  SessionIdentity session;       // sessions: labels and annotations
+  bool outlives_daemon = false;  // sessions: no ownerReference, spared by reapers
+  std::string session_token;     // sessions: annotation (the executor's Prepare sets it)
 };
 
 // The options the executor's Prepare uses: a session pod's deadline, expiry and PID 1's sleep are
 // its spec's session_expires_at; an execution pod's deadline and expiry the execution pod TTL (a
-// backstop: the daemon deletes the pod after its run, the reaper what a crash left).
+// backstop: the daemon deletes the pod after its run, the reaper what a crash left), and its PID 1
+// the agent when K8sOptions::agent says so.
 PodOptions PodOptionsFor(const K8sOptions& options, const SandboxSpec& spec,
                          const PodRequest& request);
 
@@ -113,6 +116,7 @@ struct Pod {
   std::string image;
   std::string image_pull_policy;
   std::vector<std::string> command;
+  bool stdin = false;  // PID 1 reads the pod's attach (the agent)
   std::string working_dir;
   std::vector<std::pair<std::string, std::string>> env;
   bool read_only_root = true;

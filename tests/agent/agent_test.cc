@@ -208,6 +208,19 @@ TEST_F(AgentTest, AnExecGetsItsStdinAndItsOutputAndStatusComeBack) {
   EXPECT_EQ(r.status, 3);
 }
 
+// A daemon that attached after the agent's start (a pod's) missed its first kReady: it asks.
+TEST_F(AgentTest, AHelloIsAnsweredByReadyAgain) {
+  for (int i = 0; i < 2; ++i) {
+    Send(Msg::kHello, {});
+    Msg type;
+    std::string payload;
+    ASSERT_TRUE(Next(&type, &payload));
+    EXPECT_EQ(type, Msg::kReady);
+    EXPECT_EQ(payload, WithId(kWireVersion));
+  }
+  EXPECT_EQ(Run({"sh", "-c", "exit 3"}).status, 3);  // and it serves on
+}
+
 TEST_F(AgentTest, WithoutStdinTheProgramReadsEof) {
   Ran r = Run({"sh", "-c", "cat; echo done"});
   EXPECT_EQ(r.out, "done\n");

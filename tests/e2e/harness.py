@@ -763,6 +763,9 @@ def unique_sleep_arg():
 # The fake Kubernetes cluster (run.py --backend kubernetes)
 
 K8S_TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "k8s")
+# Where the fake's images carry the agent (--image-file): outside the host's /usr, which its
+# images are made of; the daemons are told by KUBERNETES_EXECUTOR_AGENT_PATH.
+FAKE_IMAGE_AGENT = "/code-interpreter/agent"
 FAKE_TOOLS = ("bwrap", "nsenter", "setpriv", "openssl", "mount")
 
 
@@ -797,8 +800,14 @@ class FakeCluster:
         os.makedirs(seccomp_root)
         shutil.copy(os.path.join(K8S_TESTS, "..", "..", "policies", "seccomp-executor.json"),
                     os.path.join(seccomp_root, "code-interpreter.json"))
+        # The executor image's agent: the one built next to the daemon under test.
+        agent = os.path.join(os.path.dirname(Config.bin_path), "src", "agent",
+                             "code-interpreter-agent")
+        if not os.path.isfile(agent):
+            raise RuntimeError(f"no agent at {agent} for the fake's images (ninja builds it)")
         self.server = FakeServer(os.path.join(self.tmpdir, "state"), "--verbose",
-                                 "--seccomp-root", seccomp_root, log=self.log)
+                                 "--seccomp-root", seccomp_root,
+                                 "--image-file", f"{FAKE_IMAGE_AGENT}={agent}", log=self.log)
         self.stopped = False
 
     def start(self):
@@ -826,6 +835,7 @@ class FakeCluster:
             # hold unchanged and no pod outlives the run; MultiReplicaSessionTest runs the
             # default (sessions outlive a replica).
             "KUBERNETES_SESSIONS_OUTLIVE_DAEMON": "false",
+            "KUBERNETES_EXECUTOR_AGENT_PATH": FAKE_IMAGE_AGENT,
         }
         Config.backend_log = self.log
         Config.cluster = self

@@ -351,19 +351,17 @@ class WarmPoolTest(E2ETestCase):
 
 class PrestartedInterpreterTest(E2ETestCase):
     """A pooled Python sandbox holds an interpreter already started, with WARM_IMPORTS imported
-    (local backend, and Docker's with its agent's fork server; Kubernetes starts it at the run,
-    without them). What a program sees is what a cold run shows, and the imports' output and CPU
-    time are not the run's."""
+    (local backend, and Docker's and Kubernetes' with their agent; without it the interpreter
+    starts at the run). What a program sees is what a cold run
+    shows, and the imports' output and CPU time are not the run's."""
     daemon_env = {"WARM_POOL_SIZE": "2", "WARM_IMPORTS": "this,json,csv",
                   "CPU_TIME_LIMIT_SEC": "2"}
     ZEN = "Beautiful is better than ugly"
 
     def prestarts(self):
-        if Config.expected_backend == "docker":  # both settings are on by default
-            env = self.daemon.env()
-            return all(env.get(k, "true") == "true" for k in (
-                "PYTHON_EXECUTOR_DOCKER_AGENT", "PYTHON_EXECUTOR_DOCKER_FORK_SERVER"))
-        return Config.expected_backend != "kubernetes"
+        agent = {"docker": "PYTHON_EXECUTOR_DOCKER_AGENT",
+                 "kubernetes": "KUBERNETES_EXECUTOR_AGENT"}.get(Config.expected_backend)
+        return agent is None or self.daemon.env().get(agent, "true") == "true"  # on by default
 
     def wait_for_the_pool(self):
         """Until the Python pool is full again: a request that finds it empty gets a sandbox

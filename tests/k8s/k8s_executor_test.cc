@@ -1,7 +1,9 @@
 // K8sExecutor against the fake API server, on both exec subprotocols: v5 (stdin closed with the
 // close signal) and v4 (--no-v5: stdin cannot be half-closed, so the program and tar must stop
-// by themselves). The e2e and hostile suites run the whole API on it; this covers what they
-// cannot choose: the subprotocol, and the pods left behind.
+// by themselves), each with execution pods driven by execs and by their agent (over the pod's
+// attach; the fake's images carry the agent built here). The e2e and hostile suites run the
+// whole API on it; this covers what they cannot choose: the subprotocol, the agent, and the
+// pods left behind.
 #include "k8s/k8s_executor.h"
 
 #include <gmock/gmock.h>
@@ -28,19 +30,29 @@ using testing::HasSubstr;
 using testing_support::AwaitOn;
 using namespace std::chrono_literals;
 
+// Where the fake's images carry the agent (--image-file; outside the host's /usr they are made
+// of).
+constexpr const char* kImageAgent = "/code-interpreter/agent";
+
+struct Mode {
+  bool v4 = false;     // --no-v5
+  bool agent = false;  // K8sOptions::agent
+};
+
 struct Execution {
   Result<RunOutcome> outcome = Status::Error("not run");
   std::string out, err;
 };
 
-class K8sExecutorTest : public testing::TestWithParam<bool> {  // v4 only
+class K8sExecutorTest : public testing::TestWithParam<Mode> {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "the fake API server's pods need root";
     // A node whose kubelet has a podPidsLimit (the backend's downgrade tells administrators to
     // set one), small enough for a test to fill.
-    std::vector<std::string> flags = {"--pod-pids-limit", "32"};
-    if (GetParam()) flags.push_back("--no-v5");
+    std::vector<std::string> flags = {"--pod-pids-limit", "32", "--image-file",
+                                      std::string(kImageAgent) + "=" + CI_AGENT_BINARY};
+    if (GetParam().v4) flags.push_back("--no-v5");
     fake_ = std::make_unique<testing_support::FakeApiServer>(flags);
     executor_ = Make("code-interpreter-executor:latest");
   }
@@ -59,6 +71,8 @@ class K8sExecutorTest : public testing::TestWithParam<bool> {  // v4 only
     o.pods.image = image;
     o.pods.net_admin_lockdown = false;
     o.start_timeout = 30s;
+    o.pods.agent = GetParam().agent;
+    o.pods.agent_path = kImageAgent;
     return MakeK8sExecutor(io_.get_executor(), std::move(o));
   }
 
@@ -121,6 +135,16 @@ TEST_P(K8sExecutorTest, StdinReachesTheProgramWhichThenReadsEof) {
   AwaitOn(io_, sandbox->Destroy());
 }
 
+// The pod's PID 1 is the agent (its steps are frames on the attach), or the shell's `sleep`.
+TEST_P(K8sExecutorTest, Pid1IsTheAgentOrASleep) {
+  auto sandbox = Prepare();
+  ASSERT_TRUE(sandbox);
+  auto e = Run(*sandbox, {"bash", "-c", "tr '\\0' ' ' < /proc/1/cmdline"});
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, GetParam().agent ? std::string(kImageAgent) + " " : "sleep infinity ");
+  AwaitOn(io_, sandbox->Destroy());
+}
+
 TEST_P(K8sExecutorTest, NoStdinIsEofAtOnce) {
   auto sandbox = Prepare();
   ASSERT_TRUE(sandbox);
@@ -169,7 +193,8 @@ TEST_P(K8sExecutorTest, TimeoutKillsTheProgram) {
 }
 
 // The pod's pids limit full of the program's processes: no kill exec can start at the timeout,
-// so the pod is deleted whole; the run still ends as a timeout, its files are reported lost.
+// so the pod is deleted whole; the run still ends as a timeout, its files are reported lost. The
+// agent needs no new process to kill them (its own kill(-1)): then the files are kept.
 TEST_P(K8sExecutorTest, AProgramThatOutlivesItsKillExecEndsWithItsPod) {
   auto sandbox = Prepare();
   ASSERT_TRUE(sandbox);
@@ -190,8 +215,14 @@ TEST_P(K8sExecutorTest, AProgramThatOutlivesItsKillExecEndsWithItsPod) {
   limits.dest_dir = std::filesystem::temp_directory_path().string();
   auto collected = AwaitOn(io_, sandbox->Collect(limits));
   ASSERT_TRUE(collected.ok()) << collected.status().message();
-  EXPECT_TRUE(collected->files.empty());
-  EXPECT_TRUE(collected->truncated) << "out.txt went with the pod: reported, not silent";
+  if (GetParam().agent) {
+    ASSERT_EQ(collected->files.size(), 1u);
+    EXPECT_EQ(collected->files[0].workspace_path, "out.txt");
+    EXPECT_FALSE(collected->truncated);
+  } else {
+    EXPECT_TRUE(collected->files.empty());
+    EXPECT_TRUE(collected->truncated) << "out.txt went with the pod: reported, not silent";
+  }
   AwaitOn(io_, sandbox->Destroy());
 }
 
@@ -299,9 +330,12 @@ TEST_P(K8sExecutorTest, EnforcementReportIsWhatIsInForce) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Subprotocols, K8sExecutorTest, testing::Values(false, true),
-                         [](const testing::TestParamInfo<bool>& p) {
-                           return p.param ? "v4" : "v5";
+INSTANTIATE_TEST_SUITE_P(SubprotocolsAndAgent, K8sExecutorTest,
+                         testing::Values(Mode{false, false}, Mode{true, false}, Mode{false, true},
+                                         Mode{true, true}),
+                         [](const testing::TestParamInfo<Mode>& p) {
+                           return std::string(p.param.v4 ? "v4" : "v5") +
+                                  (p.param.agent ? "_agent" : "_exec");
                          });
 
 }  // namespace

@@ -38,6 +38,16 @@ TEST(K8sOptions, Defaults) {
   EXPECT_EQ(o->pod, PodOverrides{});
   EXPECT_EQ(o->pod.image_pull_policy, "IfNotPresent");
   EXPECT_FALSE(o->owner.has_value());
+  EXPECT_TRUE(o->agent);
+  EXPECT_EQ(o->agent_path, "/usr/local/lib/code-interpreter/agent");  // the executor image's
+}
+
+TEST(K8sOptions, Agent) {
+  auto o = Read({{"KUBERNETES_EXECUTOR_AGENT", "false"},
+                 {"KUBERNETES_EXECUTOR_AGENT_PATH", "/opt/ci/agent"}});
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_FALSE(o->agent);
+  EXPECT_EQ(o->agent_path, "/opt/ci/agent");
 }
 
 TEST(K8sOptions, OnyxVariables) {
@@ -134,6 +144,9 @@ TEST(K8sOptions, InvalidValuesNameTheVariable) {
       {"KUBERNETES_EXECUTOR_TOLERATIONS", "sandbox=true:NoRun"},
       {"KUBERNETES_EXECUTOR_TOLERATIONS", "=x:NoSchedule"},
       {"KUBERNETES_EXECUTOR_TOLERATIONS", "k=-v-"},
+      {"KUBERNETES_EXECUTOR_AGENT", "maybe"},
+      {"KUBERNETES_EXECUTOR_AGENT_PATH", "agent"},
+      {"KUBERNETES_EXECUTOR_AGENT_PATH", "/usr/local/lib/my agent"},
       {"POD_NAME", "Daemon_Pod"},
   };
   for (const auto& [name, value] : cases) {

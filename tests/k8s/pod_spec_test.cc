@@ -17,6 +17,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
@@ -225,8 +226,24 @@ TEST(PodSecurity, TheCheckerCatchesViolations) {
 
 // --- what Prepare asks for ---
 
-TEST(PodOptionsFor, AnExecutionPodLivesForTheExecutionPodTtl) {
+TEST(PodOptionsFor, AnExecutionPodsPid1IsTheAgentReadingItsAttach) {
   PodOptions p = PodOptionsFor(K8sOptions(), DefaultSpec(), Request());
+  EXPECT_TRUE(p.agent);
+  EXPECT_THAT(p.command, ElementsAre("/usr/local/lib/code-interpreter/agent"));
+  Pod pod = PodFromSpec(DefaultSpec(), p);
+  EXPECT_TRUE(pod.stdin);
+  EXPECT_THAT(PodJson(pod), HasSubstr(R"("stdin":true,"tty":false)"));
+  EXPECT_THAT(PodJson(pod), Not(HasSubstr("stdinOnce")));  // a broken attach closes nothing
+  // Sessions are exec-driven, as docker's: PID 1 sleeps until the session's expiry.
+  PodOptions session = PodOptionsFor(K8sOptions(), SessionSpec(), Request());
+  EXPECT_FALSE(session.agent);
+  EXPECT_FALSE(PodFromSpec(SessionSpec(), session).stdin);
+}
+
+TEST(PodOptionsFor, AnExecutionPodLivesForTheExecutionPodTtl) {
+  K8sOptions exec_driven;
+  exec_driven.agent = false;
+  PodOptions p = PodOptionsFor(exec_driven, DefaultSpec(), Request());
   EXPECT_EQ(p.kind, PodKind::kExecution);
   EXPECT_EQ(p.active_deadline_sec, 3600);
   EXPECT_EQ(p.expires_at, kNow + 3600);

@@ -19,10 +19,12 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# What the backend calls (src/k8s/): pods create/get/list/watch/delete, exec as a WebSocket GET
-# (create is checked for it as well by newer API servers).
+# What the backend calls (src/k8s/): pods create/get/list/watch/delete, exec and attach (an
+# execution pod's agent) as WebSocket GETs (create is checked for them as well by newer API
+# servers).
 EXPECTED_RULES = {("", "pods"): {"create", "get", "list", "watch", "delete"},
-                  ("", "pods/exec"): {"create", "get"}}
+                  ("", "pods/exec"): {"create", "get"},
+                  ("", "pods/attach"): {"create", "get"}}
 # The labels of executor pods (src/k8s/pod_spec.h): app=code-interpreter, component in these.
 EXECUTOR_APP = "code-interpreter"
 EXECUTOR_COMPONENTS = {"executor", "session"}

@@ -394,6 +394,8 @@ class Container:
                    not os.path.isdir(self._host_path(c)) for c in candidates)
 
     def _host_path(self, path):
+        if path in self.image_files:
+            return self.image_files[path]
         for mount_path, host, _ in sorted(self.mounts, key=lambda m: -len(m[0])):
             if path == mount_path or path.startswith(mount_path.rstrip("/") + "/"):
                 return host + path[len(mount_path.rstrip("/")):]
