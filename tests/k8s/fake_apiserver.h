@@ -1,6 +1,7 @@
 // Starts tests/k8s/fake_apiserver.py for one C++ test (the path is CI_K8S_FAKE_APISERVER, set by
 // tests/k8s/meson.build) in a temp state directory, and stops it (SIGTERM: it kills its pods) at
-// the end. Needs root, as the fake's pods do.
+// the end. Its images carry the agent built here (CI_AGENT_BINARY) at kFakeImageAgent. Needs
+// root, as the fake's pods do.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,6 +21,11 @@
 
 namespace ci::testing_support {
 
+// Where the fake's images carry the agent: outside the host's /usr that they are made of (the
+// executor image's own path is under it), so a pod made for the fake names this path
+// (K8sOptions::agent_path, KUBERNETES_EXECUTOR_AGENT_PATH).
+inline constexpr const char* kFakeImageAgent = "/code-interpreter/agent";
+
 // The fake, started for one test; its first stdout line says where it listens.
 class FakeApiServer {
  public:
@@ -33,8 +39,10 @@ class FakeApiServer {
     if (pid_ == 0) {
       dup2(out[1], 1);
       close(out[0]);
-      std::vector<std::string> args = {"python3", CI_K8S_FAKE_APISERVER, "--port",
-                                       "0",       "--state-dir",         dir_.string()};
+      const std::string agent = std::string(kFakeImageAgent) + "=" + CI_AGENT_BINARY;
+      std::vector<std::string> args = {"python3",     CI_K8S_FAKE_APISERVER, "--port",
+                                       "0",           "--image-file",        agent,
+                                       "--state-dir", dir_.string()};
       args.insert(args.end(), extra.begin(), extra.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());

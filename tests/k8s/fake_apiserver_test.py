@@ -109,6 +109,14 @@ DENY_SYSINFO = {"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_
 # makes: fatal when the filter goes on before that change (no no_new_privs), not after it.
 DENY_SETGROUPS = {"defaultAction": "SCMP_ACT_ALLOW",
                   "syscalls": [{"names": ["setgroups"], "action": "SCMP_ACT_ERRNO"}]}
+# The agent the backend's execution pods run as PID 1 (src/agent), built by meson (the test's
+# environment names it; by hand, the build directory's), and where the fake's images carry it:
+# outside the host's /usr that they are made of, unlike the executor image's own path.
+AGENT = os.environ.get("CI_AGENT_BINARY") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "src", "agent",
+    "code-interpreter-agent")
+IMAGE_AGENT_PATH = "/usr/local/lib/code-interpreter/agent"
+FAKE_IMAGE_AGENT = "/code-interpreter/agent"
 EXECUTOR_PROFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "policies", "seccomp-executor.json")
 
@@ -673,7 +681,8 @@ class NodeResourcesTest(ServerTestCase):
         # The golden session pod names a Localhost profile: the node has the repo's executor
         # profile there, as an operator would install it.
         cls.profiles = seccomp_root({"profiles/code-interpreter.json": EXECUTOR_PROFILE})
-        cls.flags = ("--pod-pids-limit", "64", "--seccomp-root", cls.profiles.name)
+        cls.flags = ("--pod-pids-limit", "64", "--seccomp-root", cls.profiles.name,
+                     "--image-file", f"{FAKE_IMAGE_AGENT}={AGENT}")
         super().setUpClass()
 
     @classmethod
@@ -826,6 +835,9 @@ class NodeResourcesTest(ServerTestCase):
             with self.subTest(name), open(os.path.join(golden, name + ".json")) as f:
                 body = json.load(f)
                 spec = body["spec"]
+                command = spec["containers"][0]["command"]
+                if command == [IMAGE_AGENT_PATH]:  # the agent, where this node's images have it
+                    command[0] = FAKE_IMAGE_AGENT
                 pod = self.running(body)
                 pod_name = pod["metadata"]["name"]
                 files = self.read(pod_name, limit, cgroup_file("pids/pids.max", "pids.max"))

@@ -1,9 +1,9 @@
 // K8sExecutor against the fake API server, on both exec subprotocols: v5 (stdin closed with the
 // close signal) and v4 (--no-v5: stdin cannot be half-closed, so the program and tar must stop
 // by themselves), each with execution pods driven by execs and by their agent (over the pod's
-// attach; the fake's images carry the agent built here). The e2e and hostile suites run the
-// whole API on it; this covers what they cannot choose: the subprotocol, the agent, and the
-// pods left behind.
+// attach; the fake's images carry the agent built here, fake_apiserver.h). The e2e and hostile
+// suites run the whole API on it; this covers what they cannot choose: the subprotocol, the agent,
+// and the pods left behind.
 #include "k8s/k8s_executor.h"
 
 #include <gmock/gmock.h>
@@ -30,10 +30,6 @@ using testing::HasSubstr;
 using testing_support::AwaitOn;
 using namespace std::chrono_literals;
 
-// Where the fake's images carry the agent (--image-file; outside the host's /usr they are made
-// of).
-constexpr const char* kImageAgent = "/code-interpreter/agent";
-
 struct Mode {
   bool v4 = false;     // --no-v5
   bool agent = false;  // K8sOptions::agent
@@ -50,8 +46,7 @@ class K8sExecutorTest : public testing::TestWithParam<Mode> {
     if (geteuid() != 0) GTEST_SKIP() << "the fake API server's pods need root";
     // A node whose kubelet has a podPidsLimit (the backend's downgrade tells administrators to
     // set one), small enough for a test to fill.
-    std::vector<std::string> flags = {"--pod-pids-limit", "32", "--image-file",
-                                      std::string(kImageAgent) + "=" + CI_AGENT_BINARY};
+    std::vector<std::string> flags = {"--pod-pids-limit", "32"};
     if (GetParam().v4) flags.push_back("--no-v5");
     fake_ = std::make_unique<testing_support::FakeApiServer>(flags);
     executor_ = Make("code-interpreter-executor:latest");
@@ -72,7 +67,7 @@ class K8sExecutorTest : public testing::TestWithParam<Mode> {
     o.pods.net_admin_lockdown = false;
     o.start_timeout = 30s;
     o.pods.agent = GetParam().agent;
-    o.pods.agent_path = kImageAgent;
+    o.pods.agent_path = testing_support::kFakeImageAgent;
     return MakeK8sExecutor(io_.get_executor(), std::move(o));
   }
 
@@ -141,7 +136,8 @@ TEST_P(K8sExecutorTest, Pid1IsTheAgentOrASleep) {
   ASSERT_TRUE(sandbox);
   auto e = Run(*sandbox, {"bash", "-c", "tr '\\0' ' ' < /proc/1/cmdline"});
   ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
-  EXPECT_EQ(e.out, GetParam().agent ? std::string(kImageAgent) + " " : "sleep infinity ");
+  EXPECT_EQ(e.out, GetParam().agent ? std::string(testing_support::kFakeImageAgent) + " "
+                                    : "sleep infinity ");
   AwaitOn(io_, sandbox->Destroy());
 }
 

@@ -52,6 +52,7 @@ std::string PodBody(const PodWish& w) {
   spec.security.seccomp_profile_name = "default";
   K8sOptions options;
   options.image = w.image;
+  options.agent_path = testing_support::kFakeImageAgent;
   PodRequest request;
   request.now = time(nullptr);
   request.instance_id = w.instance;
