@@ -39,6 +39,21 @@ std::string ImageOf(const Value& pod, const Value* status, const std::string& co
   return Str(status, "image");
 }
 
+// PID 1 of the executor container when it is the agent (the only container that reads its
+// stdin, pod_spec.h), else empty.
+std::string AgentOf(const Value& pod) {
+  for (const Value* c : Items(Member(&pod, "spec"), "containers")) {
+    const Value* stdin_open = Member(c, "stdin");
+    if (Str(c, "name") != kExecutorContainer || stdin_open == nullptr || !stdin_open->IsBool() ||
+        !stdin_open->GetBool()) {
+      continue;
+    }
+    const std::vector<const Value*> command = Items(c, "command");
+    if (!command.empty() && command.front()->IsString()) return command.front()->GetString();
+  }
+  return "";
+}
+
 bool IsFailedWaiting(const std::string& reason) {
   static const char* const kReasons[] = {
       "ErrImagePull",         "ImagePullBackOff",  "InvalidImageName",
@@ -117,6 +132,11 @@ PodState Ended(const Value& pod, const Value* status, const std::string& phase) 
     out += "; its activeDeadlineSeconds passed before it ran (slow scheduling or image pulls)";
   } else if (reason == "Evicted") {
     out += "; the node evicted it (memory or disk pressure): retry";
+  } else if (const std::string agent = AgentOf(pod); !agent.empty()) {
+    out += "; its PID 1, the agent " + agent + ", exited: the image needs the agent there " +
+           "(KUBERNETES_EXECUTOR_AGENT_PATH; the executor image has it), or set " +
+           "KUBERNETES_EXECUTOR_AGENT=false to drive pods of this image by execs (kubectl " +
+           "describe pod " + name + " shows the node's events)";
   } else {
     out += "; its PID 1 exited: the image needs /bin/sh and sleep (kubectl describe pod " + name +
            " shows the node's events)";

@@ -159,6 +159,25 @@ TEST(ReadPodState, AnEndedPodFailsWithThePhasesReason) {
   EXPECT_THAT(exited.message, HasSubstr("exit code 128, reason StartError"));
 }
 
+// An image without the agent (KUBERNETES_EXECUTOR_AGENT): the message says what to change.
+TEST(ReadPodState, AnAgentThatCannotStartNamesTheSetting) {
+  std::string pod = PodText(R"({"phase":"Failed","containerStatuses":[
+      {"name":"executor","state":{"terminated":{"exitCode":128,"reason":"StartError",
+       "message":"exec: \"/usr/local/lib/code-interpreter/agent\": no such file"}}}]})");
+  const std::string plain = R"("containers":[{"name":"executor","image":"reg.local/exec:1"}])";
+  const std::string agent = R"("containers":[{"name":"executor","image":"reg.local/exec:1",)"
+                            R"("command":["/usr/local/lib/code-interpreter/agent"],"stdin":true}])";
+  ASSERT_NE(pod.find(plain), std::string::npos);
+  EXPECT_THAT(State(pod).message, HasSubstr("the image needs /bin/sh and sleep"));
+  pod.replace(pod.find(plain), plain.size(), agent);
+  PodState failed = State(pod);
+  ASSERT_EQ(failed.kind, PodStateKind::kFailed);
+  EXPECT_THAT(failed.message,
+              HasSubstr("its PID 1, the agent /usr/local/lib/code-interpreter/agent, exited: the "
+                        "image needs the agent there (KUBERNETES_EXECUTOR_AGENT_PATH; the "
+                        "executor image has it), or set KUBERNETES_EXECUTOR_AGENT=false"));
+}
+
 TEST(ReadPodState, UnschedulableCarriesTheSchedulersMessage) {
   PodState s = State(PodText(R"({"phase":"Pending","conditions":[{"type":"PodScheduled",
       "status":"False","reason":"Unschedulable","message":"0/3 nodes are available: 3 Insufficient memory."}]})"));
