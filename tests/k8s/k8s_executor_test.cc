@@ -134,7 +134,12 @@ TEST_P(K8sExecutorTest, StdinReachesTheProgramWhichThenReadsEof) {
 TEST_P(K8sExecutorTest, Pid1IsTheAgentOrASleep) {
   auto sandbox = Prepare();
   ASSERT_TRUE(sandbox);
-  auto e = Run(*sandbox, {"bash", "-c", "tr '\\0' ' ' < /proc/1/cmdline"});
+  // Without the agent, PID 1 is bash until it execs sleep: a pod counts as running once its
+  // command started (runc's too), so an exec may find it a moment before that exec.
+  auto e =
+      Run(*sandbox, {"bash", "-c",
+                     "for i in $(seq 500); do [ \"$(head -c 9 /proc/1/cmdline)\" = /bin/bash ] "
+                     "|| break; sleep 0.01; done; tr '\\0' ' ' < /proc/1/cmdline"});
   ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
   EXPECT_EQ(e.out, GetParam().agent ? std::string(testing_support::kFakeImageAgent) + " "
                                     : "sleep infinity ");

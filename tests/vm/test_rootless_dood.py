@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from daemon_http import (Tunnel, check_cgroup_limits, check_limits_enforced,  # noqa: E402
-                         running_sandbox)
+                         docker_env_flags, running_sandbox)
 from vm import TEST_USER, Vm, run_tests  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
@@ -135,8 +135,8 @@ def setUpModule():
     loaded = load.communicate(timeout=900)[0]
     assert load.returncode == 0, f"docker load of {SLIM_IMAGE} failed: {loaded}"
     print(f"# both images in after {time.monotonic() - start:.1f} s", file=sys.stderr)
-    # The README's docker run, with a name for the test to find it by.
-    flags = readme_run_flags()
+    # The README's docker run, with a name for the test to find it by and the VM's settings.
+    flags = f"{readme_run_flags()} {docker_env_flags()}"
     timed("daemon container started",
           AS_USER + f"docker run -d --name rootless-dood {flags} {SLIM_IMAGE}", timeout=300)
     # The port is published on the VM's loopback (README): reach it through ssh, not qemu's NIC.

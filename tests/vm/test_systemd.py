@@ -15,6 +15,7 @@ unittest's; the last line is "N passed, N failed".
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from daemon_http import MEMORY_LIMIT_MB, PIDS_LIMIT, wait_until  # noqa: E402
+from daemon_http import MEMORY_LIMIT_MB, PIDS_LIMIT, env_file, wait_until  # noqa: E402
 from vm import TEST_USER, Vm, run_tests  # noqa: E402
 
 OPTS = None
@@ -56,7 +57,8 @@ def setUpModule():
     VM.mount_shares()
     # The VM's network is reachable only through ports forwarded on the host's loopback, so the
     # daemon listens on the guest's NIC (the documented override file).
-    VM.ssh("mkdir -p /etc/code-interpreter && echo HOST=0.0.0.0 >/etc/code-interpreter/env")
+    VM.ssh("mkdir -p /etc/code-interpreter && printf %s "
+           f"{shlex.quote(env_file(HOST='0.0.0.0'))} >/etc/code-interpreter/env")
     # The README's command past the build: install the binary and the units (no compiler in the
     # VM: the build directory is the host's, shared at its own path).
     VM.ssh(f"meson install -C {OPTS.build} --no-rebuild --quiet && systemctl daemon-reload")
@@ -288,7 +290,8 @@ class UserServiceTest(LimitsMixin, unittest.TestCase):
         cls.subtree = (f"/user.slice/user-{uid}.slice/user@{uid}.service/app.slice/"
                        "code-interpreter.service")
         VM.ssh("mkdir -p ~/.config/code-interpreter && "
-               "echo HOST=0.0.0.0 >~/.config/code-interpreter/env && "
+               f"printf %s {shlex.quote(env_file(HOST='0.0.0.0'))} "
+               ">~/.config/code-interpreter/env && "
                "systemctl --user daemon-reload && systemctl --user enable --now code-interpreter",
                user=TEST_USER, timeout=300)
         cls.port = VM.forward(GUEST_PORT)

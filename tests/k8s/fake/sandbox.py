@@ -279,7 +279,8 @@ class Container:
                              f'"{command[0]}": executable file not found in $PATH: unknown')
         info_r, info_w = os.pipe()
         argv += ["--info-fd", str(info_w)]
-        argv += self._process_args(command)
+        process = self._process_args(command)
+        argv += process
         pipe = subprocess.PIPE
         self.proc = subprocess.Popen(_joined(self.cgroup, argv),
                                      stdin=pipe if self.spec.get("stdin") else subprocess.DEVNULL,
@@ -298,11 +299,26 @@ class Container:
                 tail = f.read()[-500:].decode(errors="replace").strip()
             raise StartError("CreateContainerError", f"failed to create the container: {tail}")
         self.init_pid = json.loads(text)["child-pid"]
-        # bwrap reports the pid before the sandbox's mounts are made, and execs the command
-        # (setpriv first) only once they are: until then an exec would not see the pod's files.
+        self._await_command(process[:len(process) - len(command)])
+
+    def _await_command(self, wrappers):
+        """Until the pod's init is the command itself, as with runc, whose init execs the
+        command before the container counts as running. bwrap reports the pid before the
+        sandbox's mounts are made, and then execs the wrappers in turn (setpriv, env, the
+        seccomp loader); an exec before the last of them would not see the pod's files, or
+        would read the loader in /proc/1/cmdline. Each wrapper runs with a tail of `process`
+        as its argv, which no command has."""
         bwrap = os.path.realpath(shutil.which("bwrap"))
-        while self._exe() == bwrap and self.proc.poll() is None:
-            time.sleep(0.005)
+        wrapper_argvs = {"\0".join(wrappers[i:]) for i in range(len(wrappers))}
+        while self.proc.poll() is None:
+            try:
+                with open(f"/proc/{self.init_pid}/cmdline", "rb") as f:
+                    argv = f.read().decode(errors="replace")
+            except OSError:
+                return  # the command is gone already
+            if self._exe() != bwrap and not any(argv.startswith(w + "\0") for w in wrapper_argvs):
+                return
+            time.sleep(0.002)
 
     def _start_output_pumps(self):
         """Threads copying stdout and stderr to the log and the attached clients, as read;
