@@ -12,6 +12,8 @@ packages=(
   libyaml-dev
   # the Python stack inside the sandbox (the onyx data-stack cases)
   python3 python3-numpy python3-pandas python3-matplotlib python3-openpyxl
+  # `language: go` (no C compiler needed: programs build without cgo, scripts/go-std.sh)
+  golang-go
   # the fork server loads Python's shared library (src/runtime/README.md "Fork server")
   libpython3.11
   # tests and benchmarks: real HTTP clients (curl; httpx sends a whole body before reading the
@@ -36,14 +38,16 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
 if [ "$(id -u)" -ne 0 ]; then
   SUDO=sudo
 else
   SUDO=
 fi
-echo "installing: ${missing[*]}" >&2
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >&2
+fi
+# Go's standard library compiled once for the sandboxes (nothing to do when it is up to date).
+$SUDO "$(dirname "$0")/go-std.sh"

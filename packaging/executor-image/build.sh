@@ -27,7 +27,7 @@ SUITE=bookworm
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 CACHE_DIR="${CACHE_DIR:-/var/cache/code-interpreter}"
 PACKAGES=(python3 python3-numpy python3-pandas python3-matplotlib python3-openpyxl
-          bash tar coreutils)
+          golang-go bash tar coreutils)
 # 65532 is the sandbox uid/gid (SandboxSpec); the image does not need a passwd entry for it, but
 # tools that print the user name are friendlier with one.
 SANDBOX_ID=65532
@@ -48,7 +48,9 @@ AGENT_PATH=/usr/local/lib/code-interpreter/agent
 AGENT_WIRE="$(sed -n 's/.*kWireVersion = \([0-9]*\);.*/\1/p' "$REPO/src/agent/agent_wire.h")"
 [ -n "$AGENT_WIRE" ] || { echo "no kWireVersion in src/agent/agent_wire.h" >&2; exit 1; }
 
-base_key="$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" "recipe-v1" | sha256sum | cut -c1-16)"
+GO_STD="$REPO/scripts/go-std.sh"
+base_key="$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" "recipe-v2" "$(sha256sum <"$GO_STD")" |
+  sha256sum | cut -c1-16)"
 base="$CACHE_DIR/executor-base-$base_key.tar"
 key="$(printf '%s\n' "$base_key" "$(sha256sum <"$AGENT")" "$AGENT_PATH" "agent-v$AGENT_WIRE" |
   sha256sum | cut -c1-16)"
@@ -65,7 +67,7 @@ fi
 if [ ! -s "$base" ] || [ ! -s "$base.end" ] || [ "${FORCE:-0}" = 1 ]; then
   command -v debootstrap >/dev/null || { echo "debootstrap is not installed" >&2; exit 1; }
   root="$(mktemp -d /var/tmp/executor-root.XXXXXX)"
-  trap 'rm -rf "$root"' EXIT
+  trap 'umount "$root/proc" 2>/dev/null || true; rm -rf --one-file-system "$root"' EXIT
   start=$(date +%s)
   echo "debootstrapping $SUITE minbase with: ${PACKAGES[*]}" >&2
   include="$(IFS=,; echo "${PACKAGES[*]}")"
@@ -75,6 +77,14 @@ if [ ! -s "$base" ] || [ ! -s "$base.end" ] || [ "${FORCE:-0}" = 1 ]; then
   grep -q "^sandbox:" "$root/etc/passwd" ||
     echo "sandbox:x:$SANDBOX_ID:$SANDBOX_ID:sandbox:/tmp:/usr/sbin/nologin" >>"$root/etc/passwd"
   grep -q "^sandbox:" "$root/etc/group" || echo "sandbox:x:$SANDBOX_ID:" >>"$root/etc/group"
+  # Go (`language: go`): the standard library compiled without cgo where the sandbox's build
+  # looks for it (scripts/go-std.sh, by the image's own toolchain: the paths and build ids must
+  # be the image's). Debian's precompiled copy (built with cgo) is then never used: removed.
+  mount -t proc proc "$root/proc"
+  install -m 0755 "$GO_STD" "$root/tmp/go-std.sh"
+  chroot "$root" env -i PATH=/usr/bin:/bin HOME=/tmp /tmp/go-std.sh >&2
+  umount "$root/proc"
+  rm -rf "$root/tmp/go-std.sh" "$root"/usr/lib/go-*/pkg/linux_amd64
   # Trim what a sandbox never needs: apt lists, caches, docs, man pages.
   rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb \
          "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/*

@@ -54,15 +54,18 @@ TEST(Config, WarmPoolsPerLanguageAndWarmImports) {
   EXPECT_EQ(d->warm_pool_size, 2u);
   EXPECT_EQ(d->warm_pool_size_bash, 1u);
   EXPECT_EQ(d->warm_pool_size_javascript, 1u);
+  EXPECT_EQ(d->warm_pool_size_go, 1u);
   EXPECT_TRUE(d->warm_imports.empty());
   auto c = Load({{"WARM_POOL_SIZE", "4"},
                  {"WARM_POOL_SIZE_BASH", "0"},
                  {"WARM_POOL_SIZE_JAVASCRIPT", "3"},
+                 {"WARM_POOL_SIZE_GO", "5"},
                  {"WARM_IMPORTS", " numpy,pandas , matplotlib.pyplot,_x1"}});
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->warm_pool_size, 4u);
   EXPECT_EQ(c->warm_pool_size_bash, 0u);
   EXPECT_EQ(c->warm_pool_size_javascript, 3u);
+  EXPECT_EQ(c->warm_pool_size_go, 5u);
   EXPECT_EQ(c->warm_imports,
             (std::vector<std::string>{"numpy", "pandas", "matplotlib.pyplot", "_x1"}));
   for (const char* bad : {"numpy,,pandas", "os;import sys", "1abc", "a..b", "a.", ".a", "x,"}) {

@@ -30,7 +30,7 @@ Config FakeDaemon::TestConfig() {
   Config c;
   c.host = "127.0.0.1";
   c.port = 0;
-  c.warm_pool_size = c.warm_pool_size_bash = c.warm_pool_size_javascript = 0;
+  c.warm_pool_size = c.warm_pool_size_bash = c.warm_pool_size_javascript = c.warm_pool_size_go = 0;
   std::string dir = (std::filesystem::temp_directory_path() / "fake-daemon-files-XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr) std::abort();
   c.file_storage_dir = dir;

@@ -1,7 +1,7 @@
-// The startup probe of the languages (ExecutionService::ProbeLanguages, `<interpreter> --version`
-// in a sandbox each) against the fake backend, seen through GET /v1/languages: an interpreter
-// the backend's root lacks is dropped, one that answers gets its version, and one that does not
-// answer in time (an emulated VM, a loaded host) is kept with its version unknown.
+// The startup probe of the languages (ExecutionService::ProbeLanguages, `<interpreter> --version`,
+// `go version`, in a sandbox each) against the fake backend, seen through GET /v1/languages: an
+// interpreter the backend's root lacks is dropped, one that answers gets its version, and one that
+// does not answer in time (an emulated VM, a loaded host) is kept with its version unknown.
 #include "fake_daemon.h"
 
 namespace ci::daemon {
@@ -50,6 +50,28 @@ TEST_F(LanguagesProbeTest, AMissingInterpreterIsDroppedASlowOneKept) {
   for (const auto& [name, version] : after) {
     EXPECT_TRUE(name == "python" || name == "bash") << name << " exited 127 and stays listed";
   }
+}
+
+// `go --version` is an error: each language is asked the way it answers.
+TEST_F(LanguagesProbeTest, GoIsAskedForItsVersionItsOwnWay) {
+  std::vector<std::vector<std::string>> asked;
+  fake().RunPrograms([&asked](FakeProcess& p) -> awaitable<RunOutcome> {
+    const auto& argv = p.payload().argv;
+    asked.push_back(argv);
+    if (argv == std::vector<std::string>{"/usr/bin/go", "version"}) {
+      p.Stdout("go version go1.19.8 linux/amd64\n");
+      co_return p.Exit(0);
+    }
+    if (argv.at(0) == "/usr/bin/go") co_return p.Exit(2);  // go: unknown subcommand
+    p.Stdout("X 1.2.3\n");
+    co_return p.Exit(0);
+  });
+  ASSERT_TRUE(Languages().count("go")) << "scripts/install-deps.sh installs golang-go";
+  Status probed = daemon().Await(daemon().wired().service().ProbeLanguages(10s));
+  ASSERT_TRUE(probed.ok()) << probed.message();
+  EXPECT_EQ(Languages().at("go"), "1.19.8");
+  EXPECT_EQ(Languages().at("bash"), "1.2.3");
+  for (const auto& argv : asked) EXPECT_EQ(argv.size(), 2u);
 }
 
 }  // namespace

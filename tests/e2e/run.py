@@ -48,7 +48,8 @@ sys.path.insert(0, HERE)
 import harness  # noqa: E402
 
 SUITES = {
-    "e2e": ["test_api", "test_execute", "test_files", "test_stream", "test_libraries", "test_cli",
+    "e2e": ["test_api", "test_execute", "test_languages", "test_files", "test_stream",
+            "test_libraries", "test_cli",
             "test_hardening", "test_doctor", "test_sessions", "test_auth"],
     "hostile": ["test_hostile", "test_containment"],
 }

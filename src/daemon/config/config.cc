@@ -64,6 +64,7 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Int("WARM_POOL_SIZE", c.warm_pool_size, 0, 256);
   env.Int("WARM_POOL_SIZE_BASH", c.warm_pool_size_bash, 0, 256);
   env.Int("WARM_POOL_SIZE_JAVASCRIPT", c.warm_pool_size_javascript, 0, 256);
+  env.Int("WARM_POOL_SIZE_GO", c.warm_pool_size_go, 0, 256);
   env.Bool("FORK_SERVER", c.fork_server);
   std::string warm_imports;
   env.String("WARM_IMPORTS", warm_imports, /*allow_empty=*/true);

@@ -31,6 +31,7 @@ struct Config {
   uint32_t warm_pool_size = 2;  // python
   uint32_t warm_pool_size_bash = 1;
   uint32_t warm_pool_size_javascript = 1;
+  uint32_t warm_pool_size_go = 1;
   std::vector<std::string> warm_imports;  // WARM_IMPORTS: modules a pooled interpreter imports
   // FORK_SERVER: local backend as root, host root: Python programs run in an interpreter forked
   // from one loaded once (with warm_imports) instead of starting their own.

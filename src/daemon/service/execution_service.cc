@@ -12,6 +12,7 @@
 
 #include "daemon/files/workspace_paths.h"
 #include "daemon/service/output_buffer.h"
+#include "daemon/service/python_program.h"
 
 namespace ci::daemon {
 namespace {
@@ -103,6 +104,7 @@ std::vector<WarmPoolConfig> ExecutionService::WarmPools() const {
     const size_t size = language.name == "python"       ? config_.warm_pool_size
                         : language.name == "bash"       ? config_.warm_pool_size_bash
                         : language.name == "javascript" ? config_.warm_pool_size_javascript
+                        : language.name == "go"         ? config_.warm_pool_size_go
                                                         : 0;
     const SandboxSpec& spec = SpecFor(language.name);
     if (size == 0) continue;
@@ -192,6 +194,11 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   auto entry = WriteTempFile(store_.incoming_dir(), plan.code);
   if (!entry.ok()) {
     spdlog::error("staging the program: {}", entry.status().message());
+    co_return internal;
+  }
+  if (auto staged = StageSupportFiles(&plan); !staged.ok()) {
+    spdlog::error("staging the program's files: {}", staged.message());
+    unlink(entry->c_str());
     co_return internal;
   }
   std::string collect_dir = store_.incoming_dir() + "/collect-XXXXXX";
@@ -313,6 +320,19 @@ std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
   return out;
 }
 
+Status ExecutionService::StageSupportFiles(ExecutionPlan* plan) const {
+  for (const SupportFile& f : plan->program.support_files) {
+    auto same_path = [&f](const StagedFile& in) { return in.workspace_path == f.path; };
+    if (std::any_of(plan->inputs.begin(), plan->inputs.end(), same_path)) continue;
+    auto path = WriteTempFile(store_.incoming_dir(), f.content);
+    if (!path.ok()) return path.status();
+    // Removed with the last copy of the plan's inputs (the run's payload holds one too).
+    std::shared_ptr<const void> remove(nullptr, [p = *path](const void*) { unlink(p.c_str()); });
+    plan->inputs.push_back({f.path, *path, std::move(remove)});
+  }
+  return Status();
+}
+
 asio::awaitable<Result<std::unique_ptr<Sandbox>>> ExecutionService::Prepare(
     const SandboxSpec& spec) {
   ++preparing_;
@@ -329,7 +349,7 @@ asio::awaitable<Status> ExecutionService::ProbeLanguages(std::chrono::millisecon
     live_.insert(sandbox->get());  // shutdown waits for it, or kills it
     std::string out;
     RunPayload payload;
-    payload.argv = {language.interpreter, "--version"};
+    payload.argv = {language.interpreter, language.version_arg};
     payload.timeout = timeout;
     auto run = co_await (*sandbox)->Run(std::move(payload), [&out](StreamKind, std::string_view d) {
       if (out.size() < 4096) out.append(d);
@@ -341,24 +361,40 @@ asio::awaitable<Status> ExecutionService::ProbeLanguages(std::chrono::millisecon
     // of the interpreter, so it stays, with its version unknown.
     if (run->timed_out) {
       spdlog::warn(
-          "language {}: `{} --version` did not finish within {} ms in the sandbox; kept, "
+          "language {}: `{} {}` did not finish within {} ms in the sandbox; kept, "
           "version unknown",
-          language.name, language.interpreter, timeout.count());
+          language.name, language.interpreter, language.version_arg, timeout.count());
       usable.push_back(language);
       continue;
     }
     // The backend's root may lack an interpreter the host has (node in the Docker image).
     if (run->exit_code != 0) {
-      spdlog::warn("language {} dropped: `{} --version` failed in the sandbox ({})", language.name,
-                   language.interpreter,
+      spdlog::warn("language {} dropped: `{} {}` failed in the sandbox ({})", language.name,
+                   language.interpreter, language.version_arg,
                    run->exit_code ? "exit " + std::to_string(*run->exit_code) : "killed");
       continue;
     }
     language.version = ParseVersion(out);
+    if (language.name == "go") WarnWithoutGoStd();
     usable.push_back(language);
   }
   languages_ = std::move(usable);
   co_return Status();
+}
+
+void ExecutionService::WarnWithoutGoStd() const {
+  // An image's root is the image build's business (packaging/executor-image/build.sh).
+  if (executor_.name() == "docker" || executor_.name() == "kubernetes") return;
+  const std::string root = spec_.rootfs == "host" ? "" : spec_.rootfs;
+  const std::string stamp = root + std::string(kGoStdDir) + "/go-version";
+  if (access(stamp.c_str(), R_OK) == 0) return;
+  spdlog::warn(
+      "language go: {} is missing, so every Go program compiles the standard library it uses "
+      "(seconds of CPU: most then end at CPU_TIME_LIMIT_SEC). {}",
+      stamp,
+      root.empty() ? "Run scripts/go-std.sh as root."
+                   : "Run scripts/go-std.sh inside that root, with its own go (as "
+                     "packaging/executor-image/build.sh does).");
 }
 
 void ExecutionService::KillAll() {

@@ -13,7 +13,7 @@
 #include "core/executor.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
-#include "daemon/service/python_program.h"
+#include "daemon/service/languages.h"
 #include "daemon/service/requests.h"
 #include "daemon/service/warm_pool.h"
 
@@ -40,8 +40,9 @@ struct ExecutionPlan {
   std::string code;
   std::optional<std::string> stdin_data;
   std::chrono::milliseconds timeout{2000};
-  std::vector<StagedFile> inputs;  // resolved file ids, validated paths
-  std::string client;              // whose request (the outputs are its files)
+  // Resolved file ids with validated paths; Execute adds the program's support files.
+  std::vector<StagedFile> inputs;
+  std::string client;  // whose request (the outputs are its files)
 };
 
 struct ExecutionResult {
@@ -97,6 +98,11 @@ class ExecutionService {
   static SandboxSpec MakeSpec(const Config& config, std::string seccomp_profile_json);
 
  private:
+  // The program's support files (Go's go.mod) the request does not stage itself, as inputs: in
+  // temporary files that go with the plan's last input.
+  Status StageSupportFiles(ExecutionPlan* plan) const;
+  // The log line that says how to fix a local root without Go's precompiled library.
+  void WarnWithoutGoStd() const;
   // Outputs the store could not keep are left out and set *truncated.
   std::vector<OutputFile> SaveOutputs(const ExecutionPlan& plan, const Collection& collection,
                                       const std::string& collect_dir, bool* truncated) const;

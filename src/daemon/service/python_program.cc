@@ -1,7 +1,5 @@
 #include "daemon/service/python_program.h"
 
-#include <unistd.h>
-
 namespace ci::daemon {
 namespace {
 
@@ -198,17 +196,6 @@ constexpr std::string_view kZygote = R"PY(def _ci_zygote():
 _ci_zygote()
 )PY";
 
-struct KnownLanguage {
-  std::string_view name;
-  std::string_view interpreter;
-  std::string_view entrypoint;
-};
-constexpr KnownLanguage kKnown[] = {
-    {"python", "/usr/bin/python3", "__main__.py"},
-    {"bash", "/bin/bash", "__main__.sh"},
-    {"javascript", "/usr/bin/node", "__main__.js"},
-};
-
 }  // namespace
 
 std::string_view PythonDriver() { return kDriver; }
@@ -225,66 +212,6 @@ std::vector<std::string> PythonPrestartArgv(const std::vector<std::string>& warm
   std::vector<std::string> argv = {"python3", "-c", std::string(kDriver)};
   argv.insert(argv.end(), warm_imports.begin(), warm_imports.end());
   return argv;
-}
-
-std::string ParseVersion(std::string_view out) {
-  auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!digit(out[i]) || (i > 0 && (digit(out[i - 1]) || out[i - 1] == '.'))) continue;
-    size_t end = i, dots = 0;
-    while (end < out.size() &&
-           (digit(out[end]) || (out[end] == '.' && end + 1 < out.size() && digit(out[end + 1])))) {
-      dots += out[end] == '.';
-      ++end;
-    }
-    if (dots > 0) return std::string(out.substr(i, end - i));
-  }
-  return "";
-}
-
-std::vector<Language> AvailableLanguages(const std::string& rootfs) {
-  std::vector<Language> out;
-  std::string prefix = rootfs == "host" ? "" : rootfs;
-  for (const auto& k : kKnown) {
-    if (access((prefix + std::string(k.interpreter)).c_str(), X_OK) == 0) {
-      out.push_back({std::string(k.name), std::string(k.interpreter), ""});
-    }
-  }
-  return out;
-}
-
-std::vector<Language> KnownLanguages() {
-  std::vector<Language> out;
-  for (const auto& k : kKnown) out.push_back({std::string(k.name), std::string(k.interpreter), ""});
-  return out;
-}
-
-Result<Program> BuildProgram(std::string_view language, bool last_line_interactive,
-                             uint32_t cpu_time_sec, const std::vector<Language>& available) {
-  const KnownLanguage* known = nullptr;
-  for (const auto& k : kKnown) {
-    if (k.name == language) known = &k;
-  }
-  bool installed = false;
-  std::string names;
-  for (const auto& l : available) {
-    names += (names.empty() ? "" : ", ") + l.name;
-    if (l.name == language) installed = true;
-  }
-  if (known == nullptr || !installed) {
-    return Status::Error("Unsupported language '" + std::string(language) +
-                         "'. Available: " + names + ".");
-  }
-  Program p;
-  p.entrypoint = std::string(known->entrypoint);
-  if (language == "python") {
-    p.argv = PythonPrestartArgv({});
-    p.go = last_line_interactive ? "interactive " : "script ";
-    p.go += std::to_string(cpu_time_sec) + "\n";
-  } else {
-    p.argv = {std::string(known->interpreter), "/workspace/" + p.entrypoint};
-  }
-  return p;
 }
 
 }  // namespace ci::daemon

@@ -1,44 +1,12 @@
-// What to run for a request: the entrypoint file staged into /workspace and the argv that runs it,
-// per language. Python gets the Jupyter-like last-line display of docs/api.md.
+// Python's programs: the driver that runs a request's code (with the Jupyter-like last-line
+// display of docs/api.md), the pre-started interpreter and the fork server that run it.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
-
 namespace ci::daemon {
-
-struct Program {
-  std::string entrypoint;  // workspace-relative, e.g. "__main__.py"; reserved for user files
-  std::vector<std::string> argv;
-  // Python: the driver's go line (RunPayload::go), which says how to run the entrypoint and the
-  // CPU limit; empty for the other languages.
-  std::string go;
-};
-
-struct Language {
-  std::string name;         // "python"
-  std::string interpreter;  // absolute path inside the root filesystem, e.g. /usr/bin/python3
-  std::string version;      // "3.11.2", probed in a sandbox at startup; empty until then
-};
-
-// The version number in an interpreter's `--version` output ("Python 3.11.2" -> "3.11.2").
-std::string ParseVersion(std::string_view version_output);
-
-// The languages whose interpreter exists under `rootfs` ("host" = this machine's /).
-std::vector<Language> AvailableLanguages(const std::string& rootfs);
-
-// Every language this daemon knows, for a backend whose root is an image this filesystem does not
-// hold (docker, kubernetes; the daemon may run in a container without any interpreter): the
-// startup probe keeps those that answer `--version` in a sandbox.
-std::vector<Language> KnownLanguages();
-
-// 422 text for an unknown or missing language names what is available.
-Result<Program> BuildProgram(std::string_view language, bool last_line_interactive,
-                             uint32_t cpu_time_sec, const std::vector<Language>& available);
 
 // The Python driver run with `python3 -c` (exposed for tests).
 std::string_view PythonDriver();

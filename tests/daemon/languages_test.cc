@@ -1,12 +1,15 @@
-#include "daemon/service/python_program.h"
+#include "daemon/service/languages.h"
 
 #include <gtest/gtest.h>
+
+#include "daemon/service/python_program.h"
 
 namespace ci::daemon {
 namespace {
 
 const std::vector<Language> kAll = {{"python", "/usr/bin/python3", "3.11"},
-                                    {"bash", "/bin/bash", "5.2"}};
+                                    {"bash", "/bin/bash", "5.2"},
+                                    {"go", "/usr/bin/go", "1.19.8", "version"}};
 
 TEST(BuildProgram, PythonRunsTheDriverToldHowByItsGo) {
   auto p = BuildProgram("python", true, 5, kAll);
@@ -36,13 +39,40 @@ TEST(BuildProgram, OtherLanguagesRunTheirEntrypoint) {
   EXPECT_EQ(p->go, "");
 }
 
+// Go builds the workspace's package (the entrypoint and any .go file staged with it) in a module
+// the daemon stages unless the request has a go.mod, then execs the binary.
+TEST(BuildProgram, GoBuildsTheWorkspaceModuleThenExecsTheProgram) {
+  auto p = BuildProgram("go", false, 5, kAll);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->entrypoint, "main.go");
+  ASSERT_EQ(p->argv.size(), 3u);
+  EXPECT_EQ(p->argv[0], "/bin/sh");
+  const std::string& script = p->argv[2];
+  EXPECT_NE(script.find("/usr/bin/go build -o \"$b/main\" -ldflags='-s -w' ."), std::string::npos)
+      << script;
+  EXPECT_NE(script.find("GOFLAGS=-pkgdir=" + std::string(kGoStdDir) + "/pkg"), std::string::npos);
+  EXPECT_NE(script.find("CGO_ENABLED=0 GOPROXY=off"), std::string::npos);
+  EXPECT_NE(script.find("exit $s; fi; exec \"$b/main\""), std::string::npos);
+  EXPECT_EQ(p->go, "");
+  ASSERT_EQ(p->support_files.size(), 1u);
+  EXPECT_EQ(p->support_files[0].path, "go.mod");
+  EXPECT_EQ(p->support_files[0].content, "module sandbox\n\ngo 1.19\n");
+}
+
+TEST(KnownLanguages, EachSaysHowItPrintsItsVersion) {
+  for (const Language& l : KnownLanguages()) {
+    EXPECT_EQ(l.version_arg, l.name == "go" ? "version" : "--version") << l.name;
+  }
+}
+
 TEST(BuildProgram, UnknownOrMissingLanguageNamesWhatIsAvailable) {
   auto p = BuildProgram("cobol", true, 5, kAll);
   ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.status().message(), "Unsupported language 'cobol'. Available: python, bash.");
+  EXPECT_EQ(p.status().message(), "Unsupported language 'cobol'. Available: python, bash, go.");
   auto js = BuildProgram("javascript", true, 5, kAll);  // known, but not installed
   ASSERT_FALSE(js.ok());
-  EXPECT_EQ(js.status().message(), "Unsupported language 'javascript'. Available: python, bash.");
+  EXPECT_EQ(js.status().message(),
+            "Unsupported language 'javascript'. Available: python, bash, go.");
 }
 
 TEST(AvailableLanguages, FindsInterpretersUnderTheRoot) {
