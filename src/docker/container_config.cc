@@ -238,8 +238,10 @@ ContainerCreate ContainerCreateFromSpec(const SandboxSpec& spec, const Container
   }
   std::string ids = ",uid=" + std::to_string(spec.uid) + ",gid=" + std::to_string(spec.gid);
   c.tmpfs["/workspace"] =
-      "rw,nosuid,nodev,size=" + std::to_string(spec.limits.workspace_bytes) + ",mode=0755" + ids;
-  c.tmpfs["/tmp"] = "rw,nosuid,nodev,size=" + std::to_string(spec.limits.tmp_bytes) + ",mode=1777";
+      "rw,exec,nosuid,nodev,size=" + std::to_string(spec.limits.workspace_bytes) + ",mode=0755" +
+      ids;
+  c.tmpfs["/tmp"] =
+      "rw,exec,nosuid,nodev,size=" + std::to_string(spec.limits.tmp_bytes) + ",mode=1777";
   c.readonly_rootfs = spec.security.read_only_root;
   // Replaces Docker's defaults, so its /sys entries are kept (core/proc_masks.h has the rest).
   c.masked_paths = {"/sys/firmware", "/sys/devices/virtual/powercap"};

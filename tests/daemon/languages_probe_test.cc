@@ -2,6 +2,8 @@
 // `go version`, in a sandbox each) against the fake backend, seen through GET /v1/languages: an
 // interpreter the backend's root lacks is dropped, one that answers gets its version, and one that
 // does not answer in time (an emulated VM, a loaded host) is kept with its version unknown.
+#include <thread>
+
 #include "fake_daemon.h"
 
 namespace ci::daemon {
@@ -50,6 +52,26 @@ TEST_F(LanguagesProbeTest, AMissingInterpreterIsDroppedASlowOneKept) {
   for (const auto& [name, version] : after) {
     EXPECT_TRUE(name == "python" || name == "bash") << name << " exited 127 and stays listed";
   }
+}
+
+// A client asking while the probe runs gets the probe's answer, not a language it then drops.
+TEST_F(LanguagesProbeTest, AListAskedDuringTheProbeIsTheProbedOne) {
+  fake().RunPrograms([](FakeProcess& p) -> awaitable<RunOutcome> {
+    const std::string& interpreter = p.payload().argv.at(0);
+    if (interpreter.find("python") == std::string::npos) co_return p.Exit(127);
+    co_await p.Sleep(300ms);
+    p.Stdout("Python 3.11.2\n");
+    co_return p.Exit(0);
+  });
+  std::map<std::string, std::string> during;
+  std::thread asker([&] {
+    std::this_thread::sleep_for(100ms);  // the probe is in python's sandbox by now
+    during = Languages();
+  });
+  Status probed = daemon().Await(daemon().wired().service().ProbeLanguages(10s));
+  asker.join();
+  ASSERT_TRUE(probed.ok()) << probed.message();
+  EXPECT_EQ(during, (std::map<std::string, std::string>{{"python", "3.11.2"}}));
 }
 
 // `go --version` is an error: each language is asked the way it answers.

@@ -67,7 +67,8 @@ asio::awaitable<void> ApiHandlers::MetricsText(HttpExchange& ex, const std::stri
 }
 
 asio::awaitable<void> ApiHandlers::Languages(HttpExchange& ex, const std::string&) {
-  co_await ex.Respond(JsonResponse(200, LanguagesJson(service_.languages())));
+  const std::vector<Language>* languages = co_await service_.ProbedLanguages();
+  co_await ex.Respond(JsonResponse(200, LanguagesJson(*languages)));
 }
 
 asio::awaitable<void> ApiHandlers::OpenApi(HttpExchange& ex, const std::string&) {

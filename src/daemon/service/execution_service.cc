@@ -341,7 +341,21 @@ asio::awaitable<Result<std::unique_ptr<Sandbox>>> ExecutionService::Prepare(
   co_return prepared;
 }
 
+asio::awaitable<const std::vector<Language>*> ExecutionService::ProbedLanguages() {
+  if (probing_) co_await probe_done_->Wait();
+  co_return &languages_;
+}
+
 asio::awaitable<Status> ExecutionService::ProbeLanguages(std::chrono::milliseconds timeout) {
+  if (!probe_done_) probe_done_.emplace(co_await asio::this_coro::executor);
+  probing_ = true;
+  Status status = co_await ProbeEachLanguage(timeout);
+  probing_ = false;
+  probe_done_->Notify();
+  co_return status;
+}
+
+asio::awaitable<Status> ExecutionService::ProbeEachLanguage(std::chrono::milliseconds timeout) {
   std::vector<Language> usable;
   for (auto& language : languages_) {
     auto sandbox = co_await Prepare(spec_);

@@ -5,6 +5,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "core/executor.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
+#include "daemon/service/async_event.h"
 #include "daemon/service/languages.h"
 #include "daemon/service/requests.h"
 #include "daemon/service/warm_pool.h"
@@ -86,6 +88,9 @@ class ExecutionService {
   // (a sandbox still being prepared would outlive the daemon).
   size_t running() const { return live_.size() + preparing_; }
   const std::vector<Language>& languages() const { return languages_; }
+  // The languages once a probe that is running has ended (at once when none runs): the list a
+  // client sees never names a language the probe is about to drop.
+  asio::awaitable<const std::vector<Language>*> ProbedLanguages();
   const SandboxSpec& spec() const { return spec_; }
   // The sandbox of one language's executions: spec() and, for Python, its pre-started
   // interpreter (SandboxSpec::prestart_argv, taken where a warm pool prepares it ahead).
@@ -101,6 +106,8 @@ class ExecutionService {
   // The program's support files (Go's go.mod) the request does not stage itself, as inputs: in
   // temporary files that go with the plan's last input.
   Status StageSupportFiles(ExecutionPlan* plan) const;
+  // ProbeLanguages' work, while ProbedLanguages waits.
+  asio::awaitable<Status> ProbeEachLanguage(std::chrono::milliseconds timeout);
   // The log line that says how to fix a local root without Go's precompiled library.
   void WarnWithoutGoStd() const;
   // Outputs the store could not keep are left out and set *truncated.
@@ -111,6 +118,8 @@ class ExecutionService {
   Executor& executor_;
   FileStore& store_;
   std::vector<Language> languages_;
+  bool probing_ = false;                  // ProbeLanguages runs
+  std::optional<AsyncEvent> probe_done_;  // notified when it ends
   const SandboxSpec spec_;  // every sandbox of this service: from the config, built once
   const SandboxSpec python_spec_;
   std::set<Sandbox*> live_;
