@@ -61,9 +61,9 @@ def percentile(samples, p):
 class DaemonTarget:
     """POST /v1/execute of `code` on one keep-alive connection; checks stdout and exit code."""
 
-    def __init__(self, host, port, code=CODE, expect="1\n"):
+    def __init__(self, host, port, code=CODE, expect="1\n", **fields):
         self.conn = harness.Client(host, port, log=[]).connection(timeout=60)
-        self.body = json.dumps({"code": code}).encode()
+        self.body = json.dumps({"code": code, **fields}).encode()
         self.expect = expect
 
     def once(self):
