@@ -48,6 +48,7 @@ asio::awaitable<void> ApiHandlers::Execute(HttpExchange& ex, bool stream) {
   if (!permit) co_return;
   auto admitted_at = std::chrono::steady_clock::now();
 
+  co_await service_.ProbedLanguages();  // a language the startup probe drops is a 422, not a run
   auto plan = service_.Plan(*request, ex.client);
   if (auto* err = std::get_if<ApiError>(&plan)) {
     co_return co_await ex.Respond(ErrorResponse(err->status, err->detail));

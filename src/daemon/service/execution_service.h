@@ -89,7 +89,7 @@ class ExecutionService {
   size_t running() const { return live_.size() + preparing_; }
   const std::vector<Language>& languages() const { return languages_; }
   // The languages once a probe that is running has ended (at once when none runs): the list a
-  // client sees never names a language the probe is about to drop.
+  // client sees, and the one a request is planned with, never has a language the probe drops.
   asio::awaitable<const std::vector<Language>*> ProbedLanguages();
   const SandboxSpec& spec() const { return spec_; }
   // The sandbox of one language's executions: spec() and, for Python, its pre-started
