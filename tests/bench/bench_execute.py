@@ -51,6 +51,32 @@ def target_daemon(ap, args):
     return daemon, daemon.host, daemon.port
 
 
+def add_daemon_args(ap):
+    """The arguments every latency bench takes: where the daemon is, how many rounds, its
+    environment, and the Docker backend with its image."""
+    ap.add_argument("--bin", default=os.environ.get("CI_DAEMON_BIN"))
+    ap.add_argument("--url")
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra daemon environment (spawned mode), e.g. WARM_POOL_SIZE=0")
+    ap.add_argument("--docker", action="store_true",
+                    help="EXECUTOR_BACKEND=docker (bench_execute.py: and a `docker run` baseline)")
+    ap.add_argument("--docker-image", default="code-interpreter-executor:latest")
+
+
+def print_ratio_table(targets, samples):
+    """The markdown table: each target's p50 and p99, and the first one's p50 over each other's."""
+    ours_name = targets[0][0]
+    ours_p50 = percentile(samples[ours_name], 50)
+    print("| what | p50 ms | p99 ms | our p50 / this p50 |")
+    print("|---|---:|---:|---:|")
+    for name, _ in targets:
+        p50, p99 = percentile(samples[name], 50), percentile(samples[name], 99)
+        ratio = "—" if name == ours_name else f"{ours_p50 / p50:.2f}x"
+        print(f"| {name} | {p50:.2f} | {p99:.2f} | {ratio} |")
+
+
 def percentile(samples, p):
     """Nearest-rank percentile of a list of seconds, in ms."""
     s = sorted(samples)
@@ -111,15 +137,7 @@ def run_interleaved(targets, warmup, runs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin", default=os.environ.get("CI_DAEMON_BIN"))
-    ap.add_argument("--url")
-    ap.add_argument("--runs", type=int, default=200)
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                    help="extra daemon environment (spawned mode), e.g. WARM_POOL_SIZE=0")
-    ap.add_argument("--docker", action="store_true",
-                    help="EXECUTOR_BACKEND=docker and a `docker run` baseline")
-    ap.add_argument("--docker-image", default="code-interpreter-executor:latest")
+    add_daemon_args(ap)
     args = ap.parse_args()
     if args.docker:
         args.env.append("EXECUTOR_BACKEND=docker")
@@ -157,16 +175,9 @@ def main():
             if rc != 0:
                 print(f"daemon exit code {rc}\n{daemon.log_since(0, tail=30)}", file=sys.stderr)
 
-    ours_name = targets[0][0]
-    ours_p50 = percentile(samples[ours_name], 50)
     print(f"hello-world latency, {args.runs} runs each after {args.warmup} warm-up rounds, "
           f"interleaved; {os.cpu_count()} CPUs\n")
-    print("| what | p50 ms | p99 ms | our p50 / this p50 |")
-    print("|---|---:|---:|---:|")
-    for name, _ in targets:
-        p50, p99 = percentile(samples[name], 50), percentile(samples[name], 99)
-        ratio = "—" if name == ours_name else f"{ours_p50 / p50:.2f}x"
-        print(f"| {name} | {p50:.2f} | {p99:.2f} | {ratio} |")
+    print_ratio_table(targets, samples)
     print("\ntargets (docs/performance.md): warm pool p50 <= 0.5x bare python; "
           "cold sandbox p50 <= 1.2x bwrap")
     return 0

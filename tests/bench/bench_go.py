@@ -20,8 +20,8 @@ import tempfile
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_execute import (CommandTarget, DaemonTarget, percentile, run_interleaved,  # noqa: E402
-                           target_daemon)
+from bench_execute import (CommandTarget, DaemonTarget, add_daemon_args,  # noqa: E402
+                           print_ratio_table, run_interleaved, target_daemon)
 
 GO_HELLO = 'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println(1)\n}\n'
 
@@ -29,13 +29,8 @@ GO_HELLO = 'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println(1)\n}\n
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin", default=os.environ.get("CI_DAEMON_BIN"))
-    ap.add_argument("--url")
-    ap.add_argument("--runs", type=int, default=200)
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--docker", action="store_true")
-    ap.add_argument("--docker-image", default="code-interpreter-executor:latest")
+    add_daemon_args(ap)
+    ap.set_defaults(warmup=10)  # a round is ~1 s: go run's cache is warm after the first
     args = ap.parse_args()
     if args.docker:
         args.env += ["EXECUTOR_BACKEND=docker", f"PYTHON_EXECUTOR_DOCKER_IMAGE={args.docker_image}"]
@@ -49,8 +44,8 @@ def main():
     with open(os.path.join(work, "main.go"), "w") as f:
         f.write(GO_HELLO)
     daemon, host, port = target_daemon(ap, args)
-    ours = "daemon `POST /v1/execute` go hello"
-    targets = [(ours, DaemonTarget(host, port, GO_HELLO, language="go", timeout_ms=30000)),
+    targets = [("daemon `POST /v1/execute` go hello",
+                DaemonTarget(host, port, GO_HELLO, language="go", timeout_ms=30000)),
                ("host `go run main.go`, warm cache",
                 CommandTarget([go, "run", os.path.join(work, "main.go")]))]
     try:
@@ -60,16 +55,10 @@ def main():
         if daemon:
             daemon.stop()
             daemon.cleanup()
-    ours_p50 = percentile(samples[ours], 50)
     print(f"Go hello world, {args.runs} runs each after {args.warmup} warm-up rounds, "
           f"interleaved; {os.cpu_count()} CPUs; backend "
           f"{'docker' if args.docker else 'local'}\n")
-    print("| what | p50 ms | p99 ms | our p50 / this p50 |")
-    print("|---|---:|---:|---:|")
-    for name, _ in targets:
-        p50, p99 = percentile(samples[name], 50), percentile(samples[name], 99)
-        ratio = "—" if name == ours else f"{ours_p50 / p50:.2f}x"
-        print(f"| {name} | {p50:.2f} | {p99:.2f} | {ratio} |")
+    print_ratio_table(targets, samples)
     print("\ntarget (docs/performance.md): p50 <= 1.5x `go run` with a warm cache")
     return 0
 

@@ -82,12 +82,6 @@ TEST(AvailableLanguages, FindsInterpretersUnderTheRoot) {
   EXPECT_TRUE(AvailableLanguages("/nonexistent-root").empty());
 }
 
-}  // namespace
-}  // namespace ci::daemon
-
-namespace ci::daemon {
-namespace {
-
 TEST(ParseVersion, FindsTheFirstDottedNumber) {
   EXPECT_EQ(ParseVersion("Python 3.11.2\n"), "3.11.2");
   EXPECT_EQ(ParseVersion("v20.20.2\n"), "20.20.2");
