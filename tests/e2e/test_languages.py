@@ -64,7 +64,8 @@ PROGRAMS = {
         "javascript": "require('net').connect(80, '1.1.1.1')\n"
                       "  .on('connect', () => { console.log('open'); process.exit(0) })\n"
                       "  .on('error', () => console.log('blocked'))",
-        "go": go('\tif _, err := net.DialTimeout("tcp", "1.1.1.1:80", 5*time.Second); err != nil {\n'
+        "go": go('\t_, err := net.DialTimeout("tcp", "1.1.1.1:80", 5*time.Second)\n'
+                 '\tif err != nil {\n'
                  '\t\tfmt.Println("blocked")\n\t} else {\n\t\tfmt.Println("open")\n\t}',
                  "fmt", "net", "time"),
     },
