@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compiles Go's standard library once, without cgo, into the directory that Go programs in a
-# sandbox build against (`go build -pkgdir`, src/daemon/service/program.cc): a sandbox starts
+# sandbox build against (`go build -pkgdir`, src/daemon/service/languages.cc): a sandbox starts
 # with an empty build cache of its own (in its /tmp), and with this directory a hello world
 # compiles only its own package and links, instead of the whole standard library (a minute of
 # CPU). Debian's precompiled library (GOROOT/pkg) is built with cgo, which would need a C
@@ -25,7 +25,7 @@ mkdir -p "$(dirname "$DIR")"
 tmp="$(mktemp -d "$(dirname "$DIR")/.go-std.XXXXXX")"
 cache="$(mktemp -d)"
 trap 'rm -rf "$tmp" "$cache"' EXIT
-# The same settings as the sandbox's build (program.cc): any difference makes these stale there.
+# The same settings as the sandbox's build (languages.cc): any difference makes these stale there.
 env -u GOFLAGS GOCACHE="$cache" CGO_ENABLED=0 GOPROXY=off GOENV=off \
   "$GO" install -pkgdir="$tmp/pkg" std
 echo "$version" >"$tmp/go-version"
