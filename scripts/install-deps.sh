@@ -38,6 +38,10 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The MCP end-to-end test's client runs on Node.js (tests/mcp). A Node.js with npm already on the
+# machine serves (Debian's npm package would conflict with one from another repository); without
+# one, Debian's.
+command -v npm >/dev/null || missing+=(nodejs npm)
 if [ "$(id -u)" -ne 0 ]; then
   SUDO=sudo
 else
@@ -51,3 +55,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # Go's standard library compiled once for the sandboxes (nothing to do when it is up to date).
 $SUDO "$(dirname "$0")/go-std.sh"
+# The official MCP TypeScript SDK for tests/mcp/mcp_client.mjs, at the versions of its
+# package-lock.json. Only when the lock is newer than what node_modules holds, so a second run
+# installs nothing.
+mcp_client_dir="$(dirname "$0")/../tests/mcp"
+if ! command -v npm >/dev/null; then
+  echo "warning: no npm: the MCP SDK client of tests/mcp is not installed; tests/e2e/test_mcp.py" \
+    "will skip (fail under CI_E2E_NO_SKIP=1)" >&2
+elif [ "$mcp_client_dir/package-lock.json" -nt "$mcp_client_dir/node_modules/.package-lock.json" ]
+then
+  echo "installing: the MCP SDK client (npm ci in tests/mcp)" >&2
+  (cd "$mcp_client_dir" && npm ci --no-audit --no-fund >&2)
+fi

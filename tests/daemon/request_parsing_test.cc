@@ -123,5 +123,36 @@ TEST(ParseStageFilesRequest, FilesRequired) {
   EXPECT_EQ((*r)[0].path, "x/y");
 }
 
+TEST(ParseSolveRequest, DefaultsDependOnTheLanguage) {
+  auto r = ParseSolveRequest(R"({"task":"add 2 and 2"})", 60000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->task, "add 2 and 2");
+  EXPECT_EQ(r->language, "python");
+  EXPECT_EQ(r->max_attempts, 3);
+  EXPECT_EQ(r->timeout_ms, 10000);
+  auto go = ParseSolveRequest(R"({"task":"t","language":"go","max_attempts":10})", 60000);
+  ASSERT_TRUE(go.ok());
+  EXPECT_EQ(go->timeout_ms, 20000);
+  EXPECT_EQ(go->max_attempts, 10);
+  // The default never exceeds what the daemon allows.
+  EXPECT_EQ(ParseSolveRequest(R"({"task":"t","language":"go"})", 15000)->timeout_ms, 15000);
+  EXPECT_EQ(ParseSolveRequest(R"({"task":"t","timeout_ms":5000})", 60000)->timeout_ms, 5000);
+}
+
+TEST(ParseSolveRequest, Errors) {
+  auto message = [](const char* body) { return ParseSolveRequest(body, 60000).status().message(); };
+  EXPECT_EQ(message("{}"), "Field 'task' is required.");
+  EXPECT_EQ(message(R"({"task":5})"), "Field 'task' must be a string.");
+  EXPECT_EQ(message(R"({"task":" \n"})"), "Field 'task' must not be empty.");
+  EXPECT_EQ(message(R"({"task":"t","language":1})"), "Field 'language' must be a string.");
+  for (const char* bad : {R"({"task":"t","max_attempts":0})", R"({"task":"t","max_attempts":11})",
+                          R"({"task":"t","max_attempts":"3"})"}) {
+    EXPECT_EQ(message(bad), "max_attempts must be an integer between 1 and 10.") << bad;
+  }
+  EXPECT_EQ(message(R"({"task":"t","timeout_ms":60001})"),
+            "timeout_ms exceeds maximum of 60000 ms");
+  EXPECT_EQ(message("[]"), "Invalid request body: expected a JSON object");
+}
+
 }  // namespace
 }  // namespace ci::daemon

@@ -35,6 +35,15 @@ TEST(MatchPath, ParametersArePercentDecoded) {
   EXPECT_EQ(PercentDecode("%zz%4"), "%zz%4");
 }
 
+TEST(QueryParameter, FindsDecodesAndDefaults) {
+  EXPECT_EQ(QueryParameter("/v1/tools?format=gemini", "format"), "gemini");
+  EXPECT_EQ(QueryParameter("/v1/tools?a=1&format=open%61i&format=x", "format"), "openai");
+  EXPECT_EQ(QueryParameter("/v1/tools?q=a+b", "q"), "a b");
+  EXPECT_EQ(QueryParameter("/v1/tools?format", "format"), "");
+  EXPECT_EQ(QueryParameter("/v1/tools?formats=x", "format"), std::nullopt);
+  EXPECT_EQ(QueryParameter("/v1/tools", "format"), std::nullopt);
+}
+
 TEST(RouteTable, EveryMethodAndPatternIsServedOnce) {
   std::set<std::string> seen;
   for (const auto& r : ApiHandlers::Routes()) {
@@ -43,7 +52,7 @@ TEST(RouteTable, EveryMethodAndPatternIsServedOnce) {
     EXPECT_TRUE(seen.insert(std::string(r.method) + " " + std::string(r.pattern)).second)
         << r.method << " " << r.pattern;
   }
-  EXPECT_EQ(seen.size(), 19u);
+  EXPECT_EQ(seen.size(), 25u);
 }
 
 }  // namespace

@@ -1,15 +1,10 @@
 // POST /v1/execute and /v1/execute/stream, and the batch/stream answer sessions share.
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <deque>
-
 #include "core/json.h"
 #include "daemon/api/handlers.h"
 #include "daemon/api/request_parsing.h"
 #include "daemon/api/responses.h"
+#include "daemon/api/sse_stream.h"
 #include "daemon/http/sse.h"
-#include "daemon/service/async_event.h"
 #include "daemon/service/output_buffer.h"
 #include "daemon/service/verdict.h"
 
@@ -101,52 +96,24 @@ asio::awaitable<Outcome> ApiHandlers::ExecuteBatch(HttpExchange& ex, const Runne
 }
 
 asio::awaitable<Outcome> ApiHandlers::ExecuteStream(HttpExchange& ex, const Runner& run) {
-  // Built before co_await: GCC 12 miscompiles braced string-literal temporaries in a co_await.
-  HeaderList headers{{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
-  Status began = co_await ex.BeginStream(200, std::move(headers));
-  if (!began.ok()) co_return Outcome::kError;
-
-  auto executor = co_await asio::this_coro::executor;
+  SseStream stream(ex);
+  if (!co_await stream.Begin()) co_return Outcome::kError;
   Utf8Stream out(config_.max_output_bytes), err(config_.max_output_bytes);
-  std::deque<std::string> frames;
-  AsyncEvent wake(executor), drained(executor);
-  bool finished = false, writer_done = false, gone = false;
   std::function<void()> kill;
-  auto client_gone = [&] {
-    gone = true;
+  stream.OnGone([&] {
     if (kill) kill();
-  };
+  });
   auto push = [&](bool is_stderr, const std::string& text) {
-    if (text.empty()) return;
-    frames.push_back(SseFrame("output", SseOutputData(is_stderr, text)));
-    wake.Notify();
+    if (!text.empty()) stream.Push(SseFrame("output", SseOutputData(is_stderr, text)));
   };
-  // The writer sends frames as they are queued; the program never waits on the client.
-  asio::co_spawn(
-      executor,
-      [&]() -> asio::awaitable<void> {
-        for (;;) {
-          while (!frames.empty()) {
-            std::string frame = std::move(frames.front());
-            frames.pop_front();
-            if (!gone && !(co_await ex.WriteStream(std::move(frame))).ok()) client_gone();
-          }
-          if (finished) break;
-          co_await wake.Wait();
-        }
-        writer_done = true;
-        drained.Notify();
-      },
-      asio::detached);
-
-  ex.WatchClient(client_gone);
+  ex.WatchClient([&] { stream.MarkGone(); });
   OutputSink sink = [&](StreamKind kind, std::string_view data) {
     bool is_stderr = kind == StreamKind::kStderr;
     push(is_stderr, (is_stderr ? err : out).Push(data));
   };
   KillHook on_sandbox = [&](std::function<void()> k) {
     kill = std::move(k);
-    if (gone) kill();
+    if (stream.gone()) kill();
   };
   auto outcome = co_await run(std::move(sink), on_sandbox);
   co_await ex.UnwatchClient();
@@ -155,7 +122,7 @@ asio::awaitable<Outcome> ApiHandlers::ExecuteStream(HttpExchange& ex, const Runn
   Outcome metric_outcome = Outcome::kError;
   if (auto* e = std::get_if<ApiError>(&outcome)) {
     metric_outcome = OutcomeOf(*e);
-    frames.push_back(SseFrame("error", "{\"message\":" + JsonQuote(e->detail) + "}"));
+    stream.Push(SseFrame("error", "{\"message\":" + JsonQuote(e->detail) + "}"));
   } else {
     const auto& result = std::get<ExecutionResult>(outcome);
     metric_outcome = OutcomeOf(result);
@@ -163,12 +130,9 @@ asio::awaitable<Outcome> ApiHandlers::ExecuteStream(HttpExchange& ex, const Runn
     OutputSummary summary{
         nullptr, nullptr, out.truncated(), err.truncated(),
         ComputeVerdict(result.run, result.resources, truncated, config_.cpu_time_limit_sec)};
-    frames.push_back(SseFrame("result", ExecuteResultJson(result, summary)));
+    stream.Push(SseFrame("result", ExecuteResultJson(result, summary)));
   }
-  finished = true;
-  wake.Notify();
-  while (!writer_done) co_await drained.Wait();
-  if (!gone) co_await ex.EndStream();
+  co_await stream.Finish();
   co_return metric_outcome;
 }
 

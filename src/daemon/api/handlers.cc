@@ -53,6 +53,12 @@ std::span<const ApiHandlers::Route> ApiHandlers::Routes() {
       {"POST", "/v1/sessions/{session_id}/execute/stream", &ApiHandlers::SessionExecuteStream},
       {"GET", "/v1/sessions/{session_id}/files", &ApiHandlers::SessionFiles},
       {"POST", "/v1/sessions/{session_id}/files", &ApiHandlers::SessionStageFiles},
+      {"GET", "/v1/tools", &ApiHandlers::Tools},
+      {"POST", "/v1/agent/solve", &ApiHandlers::SolveBatchRoute},
+      {"POST", "/v1/agent/solve/stream", &ApiHandlers::SolveStreamRoute},
+      {"POST", "/mcp", &ApiHandlers::Mcp},
+      {"GET", "/mcp", &ApiHandlers::Mcp},
+      {"DELETE", "/mcp", &ApiHandlers::Mcp},
   };
   return kRoutes;
 }

@@ -1,10 +1,11 @@
 // The REST API of docs/api.md: one route table (Routes()) and one handler set per resource
-// (health_handlers.cc, execute_handlers.cc, file_handlers.cc, session_handlers.cc). Handlers
-// speak HttpExchange, never Beast.
+// (health_handlers.cc, execute_handlers.cc, file_handlers.cc, session_handlers.cc,
+// agent_handlers.cc, mcp_handlers.cc). Handlers speak HttpExchange, never Beast.
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -17,10 +18,15 @@
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
 #include "daemon/http/http_exchange.h"
+#include "daemon/mcp/mcp_server.h"
 #include "daemon/service/admission.h"
 #include "daemon/service/execution_service.h"
 #include "daemon/service/metrics.h"
 #include "daemon/sessions/session_manager.h"
+#include "daemon/tools/program_runner.h"
+#include "daemon/tools/sandbox_tools.h"
+#include "daemon/tools/solve_loop.h"
+#include "llm/provider.h"
 
 namespace ci::daemon {
 
@@ -38,6 +44,8 @@ class ApiHandlers {
   void SetDeployment(std::function<DeploymentInfo()> deployment) {
     deployment_ = std::move(deployment);
   }
+  // The model of the agent loop (solve, solve_task); nullptr: none configured (503).
+  void SetModel(llm::Provider* model);
 
   // A handler gets the exchange and the value of its path's `{...}` segment ("" when none).
   using Handler = asio::awaitable<void> (ApiHandlers::*)(HttpExchange&, const std::string&);
@@ -90,6 +98,15 @@ class ApiHandlers {
   asio::awaitable<void> SessionFiles(HttpExchange& ex, const std::string& id);
   asio::awaitable<void> SessionStageFiles(HttpExchange& ex, const std::string& id);
 
+  // The tools and the agent loop (agent_handlers.cc).
+  asio::awaitable<void> Tools(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> SolveBatchRoute(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> SolveStreamRoute(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> Solve(HttpExchange& ex, bool stream);
+  asio::awaitable<void> SolveStream(HttpExchange& ex, const SolveRequest& request);
+  // The MCP endpoint, every method (mcp_handlers.cc).
+  asio::awaitable<void> Mcp(HttpExchange& ex, const std::string&);
+
   // Shared by the handlers (handlers.cc).
   // An execution slot, or nullopt after answering 429.
   asio::awaitable<std::optional<Admission::Permit>> Admit(HttpExchange& ex, Operation op);
@@ -110,6 +127,10 @@ class ApiHandlers {
   Status health_;
   ApiKeys* keys_ = nullptr;
   std::function<DeploymentInfo()> deployment_;
+  ProgramRunner runner_{service_, &admission_};  // the tools' programs
+  std::unique_ptr<SolveLoop> solver_;            // with a model only
+  SandboxTools tools_{runner_, nullptr};
+  McpServer mcp_{tools_, CI_VERSION};
   // Whether a request to `pattern` needs a key (when keys are set): all but the probes.
   bool NeedsKey(std::string_view pattern) const;
 };

@@ -1,5 +1,7 @@
 #include "daemon/api/request_parsing.h"
 
+#include <algorithm>
+
 #include "core/json.h"
 
 namespace ci::daemon {
@@ -120,6 +122,31 @@ Result<std::vector<FileRef>> ParseStageFilesRequest(std::string_view body) {
   std::vector<FileRef> files;
   if (Status s = ParseFiles(it->value, files); !s.ok()) return s;
   return files;
+}
+
+Result<SolveRequest> ParseSolveRequest(std::string_view body, int64_t max_timeout_ms) {
+  rapidjson::Document doc;
+  if (Status s = ParseObject(body, doc); !s.ok()) return s;
+  SolveRequest r;
+  Result<std::string> task = RequiredString(doc, "task");
+  if (!task.ok()) return task.status();
+  r.task = std::move(task).value();
+  if (r.task.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return Status::Error("Field 'task' must not be empty.");
+  }
+  if (auto it = doc.FindMember("language"); it != doc.MemberEnd()) {
+    if (!it->value.IsString()) return Status::Error("Field 'language' must be a string.");
+    r.language = Str(it->value);
+  }
+  if (auto it = doc.FindMember("max_attempts"); it != doc.MemberEnd()) {
+    if (!it->value.IsInt64() || it->value.GetInt64() < 1 || it->value.GetInt64() > 10) {
+      return Status::Error("max_attempts must be an integer between 1 and 10.");
+    }
+    r.max_attempts = static_cast<int>(it->value.GetInt64());
+  }
+  r.timeout_ms = std::min(DefaultSolveTimeoutMs(r.language), max_timeout_ms);
+  if (Status s = ParseTimeout(doc, max_timeout_ms, &r.timeout_ms); !s.ok()) return s;
+  return r;
 }
 
 }  // namespace ci::daemon

@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "daemon/service/requests.h"
+#include "daemon/tools/solve_loop.h"
 
 namespace ci::daemon {
 
@@ -21,5 +22,9 @@ Result<BashRequest> ParseBashRequest(std::string_view body, int64_t max_timeout_
 
 // POST /v1/sessions/{id}/files: {"files": [...]} (required).
 Result<std::vector<FileRef>> ParseStageFilesRequest(std::string_view body);
+
+// POST /v1/agent/solve: {"task"} (required, not empty), "language", "max_attempts" (1..10),
+// "timeout_ms" (each run; default DefaultSolveTimeoutMs of the language).
+Result<SolveRequest> ParseSolveRequest(std::string_view body, int64_t max_timeout_ms);
 
 }  // namespace ci::daemon

@@ -1,5 +1,6 @@
 #include "daemon/api/routes.h"
 
+#include <algorithm>
 #include <cctype>
 #include <vector>
 
@@ -53,6 +54,23 @@ std::string PercentDecode(std::string_view s) {
     }
   }
   return out;
+}
+
+std::optional<std::string> QueryParameter(std::string_view target, std::string_view name) {
+  size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    size_t eq = pair.find('=');
+    if (pair.substr(0, eq) != name) continue;
+    std::string value(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
+    std::replace(value.begin(), value.end(), '+', ' ');
+    return PercentDecode(value);
+  }
+  return std::nullopt;
 }
 
 }  // namespace ci::daemon

@@ -15,4 +15,8 @@ std::optional<std::string> MatchPath(std::string_view pattern, std::string_view 
 // "%2F" -> "/"; a malformed escape is kept as it is.
 std::string PercentDecode(std::string_view s);
 
+// The value of query parameter `name` in a request target ("/v1/tools?format=gemini"),
+// percent-decoded ('+' is a space); the first when repeated; nullopt when absent.
+std::optional<std::string> QueryParameter(std::string_view target, std::string_view name);
+
 }  // namespace ci::daemon

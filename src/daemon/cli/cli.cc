@@ -7,19 +7,15 @@
 #include <boost/asio/io_context.hpp>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 
-#include "daemon/backends/local_options.h"
+#include "daemon/cli/local_service.h"
 #include "daemon/cli/logging.h"
 #include "daemon/config/config.h"
-#include "daemon/files/file_store.h"
 #include "daemon/service/execution_service.h"
-#include "daemon/service/hardening.h"
-#include "runtime/local_executor.h"
 
 namespace ci::daemon {
 namespace {
@@ -92,22 +88,13 @@ int RunCommand(int argc, char** argv) {
     return 2;
   }
   SetupLogging("warn", config->log_format);
-  auto seccomp = LoadSeccompProfile(*config);
-  if (!seccomp.ok()) {
-    std::fprintf(stderr, "code-interpreter: %s\n", seccomp.status().message().c_str());
+  auto local = LocalService::Create(*config);
+  if (!local.ok()) {
+    std::fprintf(stderr, "code-interpreter run: %s\n", local.status().message().c_str());
     return 2;
   }
-  // A private, throw-away store: `run` keeps nothing the program writes.
-  std::string dir = (std::filesystem::temp_directory_path() / "code-interpreter-run-XXXXXX");
-  if (mkdtemp(dir.data()) == nullptr) {
-    std::perror("code-interpreter run: mkdtemp");
-    return 1;
-  }
-  auto store = FileStore::Open(dir + "/store");
-  if (!store.ok()) {
-    std::fprintf(stderr, "code-interpreter run: %s\n", store.status().message().c_str());
-    return 1;
-  }
+  ExecutionService& service = (*local)->service();
+  asio::io_context& io = (*local)->io();
 
   ExecuteRequest request;
   request.code = args->code;
@@ -119,11 +106,6 @@ int RunCommand(int argc, char** argv) {
     request.stdin_data = in.str();
   }
 
-  asio::io_context io(1);
-  runtime::LocalExecutorOptions options = LocalOptionsFromConfig(*config);
-  options.fork_server = false;  // one execution: loading Python ahead would only add to it
-  auto executor = runtime::MakeLocalExecutor(io.get_executor(), options);
-  ExecutionService service(*config, *executor, **store, std::move(seccomp).value());
   int exit_code = 1;
   auto plan = service.Plan(request, /*client=*/"");
   if (auto* err = std::get_if<ApiError>(&plan)) {
@@ -152,8 +134,6 @@ int RunCommand(int argc, char** argv) {
         asio::detached);
     io.run();
   }
-  store->reset();
-  std::filesystem::remove_all(dir);
   return exit_code;
 }
 

@@ -14,6 +14,7 @@ constexpr const char* kUsage =
     "usage: code-interpreter [serve]             run the daemon (configured by environment)\n"
     "       code-interpreter run [--language L] [--timeout-ms N] (-c CODE | FILE | -)\n"
     "                                            run one program in a local sandbox\n"
+    "       code-interpreter ask QUESTION        a model answers, running programs for it\n"
     "       code-interpreter doctor              check the host for sandboxes (exit 1 on FAIL)\n"
     "       code-interpreter version             print the version\n";
 
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
     return ci::daemon::Serve();
   }
   if (cmd == "run") return ci::daemon::RunCommand(argc - 2, argv + 2);
+  if (cmd == "ask") return ci::daemon::AskCommand(argc - 2, argv + 2);
   if (cmd == "doctor") return ci::daemon::DoctorCommand(argc - 2, argv + 2);
   if (cmd == "version" || cmd == "--version") {
     std::printf("code-interpreter %s\n", CI_VERSION);

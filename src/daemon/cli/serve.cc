@@ -19,6 +19,7 @@
 #include "daemon/cli/cli.h"
 #include "daemon/cli/daemon.h"
 #include "daemon/cli/logging.h"
+#include "daemon/cli/model_setup.h"
 #include "daemon/cli/systemd_notify.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
@@ -135,6 +136,12 @@ int Serve() {
   }
   const Config& c = *config;
   SetupLogging(c.log_level, c.log_format);
+  // First: the key leaves the environment before any child (a nested dockerd) could inherit it.
+  auto model_config = LoadModelConfig(c);
+  if (!model_config.ok()) {
+    spdlog::critical("{}", model_config.status().message());
+    return 2;
+  }
   auto store = FileStore::Open(c.file_storage_dir, c.file_storage_max_mb << 20);
   if (!store.ok()) {
     spdlog::critical("FILE_STORAGE_DIR: {}", store.status().message());
@@ -174,8 +181,11 @@ int Serve() {
     }
     keys = std::move(opened).value();
   }
+  std::unique_ptr<llm::Provider> model;
+  if (model_config->configured()) model = llm::MakeProvider(io.get_executor(), *model_config);
   Daemon daemon(io, resolved, *executor, **store, std::move(seccomp).value());
   daemon.handlers().SetApiKeys(keys.get());
+  daemon.handlers().SetModel(model.get());
   daemon.handlers().SetDeployment([&booted] { return booted->Info(); });
   ExecutionService& service = daemon.service();
   // Before any sandbox exists (the warm pool starts below): the report is of this very spec.
@@ -205,6 +215,13 @@ int Serve() {
   } else if (!ep.address().is_loopback()) {
     spdlog::warn("no API_KEYS_FILE: anyone who reaches port {} may run code (README \"API keys\")",
                  ep.port());
+  }
+  if (model) {
+    spdlog::info("agent loop: {}", DescribeModel(*model_config));
+  } else {
+    spdlog::info(
+        "agent loop off (no LLM_PROVIDER): /v1/agent/solve answers 503, solve_task is "
+        "not offered (README \"The agent loop\")");
   }
 
   asio::co_spawn(

@@ -1,0 +1,475 @@
+#include "daemon/mcp/mcp_server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <exception>
+
+#include "core/json.h"
+#include "core/random.h"
+
+namespace ci::daemon {
+namespace {
+
+// JSON-RPC 2.0's codes, and the two that the MCP SDKs use for the transport's own refusals.
+constexpr int kParseError = -32700;
+constexpr int kInvalidRequest = -32600;
+constexpr int kMethodNotFound = -32601;
+constexpr int kInvalidParams = -32602;
+constexpr int kInternalError = -32603;
+constexpr int kTransportError = -32000;
+constexpr int kSessionNotFound = -32001;
+
+constexpr std::string_view kNullId = "null";
+constexpr size_t kSessionIdBytes = 16;
+// structuredContent is in the CallToolResult of this revision on; older clients do not know it.
+constexpr std::string_view kStructuredContentSince = "2025-06-18";
+constexpr std::string_view kInstructions =
+    "execute_code runs a program (Python, bash, JavaScript or Go) in a throw-away sandbox and "
+    "returns its output, exit status and verdict; solve_task, when this server offers it, has a "
+    "model write and run code until a task is solved.";
+
+// Enough of a session id to follow it through the log, not enough to use it.
+std::string ShortId(std::string_view session_id) {
+  return std::string(session_id.substr(0, 8)) + "...";
+}
+
+std::string ValueJson(const rapidjson::Value& v) {
+  return JsonText([&](JsonWriter& w) { v.Accept(w); });
+}
+
+std::string ErrorJson(std::string_view id_json, int code, std::string_view message) {
+  return JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    WriteField(w, "jsonrpc", "2.0");
+    w.Key("id");
+    w.RawValue(id_json.data(), id_json.size(), rapidjson::kObjectType);
+    w.Key("error");
+    w.StartObject();
+    w.Key("code");
+    w.Int(code);
+    WriteField(w, "message", message);
+    w.EndObject();
+    w.EndObject();
+  });
+}
+
+std::string ResultJson(std::string_view id_json, std::string_view result_json) {
+  return JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    WriteField(w, "jsonrpc", "2.0");
+    w.Key("id");
+    w.RawValue(id_json.data(), id_json.size(), rapidjson::kObjectType);
+    w.Key("result");
+    w.RawValue(result_json.data(), result_json.size(), rapidjson::kObjectType);
+    w.EndObject();
+  });
+}
+
+McpHttpResponse JsonAnswer(int status, std::string body) {
+  McpHttpResponse answer;
+  answer.status = status;
+  answer.content_type = "application/json";
+  answer.body = std::move(body);
+  return answer;
+}
+
+McpHttpResponse EmptyAnswer(int status) {
+  McpHttpResponse answer;
+  answer.status = status;
+  return answer;
+}
+
+McpHttpResponse ErrorAnswer(int status, std::string_view id_json, int code,
+                            std::string_view message) {
+  return JsonAnswer(status, ErrorJson(id_json, code, message));
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// Lenient, so that curl and hand-written clients work: only an Accept header that lists media
+// ranges none of which covers application/json is refused.
+bool AcceptsJson(std::string_view accept) {
+  if (Trim(accept).empty()) return true;
+  while (!accept.empty()) {
+    size_t comma = accept.find(',');
+    std::string_view range = accept.substr(0, comma);
+    accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
+    range = Trim(range.substr(0, range.find(';')));
+    if (EqualsIgnoringCase(range, "application/json") ||
+        EqualsIgnoringCase(range, "application/*") || range == "*/*") {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The spec asks servers to check Origin against DNS rebinding: a page of another site whose name
+// now resolves to this host sends its own origin. Only browsers send Origin; the daemon serves
+// no CORS headers, so the only pages that may use /mcp are those of a loopback origin (a local
+// tool's UI).
+bool OriginAllowed(std::string_view origin) {
+  if (origin.empty()) return true;
+  size_t scheme_end = origin.find("://");
+  if (scheme_end == std::string_view::npos) return false;  // "null" and other opaque origins
+  std::string_view host = origin.substr(scheme_end + 3);
+  if (host.starts_with("[")) {
+    host = host.substr(0, host.find(']') + 1);
+  } else {
+    host = host.substr(0, host.find(':'));
+  }
+  bool ipv4_loopback =
+      host.starts_with("127.") && host.find_first_not_of("0123456789.") == std::string_view::npos;
+  return EqualsIgnoringCase(host, "localhost") || host == "[::1]" || ipv4_loopback;
+}
+
+bool IsSupportedVersion(std::string_view version) {
+  return std::find(std::begin(McpServer::kProtocolVersions), std::end(McpServer::kProtocolVersions),
+                   version) != std::end(McpServer::kProtocolVersions);
+}
+
+std::string SupportedVersionsText() {
+  std::string out;
+  for (std::string_view v : McpServer::kProtocolVersions) {
+    if (!out.empty()) out += ", ";
+    out += v;
+  }
+  return out;
+}
+
+// MCP's ids are strings or integers, never null (unlike plain JSON-RPC).
+bool IsValidId(const rapidjson::Value& id) {
+  return id.IsString() || id.IsInt64() || id.IsUint64();
+}
+
+}  // namespace
+
+McpServer::McpServer(ToolSet& tools, std::string server_version, size_t max_sessions)
+    : tools_(tools),
+      server_version_(std::move(server_version)),
+      max_sessions_(std::max<size_t>(max_sessions, 1)) {}
+
+boost::asio::awaitable<McpHttpResponse> McpServer::Handle(const McpHttpRequest& request) {
+  if (!OriginAllowed(request.origin)) {
+    co_return ErrorAnswer(403, kNullId, kTransportError,
+                          fmt::format("Forbidden: Origin '{}' is not a loopback origin; /mcp "
+                                      "refuses pages of other sites (DNS rebinding protection)",
+                                      request.origin));
+  }
+  if (request.method == "POST") co_return co_await HandlePost(request);
+  if (request.method == "DELETE") co_return HandleDelete(request);
+  McpHttpResponse refused = ErrorAnswer(
+      405, kNullId, kTransportError,
+      fmt::format("Method Not Allowed: /mcp answers POST (one JSON-RPC message) and DELETE (end "
+                  "a session), not {}; this server opens no SSE stream",
+                  request.method));
+  refused.headers.emplace_back("Allow", "POST, DELETE");
+  co_return refused;
+}
+
+boost::asio::awaitable<McpHttpResponse> McpServer::HandlePost(const McpHttpRequest& request) {
+  if (!AcceptsJson(request.accept)) {
+    co_return ErrorAnswer(406, kNullId, kTransportError,
+                          fmt::format("Not Acceptable: the answer is application/json, which the "
+                                      "Accept header '{}' does not allow",
+                                      request.accept));
+  }
+  rapidjson::Document message;
+  std::string why;
+  if (!ParseJson(request.body, message, why)) {
+    co_return ErrorAnswer(400, kNullId, kParseError, "Parse error: the body is not JSON: " + why);
+  }
+  if (message.IsArray()) {
+    co_return ErrorAnswer(400, kNullId, kInvalidRequest,
+                          "Invalid Request: batches are not supported (MCP 2025-06-18 removed "
+                          "JSON-RPC batching): send one message per request");
+  }
+  if (!message.IsObject()) {
+    co_return ErrorAnswer(400, kNullId, kInvalidRequest,
+                          "Invalid Request: a JSON-RPC message is an object");
+  }
+  const rapidjson::Value* id = message.HasMember("id") ? &message["id"] : nullptr;
+  std::string id_json = id && IsValidId(*id) ? ValueJson(*id) : std::string(kNullId);
+  if (!message.HasMember("jsonrpc") || !message["jsonrpc"].IsString() ||
+      std::string_view(message["jsonrpc"].GetString()) != "2.0") {
+    co_return ErrorAnswer(400, id_json, kInvalidRequest,
+                          "Invalid Request: \"jsonrpc\" must be \"2.0\"");
+  }
+  bool has_method = message.HasMember("method");
+  bool is_response =
+      !has_method && id && (message.HasMember("result") || message.HasMember("error"));
+  if (has_method && !message["method"].IsString()) {
+    co_return ErrorAnswer(400, id_json, kInvalidRequest,
+                          "Invalid Request: \"method\" must be a string");
+  }
+  if (!has_method && !is_response) {
+    co_return ErrorAnswer(400, id_json, kInvalidRequest,
+                          "Invalid Request: neither a request nor a notification (\"method\") nor "
+                          "a response (\"id\" with \"result\" or \"error\")");
+  }
+  if (id && !IsValidId(*id)) {
+    co_return ErrorAnswer(400, kNullId, kInvalidRequest,
+                          "Invalid Request: \"id\" must be a string or an integer");
+  }
+  bool is_request = has_method && id;
+  std::string method = has_method ? message["method"].GetString() : std::string();
+  const rapidjson::Value* params = message.HasMember("params") ? &message["params"] : nullptr;
+  if (is_request && params && !params->IsObject()) {
+    co_return JsonAnswer(
+        200, ErrorJson(id_json, kInvalidParams,
+                       fmt::format("Invalid params: the params of {} must be an object", method)));
+  }
+  if (is_request && method == "initialize") {
+    co_return Initialize(id_json, params, request.client);
+  }
+
+  if (request.session_id.empty()) {
+    co_return ErrorAnswer(400, id_json, kTransportError,
+                          "Bad Request: no Mcp-Session-Id header; send initialize first and "
+                          "then the session id it answered with every request");
+  }
+  Session* session = FindSession(request.session_id, request.client);
+  if (!session) {
+    co_return ErrorAnswer(404, id_json, kSessionNotFound,
+                          "Session not found: it ended, was never opened, or belongs to "
+                          "another client; send initialize to open a new one");
+  }
+  if (!request.protocol_version.empty() && !IsSupportedVersion(request.protocol_version)) {
+    co_return ErrorAnswer(
+        400, id_json, kTransportError,
+        fmt::format("Bad Request: unsupported MCP-Protocol-Version header '{}'; supported: {}",
+                    request.protocol_version, SupportedVersionsText()));
+  }
+  // Notifications (notifications/initialized, notifications/cancelled, ...) and the client's
+  // responses need no answer; this server sends no requests of its own to be answered.
+  if (!is_request) co_return EmptyAnswer(202);
+
+  RpcAnswer answer;
+  if (method == "ping") {
+    answer.result_json = "{}";
+  } else if (method == "tools/list") {
+    answer = ListTools();
+  } else if (method == "tools/call") {
+    answer = co_await CallTool(params, session->protocol_version, request.client);
+  } else {
+    answer = Failed(kMethodNotFound, fmt::format("Method not found: '{}' (this server "
+                                                 "offers initialize, ping, tools/list "
+                                                 "and tools/call)",
+                                                 method));
+  }
+  co_return JsonAnswer(200, answer.error
+                                ? ErrorJson(id_json, answer.error->code, answer.error->message)
+                                : ResultJson(id_json, answer.result_json));
+}
+
+McpHttpResponse McpServer::HandleDelete(const McpHttpRequest& request) {
+  if (request.session_id.empty()) {
+    return ErrorAnswer(400, kNullId, kTransportError,
+                       "Bad Request: DELETE ends the session named by the Mcp-Session-Id "
+                       "header, and there is none");
+  }
+  Session* session = FindSession(request.session_id, request.client);
+  if (!session) {
+    return ErrorAnswer(404, kNullId, kSessionNotFound,
+                       "Session not found: it ended, was never opened, or belongs to another "
+                       "client");
+  }
+  spdlog::info("MCP session {} ended by its client", ShortId(session->id));
+  auto it = sessions_by_id_.find(session->id);
+  sessions_.erase(it->second);
+  sessions_by_id_.erase(it);
+  return EmptyAnswer(200);
+}
+
+McpHttpResponse McpServer::Initialize(const std::string& id_json, const rapidjson::Value* params,
+                                      const std::string& client) {
+  if (!params || !params->HasMember("protocolVersion") ||
+      !(*params)["protocolVersion"].IsString()) {
+    return JsonAnswer(200, ErrorJson(id_json, kInvalidParams,
+                                     "Invalid params: initialize needs params.protocolVersion, "
+                                     "a string such as \"2025-06-18\""));
+  }
+  std::string asked = (*params)["protocolVersion"].GetString();
+  std::string version =
+      IsSupportedVersion(asked) ? asked : std::string(McpServer::kProtocolVersions[0]);
+  Session* session = OpenSession(version, client);
+  if (!session) {
+    return ErrorAnswer(500, id_json, kInternalError,
+                       "Internal error: no random bytes for a session id (getrandom failed)");
+  }
+  std::string result = JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    WriteField(w, "protocolVersion", version);
+    w.Key("capabilities");
+    w.StartObject();
+    w.Key("tools");
+    w.StartObject();
+    w.Key("listChanged");
+    w.Bool(false);
+    w.EndObject();
+    w.EndObject();
+    w.Key("serverInfo");
+    w.StartObject();
+    WriteField(w, "name", "code-interpreter");
+    WriteField(w, "version", server_version_);
+    w.EndObject();
+    WriteField(w, "instructions", kInstructions);
+    w.EndObject();
+  });
+  McpHttpResponse answer = JsonAnswer(200, ResultJson(id_json, result));
+  answer.headers.emplace_back("Mcp-Session-Id", session->id);
+  return answer;
+}
+
+McpServer::RpcAnswer McpServer::ListTools() const {
+  RpcAnswer answer;
+  std::string failure;
+  answer.result_json = JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    w.Key("tools");
+    w.StartArray();
+    for (const llm::ToolDeclaration& tool : tools_.Declarations()) {
+      rapidjson::Document schema;
+      std::string why;
+      if (!ParseJson(tool.parameters_json, schema, why) || !schema.IsObject()) {
+        failure = fmt::format(
+            "Internal error: the input schema of tool '{}' is not a JSON "
+            "object{}",
+            tool.name, why.empty() ? "" : ": " + why);
+        continue;
+      }
+      w.StartObject();
+      WriteField(w, "name", tool.name);
+      WriteField(w, "description", tool.description);
+      w.Key("inputSchema");
+      schema.Accept(w);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  });
+  if (!failure.empty()) {
+    spdlog::error("MCP tools/list: {}", failure);
+    answer.error = RpcError{kInternalError, failure};
+  }
+  return answer;
+}
+
+boost::asio::awaitable<McpServer::RpcAnswer> McpServer::CallTool(const rapidjson::Value* params,
+                                                                 std::string protocol_version,
+                                                                 std::string client) {
+  if (!params || !params->HasMember("name") || !(*params)["name"].IsString()) {
+    co_return Failed(kInvalidParams,
+                     "Invalid params: tools/call needs "
+                     "params.name, the tool's name");
+  }
+  std::string name = (*params)["name"].GetString();
+  std::string arguments = "{}";
+  if (params->HasMember("arguments")) {
+    const rapidjson::Value& given = (*params)["arguments"];
+    if (!given.IsObject()) {
+      co_return Failed(kInvalidParams, fmt::format("Invalid params: the arguments of tool "
+                                                   "'{}' must be an object",
+                                                   name));
+    }
+    arguments = ValueJson(given);
+  }
+  std::vector<llm::ToolDeclaration> declarations = tools_.Declarations();
+  bool known = std::any_of(declarations.begin(), declarations.end(),
+                           [&](const llm::ToolDeclaration& d) { return d.name == name; });
+  if (!known) {
+    std::string offered;
+    for (const llm::ToolDeclaration& d : declarations) {
+      offered += (offered.empty() ? "" : ", ") + d.name;
+    }
+    co_return Failed(kInvalidParams,
+                     fmt::format("Unknown tool: '{}' (this server offers: {})", name, offered));
+  }
+
+  ToolOutcome outcome;
+  try {
+    outcome = co_await tools_.Call(name, arguments, client);
+  } catch (const std::exception& e) {
+    spdlog::error("MCP tools/call {} failed: {}", name, e.what());
+    co_return Failed(kInternalError,
+                     fmt::format("Internal error: tool '{}' failed: {}", name, e.what()));
+  }
+
+  rapidjson::Document structured;
+  bool with_structured = false;
+  if (!outcome.is_error && protocol_version >= kStructuredContentSince) {
+    std::string why;
+    with_structured = ParseJson(outcome.result_json, structured, why) && structured.IsObject();
+    if (!with_structured) {
+      spdlog::error(
+          "MCP tools/call {}: its result is not a JSON object ({}); answered without "
+          "structuredContent",
+          name, why.empty() ? "another JSON type" : why);
+    }
+  }
+  RpcAnswer answer;
+  answer.result_json = JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    w.Key("content");
+    w.StartArray();
+    w.StartObject();
+    WriteField(w, "type", "text");
+    WriteField(w, "text", outcome.text);
+    w.EndObject();
+    w.EndArray();
+    if (with_structured) {
+      w.Key("structuredContent");
+      structured.Accept(w);
+    }
+    w.Key("isError");
+    w.Bool(outcome.is_error);
+    w.EndObject();
+  });
+  co_return answer;
+}
+
+McpServer::RpcAnswer McpServer::Failed(int code, std::string message) {
+  RpcAnswer answer;
+  answer.error = RpcError{code, std::move(message)};
+  return answer;
+}
+
+McpServer::Session* McpServer::FindSession(std::string_view id, const std::string& client) {
+  auto it = sessions_by_id_.find(std::string(id));
+  if (it == sessions_by_id_.end() || it->second->client != client) return nullptr;
+  sessions_.splice(sessions_.begin(), sessions_, it->second);
+  return &*it->second;
+}
+
+McpServer::Session* McpServer::OpenSession(std::string protocol_version,
+                                           const std::string& client) {
+  std::string id = RandomHex(kSessionIdBytes);
+  if (id.empty()) return nullptr;
+  if (sessions_.size() >= max_sessions_) {
+    spdlog::info("MCP session {} evicted: {} sessions are open, the most kept",
+                 ShortId(sessions_.back().id), sessions_.size());
+    sessions_by_id_.erase(sessions_.back().id);
+    sessions_.pop_back();
+  }
+  sessions_.push_front(
+      Session{.id = id, .protocol_version = std::move(protocol_version), .client = client});
+  sessions_by_id_.emplace(std::move(id), sessions_.begin());
+  spdlog::info("MCP session {} opened (protocol {}){}", ShortId(sessions_.front().id),
+               sessions_.front().protocol_version, client.empty() ? "" : " by " + client);
+  return &sessions_.front();
+}
+
+}  // namespace ci::daemon
