@@ -186,7 +186,9 @@ def scanned_files(root):
             yield path
     for top in SCANNED:
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "golden")
+            # node_modules: installed packages (tests/mcp), not the project's documents.
+            dirnames[:] = sorted(d for d in dirnames
+                                 if not d.startswith(".") and d not in ("golden", "node_modules"))
             for f in sorted(filenames):
                 path = os.path.join(dirpath, f)
                 if os.path.splitext(f)[1] in TEXT_SUFFIXES and \

@@ -22,7 +22,7 @@ bool Under(const std::filesystem::path& path, const std::filesystem::path& dir) 
 
 Result<std::string> ReadKeyFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Errno("LLM_API_KEY_FILE: cannot read " + path, errno);
+  if (!in) return Status::Errno("cannot read " + path, errno);
   std::stringstream text;
   text << in.rdbuf();
   return text.str();

@@ -22,7 +22,7 @@ struct ProgramRequest {
   std::string client;  // whose files the outputs become
 };
 
-// What a program did, as the API reports an execution (docs/api.md "Execute").
+// What a program did, as the API reports an execution (docs/api.md "POST /v1/execute").
 struct ProgramResult {
   std::string stdout_text;
   std::string stderr_text;

@@ -1,4 +1,4 @@
-// The agent loop's answer as JSON (docs/api.md "Agent"): one attempt, the whole outcome, and an
+// The agent loop's answer as JSON (docs/api.md "The agent loop"): one attempt, the whole outcome, and an
 // error that keeps the attempts made before it.
 #pragma once
 
