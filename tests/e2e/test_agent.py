@@ -83,6 +83,22 @@ def _key_file(name, key):
     return path
 
 
+
+def not_in_dind(cls):
+    """Docker-in-Docker runs one daemon at a time, each start a nested dockerd: there only
+    OpenAIAgentTest's daemon runs (the image's binary reaching a model through the nested
+    sandboxes); the other configurations' code is the same and runs in every other suite."""
+    inherited = cls.setUpClass.__func__
+
+    def set_up_class(klass):
+        if Config.one_daemon_at_a_time:
+            raise unittest.SkipTest("Docker-in-Docker: one daemon at a time (see not_in_dind)")
+        inherited(klass)
+
+    cls.setUpClass = classmethod(set_up_class)
+    return cls
+
+
 class Setup:
     """One configuration: a scripted server, its key and how the daemon gets it."""
 
@@ -737,18 +753,21 @@ class OpenAIAgentTest(SolveTests, KeyTests, BodyValidationTests, AgentCase):
     daemon_env = OPENAI.env()
 
 
+@not_in_dind
 class GeminiAgentTest(SolveTests, KeyTests, AgentCase):
     """Gemini's generateContent, the key in LLM_API_KEY_FILE."""
     setup = GEMINI
     daemon_env = GEMINI.env()
 
 
+@not_in_dind
 class OpenAIKeyFileTest(KeyTests, AgentCase):
     """The other key source for each provider: OpenAI's from LLM_API_KEY_FILE."""
     setup = OPENAI_FILE
     daemon_env = OPENAI_FILE.env(**NO_WARM_POOL)
 
 
+@not_in_dind
 class GeminiKeyInlineTest(KeyTests, AgentCase):
     """... and Gemini's from LLM_API_KEY."""
     setup = GEMINI_INLINE
@@ -796,11 +815,13 @@ class TimeoutTests:
         self.assertLess(res.elapsed, self.BOUND_S)
 
 
+@not_in_dind
 class OpenAITimeoutTest(TimeoutTests, AgentCase):
     setup = OPENAI_SLOW
     daemon_env = OPENAI_SLOW.env(LLM_TIMEOUT_SEC="1", **NO_WARM_POOL)
 
 
+@not_in_dind
 class GeminiTimeoutTest(TimeoutTests, AgentCase):
     setup = GEMINI_SLOW
     daemon_env = GEMINI_SLOW.env(LLM_TIMEOUT_SEC="1", **NO_WARM_POOL)
@@ -830,18 +851,21 @@ class TrustedTlsTests:
         self.assertKeyHeader(self.requests()[0])
 
 
+@not_in_dind
 class TrustedTlsOpenAITest(TrustedTlsTests, TlsCase):
     setup = OPENAI_TLS
     daemon_env = (OPENAI_TLS.env(SSL_CERT_FILE=OPENAI_TLS.model.ca_file, **NO_WARM_POOL)
                   if OPENAI_TLS else {})
 
 
+@not_in_dind
 class TrustedTlsGeminiTest(TrustedTlsTests, TlsCase):
     setup = GEMINI_TLS
     daemon_env = (GEMINI_TLS.env(SSL_CERT_FILE=GEMINI_TLS.model.ca_file, **NO_WARM_POOL)
                   if GEMINI_TLS else {})
 
 
+@not_in_dind
 class UntrustedTlsTest(TlsCase):
     """The same server, its CA not trusted: the certificate is refused (a 502 that says so)
     and no request (no key) reaches it."""
@@ -861,6 +885,7 @@ UNREACHABLE_ENV = {"LLM_PROVIDER": "openai", "LLM_MODEL": MODEL_NAME,
                    "LLM_API_KEY": _new_key("unreachable"), **NO_WARM_POOL}
 
 
+@not_in_dind
 class UnreachableModelTest(E2ETestCase):
     """A base URL where nothing listens: the refused connection is a 502."""
     daemon_env = UNREACHABLE_ENV
@@ -881,6 +906,7 @@ class UnreachableModelTest(E2ETestCase):
 NO_MODEL_ENV = {"LLM_PROVIDER": "", **NO_WARM_POOL}
 
 
+@not_in_dind
 class NoModelTest(E2ETestCase):
     """Without LLM_PROVIDER: execute_code is offered, solve_task is not, and the loop is a
     503 that says what to configure."""
