@@ -83,7 +83,6 @@ def _key_file(name, key):
     return path
 
 
-
 def not_in_dind(cls):
     """Docker-in-Docker runs one daemon at a time, each start a nested dockerd: there only
     OpenAIAgentTest's daemon runs (the image's binary reaching a model through the nested
