@@ -48,11 +48,19 @@ TEST(BuildProgram, GoBuildsTheWorkspaceModuleThenExecsTheProgram) {
   ASSERT_EQ(p->argv.size(), 3u);
   EXPECT_EQ(p->argv[0], "/bin/sh");
   const std::string& script = p->argv[2];
+  // The usual program: the toolchain's compile and link against the precompiled library.
+  EXPECT_NE(script.find("readlink -f /usr/bin/go"), std::string::npos) << script;
+  EXPECT_NE(script.find("\"$t/compile\" -p main -complete -importcfg"), std::string::npos);
+  EXPECT_NE(script.find("\"$t/link\" -importcfg \"$b/importcfg\" -s -w"), std::string::npos);
+  // Anything else: go build of the module.
   EXPECT_NE(script.find("/usr/bin/go build -o \"$b/main\" -ldflags='-s -w' ."), std::string::npos)
       << script;
-  EXPECT_NE(script.find("GOFLAGS=-pkgdir=" + std::string(kGoStdDir) + "/pkg"), std::string::npos);
+  EXPECT_NE(script.find("s=" + std::string(kGoStdDir) + "/pkg;"), std::string::npos);
+  EXPECT_NE(script.find("GOFLAGS=-pkgdir=$s "), std::string::npos);
   EXPECT_NE(script.find("CGO_ENABLED=0 GOPROXY=off"), std::string::npos);
-  EXPECT_NE(script.find("exit $s; fi; exec \"$b/main\""), std::string::npos);
+  EXPECT_EQ(script.find("@GO@"), std::string::npos);
+  EXPECT_EQ(script.find("@STD@"), std::string::npos);
+  EXPECT_TRUE(script.ends_with("exec \"$b/main\"")) << script;
   EXPECT_EQ(p->go, "");
   ASSERT_EQ(p->support_files.size(), 1u);
   EXPECT_EQ(p->support_files[0].path, "go.mod");
