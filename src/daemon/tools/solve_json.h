@@ -1,5 +1,5 @@
-// The agent loop's answer as JSON (docs/api.md "The agent loop"): one attempt, the whole outcome, and an
-// error that keeps the attempts made before it.
+// The agent loop's answer as JSON (docs/api.md "The agent loop"): one attempt, the whole
+// outcome, and an error that keeps the attempts made before it.
 #pragma once
 
 #include <string>
