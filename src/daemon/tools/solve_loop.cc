@@ -105,6 +105,14 @@ std::string JudgeRun(const ProgramResult& r, int64_t timeout_ms) {
 boost::asio::awaitable<SolveOutcome> SolveLoop::Solve(const SolveRequest& request,
                                                       const SolveHooks& hooks) {
   SolveOutcome outcome;
+  // A language that cannot run is refused before the model is asked for a program in it.
+  const ExecutionService& service = runner_.service();
+  auto runnable = BuildProgram(request.language, false, service.config().cpu_time_limit_sec,
+                               service.languages());
+  if (!runnable.ok()) {
+    outcome.error = ApiError{422, runnable.status().message()};
+    co_return outcome;
+  }
   std::vector<llm::Message> conversation;
   conversation.push_back({llm::Message::Role::kSystem, Instructions(request, runner_), {}, {}, {}});
   conversation.push_back({llm::Message::Role::kUser, request.task, {}, {}, {}});
