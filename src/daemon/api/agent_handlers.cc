@@ -19,12 +19,7 @@ std::string ProgramEventJson(const Attempt& a) {
     w.Key("attempt");
     w.Int(a.number);
     WriteField(w, "code", a.code);
-    w.Key("model_ms");
-    w.Int64(a.model_wall.count());
-    w.Key("prompt_tokens");
-    w.Int64(a.usage.prompt_tokens);
-    w.Key("completion_tokens");
-    w.Int64(a.usage.completion_tokens);
+    WriteModelCost(w, a);
     w.EndObject();
   });
 }

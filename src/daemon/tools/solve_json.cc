@@ -22,6 +22,15 @@ void WriteOptional(JsonWriter& w, std::string_view key, const std::optional<T>& 
 
 }  // namespace
 
+void WriteModelCost(JsonWriter& w, const Attempt& a) {
+  w.Key("model_ms");
+  w.Int64(a.model_wall.count());
+  w.Key("prompt_tokens");
+  w.Int64(a.usage.prompt_tokens);
+  w.Key("completion_tokens");
+  w.Int64(a.usage.completion_tokens);
+}
+
 void WriteAttempt(JsonWriter& w, const Attempt& a) {
   w.StartObject();
   w.Key("attempt");
@@ -46,12 +55,7 @@ void WriteAttempt(JsonWriter& w, const Attempt& a) {
   } else {
     WriteString(w, a.failure);
   }
-  w.Key("model_ms");
-  w.Int64(a.model_wall.count());
-  w.Key("prompt_tokens");
-  w.Int64(a.usage.prompt_tokens);
-  w.Key("completion_tokens");
-  w.Int64(a.usage.completion_tokens);
+  WriteModelCost(w, a);
   w.EndObject();
 }
 

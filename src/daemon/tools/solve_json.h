@@ -10,6 +10,8 @@
 
 namespace ci::daemon {
 
+// "model_ms", "prompt_tokens", "completion_tokens" of an attempt, inside an object.
+void WriteModelCost(JsonWriter& w, const Attempt& attempt);
 void WriteAttempt(JsonWriter& w, const Attempt& attempt);
 std::string AttemptJson(const Attempt& attempt);
 
