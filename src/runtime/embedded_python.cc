@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -54,14 +55,19 @@ std::string PyStr(const std::string& s) {
   return out + "'.decode('utf-8', 'surrogateescape')";
 }
 
-// Run in the zygote: the warm imports with stdout and stderr going nowhere and the working
-// directory /, then the environment as it was, kept to be restored in every program (an import
-// may change os.environ).
-std::string WarmUpSource(const std::vector<std::string>& modules) {
+std::string PyList(const std::vector<std::string>& items) {
   std::string list = "[";
-  for (const auto& m : modules) list += PyStr(m) + ",";
-  list += "]";
-  return "def _ci_warm(modules):\n"
+  for (const auto& item : items) list += PyStr(item) + ",";
+  return list + "]";
+}
+
+// Run in the zygote: the warm imports with stdout and stderr going nowhere and the working
+// directory /, then the environment put back as it was (an import may change os.environ; nothing
+// runs here after this), and the sources compiled ahead (one that does not compile is left to the
+// program, which then reports it).
+std::string WarmUpSource(const std::vector<std::string>& modules,
+                         const std::vector<std::string>& sources) {
+  return "def _ci_warm(modules, sources):\n"
          "    import os, sys\n"
          "    env = dict(os.environ)\n"
          "    saved = os.dup(1), os.dup(2)\n"
@@ -79,24 +85,33 @@ std::string WarmUpSource(const std::vector<std::string>& modules) {
          "    os.dup2(saved[1], 2)\n"
          "    for fd in (null,) + saved:\n"
          "        os.close(fd)\n"
-         "    sys._ci_env = env\n"
+         "    if dict(os.environ) != env:\n"
+         "        os.environ.clear()\n"
+         "        os.environ.update(env)\n"
+         "    sys._ci_compiled = {}\n"
+         "    for source in sources:\n"
+         "        try:\n"
+         "            sys._ci_compiled[source] = compile(source, '<string>', 'exec')\n"
+         "        except BaseException:\n"
+         "            pass\n"
          "    import atexit, gc, io, signal  # what every program's start and end use\n"
+         "    gc.collect()  # the imports' garbage: not copied into every fork\n"
          "    gc.freeze()  # the programs' collections skip (and do not copy) what is here\n"
          "_ci_warm(" +
-         list + ")\ndel _ci_warm\n";
+         PyList(modules) + ", " + PyList(sources) + ")\ndel _ci_warm\n";
 }
 
 // Each program, forked: defined (compiled) once in the zygote as sys._ci_program, called once in
 // the program's process, where it never returns. First what `python3 -c` has at its start and a
 // fork does not give: the source (passed as sys.argv's last item) and sys.orig_argv, signal
-// dispositions, sys.path[0], the environment, fresh random state. Then it runs the source in
-// __main__ and ends the process the way `python3 -c` does: exit status from SystemExit (its
-// message on stderr when not a number), a traceback and 1 for any other exception
-// (KeyboardInterrupt: killed by SIGINT), non-daemon threads waited for, atexit handlers run, and
-// 120 when stdout cannot be flushed. Instead of the interpreter's whole teardown (~70 ms with
-// pandas loaded, copying most of the zygote's pages), every file the program left open is flushed
-// (texts before their buffers: a collection alone finalizes a cycle's objects in any order and
-// can lose what a file held), what it made is dropped (__main__'s names, then a collection, so
+// dispositions, sys.path[0], fresh random state. Then it runs the source (its code object when
+// the zygote compiled it ahead) in __main__ and ends the process the way `python3 -c` does: exit
+// status from SystemExit (its message on stderr when not a number), a traceback and 1 for any other
+// exception (KeyboardInterrupt: killed by SIGINT), non-daemon threads waited for, atexit handlers
+// run, and 120 when stdout cannot be flushed. Instead of the interpreter's whole teardown (~70 ms
+// with pandas loaded, copying most of the zygote's pages), every file the program left open is
+// flushed (texts before their buffers: a collection alone finalizes a cycle's objects in any order
+// and can lose what a file held), what it made is dropped (__main__'s names, then a collection, so
 // __del__ methods run), and the process exits at once.
 constexpr const char* kProgramSource =
     "def _ci_program():\n"
@@ -106,10 +121,7 @@ constexpr const char* kProgramSource =
     "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
     "    signal.signal(signal.SIGPIPE, signal.SIG_IGN)\n"
     "    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-    "    env = sys.__dict__.pop('_ci_env')\n"
-    "    if dict(os.environ) != env:\n"
-    "        os.environ.clear()\n"
-    "        os.environ.update(env)\n"
+    "    code = sys.__dict__.pop('_ci_compiled').get(source)\n"
     "    sys.path.insert(0, '')\n"
     "    numpy_random = sys.modules.get('numpy.random')\n"
     "    if numpy_random is not None:\n"
@@ -117,7 +129,9 @@ constexpr const char* kProgramSource =
     "    main = sys.modules['__main__'].__dict__\n"
     "    interrupted = False\n"
     "    try:\n"
-    "        exec(compile(source, '<string>', 'exec'), main)\n"
+    "        if code is None:\n"
+    "            code = compile(source, '<string>', 'exec')\n"
+    "        exec(code, main)\n"
     "        status = 0\n"
     "    except SystemExit as e:\n"
     "        status = e.code\n"
@@ -131,7 +145,7 @@ constexpr const char* kProgramSource =
     "        sys.excepthook(type(e), e.with_traceback(tb), tb)\n"
     "        status = 1\n"
     "        interrupted = isinstance(e, KeyboardInterrupt)\n"
-    "    del source\n"
+    "    del source, code\n"
     "    threading = sys.modules.get('threading')\n"
     "    if threading is not None:\n"
     "        threading._shutdown()\n"
@@ -162,7 +176,8 @@ constexpr const char* kProgramSource =
 }  // namespace
 
 SysError LoadEmbeddedPython(const std::vector<std::string>& env,
-                            const std::vector<std::string>& modules) {
+                            const std::vector<std::string>& modules,
+                            const std::vector<std::string>& sources) {
   const std::string name = LibraryName();
   void* lib = ::dlopen(name.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (lib == nullptr) return SysFailErr(ENOENT, "dlopen " + name + ": " + ::dlerror());
@@ -180,10 +195,13 @@ SysError LoadEmbeddedPython(const std::vector<std::string>& env,
   ::clearenv();
   for (auto& kv : kept) ::putenv(kv.data());
   loaded.initialize_ex(1);  // Python's signal handlers, as `python3` installs them
-  if (loaded.run_simple_string(WarmUpSource(modules).c_str()) != 0 ||
+  if (loaded.run_simple_string(WarmUpSource(modules, sources).c_str()) != 0 ||
       loaded.run_simple_string(kProgramSource) != 0) {
     return SysFailErr(EINVAL, "the warm-up code failed");
   }
+  // Free memory back to the kernel: the fewer pages mapped here, the fewer each fork copies (the
+  // page tables) and each exit unmaps.
+  ::malloc_trim(0);
   api = &loaded;
   python_env = &kept;
   return SysOk();

@@ -14,9 +14,11 @@ namespace ci::runtime {
 // Loads libpython (the one /usr/bin/python3 names: python3.X -> libpython3.X.so.1.0), starts the
 // interpreter in this process with `env` as its environment and imports `modules` with their
 // output going nowhere. A module that fails to import is skipped (the program's own import says
-// why).
+// why). `sources` are compiled once: a program `python3 -c SOURCE` with one of them runs its code
+// object.
 SysError LoadEmbeddedPython(const std::vector<std::string>& env,
-                            const std::vector<std::string>& modules);
+                            const std::vector<std::string>& modules,
+                            const std::vector<std::string>& sources);
 
 // Around the zygote's fork of a shim (Python's own fork bookkeeping; the program's fork later
 // completes it in the child).

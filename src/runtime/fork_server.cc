@@ -26,7 +26,8 @@ constexpr int kStartTimeoutMs = 60000;
 
 Result<std::unique_ptr<ForkServer>> ForkServer::Start(const std::string& binary,
                                                       const std::vector<std::string>& env,
-                                                      const std::vector<std::string>& modules) {
+                                                      const std::vector<std::string>& modules,
+                                                      const std::vector<std::string>& sources) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     return Status::Errno("socketpair (fork server)", errno);
@@ -56,6 +57,8 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Start(const std::string& binary,
   std::unique_ptr<ForkServer> server(new ForkServer(pid, std::move(ours)));
   std::string list;
   for (const auto& m : modules) list += m + "\n";
+  list += '\0';
+  for (const auto& s : sources) list += s + '\0';
   list += '\0';
   if (::send(server->control_.get(), list.data(), list.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(list.size())) {

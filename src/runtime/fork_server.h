@@ -20,10 +20,11 @@ namespace ci::runtime {
 class ForkServer {
  public:
   // Spawns `binary fork` with `env` (the sandboxes' environment: the interpreter's
-  // os.environ) and waits until it has imported `modules` (60 s at most).
+  // os.environ) and waits until it has imported `modules` and compiled `sources` (60 s at most).
   static Result<std::unique_ptr<ForkServer>> Start(const std::string& binary,
                                                    const std::vector<std::string>& env,
-                                                   const std::vector<std::string>& modules);
+                                                   const std::vector<std::string>& modules,
+                                                   const std::vector<std::string>& sources);
   ~ForkServer();  // ends the zygote (its shims live on)
 
   // Whether it serves; false for good once it failed.

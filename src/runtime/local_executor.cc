@@ -318,7 +318,8 @@ class LocalExecutor final : public Executor {
   // Root only: its shims must create user namespaces owned by each sandbox's own uid.
   void StartForkServer() {
     if (!opts_.fork_server || rootless_ || !OnPath("python3")) return;
-    auto server = ForkServer::Start(opts_.shim_binary, opts_.sandbox_env, opts_.warm_imports);
+    auto server = ForkServer::Start(opts_.shim_binary, opts_.sandbox_env, opts_.warm_imports,
+                                    opts_.compiled_ahead);
     if (!server.ok()) {
       spdlog::warn("fork server: {}; Python sandboxes start their own interpreter",
                    server.status().message());

@@ -94,23 +94,39 @@ void RenameToShim(char** argv) {
   ::_exit(ShimMain(2, argv));
 }
 
-// The daemon's first message: the warm imports, one per line.
-std::vector<std::string> ReceiveModules() {
+struct Startup {
+  std::vector<std::string> modules;  // the warm imports
+  std::vector<std::string> sources;  // to compile ahead
+};
+
+// The daemon's first message (zygote.h); what arrived before an EOF or error, parsed as far as
+// it goes.
+Startup ReceiveStartup() {
   std::string text;
-  char buf[4096];
+  char buf[16384];
   ssize_t n;
-  while ((n = ::recv(kZygoteControlFd, buf, sizeof buf, 0)) > 0) {
+  // It ends at the first "\0\0" after the modules' '\0' (no source is empty).
+  auto complete = [&text] {
+    size_t modules_end = text.find('\0');
+    return modules_end != std::string::npos &&
+           text.find(std::string_view("\0\0", 2), modules_end) != std::string::npos;
+  };
+  while (!complete() && (n = ::recv(kZygoteControlFd, buf, sizeof buf, 0)) > 0) {
     text.append(buf, static_cast<size_t>(n));
-    if (!text.empty() && text.back() == '\0') break;
   }
-  std::vector<std::string> modules;
-  size_t start = 0;
-  for (size_t i = 0; i + 1 < text.size(); ++i) {
-    if (text[i] != '\n') continue;
-    modules.push_back(text.substr(start, i - start));
-    start = i + 1;
+  Startup startup;
+  size_t modules_end = text.find('\0');
+  std::string_view modules = std::string_view(text).substr(0, modules_end);
+  for (size_t start = 0, end; (end = modules.find('\n', start)) != std::string_view::npos;
+       start = end + 1) {
+    startup.modules.emplace_back(modules.substr(start, end - start));
   }
-  return modules;
+  if (modules_end == std::string::npos) return startup;
+  for (size_t start = modules_end + 1, end;
+       (end = text.find('\0', start)) != std::string::npos && end > start; start = end + 1) {
+    startup.sources.push_back(text.substr(start, end - start));
+  }
+  return startup;
 }
 
 }  // namespace
@@ -119,10 +135,10 @@ int ZygoteMain(int argc, char** argv) {
   if (argc != 2) return 2;
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  std::vector<std::string> modules = ReceiveModules();
+  Startup startup = ReceiveStartup();
   SysError e = PrivateTmp();
   if (e.ok() && ::chdir("/") != 0) e = SysFail("chdir /");
-  if (e.ok()) e = LoadEmbeddedPython(env, modules);
+  if (e.ok()) e = LoadEmbeddedPython(env, startup.modules, startup.sources);
   if (!e.ok()) {
     std::string why = "F" + e.what + (e.err != 0 ? std::string(": ") + std::strerror(e.err) : "");
     (void)::send(kZygoteControlFd, why.data(), why.size(), MSG_NOSIGNAL);

@@ -6,7 +6,9 @@
 // enters it, and a child cannot write to it (its own copy of the memory).
 //
 // On fd 3, a stream socket to the daemon:
-//   daemon -> zygote: the modules to import, each followed by '\n', then '\0'
+//   daemon -> zygote: the modules to import, each followed by '\n', then '\0'; the Python
+//                     sources to compile ahead (none empty or holding '\0'), each followed by
+//                     '\0', then '\0'
 //   zygote -> daemon: 'R' once the interpreter is up (or 'F' and why, then it exits)
 //   daemon -> zygote: 'S' with five descriptors (SCM_RIGHTS): the shim's fds 3..7 (shim_spawn.h)
 //   zygote -> daemon: the child's pid (4 bytes, host order) with its pidfd (SCM_RIGHTS); pid 0

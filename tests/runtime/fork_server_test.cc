@@ -19,6 +19,16 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
+// Sources the zygote compiles once (as the daemon's Python driver): a program with one of them runs
+// that code object, and must behave exactly as when it compiles its own.
+constexpr const char* kCompiledAhead =
+    "import sys\n"
+    "print('_ci_compiled' in vars(sys), '_ci_program' in vars(sys), __name__, sys.argv)\n"
+    "def f():\n"
+    "    raise KeyError('k')\n"
+    "f()\n";
+constexpr const char* kDoesNotCompile = "print('never')\ndef f(:\n";
+
 class ForkServerTest : public SandboxTest {
  protected:
   void SetUp() override {
@@ -29,6 +39,7 @@ class ForkServerTest : public SandboxTest {
     opts.shim_binary = shim;
     opts.fork_server = true;
     opts.warm_imports = {"this", "numpy.random", "no_such_module_x"};
+    opts.compiled_ahead = {kCompiledAhead, kDoesNotCompile};
     opts.sandbox_env = DefaultSandboxEnv();
     executor_ = runtime::MakeLocalExecutor(io_.get_executor(), opts);
   }
@@ -87,6 +98,23 @@ TEST_F(ForkServerTest, ExitStatusesAreThoseOfPython) {
   ASSERT_TRUE(interrupted.outcome && interrupted.outcome->ok());
   EXPECT_EQ((*interrupted.outcome)->signal, SIGINT);  // as python3: killed by SIGINT after it
   EXPECT_THAT(interrupted.err, HasSubstr("KeyboardInterrupt"));
+}
+
+TEST_F(ForkServerTest, ASourceCompiledAheadRunsAsItsOwnCompileWould) {
+  for (int round = 0; round < 2; ++round) {  // the zygote's code object stays as it was
+    Execution ahead = Py(kCompiledAhead);
+    EXPECT_EQ(Exit(ahead), 1);
+    EXPECT_EQ(ahead.out, "False False __main__ ['-c']\n");
+    EXPECT_EQ(ahead.err,
+              "Traceback (most recent call last):\n  File \"<string>\", line 5, in <module>\n"
+              "  File \"<string>\", line 4, in f\nKeyError: 'k'\n");
+  }
+  // The zygote skipped what does not compile: the program reports it as python3 -c does.
+  Execution broken = Py(kDoesNotCompile);
+  EXPECT_EQ(Exit(broken), 1);
+  EXPECT_EQ(broken.out, "");
+  EXPECT_THAT(broken.err, HasSubstr("SyntaxError"));
+  EXPECT_THAT(broken.err, HasSubstr("line 2"));
 }
 
 TEST_F(ForkServerTest, ThreadsAtexitAndUnclosedFilesFinishBeforeTheExit) {
