@@ -19,6 +19,7 @@ Rows (sequential requests on one keep-alive connection unless said):
 
 import argparse
 import concurrent.futures
+import math
 import os
 import sys
 import threading
@@ -108,7 +109,8 @@ class Table:
         for what, ours, bname, base, target, met in self.rows:
             ratio = f"{ours[0] / base[0]:.2f}x" if base else "—"
             b50 = f"{base[0]:.2f}" if base else "—"
-            print(f"| {what} | {ours[0]:.2f} | {ours[1]:.2f} | {bname} | {b50} | {ratio} | "
+            o50, o99 = ("" if math.isnan(v) else f"{v:.2f}" for v in ours)  # no latency: blank
+            print(f"| {what} | {o50} | {o99} | {bname} | {b50} | {ratio} | "
                   f"{target} | {'yes' if met else 'NO'} |")
 
 
