@@ -58,7 +58,9 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Start(const std::string& binary,
   std::string list;
   for (const auto& m : modules) list += m + "\n";
   list += '\0';
-  for (const auto& s : sources) list += s + '\0';
+  for (const auto& s : sources) {
+    if (!s.empty() && s.find('\0') == std::string::npos) list += s + '\0';  // else: no Python
+  }
   list += '\0';
   if (::send(server->control_.get(), list.data(), list.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(list.size())) {
