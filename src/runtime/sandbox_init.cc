@@ -80,7 +80,7 @@ void FailSetup(const char* stage, int err, const std::string& message) {
 }
 
 void SandboxInitMain(const Plan& plan, int go_fd) {
-  (void)::prctl(PR_SET_NAME, "ci-init", 0, 0, 0);
+  (void)::prctl(PR_SET_NAME, "ci-init", 0, 0, 0);  // PID 1's name, inside and out
   const std::string root = kNewRoot;
   int rootfs_fd = -1;
   struct Stage {

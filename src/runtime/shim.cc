@@ -116,11 +116,11 @@ bool SuperviseUntilExit(pid_t init) {
 }  // namespace
 
 int ShimMain(int /*argc*/, char** /*argv*/) {
+  (void)::prctl(PR_SET_NAME, "ci-shim", 0, 0, 0);  // ps and perf tell shims from inits (ci-init)
   // No PR_SET_PDEATHSIG here, deliberately (see README.md): a SIGKILL on the daemon's death would
   // skip the cgroup cleanup below, and the signal follows the daemon *thread* that spawned us, so
   // a thread-pool thread exiting would kill a healthy sandbox. The daemon's death closes fd 3;
   // the EOF makes us kill init, clean up and exit.
-  (void)::prctl(PR_SET_NAME, "ci-shim", 0, 0, 0);
   Msg type;
   std::string payload;
   Plan plan;

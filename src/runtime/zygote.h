@@ -2,8 +2,9 @@
 // single-threaded process that loads Python once, imports the warm modules, and then forks one
 // shim per request: the child becomes `code-interpreter shim` with the descriptors the daemon
 // sent, without an exec, so the sandbox's init and the program it forks still hold the loaded
-// interpreter (embedded_python.h). It receives nothing but descriptors: no request's data ever
-// enters it, and a child cannot write to it (its own copy of the memory).
+// interpreter (embedded_python.h). At its start it gets the modules and the daemon's own Python
+// driver to compile; per request, nothing but descriptors: no request's data ever enters it, and
+// a child cannot write to it (its own copy of the memory).
 //
 // On fd 3, a stream socket to the daemon:
 //   daemon -> zygote: the modules to import, each followed by '\n', then '\0'; the Python
