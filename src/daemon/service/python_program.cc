@@ -96,10 +96,12 @@ _ci_main()
 // the workspace). It makes itself non-dumpable (no program of its user reads its memory or
 // traces it), says "ready" on fd 3 (its channel to the agent) and forks per request: a child
 // that leaves the session and forks the program, reports the program's pid and exits. The
-// program leaves the loop with its stdio, cwd, environment and argv set as the exec of
-// `python3 -c DRIVER ARGS` would have them (its dumpable flag back on), runs the driver's source
-// in this same __main__ and ends as `python3 -c` ends, without the full teardown; what it shares
-// with the other programs of the container is listed in src/agent/README.md.
+// program waits for that exit (then it is the agent's child, as the agent's execs are: no user
+// code sees the short-lived parent), leaves the loop with its stdio, cwd, environment and argv
+// set as the exec of `python3 -c DRIVER ARGS` would have them (its dumpable flag back on), runs
+// the driver's source in this same __main__ and ends as `python3 -c` ends, without the full
+// teardown; what it shares with the other programs of the container is listed in
+// src/agent/README.md.
 constexpr std::string_view kZygote = R"PY(def _ci_zygote():
     import ctypes, gc, os, socket, sys
     libc = ctypes.CDLL(None)
@@ -131,10 +133,13 @@ constexpr std::string_view kZygote = R"PY(def _ci_zygote():
             continue
         try:
             os.setsid()
+            child = os.getpid()
             program = os.fork()
             if program:
                 channel.send(b'pid\0' + fields[0] + b'\0' + str(program).encode())
                 os._exit(0)
+            while os.getppid() == child:
+                os.sched_yield()
             channel.close()
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
