@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cstring>
 
 #include "runtime/fd_passing.h"
@@ -19,12 +21,18 @@ namespace {
 
 // How long one fork may take before the zygote counts as hung, and its start (Python and the warm
 // imports) at most.
-constexpr int kReplyTimeoutMs = 5000;
+constexpr auto kReplyTimeout = std::chrono::seconds(5);
 constexpr int kStartTimeoutMs = 60000;
 
 }  // namespace
 
-Result<std::unique_ptr<ForkServer>> ForkServer::Start(const std::string& binary,
+ForkServer::ForkServer(asio::any_io_executor ex, pid_t pid, UniqueFd control)
+    : pid_(pid),
+      control_(ex, control.release()),
+      turn_(ex, asio::steady_timer::time_point::max()) {}
+
+Result<std::unique_ptr<ForkServer>> ForkServer::Start(asio::any_io_executor ex,
+                                                      const std::string& binary,
                                                       const std::vector<std::string>& env,
                                                       const std::vector<std::string>& modules,
                                                       const std::vector<std::string>& sources) {
@@ -54,7 +62,7 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Start(const std::string& binary,
   ::posix_spawnattr_destroy(&attr);
   ::posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) return Status::Errno("spawning the fork server " + binary, rc);
-  std::unique_ptr<ForkServer> server(new ForkServer(pid, std::move(ours)));
+  std::unique_ptr<ForkServer> server(new ForkServer(std::move(ex), pid, std::move(ours)));
   std::string list;
   for (const auto& m : modules) list += m + "\n";
   list += '\0';
@@ -62,17 +70,17 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Start(const std::string& binary,
     if (!s.empty() && s.find('\0') == std::string::npos) list += s + '\0';  // else: no Python
   }
   list += '\0';
-  if (::send(server->control_.get(), list.data(), list.size(), MSG_NOSIGNAL) !=
+  if (::send(server->control_.native_handle(), list.data(), list.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(list.size())) {
     return Status::Errno("sending the fork server its modules", errno);
   }
   // Its first word: ready, or why not.
-  struct pollfd p = {server->control_.get(), POLLIN, 0};
+  struct pollfd p = {server->control_.native_handle(), POLLIN, 0};
   int n;
   while ((n = ::poll(&p, 1, kStartTimeoutMs)) < 0 && errno == EINTR) {
   }
   char buf[512];
-  ssize_t got = n > 0 ? ::recv(server->control_.get(), buf, sizeof buf, 0) : -1;
+  ssize_t got = n > 0 ? ::recv(server->control_.native_handle(), buf, sizeof buf, 0) : -1;
   if (got == 1 && buf[0] == 'R') return server;
   if (got > 1 && buf[0] == 'F')
     return Status::Error("it could not start: " + std::string(buf + 1, got - 1));
@@ -81,7 +89,8 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Start(const std::string& binary,
 }
 
 ForkServer::~ForkServer() {
-  control_.reset();  // EOF: it exits
+  boost::system::error_code ec;
+  control_.close(ec);  // EOF: it exits
   ::kill(pid_, SIGKILL);
   while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
   }
@@ -95,43 +104,56 @@ void ForkServer::Fail(const std::string& why) {
   ::kill(pid_, SIGKILL);
 }
 
-bool ForkServer::Ready() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !failed_;
+asio::awaitable<Result<ShimHandles>> ForkServer::SpawnShim() {
+  boost::system::error_code ec;
+  while (busy_ && !failed_) {
+    co_await turn_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (failed_) co_return Status::Error("the fork server does not serve");
+  busy_ = true;
+  Result<ShimHandles> shim = co_await Request();
+  busy_ = false;
+  turn_.cancel();  // the next request goes
+  co_return shim;
 }
 
-Result<ShimHandles> ForkServer::SpawnShim() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (failed_) return Status::Error("the fork server does not serve");
+asio::awaitable<Result<ShimHandles>> ForkServer::Request() {
   Result<ShimChannels> channels = MakeShimChannels();
-  if (!channels.ok()) return channels.status();
+  if (!channels.ok()) co_return channels.status();
   std::vector<int> fds;
   for (const auto& fd : channels->shim) fds.push_back(fd.get());
-  if (int err = SendWithFds(control_.get(), "S", fds); err != 0) {
+  if (int err = SendWithFds(control_.native_handle(), "S", fds); err != 0) {
     Fail(std::string("sending a request: ") + std::strerror(err));
-    return Status::Error("the fork server is gone");
+    co_return Status::Error("the fork server is gone");
   }
   for (auto& fd : channels->shim) fd.reset();  // the shim holds them now
-  // The reply: the child's pid with its pidfd.
-  struct pollfd p = {control_.get(), POLLIN, 0};
-  if (::poll(&p, 1, kReplyTimeoutMs) <= 0) {
+  // The reply: the child's pid with its pidfd. A zygote silent for 5 s counts as hung.
+  asio::steady_timer guard(control_.get_executor(), kReplyTimeout);
+  guard.async_wait([this](boost::system::error_code e) {
+    if (!e) control_.cancel();
+  });
+  boost::system::error_code ec;
+  co_await control_.async_wait(asio::posix::stream_descriptor::wait_read,
+                               asio::redirect_error(asio::use_awaitable, ec));
+  guard.cancel();
+  if (ec) {
     Fail("no answer within 5 s");
-    return Status::Error("the fork server did not answer");
+    co_return Status::Error("the fork server did not answer");
   }
   int32_t pid = 0;
   std::vector<int> passed;
-  int err = ReceiveWithFds(control_.get(), &pid, sizeof pid, &passed);
+  int err = ReceiveWithFds(control_.native_handle(), &pid, sizeof pid, &passed);
   UniqueFd pidfd(passed.empty() ? -1 : passed[0]);
   for (size_t i = 1; i < passed.size(); ++i) ::close(passed[i]);
   if (err != 0) {
     Fail("its answer was cut short");
-    return Status::Error("the fork server is gone");
+    co_return Status::Error("the fork server is gone");
   }
-  if (pid <= 0 || !pidfd.valid()) return Status::Error("the fork server could not fork a shim");
+  if (pid <= 0 || !pidfd.valid()) co_return Status::Error("the fork server could not fork a shim");
   ShimHandles h = std::move(channels->daemon);
   h.pid = pid;
   h.pidfd = std::move(pidfd);
-  return h;
+  co_return h;
 }
 
 }  // namespace ci::runtime

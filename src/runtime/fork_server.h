@@ -6,8 +6,10 @@
 
 #include <sys/types.h>
 
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,28 +19,36 @@
 
 namespace ci::runtime {
 
+namespace asio = boost::asio;
+
+// Used from one thread, the one running `ex` (the daemon's event loop): a request's answer is
+// awaited, never blocked on.
 class ForkServer {
  public:
   // Spawns `binary fork` with `env` (the sandboxes' environment: the interpreter's
   // os.environ) and waits until it has imported `modules` and compiled `sources` (60 s at most).
-  static Result<std::unique_ptr<ForkServer>> Start(const std::string& binary,
+  static Result<std::unique_ptr<ForkServer>> Start(asio::any_io_executor ex,
+                                                   const std::string& binary,
                                                    const std::vector<std::string>& env,
                                                    const std::vector<std::string>& modules,
                                                    const std::vector<std::string>& sources);
   ~ForkServer();  // ends the zygote (its shims live on)
 
   // Whether it serves; false for good once it failed.
-  bool Ready();
-  // A shim forked from the zygote, or why not (the zygote then serves no more).
-  Result<ShimHandles> SpawnShim();
+  bool Ready() const { return !failed_; }
+  // A shim forked from the zygote, or why not (the zygote then serves no more). Requests take
+  // turns: the answer to the one in flight is the next message on the control socket.
+  asio::awaitable<Result<ShimHandles>> SpawnShim();
 
  private:
-  ForkServer(pid_t pid, UniqueFd control) : pid_(pid), control_(std::move(control)) {}
+  ForkServer(asio::any_io_executor ex, pid_t pid, UniqueFd control);
+  asio::awaitable<Result<ShimHandles>> Request();
   void Fail(const std::string& why);
 
-  std::mutex mu_;  // one request at a time on the control socket
   pid_t pid_;
-  UniqueFd control_;
+  asio::posix::stream_descriptor control_;
+  asio::steady_timer turn_;  // never expires: cancelled when the request in flight is answered
+  bool busy_ = false;
   bool failed_ = false;
 };
 

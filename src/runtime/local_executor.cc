@@ -64,8 +64,9 @@ class LocalExecutor final : public Executor {
     if (!ids_error_.empty()) co_return Status::Error(ids_error_);
     // The fork server's shims see the host's root only (its /tmp is private).
     const bool forked = fork_server_ && spec.rootfs == "host" && fork_server_->Ready();
-    Result<ShimHandles> shim = forked ? fork_server_->SpawnShim() : SpawnShim(opts_.shim_binary);
-    if (!shim.ok() && forked) shim = SpawnShim(opts_.shim_binary);
+    Result<ShimHandles> shim = Status::Error("no fork server");
+    if (forked) shim = co_await fork_server_->SpawnShim();
+    if (!shim.ok()) shim = SpawnShim(opts_.shim_binary);
     if (!shim.ok()) co_return shim.status().Context("preparing a local sandbox");
     auto sandbox =
         std::make_unique<LocalSandbox>(ex_, std::move(shim.value()), spec, pending_teardowns_);
@@ -318,7 +319,7 @@ class LocalExecutor final : public Executor {
   // Root only: its shims must create user namespaces owned by each sandbox's own uid.
   void StartForkServer() {
     if (!opts_.fork_server || rootless_ || !OnPath("python3")) return;
-    auto server = ForkServer::Start(opts_.shim_binary, opts_.sandbox_env, opts_.warm_imports,
+    auto server = ForkServer::Start(ex_, opts_.shim_binary, opts_.sandbox_env, opts_.warm_imports,
                                     opts_.compiled_ahead);
     if (!server.ok()) {
       spdlog::warn("fork server: {}; Python sandboxes start their own interpreter",

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 
 #include "core/sleep.h"
 
@@ -62,7 +63,9 @@ std::vector<WarmPoolStats> WarmPool::stats() const {
 void WarmPool::Refill(Pool& pool) {
   if (pool.filling || draining_ || pool.ready.size() >= pool.config.size) return;
   pool.filling = true;
-  asio::co_spawn(ex_, Fill(pool), asio::detached);
+  // Posted, not started here: starting a sandbox blocks this thread for a moment (the fork
+  // server's answer), and the request that took the pooled one goes first.
+  asio::post(ex_, [this, &pool] { asio::co_spawn(ex_, Fill(pool), asio::detached); });
 }
 
 asio::awaitable<void> WarmPool::Fill(Pool& pool) {
