@@ -55,6 +55,7 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Start(asio::any_io_executor ex,
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::vector<std::string> env_copy = env;
+  envp.push_back(const_cast<char*>(kZygoteBindNow));
   for (auto& e : env_copy) envp.push_back(e.data());
   envp.push_back(nullptr);
   pid_t pid = -1;

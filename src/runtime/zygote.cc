@@ -134,7 +134,9 @@ Startup ReceiveStartup() {
 int ZygoteMain(int argc, char** argv) {
   if (argc != 2) return 2;
   std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  char** entry = environ;
+  if (*entry != nullptr && std::strcmp(*entry, kZygoteBindNow) == 0) ++entry;  // not the sandboxes'
+  for (; *entry != nullptr; ++entry) env.emplace_back(*entry);
   Startup startup = ReceiveStartup();
   SysError e = PrivateTmp();
   if (e.ok() && ::chdir("/") != 0) e = SysFail("chdir /");

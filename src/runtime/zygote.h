@@ -21,6 +21,11 @@ namespace ci::runtime {
 
 constexpr int kZygoteControlFd = 3;
 
+// The first entry of the zygote's environment, not the sandboxes': the dynamic loader binds
+// every library's symbols at the zygote's start, so no shim, init or program it forks resolves
+// one lazily again (each did: its own copy of the tables, written page by page).
+constexpr const char* kZygoteBindNow = "LD_BIND_NOW=1";
+
 int ZygoteMain(int argc, char** argv);
 
 }  // namespace ci::runtime
