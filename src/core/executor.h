@@ -118,6 +118,9 @@ class Sandbox {
   // Immediate, non-blocking kill of everything (client gone, daemon shutting down). Run/Collect
   // in flight then complete with an error; Destroy must still be awaited.
   virtual void Kill() = 0;
+  // False once the sandbox is known to be gone while idle (its init exited): a warm pool then
+  // replaces it instead of handing it out. Non-blocking; true when a backend cannot tell.
+  virtual bool Alive() const { return true; }
 };
 
 // What the backend enforces on every sandbox of a spec here, and what it cannot.

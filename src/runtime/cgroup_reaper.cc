@@ -22,11 +22,14 @@ std::vector<std::string> SubDirectories(const std::string& dir) {
   return out;
 }
 
-// SpawnShim's argv is exactly {"code-interpreter", "shim"}, whatever the binary's path.
-bool IsLiveShim(long pid) {
+// The parent that named the cgroup (SandboxCgroupName: its pid): a shim, whose argv is exactly
+// {"code-interpreter", "shim"} whatever the binary's path, or the fork server's zygote
+// ({"code-interpreter", "fork"}), the parent of many sandboxes.
+bool IsLiveParent(long pid) {
   std::string cmdline;
   if (!cgfs::ReadFile("/proc/" + std::to_string(pid) + "/cmdline", &cmdline)) return false;
-  return cmdline == std::string("code-interpreter\0shim\0", 22);
+  return cmdline == std::string("code-interpreter\0shim\0", 22) ||
+         cmdline == std::string("code-interpreter\0fork\0", 22);
 }
 
 bool IsRandomName(const char* s) {
@@ -40,7 +43,7 @@ bool Orphaned(const std::string& dir, const std::string& name) {
   char* end = nullptr;
   long pid = std::strtol(name.c_str(), &end, 10);
   if (end == name.c_str() || *end != '-' || pid <= 0 || !IsRandomName(end + 1)) return false;
-  return !IsLiveShim(pid);
+  return !IsLiveParent(pid);
 }
 
 }  // namespace

@@ -118,8 +118,9 @@ std::string CpuCapUnavailable(const CgroupLayout& layout);
 
 // A random 16-hex-digit name.
 std::string RandomCgroupName();
-// One sandbox's cgroup name: "<shim pid>-<random>", so that a startup reaper can tell the cgroups
-// of dead shims from those of live ones (cgroup_reaper.h).
+
+// One sandbox's cgroup name: "<parent pid>-<random>" (a shim's or the zygote's pid), so that the
+// reaper can tell the cgroups of dead parents from those of live ones (cgroup_reaper.h).
 std::string SandboxCgroupName();
 
 // Small file helpers shared by both versions (also used by tests).

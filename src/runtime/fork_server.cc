@@ -91,7 +91,13 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Start(asio::any_io_executor ex,
 
 ForkServer::~ForkServer() {
   boost::system::error_code ec;
-  control_.close(ec);  // EOF: it exits
+  control_.close(ec);  // EOF: it exits once the last of its sandboxes is gone
+  // Normally none is left (the executor drained them); one still held by the daemon keeps the
+  // zygote up to 2 s more, then it is killed (its inits die with it, their death signal).
+  for (int waited_ms = 0; waited_ms < 2000; waited_ms += 10) {
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+    ::usleep(10 * 1000);
+  }
   ::kill(pid_, SIGKILL);
   while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
   }
@@ -105,17 +111,17 @@ void ForkServer::Fail(const std::string& why) {
   ::kill(pid_, SIGKILL);
 }
 
-asio::awaitable<Result<ShimHandles>> ForkServer::SpawnShim() {
+asio::awaitable<Result<ShimHandles>> ForkServer::NewSandbox() {
   boost::system::error_code ec;
   while (busy_ && !failed_) {
     co_await turn_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
   if (failed_) co_return Status::Error("the fork server does not serve");
   busy_ = true;
-  Result<ShimHandles> shim = co_await Request();
+  Result<ShimHandles> sandbox = co_await Request();
   busy_ = false;
   turn_.cancel();  // the next request goes
-  co_return shim;
+  co_return sandbox;
 }
 
 asio::awaitable<Result<ShimHandles>> ForkServer::Request() {
@@ -127,8 +133,8 @@ asio::awaitable<Result<ShimHandles>> ForkServer::Request() {
     Fail(std::string("sending a request: ") + std::strerror(err));
     co_return Status::Error("the fork server is gone");
   }
-  for (auto& fd : channels->shim) fd.reset();  // the shim holds them now
-  // The reply: the child's pid with its pidfd. A zygote silent for 5 s counts as hung.
+  for (auto& fd : channels->shim) fd.reset();  // the zygote holds them now
+  // The answer: the zygote is the sandbox's parent. A zygote silent for 5 s counts as hung.
   asio::steady_timer guard(control_.get_executor(), kReplyTimeout);
   guard.async_wait([this](boost::system::error_code e) {
     if (!e) control_.cancel();
@@ -141,19 +147,16 @@ asio::awaitable<Result<ShimHandles>> ForkServer::Request() {
     Fail("no answer within 5 s");
     co_return Status::Error("the fork server did not answer");
   }
-  int32_t pid = 0;
+  int32_t answer = -1;
   std::vector<int> passed;
-  int err = ReceiveWithFds(control_.native_handle(), &pid, sizeof pid, &passed);
-  UniqueFd pidfd(passed.empty() ? -1 : passed[0]);
-  for (size_t i = 1; i < passed.size(); ++i) ::close(passed[i]);
-  if (err != 0) {
-    Fail("its answer was cut short");
+  int err = ReceiveWithFds(control_.native_handle(), &answer, sizeof answer, &passed);
+  for (int fd : passed) ::close(fd);
+  if (err != 0 || answer != kZygoteSupervises) {
+    Fail("its answer was cut short or not one it gives");
     co_return Status::Error("the fork server is gone");
   }
-  if (pid <= 0 || !pidfd.valid()) co_return Status::Error("the fork server could not fork a shim");
   ShimHandles h = std::move(channels->daemon);
-  h.pid = pid;
-  h.pidfd = std::move(pidfd);
+  h.pid = 0;  // no process of its own: the lifecycle socket's EOF ends its teardown
   co_return h;
 }
 

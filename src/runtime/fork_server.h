@@ -1,7 +1,8 @@
 // The daemon's side of the fork server (zygote.h): starts `code-interpreter fork` and asks it
-// for shims. A shim from it is the same shim as SpawnShim's, but its sandbox's programs run
-// `python3 -c` in the interpreter the zygote loaded instead of starting one (src/runtime/README.md
-// "Fork server").
+// for sandboxes. The zygote is the parent of each (no shim process): the handles are a shim's
+// (the plan, "kill" and the report on the lifecycle socket) with pid 0, and the sandbox's
+// programs run `python3 -c` in the interpreter the zygote loaded instead of starting one
+// (src/runtime/README.md "Fork server").
 #pragma once
 
 #include <sys/types.h>
@@ -32,13 +33,15 @@ class ForkServer {
                                                    const std::vector<std::string>& env,
                                                    const std::vector<std::string>& modules,
                                                    const std::vector<std::string>& sources);
-  ~ForkServer();  // ends the zygote (its shims live on)
+  // Ends the zygote: it exits once the last of its sandboxes is gone (2 s at most, then killed).
+  ~ForkServer();
 
   // Whether it serves; false for good once it failed.
   bool Ready() const { return !failed_; }
-  // A shim forked from the zygote, or why not (the zygote then serves no more). Requests take
-  // turns: the answer to the one in flight is the next message on the control socket.
-  asio::awaitable<Result<ShimHandles>> SpawnShim();
+  // The handles of a new sandbox the zygote is the parent of (pid 0: no shim), or why not (the
+  // zygote then serves no more). Requests take turns: the answer to the one in flight is the
+  // next message on the control socket.
+  asio::awaitable<Result<ShimHandles>> NewSandbox();
 
  private:
   ForkServer(asio::any_io_executor ex, pid_t pid, UniqueFd control);

@@ -1,4 +1,5 @@
-// The local Executor: detects cgroups once, then spawns one shim per sandbox.
+// The local Executor: detects cgroups once, then starts each sandbox under its own spawned shim
+// or, for the host's root, under the fork server's zygote.
 #include "runtime/local_executor.h"
 
 #include <pwd.h>
@@ -62,10 +63,14 @@ class LocalExecutor final : public Executor {
       co_return Status::Error(detect_error_);
     }
     if (!ids_error_.empty()) co_return Status::Error(ids_error_);
-    // The fork server's shims see the host's root only (its /tmp is private).
+    // The fork server's sandboxes see the host's root only (its /tmp is private).
     const bool forked = fork_server_ && spec.rootfs == "host" && fork_server_->Ready();
-    Result<ShimHandles> shim = Status::Error("no fork server");
-    if (forked) shim = co_await fork_server_->SpawnShim();
+    Result<ShimHandles> shim = Status::Error("no fork server");  // a sandbox's parent
+    if (forked) {
+      shim = co_await fork_server_->NewSandbox();
+      // Its sandboxes died with it (their init's death signal): their cgroups go now.
+      if (!fork_server_->Ready()) ReapOrphans();
+    }
     if (!shim.ok()) shim = SpawnShim(opts_.shim_binary);
     if (!shim.ok()) co_return shim.status().Context("preparing a local sandbox");
     auto sandbox =
@@ -88,7 +93,7 @@ class LocalExecutor final : public Executor {
     }
     if (!started.ok()) {
       sandbox->Kill();
-      co_await sandbox->Destroy();  // reaps the shim, removes the cgroup
+      co_await sandbox->Destroy();  // its parent removes the cgroup
       co_return started;
     }
     co_return std::unique_ptr<Sandbox>(std::move(sandbox));
@@ -272,12 +277,13 @@ class LocalExecutor final : public Executor {
     no_cgroup_ = true;
     layout_ = {};  // version 0: the shim creates none, init sets rlimits
   }
-  // Sandboxes of a daemon killed without its shutdown (or shims killed by a signal) leave their
-  // cgroups behind: remove those whose shim is gone. Live shims' cgroups, of any daemon, stay.
+  // Sandboxes of a daemon killed without its shutdown (or whose parent, a shim or the fork
+  // server's zygote, was killed by a signal) leave their cgroups behind: remove those whose
+  // parent is gone. Live sandboxes' cgroups, of any daemon, stay.
   void ReapOrphans() {
     std::vector<std::string> failures;
     for (const std::string& dir : ReapOrphanCgroups(layout_, &failures)) {
-      spdlog::info("cgroups: removed {}, left by a sandbox whose shim is gone", dir);
+      spdlog::info("cgroups: removed {}, left by a sandbox whose parent is gone", dir);
     }
     for (const std::string& f : failures) spdlog::warn("cgroups: could not remove {}", f);
   }
@@ -316,7 +322,7 @@ class LocalExecutor final : public Executor {
       ids_error_ = "sandbox ids: " + e.what + ": " + std::strerror(e.err);
     }
   }
-  // Root only: its shims must create user namespaces owned by each sandbox's own uid.
+  // Root only: it must create user namespaces owned by each sandbox's own uid.
   void StartForkServer() {
     if (!opts_.fork_server || rootless_ || !OnPath("python3")) return;
     auto server = ForkServer::Start(ex_, opts_.shim_binary, opts_.sandbox_env, opts_.warm_imports,
@@ -352,7 +358,7 @@ class LocalExecutor final : public Executor {
   std::string id_lock_dir_;
   std::string one_id_reason_;  // rootless: why init shares the program's id, or ""
   std::string ids_error_;      // the lock directory cannot be used: every Prepare fails with it
-  std::unique_ptr<ForkServer> fork_server_;  // null: every shim is spawned (SpawnShim)
+  std::unique_ptr<ForkServer> fork_server_;  // null: every sandbox has a spawned shim
   std::shared_ptr<std::atomic<int>> pending_teardowns_ = std::make_shared<std::atomic<int>>(0);
   mutable std::mutex seccomp_mu_;  // enforcement() compiles too (const)
   mutable std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;

@@ -1,6 +1,7 @@
 // LocalSandbox lifecycle: start (plan -> ready), kill, destroy (report, reap, close).
 #include "runtime/local_sandbox.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -38,8 +39,23 @@ SandboxCore::SandboxCore(const asio::any_io_executor& ex, ShimHandles h)
       stdin_w(strand, h.stdin_w.release()),
       stdout_r(strand, h.stdout_r.release()),
       stderr_r(strand, h.stderr_r.release()),
-      pidfd(strand, h.pidfd.release()),
-      lifecycle_fd(lifecycle.native_handle()) {}
+      pidfd(strand),
+      lifecycle_fd(lifecycle.native_handle()) {
+  if (h.pidfd.valid()) pidfd.assign(h.pidfd.release());
+}
+
+void SandboxCore::KillParent() {
+  if (pid > 0) {
+    ::kill(pid, SIGKILL);
+    return;
+  }
+  // The zygote's sandbox: init is killed, and with it its pid namespace (the zygote then
+  // reports, removes the cgroup and closes the lifecycle socket); the wait for that ends here, so
+  // a hung zygote cannot hold the teardown.
+  if (init_pid > 0) ::kill(init_pid, SIGKILL);
+  boost::system::error_code ignored;
+  lifecycle.cancel(ignored);
+}
 
 void SandboxCore::SendKill() {
   std::lock_guard<std::mutex> lock(kill_mu);
@@ -73,6 +89,7 @@ LocalSandbox::~LocalSandbox() {
   // zombie is left behind. Not a path the daemon should take normally.
   Kill();
   pid_t pid = core_->pid;
+  if (pid <= 0) return;  // the zygote is the parent: it cleans up on the lifecycle socket's EOF
   std::thread([pid] {
     while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
@@ -115,6 +132,13 @@ asio::awaitable<Status> StartOnStrand(std::shared_ptr<SandboxCore> core, std::st
   if (frame->type != Msg::kReady) {
     co_return Status::Error(std::string("sandbox setup failed: unexpected ") +
                             proto::MsgName(frame->type) + " from the shim");
+  }
+  if (core->pid == 0) {  // the zygote's sandbox: init's host pid comes on the lifecycle socket
+    Result<Frame> init = co_await ReadFrameAsync(core->lifecycle);
+    if (!init.ok() || init->eof || init->type != Msg::kInit) {
+      co_return Status::Error("sandbox setup failed: the fork server did not name init");
+    }
+    core->init_pid = static_cast<pid_t>(std::atol(init->payload.c_str()));
   }
   core->state = SandboxCore::State::kReady;
   co_return Status();
@@ -161,6 +185,15 @@ asio::awaitable<ResourceReport> LocalSandbox::Destroy() {
   co_return co_await OnStrand<ResourceReport>(core_->strand, std::move(task));
 }
 
+bool LocalSandbox::Alive() const {
+  // An idle init sends nothing: anything readable on its socket is its end (EOF), or an error.
+  struct pollfd p = {core_->agent.native_handle(), POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return true;
+  if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return false;
+  char byte;
+  return ::recv(p.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) != 0;
+}
+
 void LocalSandbox::Kill() {
   auto core = core_;
   core->killed = true;
@@ -184,16 +217,18 @@ asio::awaitable<void> FinishTeardown(std::shared_ptr<SandboxCore> core) {
   asio::steady_timer guard(core->strand, 5s);
   guard.async_wait([core](boost::system::error_code e) {
     if (e || core->reaped) return;
-    ::kill(core->pid, SIGKILL);
+    core->KillParent();
   });
   boost::system::error_code ec;
   for (;;) {
     Result<Frame> frame = co_await ReadFrameAsync(core->lifecycle);
     if (!frame.ok() || frame->eof) break;
   }
-  co_await core->pidfd.async_wait(asio::posix::stream_descriptor::wait_read,
-                                  asio::redirect_error(asio::use_awaitable, ec));
-  while (::waitpid(core->pid, nullptr, 0) < 0 && errno == EINTR) {
+  if (core->pidfd.is_open()) {  // a shim: reaped here
+    co_await core->pidfd.async_wait(asio::posix::stream_descriptor::wait_read,
+                                    asio::redirect_error(asio::use_awaitable, ec));
+    while (::waitpid(core->pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
   }
   core->reaped = true;
   guard.cancel();
@@ -222,7 +257,7 @@ asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> cor
   asio::steady_timer guard(core->strand, 5s);
   guard.async_wait([core](boost::system::error_code e) {
     if (e || core->reaped) return;
-    ::kill(core->pid, SIGKILL);
+    core->KillParent();
   });
   for (;;) {
     Result<Frame> frame = co_await ReadFrameAsync(core->lifecycle);

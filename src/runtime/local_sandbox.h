@@ -33,7 +33,8 @@ struct SandboxCore {
   enum class State { kStarting, kReady, kRunning, kRan, kDestroyed };
 
   Strand strand;
-  pid_t pid;
+  pid_t pid;           // the shim's; 0 when the fork server's zygote is the sandbox's parent
+  pid_t init_pid = 0;  // then init's host pid (Msg::kInit), once started
   asio::posix::stream_descriptor lifecycle;
   asio::posix::stream_descriptor agent;
   asio::posix::stream_descriptor stdin_w;
@@ -59,6 +60,9 @@ struct SandboxCore {
 
   // Sends "kill" to the shim without blocking; thread-safe.
   void SendKill();
+  // The 5 s guards of the teardown (on the strand): SIGKILL for a shim that neither reports nor
+  // exits; for the zygote's sandbox, init killed and the wait for the lifecycle socket ended.
+  void KillParent();
 };
 
 class LocalSandbox final : public Sandbox {
@@ -76,6 +80,7 @@ class LocalSandbox final : public Sandbox {
   asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override;
   asio::awaitable<ResourceReport> Destroy() override;
   void Kill() override;
+  bool Alive() const override;
 
  private:
   std::shared_ptr<SandboxCore> core_;

@@ -77,6 +77,8 @@ const char* MsgName(Msg type) {
       return "pipes";
     case Msg::kPrestartEnded:
       return "prestart_ended";
+    case Msg::kInit:
+      return "init";
   }
   return "unknown";
 }

@@ -20,6 +20,7 @@ enum class Msg : uint8_t {
   kPlan = 1,            // daemon -> shim: the sandbox plan (JSON)
   kKill = 2,            // daemon -> shim: SIGKILL the sandbox now
   kReport = 3,          // shim -> daemon: cgroup verdict after the sandbox is gone (JSON)
+  kInit = 4,            // zygote -> daemon: init's host pid (decimal) once the sandbox started
   kSetupError = 10,     // shim/init -> daemon: {stage, errno, message}
   kReady = 11,          // init -> daemon: sandbox built, waiting for a payload
   kFileBegin = 12,      // both ways: {path, size}

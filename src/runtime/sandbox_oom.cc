@@ -30,11 +30,28 @@ std::string LeafName(const std::string& cgroup_file, const std::string& want) {
   return "";
 }
 
+// The counter file of the cgroup a line of /proc/<pid>/cgroup names, or "".
+std::string OomFileOf(const std::string& own, const std::string& want, const CgroupLayout& layout) {
+  std::string name = LeafName(own, want);
+  if (name.empty()) return "";
+  std::string file = layout.version == 2 ? layout.root + "/" + name + "/memory.events"
+                                         : layout.root + "/memory/" + kCgroupParent + "/" + name +
+                                               "/memory.oom_control";
+  return cgfs::Exists(file) ? file : "";
+}
+
+std::string Want(const CgroupLayout& layout) { return layout.version == 2 ? "0::" : ":memory:"; }
+
 }  // namespace
+
+std::string FindSandboxOomFileOfInit(pid_t init_pid, const CgroupLayout& layout) {
+  if (layout.version != 1 && layout.version != 2) return "";
+  return OomFileOf(Slurp("/proc/" + std::to_string(init_pid) + "/cgroup"), Want(layout), layout);
+}
 
 std::string FindSandboxOomFile(pid_t shim_pid, const CgroupLayout& layout) {
   if (layout.version != 1 && layout.version != 2) return "";
-  const std::string want = layout.version == 2 ? "0::" : ":memory:";
+  const std::string want = Want(layout);
   const std::string shim_cgroup = Slurp("/proc/" + std::to_string(shim_pid) + "/cgroup");
   std::vector<std::string> queue = {std::to_string(shim_pid)};
   for (size_t i = 0; i < queue.size() && i < 16; ++i) {
@@ -45,12 +62,7 @@ std::string FindSandboxOomFile(pid_t shim_pid, const CgroupLayout& layout) {
         queue.push_back(child);
         continue;
       }
-      std::string name = LeafName(own, want);
-      if (name.empty()) return "";
-      std::string file = layout.version == 2 ? layout.root + "/" + name + "/memory.events"
-                                             : layout.root + "/memory/" + kCgroupParent + "/" +
-                                                   name + "/memory.oom_control";
-      return cgfs::Exists(file) ? file : "";
+      return OomFileOf(own, want, layout);
     }
   }
   return "";

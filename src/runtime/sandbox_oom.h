@@ -17,6 +17,9 @@ namespace ci::runtime {
 // sandbox under shim `shim_pid`; empty when there is none (no cgroup, rootless without one).
 std::string FindSandboxOomFile(pid_t shim_pid, const CgroupLayout& layout);
 
+// The same for a sandbox whose parent is the fork server's zygote, from its init's host pid.
+std::string FindSandboxOomFileOfInit(pid_t init_pid, const CgroupLayout& layout);
+
 // The oom_kill count in that file; 0 when unreadable.
 uint64_t ReadOomKills(const std::string& file);
 

@@ -199,7 +199,10 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
   request.serves_calls = payload.serves_calls;
   request.call = payload.call.value_or("");
   // A call's OOM kill is told by the cgroup's counter, read before and after it.
-  if (payload.call && !core->oom_file) core->oom_file = FindSandboxOomFile(core->pid, core->cgroup);
+  if (payload.call && !core->oom_file) {
+    core->oom_file = core->pid > 0 ? FindSandboxOomFile(core->pid, core->cgroup)
+                                   : FindSandboxOomFileOfInit(core->init_pid, core->cgroup);
+  }
   const uint64_t oom_before = payload.call ? ReadOomKills(*core->oom_file) : 0;
   const std::string encoded = proto::Encode(request);
   Status sent = co_await WriteFrameAsync(core->agent, Msg::kRun, encoded);

@@ -13,8 +13,8 @@
 namespace ci::runtime {
 
 struct ShimHandles {
-  pid_t pid = -1;
-  UniqueFd pidfd;      // readable once the shim exited
+  pid_t pid = -1;      // 0: the fork server's zygote is the sandbox's parent (no shim process)
+  UniqueFd pidfd;      // readable once the shim exited; none without a shim
   UniqueFd lifecycle;  // fd 3 in the shim
   UniqueFd agent;      // fd 4 in the shim, then in init
   UniqueFd stdin_w;    // write end of the program's stdin (fd 5 in the shim)

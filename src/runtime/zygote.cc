@@ -1,6 +1,7 @@
 #include "runtime/zygote.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -10,14 +11,17 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/pidfd.h"
 #include "runtime/embedded_python.h"
 #include "runtime/fd_passing.h"
+#include "runtime/messages.h"
+#include "runtime/protocol.h"
 #include "runtime/sandbox_init.h"
-#include "runtime/shim.h"
+#include "runtime/sandbox_parent.h"
 
 extern char** environ;
 
@@ -50,48 +54,57 @@ bool ReceiveRequest(std::vector<int>* fds) {
   return byte == 'S' && fds->size() == 5;
 }
 
-// The child's pid (0: no child) with its pidfd.
-void Reply(pid_t pid, int pidfd) {
-  int32_t value = pid;
-  std::vector<int> fds;
-  if (pidfd >= 0) fds.push_back(pidfd);
+// The answer to a request: kZygoteSupervises.
+void Reply() {
+  int32_t value = kZygoteSupervises;
   (void)SendWithFds(kZygoteControlFd,
-                    std::string_view(reinterpret_cast<char*>(&value), sizeof value), fds);
+                    std::string_view(reinterpret_cast<char*>(&value), sizeof value), {});
 }
 
-// /proc/PID/cmdline of a shim says "code-interpreter shim", forked or spawned (the startup
-// reaper and the tests know shims by it): the zygote's "fork" is written over in place (the
+// /proc/PID/cmdline of an init says "code-interpreter shim", the zygote's or a spawned shim's
+// (the tests find a sandbox's parent by it): the zygote's "fork" is written over in place (the
 // kernel shows this memory), which is why the subcommand has four letters.
 void RenameToShim(char** argv) {
   if (std::strlen(argv[1]) == 4) std::memcpy(argv[1], "shim", 4);
 }
 
-// The child: the shim, as if spawned by shim_spawn.cc (its own session, fds 3..7, the daemon's
-// signal dispositions: SIGPIPE ignored, the rest default).
-[[noreturn]] void BecomeShim(const std::vector<int>& fds, char** zygote_argv) {
+// One sandbox the zygote is the parent of: the descriptors of the request (the daemon's
+// lifecycle socket, the agent socket, the program's stdio: fds 3..7 of a spawned shim), and what
+// the sandbox holds once it started.
+struct Sandbox {
+  UniqueFd fds[5];
+  bool started = false;      // the plan came and init runs
+  bool daemon_alive = true;  // the lifecycle socket still open on the daemon's side
+  bool killed = false;
+  SandboxParent parent;
+};
+
+// In init, the clone's child: the layout and state a spawned shim gives its init. Fds 3..7 are
+// the request's, the go pipe is 8, and nothing else of the zygote's is left (not its control
+// socket, not another sandbox's descriptors); the daemon's signal dispositions (SIGPIPE ignored,
+// the rest default, none blocked); cmdline "code-interpreter shim".
+[[noreturn]] void BecomeInit(const Plan& plan, const Sandbox& sandbox, int go_fd,
+                             char** zygote_argv) {
   RenameToShim(zygote_argv);
   for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
   ::signal(SIGPIPE, SIG_IGN);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (::setsid() < 0) ::_exit(1);
-  // Every source above all targets first, so no dup2 overwrites a source numbered 3..7.
-  const int targets[] = {kLifecycleFd, kAgentFd, kProgramStdinFd, kProgramStdoutFd,
-                         kProgramStderrFd};
-  int high[5];
-  for (int i = 0; i < 5; ++i) {
-    high[i] = ::fcntl(fds[i], F_DUPFD, kProgramStderrFd + 1);
+  constexpr int kGoFd = kProgramStderrFd + 1;
+  const int sources[6] = {sandbox.fds[0].get(), sandbox.fds[1].get(), sandbox.fds[2].get(),
+                          sandbox.fds[3].get(), sandbox.fds[4].get(), go_fd};
+  // Every source above all targets first, so no dup2 overwrites a source numbered 3..8.
+  int high[6];
+  for (int i = 0; i < 6; ++i) {
+    high[i] = ::fcntl(sources[i], F_DUPFD, kGoFd + 1);
     if (high[i] < 0) ::_exit(1);
   }
-  for (int i = 0; i < 5; ++i) {
-    if (::dup2(high[i], targets[i]) != targets[i]) ::_exit(1);
+  for (int i = 0; i < 6; ++i) {
+    if (::dup2(high[i], kLifecycleFd + i) != kLifecycleFd + i) ::_exit(1);
   }
-  ::close_range(kProgramStderrFd + 1, ~0U, 0);
-  char arg0[] = "code-interpreter";
-  char arg1[] = "shim";
-  char* argv[] = {arg0, arg1, nullptr};
-  ::_exit(ShimMain(2, argv));
+  ::close_range(kGoFd + 1, ~0U, 0);
+  SandboxInitMain(plan, kGoFd);
 }
 
 struct Startup {
@@ -129,6 +142,112 @@ Startup ReceiveStartup() {
   return startup;
 }
 
+// The plan arrived on the lifecycle socket: the sandbox starts, or it is dropped (a failure is
+// on the agent socket already; closing the lifecycle socket tells the daemon it is all gone).
+bool Start(Sandbox* sandbox, char** argv) {
+  proto::Msg type;
+  std::string payload;
+  Plan plan;
+  if (proto::ReadFrame(sandbox->fds[0].get(), &type, &payload) != 0 || type != proto::Msg::kPlan ||
+      !DecodePlan(payload, &plan)) {
+    ReportSetupFailure(sandbox->fds[1].get(), "plan", SysFailErr(EPROTO, "no valid plan"));
+    return false;
+  }
+  BeforeEmbeddedPythonFork();
+  const bool started = StartSandbox(
+      plan, sandbox->fds[1].get(), [&](int go_fd) { BecomeInit(plan, *sandbox, go_fd, argv); },
+      &sandbox->parent);
+  AfterEmbeddedPythonFork();
+  if (!started) return false;
+  // Init holds the agent socket and the program's stdio now; without our copies, the daemon sees
+  // EOF on them as soon as the sandbox is gone.
+  for (int i = 1; i < 5; ++i) sandbox->fds[i].reset();
+  sandbox->started = true;
+  // The daemon finds the sandbox's cgroup from init (a shim's children would say it).
+  (void)proto::WriteFrame(sandbox->fds[0].get(), proto::Msg::kInit,
+                          std::to_string(sandbox->parent.init));
+  return true;
+}
+
+// A message from the daemon on a started sandbox's lifecycle socket: "kill", or EOF (the daemon
+// is gone, or gave the sandbox up). Either kills init, which takes the pid namespace with it.
+void OnLifecycle(Sandbox* sandbox) {
+  proto::Msg type = proto::Msg::kKill;
+  std::string payload;
+  if (proto::ReadFrame(sandbox->fds[0].get(), &type, &payload) != 0) {
+    sandbox->daemon_alive = false;
+  }
+  if ((!sandbox->daemon_alive || type == proto::Msg::kKill) && !sandbox->killed) {
+    ::kill(sandbox->parent.init, SIGKILL);
+    sandbox->killed = true;
+  }
+}
+
+// Init exited: reaped, the counters reported, the cgroup removed; the caller then drops the
+// sandbox, whose lifecycle socket closing tells the daemon the teardown is done.
+void Finish(Sandbox* sandbox) {
+  while (::waitpid(sandbox->parent.init, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  FinishSandbox(&sandbox->parent, [sandbox](const CgroupStats& stats) {
+    if (!sandbox->daemon_alive) return;
+    (void)proto::WriteFrame(sandbox->fds[0].get(), proto::Msg::kReport,
+                            proto::Encode(proto::CgroupReport{stats}));
+  });
+}
+
+// The zygote's loop: requests on the control socket, and for each sandbox its lifecycle socket
+// and init's pidfd. It is the parent of every sandbox it started (what a shim is for one), so it
+// goes on after the control socket closed until the last of them is gone.
+void Serve(char** argv) {
+  std::vector<std::unique_ptr<Sandbox>> live;
+  bool serving = true;
+  std::vector<struct pollfd> polled;
+  while (serving || !live.empty()) {
+    polled.assign(1, {serving ? kZygoteControlFd : -1, POLLIN, 0});
+    for (const auto& s : live) {
+      polled.push_back({s->daemon_alive ? s->fds[0].get() : -1, POLLIN, 0});
+      polled.push_back({s->started ? s->parent.init_pidfd.get() : -1, POLLIN, 0});
+    }
+    if (::poll(polled.data(), polled.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      Log(std::string("poll: ") + std::strerror(errno));
+      ::_exit(1);  // its inits die with it (their death signal); the daemon's reaper cleans up
+    }
+    const size_t polled_sandboxes = live.size();
+    std::vector<bool> gone(polled_sandboxes, false);
+    for (size_t i = 0; i < polled_sandboxes; ++i) {
+      Sandbox* s = live[i].get();
+      const short lifecycle = polled[1 + 2 * i].revents;
+      const short exited = polled[2 + 2 * i].revents;
+      if (exited & POLLIN) {
+        Finish(s);
+        gone[i] = true;
+      } else if (lifecycle & (POLLIN | POLLHUP | POLLERR)) {
+        if (!s->started) {
+          gone[i] = !Start(s, argv);
+        } else {
+          OnLifecycle(s);
+        }
+      }
+    }
+    for (size_t i = polled_sandboxes; i-- > 0;) {
+      if (gone[i]) live.erase(live.begin() + static_cast<long>(i));
+    }
+    if (polled[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      std::vector<int> fds;
+      if (!ReceiveRequest(&fds)) {
+        for (int fd : fds) ::close(fd);
+        serving = false;  // the daemon is gone or done with us
+        continue;
+      }
+      auto sandbox = std::make_unique<Sandbox>();
+      for (int i = 0; i < 5; ++i) sandbox->fds[i].reset(fds[i]);
+      live.push_back(std::move(sandbox));
+      Reply();
+    }
+  }
+}
+
 }  // namespace
 
 int ZygoteMain(int argc, char** argv) {
@@ -148,24 +267,7 @@ int ZygoteMain(int argc, char** argv) {
     return 1;
   }
   if (::send(kZygoteControlFd, "R", 1, MSG_NOSIGNAL) != 1) return 0;
-  std::vector<int> fds;
-  while (ReceiveRequest(&fds)) {
-    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-    }
-    BeforeEmbeddedPythonFork();
-    pid_t pid = ::fork();
-    if (pid == 0) BecomeShim(fds, argv);
-    AfterEmbeddedPythonFork();
-    int pidfd = pid > 0 ? PidfdOpen(pid) : -1;
-    if (pid > 0 && pidfd < 0) {  // the daemon could not wait for it: no use
-      ::kill(pid, SIGKILL);
-      pid = 0;
-    }
-    Reply(pid > 0 ? pid : 0, pidfd);
-    if (pidfd >= 0) ::close(pidfd);
-    for (int fd : fds) ::close(fd);
-    fds.clear();
-  }
+  Serve(argv);
   return 0;
 }
 

@@ -148,6 +148,8 @@ class FakeSandbox final : public Sandbox {
     co_return report_;
   }
 
+  bool Alive() const override { return !owner_.DiedWhileIdle(number_); }
+
   void Kill() override {
     if (killed_) return;
     killed_ = true;
@@ -334,6 +336,16 @@ FakeProgram FakeExecutor::Script(bool call) const {
 void FakeExecutor::LoseBeforeRun(std::set<int> numbers) {
   std::lock_guard lock(mu_);
   lost_before_run_ = std::move(numbers);
+}
+
+void FakeExecutor::DieWhileIdle(std::set<int> numbers) {
+  std::lock_guard lock(mu_);
+  died_while_idle_ = std::move(numbers);
+}
+
+bool FakeExecutor::DiedWhileIdle(int number) const {
+  std::lock_guard lock(mu_);
+  return died_while_idle_.count(number) > 0;
 }
 
 bool FakeExecutor::LostBeforeRun(int number) const {

@@ -145,6 +145,9 @@ class FakeExecutor final : public Executor {
   // The sandboxes numbered so (1 is the first prepared) are gone when their first run starts, as
   // pooled containers are after their dockerd restarted: Run fails with Status::Gone.
   void LoseBeforeRun(std::set<int> numbers);
+  // The sandboxes numbered so say they are dead (Sandbox::Alive), as a local one does once its
+  // init exited while it waited in a pool.
+  void DieWhileIdle(std::set<int> numbers);
   void SetHealth(Status status);
 
   FakeCounts counts() const;
@@ -165,6 +168,7 @@ class FakeExecutor final : public Executor {
   void Count(const std::function<void(FakeCounts&)>& change);
   FakeProgram Script(bool call) const;
   bool LostBeforeRun(int number) const;
+  bool DiedWhileIdle(int number) const;
 
   asio::any_io_executor ex_;
   Options options_;
@@ -175,6 +179,7 @@ class FakeExecutor final : public Executor {
   FakeProgram programs_, calls_;
   std::deque<Status> prepare_failures_;
   std::set<int> lost_before_run_;
+  std::set<int> died_while_idle_;
   Status health_;
 };
 

@@ -46,6 +46,23 @@ TEST_F(WarmPoolApiTest, ASandboxGoneBeforeTheRunIsReplaced) {
   EXPECT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.live() == 1; }));  // the pool's
 }
 
+// A pooled sandbox known to be dead (a local one whose init exited: its fork server died) is
+// never taken: it is destroyed and counted, and the request gets a sandbox made for it.
+TEST_F(WarmPoolApiTest, APooledSandboxKnownDeadIsReplacedNotTaken) {
+  fake().DieWhileIdle({1});
+  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.prepared == 1; }));
+  HttpReply r = client().Post("/v1/execute", R"({"code": "x"})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  const std::string ran_in = Str(Json(r), "stdout");
+  EXPECT_TRUE(ran_in != "1" && !ran_in.empty()) << ran_in;
+  EXPECT_EQ(fake().counts().runs_started, 1);  // none in the dead one
+  EXPECT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.destroyed >= 2; }));
+  EXPECT_NE(client()
+                .Get("/metrics")
+                .body.find("code_interpreter_warm_pool_dead_total{pool=\"python\"} 1\n"),
+            std::string::npos);
+}
+
 // A sandbox that dies under a running program is the request's failure: the program ran, so it
 // is never run a second time.
 TEST_F(WarmPoolApiTest, ASandboxLostWhileTheProgramRunsIsNotRetried) {

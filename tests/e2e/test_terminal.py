@@ -8,6 +8,7 @@ Ctrl-C on a foreground daemon reaches the daemon alone (shims are in sessions of
 shutdown grace runs, the sandboxes are removed in order and nothing is left behind."""
 
 import glob
+import http.client
 import json
 import os
 import pty
@@ -130,6 +131,15 @@ def children(parent):
     return out
 
 
+def is_running(pid):
+    """Whether `pid` is a process that has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def parent_of(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -241,8 +251,9 @@ class TerminalTest(unittest.TestCase):
 
 
 class CgroupReaperTest(unittest.TestCase):
-    """A shim killed without its cleanup leaves an empty cgroup; the next daemon removes it and
-    leaves the cgroups of live sandboxes, of any daemon, alone."""
+    """A sandbox's parent (a shim, or the fork server) killed without its cleanup leaves empty
+    cgroups; the next daemon removes them and leaves the cgroups of live sandboxes, of any daemon,
+    alone."""
 
     def setUp(self):
         if not Config.bin_path:
@@ -263,9 +274,10 @@ class CgroupReaperTest(unittest.TestCase):
                 except subprocess.TimeoutExpired:
                     p.kill()
 
-    def start(self):
+    def start(self, warm_pool_size=0):
         env = dict(os.environ, HOST="127.0.0.1", PORT="0", EXECUTOR_BACKEND="local",
-                   WARM_POOL_SIZE="0", FILE_STORAGE_DIR=os.path.join(self.dir, "files"))
+                   WARM_POOL_SIZE=str(warm_pool_size),
+                   FILE_STORAGE_DIR=os.path.join(self.dir, "files"))
         p = subprocess.Popen([Config.bin_path, "serve"], env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)
         self.procs.append(p)
@@ -281,7 +293,8 @@ class CgroupReaperTest(unittest.TestCase):
 
     def post_in_background(self, daemon, port, seconds, results, key):
         """Starts `sleep <unique>` as a bash execution on a thread; returns the thread, the
-        sleep's argument and the pid of the shim of its sandbox once it runs."""
+        sleep's argument and, once it runs, the pid of its sandbox's parent: a shim, or the
+        daemon's fork server (the parent of each of its sandboxes), which names the cgroup."""
         sleep = unique_sleep_arg()
 
         def post():
@@ -295,19 +308,19 @@ class CgroupReaperTest(unittest.TestCase):
                     results[key] = r.status
             except urllib.error.HTTPError as e:
                 results[key] = e.code
+            except (OSError, http.client.HTTPException) as e:  # the daemon was killed
+                results[key] = repr(e)
 
         thread = threading.Thread(target=post, daemon=True)
         thread.start()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            # sleep -> ... -> init -> shim -> daemon or its fork server (the language probes have
-            # shims too)
+            # sleep -> ... -> init -> shim or fork server -> daemon
             for line in host_processes_matching(f"sleep {sleep}"):
                 pid = int(line.split()[0])
-                parents = parents_of_shims(daemon.pid)
-                while pid and parent_of(pid) not in [None, 1] + parents:
+                while pid and parent_of(pid) not in [None, 1, daemon.pid]:
                     pid = parent_of(pid)
-                if pid and parent_of(pid) in parents:
+                if pid and parent_of(pid) == daemon.pid:
                     return thread, sleep, pid
             time.sleep(0.05)
         self.fail("the execution did not start")
@@ -315,19 +328,39 @@ class CgroupReaperTest(unittest.TestCase):
     def test_orphaned_cgroups_are_removed_at_startup_live_ones_kept(self):
         a, port_a = self.start()
         results = {}
-        doomed, sleep, shim = self.post_in_background(a, port_a, 40, results, "doomed")
-        os.kill(shim, signal.SIGKILL)  # no cleanup: its sandbox dies, its cgroup stays
+        doomed, sleep, parent = self.post_in_background(a, port_a, 40, results, "doomed")
+        os.kill(parent, signal.SIGKILL)  # no cleanup: its sandboxes die, their cgroups stay
         doomed.join(60)
         self.assertEqual(results.get("doomed"), 500, results)
-        # Init's death signal held through its id changes: the whole sandbox died with the shim.
+        # Init's death signal held through its id changes: the whole sandbox died with its parent.
         self.assertEqual(host_processes_matching(f"sleep {sleep}"), [])
-        self.assertTrue(sandbox_cgroups(f"{shim}-"), "killing a shim should leave its cgroup")
+        self.assertTrue(sandbox_cgroups(f"{parent}-"), "killing the parent should leave cgroups")
         # A live sandbox of daemon A while daemon B starts: B must keep its hands off it.
-        live, _, live_shim = self.post_in_background(a, port_a, 4, results, "live")
-        live_cgroups = sandbox_cgroups(f"{live_shim}-")
+        live, _, live_parent = self.post_in_background(a, port_a, 4, results, "live")
+        live_cgroups = sandbox_cgroups(f"{live_parent}-")
         self.assertTrue(live_cgroups)
         self.start()
-        self.assertEqual(sandbox_cgroups(f"{shim}-"), set(), "the orphans are still there")
-        self.assertEqual(sandbox_cgroups(f"{live_shim}-"), live_cgroups)
+        self.assertEqual(sandbox_cgroups(f"{parent}-"), set(), "the orphans are still there")
+        self.assertEqual(sandbox_cgroups(f"{live_parent}-"), live_cgroups)
         live.join(60)
         self.assertEqual(results.get("live"), 200, results)  # timed out after 4 s, as asked
+
+    def test_a_killed_daemon_leaves_no_sandbox_process_or_cgroup(self):
+        """Without the daemon, the parents of its sandboxes (shims, or the fork server's zygote)
+        kill them, running or pooled, remove their cgroups and exit."""
+        a, port = self.start(warm_pool_size=2)
+        results = {}
+        running, sleep, parent = self.post_in_background(a, port, 40, results, "running")
+        self.assertTrue(sandbox_cgroups(f"{parent}-"))
+        a.kill()  # the daemon alone: its process group (the sandboxes' parents) lives on
+        a.wait(10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and (
+                host_processes_matching(f"sleep {sleep}") or is_running(parent)
+                or sandbox_cgroups(f"{parent}-")):
+            time.sleep(0.1)
+        self.assertEqual(host_processes_matching(f"sleep {sleep}"), [])
+        self.assertFalse(is_running(parent), "the sandbox's parent outlived the daemon")
+        self.assertEqual(sandbox_cgroups(f"{parent}-"), set(), "cgroups left behind")
+        running.join(10)
+

@@ -3,14 +3,21 @@
 // `python3 -c` does (exit status, SystemExit, tracebacks, KeyboardInterrupt, threads, atexit,
 // unclosed files), gets its own random state, and pays nothing of the imports' CPU. The whole
 // runtime suite also runs this way (runtime-fork-server), isolation checks included.
+#include "runtime/fork_server.h"
+
+#include <fcntl.h>
 #include <gmock/gmock.h>
 
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
+#include <thread>
 
+#include "runtime/messages.h"
+#include "runtime/protocol.h"
 #include "sandbox_fixture.h"
 
 namespace ci::testing_support {
@@ -188,8 +195,9 @@ TEST_F(ForkServerTest, TheZygoteIsOutOfTheProgramsReach) {
 namespace ci::testing_support {
 namespace {
 
-// The zygote's pid: the child of this test process whose command line says "fork".
-pid_t FindZygote() {
+// The zygotes' pids: the children of this test process whose command line says "fork".
+std::vector<pid_t> Zygotes() {
+  std::vector<pid_t> out;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
@@ -200,10 +208,116 @@ pid_t FindZygote() {
     std::ifstream cmdline(entry.path() / "cmdline");
     std::string args(std::istreambuf_iterator<char>(cmdline), {});
     if (ppid == ::getpid() && args == std::string("code-interpreter\0fork\0", 22)) {
-      return std::stoi(name);
+      out.push_back(std::stoi(name));
     }
   }
-  return 0;
+  return out;
+}
+
+// The executor's zygote (the only one).
+pid_t FindZygote() {
+  std::vector<pid_t> all = Zygotes();
+  return all.size() == 1 ? all[0] : 0;
+}
+
+// The descriptors open in a process.
+int CountFds(pid_t pid) {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+// The stage of the setup failure the sandbox's agent socket reports, then its EOF: "" when not so.
+std::string SetupFailureStage(const runtime::UniqueFd& agent) {
+  const int flags = ::fcntl(agent.get(), F_GETFL);
+  ::fcntl(agent.get(), F_SETFL, flags & ~O_NONBLOCK);
+  runtime::proto::Msg type;
+  std::string payload;
+  runtime::proto::SetupError error;
+  if (runtime::proto::ReadFrame(agent.get(), &type, &payload) != 0 ||
+      type != runtime::proto::Msg::kSetupError || !runtime::proto::Decode(payload, &error)) {
+    return "";
+  }
+  char byte;
+  return ::read(agent.get(), &byte, 1) == 0 ? error.stage : "";
+}
+
+// A sandbox whose plan never comes (the daemon closed its lifecycle socket first), or comes
+// malformed, or is not a plan: the zygote reports it on the agent socket as a shim would, keeps
+// nothing of it (no descriptor, no cgroup, no process) and serves the next one.
+TEST_F(ForkServerTest, ASandboxWithoutAValidPlanIsDroppedAndTheZygoteServesOn) {
+  const std::vector<pid_t> others = Zygotes();
+  auto started = runtime::ForkServer::Start(io_.get_executor(), std::getenv("CI_TEST_SHIM"),
+                                            DefaultSandboxEnv(), {}, {});
+  ASSERT_TRUE(started.ok()) << started.status().message();
+  std::unique_ptr<runtime::ForkServer> server = std::move(started).value();
+  pid_t zygote = 0;
+  for (pid_t pid : Zygotes()) {
+    if (std::find(others.begin(), others.end(), pid) == others.end()) zygote = pid;
+  }
+  ASSERT_GT(zygote, 0);
+  const int fds_between = CountFds(zygote);  // between requests it holds no sandbox's
+  const std::vector<std::string> cgroups_before = ListEmptyCgroups();
+  using Send = std::function<void(int lifecycle)>;
+  const std::vector<std::pair<std::string, Send>> cases = {
+      {"no plan", [](int) {}},
+      {"not JSON", [](int fd) { runtime::proto::WriteFrame(fd, runtime::proto::Msg::kPlan, "{"); }},
+      {"not a plan",
+       [](int fd) { runtime::proto::WriteFrame(fd, runtime::proto::Msg::kKill, ""); }},
+  };
+  for (const auto& [name, send] : cases) {
+    auto sandbox = Await(server->NewSandbox());
+    ASSERT_TRUE(sandbox.ok()) << name << ": " << sandbox.status().message();
+    EXPECT_EQ(sandbox->pid, 0) << name;
+    send(sandbox->lifecycle.get());
+    sandbox->lifecycle.reset();
+    EXPECT_EQ(SetupFailureStage(sandbox->agent), "plan") << name;
+    // The agent socket's EOF came as the zygote dropped the sandbox; the rest of it goes next.
+    for (int i = 0; i < 100 && CountFds(zygote) != fds_between; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_EQ(CountFds(zygote), fds_between) << name;
+  }
+  EXPECT_TRUE(server->Ready());
+  EXPECT_EQ(ListEmptyCgroups(), cgroups_before);
+}
+
+// The zygote is the parent of its sandboxes: its death takes them (init's death signal), a
+// pooled one reads as dead (Alive(), so a warm pool replaces it), its teardown does not hang, the
+// next Python program runs an exec, and their cgroups are removed then, not left for a restart.
+TEST_F(ForkServerTest, AZygotesDeathTakesItsSandboxesAndTheirCgroups) {
+  auto prepared = Await(executor_->Prepare(DefaultSpec()));
+  ASSERT_TRUE(prepared.ok()) << prepared.status().message();
+  std::unique_ptr<Sandbox> sandbox = std::move(prepared.value());
+  EXPECT_TRUE(sandbox->Alive());
+  const pid_t zygote = FindZygote();
+  ASSERT_GT(zygote, 0);
+  const std::string prefix = std::to_string(zygote) + "-";
+  auto named_by_zygote = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(
+             "/sys/fs/cgroup", std::filesystem::directory_options::skip_permission_denied)) {
+      if (e.is_directory() && e.path().filename().string().rfind(prefix, 0) == 0) ++n;
+    }
+    return n;
+  };
+  EXPECT_GT(named_by_zygote(), 0);
+  ASSERT_EQ(::kill(zygote, SIGKILL), 0);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (sandbox->Alive() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_FALSE(sandbox->Alive());
+  const auto destroy_start = std::chrono::steady_clock::now();
+  Await(sandbox->Destroy());
+  EXPECT_LT(std::chrono::steady_clock::now() - destroy_start, 4s) << "the 5 s guard was needed";
+  Execution ex = Py("print(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1].decode())");
+  EXPECT_EQ(Exit(ex), 0) << ex.err;
+  EXPECT_EQ(ex.out, "-c\n");
+  EXPECT_EQ(named_by_zygote(), 0);
 }
 
 TEST_F(ForkServerTest, AZygoteThatDiedLeavesPythonToAnExec) {

@@ -28,6 +28,14 @@ asio::awaitable<Result<std::unique_ptr<Sandbox>>> WarmPool::Prepare(const Sandbo
                             [&](const auto& p) { return p->config.spec == spec; });
   if (match != pools_.end()) {
     Pool& pool = **match;
+    while (!pool.ready.empty() && !pool.ready.front()->Alive()) {
+      // Died while it waited (its parent killed, the host's OOM killer): replaced, not handed out.
+      std::shared_ptr<Sandbox> dead = std::move(pool.ready.front());
+      pool.ready.pop_front();
+      ++pool.stats.dead;
+      asio::co_spawn(
+          ex_, [dead]() -> asio::awaitable<void> { co_await dead->Destroy(); }, asio::detached);
+    }
     if (!pool.ready.empty()) {
       std::unique_ptr<Sandbox> sandbox = std::move(pool.ready.front());
       pool.ready.pop_front();

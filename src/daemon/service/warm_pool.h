@@ -33,6 +33,7 @@ struct WarmPoolStats {
   uint64_t hits = 0;     // requests served by a pooled sandbox
   uint64_t misses = 0;   // requests of this pool's spec that found it empty (a sandbox made then)
   uint64_t refills = 0;  // sandboxes added after a take
+  uint64_t dead = 0;     // pooled sandboxes found gone when taken, replaced instead
   double refill_lag_sum = 0;  // seconds from each take to its replacement being ready
   double refill_lag_max = 0;
 };
