@@ -48,26 +48,36 @@ def measure(mem, mode, touch, rounds):
     return statistics.median(round_ms(mem, mode, touch) for _ in range(rounds))
 
 
+def host_costs(mb=16, touch_mb=4, rounds=30, huge=False):
+    """(fork + exit + wait in ms, {"read"|"write"|"fresh": microseconds per page touched})."""
+    size, touch = mb << 20, min(touch_mb, mb) << 20
+    pages = touch // PAGE
+    mem = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        if huge:
+            mem.madvise(mmap.MADV_HUGEPAGE)
+        mem.write(b"\1" * size)
+        base = measure(mem, "none", touch, rounds)
+        return base, {m: (measure(mem, m, touch, rounds) - base) * 1000 / pages
+                      for m in ("read", "write", "fresh")}
+    finally:
+        mem.close()
+
+
+def describe(base, costs):
+    return (f"fork + exit + wait {base:.2f} ms; per page touched: "
+            + ", ".join(f"{m} {us:.1f} us" for m, us in costs.items()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=int, default=16, help="the parent's anonymous memory")
     ap.add_argument("--touch", type=int, default=4, help="MB each child touches")
     ap.add_argument("--rounds", type=int, default=30)
     args = ap.parse_args()
-    size, touch = args.mb << 20, min(args.touch, args.mb) << 20
-    pages = touch // PAGE
     for huge in (False, True):
-        mem = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        if huge:
-            mem.madvise(mmap.MADV_HUGEPAGE)
-        mem.write(b"\1" * size)
-        base = measure(mem, "none", touch, args.rounds)
-        costs = {m: (measure(mem, m, touch, args.rounds) - base) * 1000 / pages
-                 for m in ("read", "write", "fresh")}
         label = "huge pages" if huge else "4 KB pages"
-        print(f"{label}: fork + exit + wait {base:.2f} ms; per page touched: "
-              + ", ".join(f"{m} {us:.1f} us" for m, us in costs.items()))
-        mem.close()
+        print(f"{label}: " + describe(*host_costs(args.mb, args.touch, args.rounds, huge)))
 
 
 if __name__ == "__main__":

@@ -28,12 +28,27 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 
+import bench_page_costs  # noqa: E402
 import harness  # noqa: E402
 from bench_execute import (PYTHON, CommandTarget, DaemonTarget, percentile,  # noqa: E402
                            run_interleaved)
 from bench_kubernetes import SessionCallTarget  # noqa: E402
 
 WARM_IMPORTS = "numpy,pandas,matplotlib"
+
+
+def host_line():
+    """What this host charges for a process and a page (bench_page_costs.py), measured before
+    any daemon starts: a PVM guest (page tables paravirtualised) makes both expensive, and the
+    local throughput rows with them (tests/bench/README.md "The PVM guest again")."""
+    try:
+        with open("/proc/kallsyms") as f:
+            pvm = sum(1 for line in f if " pvm_" in line)
+    except OSError:
+        pvm = 0
+    kind = f"a PVM guest ({pvm} pvm_ kernel symbols)" if pvm else "not a PVM guest"
+    return (f"host: {os.uname().release}, {kind}; a 16 MB process: "
+            + bench_page_costs.describe(*bench_page_costs.host_costs()))
 
 
 def ExecuteTarget(daemon, code, expect):
@@ -156,6 +171,7 @@ def main():
     want = set(args.only) or {"hello", "pandas", "session", "throughput", "rss"} | (
         {"docker"} if args.docker else set())
     table, config = Table(), []
+    host = host_line()
     bare = CommandTarget([PYTHON, "-c", "print(1)"])
     bare_name = "`python3 -c 'print(1)'`"
 
@@ -214,6 +230,7 @@ def main():
     print(f"{args.runs} runs per latency row after {args.warmup} warm-up rounds, interleaved "
           f"with the baseline; throughput {args.requests} requests; {os.cpu_count()} CPUs; "
           f"binary {args.bin}")
+    print(host)
     print("\n".join(config) + "\n")
     table.print()
     return 0
