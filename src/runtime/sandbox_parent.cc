@@ -137,10 +137,26 @@ bool StartSandbox(const Plan& plan, int agent_fd, const std::function<void(int g
   return true;
 }
 
-void FinishSandbox(SandboxParent* parent, const std::function<void(const CgroupStats&)>& report) {
+void OnLifecycleReadable(SandboxParent* parent, int lifecycle_fd) {
+  proto::Msg type = proto::Msg::kKill;
+  std::string payload;
+  if (proto::ReadFrame(lifecycle_fd, &type, &payload) != 0) parent->daemon_alive = false;
+  if ((!parent->daemon_alive || type == proto::Msg::kKill) && !parent->killed) {
+    ::kill(parent->init, SIGKILL);
+    parent->killed = true;
+  }
+}
+
+void FinishSandbox(SandboxParent* parent, int lifecycle_fd) {
+  while (::waitpid(parent->init, nullptr, 0) < 0 && errno == EINTR) {
+  }
   // The counters are final once init is gone: the daemon gets them before the cgroup's removal
   // (which it waits for in the background), so an answer does not wait for the rmdir.
-  report(parent->cgroup->ReadStats());
+  const CgroupStats stats = parent->cgroup->ReadStats();
+  if (parent->daemon_alive) {
+    (void)proto::WriteFrame(lifecycle_fd, proto::Msg::kReport,
+                            proto::Encode(proto::CgroupReport{stats}));
+  }
   SysError removed = parent->cgroup->Remove();
   if (!removed.ok()) {
     Log("removing cgroup failed: " + removed.what + ": " + std::strerror(removed.err));

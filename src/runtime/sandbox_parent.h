@@ -21,8 +21,10 @@ struct SandboxParent {
   pid_t init = -1;
   UniqueFd init_pidfd;  // readable once init exited
   std::unique_ptr<Cgroup> cgroup;
-  UniqueFd id_lock;   // the sandbox's host ids, claimed until the parent lets go of them
-  UniqueFd go_write;  // held open: init checks it for a hang-up to know its parent lives
+  UniqueFd id_lock;          // the sandbox's host ids, claimed until the parent lets go of them
+  UniqueFd go_write;         // held open: init checks it for a hang-up to know its parent lives
+  bool daemon_alive = true;  // the lifecycle socket still open on the daemon's side
+  bool killed = false;       // init was sent SIGKILL
 };
 
 // A failure of the parent's, reported on the agent socket as init reports its own (the daemon
@@ -36,8 +38,12 @@ void ReportSetupFailure(int agent_fd, const char* stage, const SysError& e);
 bool StartSandbox(const Plan& plan, int agent_fd, const std::function<void(int go_fd)>& in_init,
                   SandboxParent* out);
 
-// After init was reaped: the counters (final now), then `report` is called with them, then the
-// cgroup is removed; the ids are let go when `parent` is destroyed.
-void FinishSandbox(SandboxParent* parent, const std::function<void(const CgroupStats&)>& report);
+// The sandbox's lifecycle socket is readable: "kill", or EOF (the daemon is gone, or gave the
+// sandbox up). Either kills init, which takes the whole pid namespace with it.
+void OnLifecycleReadable(SandboxParent* parent, int lifecycle_fd);
+
+// Once init exited: reaps it, reports the counters (final now) on the lifecycle socket while the
+// daemon listens, then removes the cgroup; the ids are let go when `parent` is destroyed.
+void FinishSandbox(SandboxParent* parent, int lifecycle_fd);
 
 }  // namespace ci::runtime

@@ -8,7 +8,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -24,36 +23,19 @@ namespace {
 
 using proto::Msg;
 
-// Waits for init to exit. A kKill or EOF on fd 3 (the daemon died) SIGKILLs init, which takes
-// the whole pid namespace with it. Returns whether fd 3 is still usable for the report.
-bool SuperviseUntilExit(const SandboxParent& parent) {
-  const pid_t init = parent.init;
-  const UniqueFd& pidfd = parent.init_pidfd;
-  bool daemon_alive = true;
-  bool killed = false;
-  std::string payload;
+// Waits for init to exit; a kKill or EOF on fd 3 (the daemon died) kills it first.
+void SuperviseUntilExit(SandboxParent* parent) {
   for (;;) {
-    struct pollfd fds[2] = {{pidfd.get(), POLLIN, 0},
-                            {daemon_alive ? kLifecycleFd : -1, POLLIN, 0}};
+    struct pollfd fds[2] = {{parent->init_pidfd.get(), POLLIN, 0},
+                            {parent->daemon_alive ? kLifecycleFd : -1, POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      ::kill(init, SIGKILL);
-      break;
+      ::kill(parent->init, SIGKILL);
+      return;
     }
-    if (fds[0].revents & POLLIN) break;  // init exited
-    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-      Msg type = Msg::kKill;
-      if (proto::ReadFrame(kLifecycleFd, &type, &payload) != 0) daemon_alive = false;
-      if ((!daemon_alive || type == Msg::kKill) && !killed) {
-        ::kill(init, SIGKILL);
-        killed = true;
-      }
-    }
+    if (fds[0].revents & POLLIN) return;  // init exited
+    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) OnLifecycleReadable(parent, kLifecycleFd);
   }
-  int status = 0;
-  while (::waitpid(init, &status, 0) < 0 && errno == EINTR) {
-  }
-  return daemon_alive;
 }
 
 }  // namespace
@@ -84,11 +66,8 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
   // EOF on them as soon as the sandbox is gone.
   for (int fd : {kAgentFd, kProgramStdinFd, kProgramStdoutFd, kProgramStderrFd}) ::close(fd);
 
-  const bool daemon_alive = SuperviseUntilExit(parent);
-  FinishSandbox(&parent, [daemon_alive](const CgroupStats& stats) {
-    if (!daemon_alive) return;
-    (void)proto::WriteFrame(kLifecycleFd, Msg::kReport, proto::Encode(proto::CgroupReport{stats}));
-  });
+  SuperviseUntilExit(&parent);
+  FinishSandbox(&parent, kLifecycleFd);
   return 0;
 }
 

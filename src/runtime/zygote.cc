@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "core/pidfd.h"
 #include "runtime/embedded_python.h"
 #include "runtime/fd_passing.h"
 #include "runtime/messages.h"
@@ -73,9 +71,7 @@ void RenameToShim(char** argv) {
 // the sandbox holds once it started.
 struct Sandbox {
   UniqueFd fds[5];
-  bool started = false;      // the plan came and init runs
-  bool daemon_alive = true;  // the lifecycle socket still open on the daemon's side
-  bool killed = false;
+  bool started = false;  // the plan came and init runs
   SandboxParent parent;
 };
 
@@ -169,32 +165,6 @@ bool Start(Sandbox* sandbox, char** argv) {
   return true;
 }
 
-// A message from the daemon on a started sandbox's lifecycle socket: "kill", or EOF (the daemon
-// is gone, or gave the sandbox up). Either kills init, which takes the pid namespace with it.
-void OnLifecycle(Sandbox* sandbox) {
-  proto::Msg type = proto::Msg::kKill;
-  std::string payload;
-  if (proto::ReadFrame(sandbox->fds[0].get(), &type, &payload) != 0) {
-    sandbox->daemon_alive = false;
-  }
-  if ((!sandbox->daemon_alive || type == proto::Msg::kKill) && !sandbox->killed) {
-    ::kill(sandbox->parent.init, SIGKILL);
-    sandbox->killed = true;
-  }
-}
-
-// Init exited: reaped, the counters reported, the cgroup removed; the caller then drops the
-// sandbox, whose lifecycle socket closing tells the daemon the teardown is done.
-void Finish(Sandbox* sandbox) {
-  while (::waitpid(sandbox->parent.init, nullptr, 0) < 0 && errno == EINTR) {
-  }
-  FinishSandbox(&sandbox->parent, [sandbox](const CgroupStats& stats) {
-    if (!sandbox->daemon_alive) return;
-    (void)proto::WriteFrame(sandbox->fds[0].get(), proto::Msg::kReport,
-                            proto::Encode(proto::CgroupReport{stats}));
-  });
-}
-
 // The zygote's loop: requests on the control socket, and for each sandbox its lifecycle socket
 // and init's pidfd. It is the parent of every sandbox it started (what a shim is for one), so it
 // goes on after the control socket closed until the last of them is gone.
@@ -205,7 +175,7 @@ void Serve(char** argv) {
   while (serving || !live.empty()) {
     polled.assign(1, {serving ? kZygoteControlFd : -1, POLLIN, 0});
     for (const auto& s : live) {
-      polled.push_back({s->daemon_alive ? s->fds[0].get() : -1, POLLIN, 0});
+      polled.push_back({s->parent.daemon_alive ? s->fds[0].get() : -1, POLLIN, 0});
       polled.push_back({s->started ? s->parent.init_pidfd.get() : -1, POLLIN, 0});
     }
     if (::poll(polled.data(), polled.size(), -1) < 0) {
@@ -219,14 +189,14 @@ void Serve(char** argv) {
       Sandbox* s = live[i].get();
       const short lifecycle = polled[1 + 2 * i].revents;
       const short exited = polled[2 + 2 * i].revents;
-      if (exited & POLLIN) {
-        Finish(s);
+      if (exited & POLLIN) {  // dropped next: its lifecycle socket's EOF ends the daemon's wait
+        FinishSandbox(&s->parent, s->fds[0].get());
         gone[i] = true;
       } else if (lifecycle & (POLLIN | POLLHUP | POLLERR)) {
         if (!s->started) {
           gone[i] = !Start(s, argv);
         } else {
-          OnLifecycle(s);
+          OnLifecycleReadable(&s->parent, s->fds[0].get());
         }
       }
     }
