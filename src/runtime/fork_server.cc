@@ -31,7 +31,7 @@ ForkServer::ForkServer(asio::any_io_executor ex, pid_t pid, UniqueFd control)
       control_(ex, control.release()),
       turn_(ex, asio::steady_timer::time_point::max()) {}
 
-Result<std::unique_ptr<ForkServer>> ForkServer::Start(asio::any_io_executor ex,
+Result<std::unique_ptr<ForkServer>> ForkServer::Spawn(asio::any_io_executor ex,
                                                       const std::string& binary,
                                                       const std::vector<std::string>& env,
                                                       const std::vector<std::string>& modules,
@@ -75,18 +75,59 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Start(asio::any_io_executor ex,
       static_cast<ssize_t>(list.size())) {
     return Status::Errno("sending the fork server its modules", errno);
   }
-  // Its first word: ready, or why not.
-  struct pollfd p = {server->control_.native_handle(), POLLIN, 0};
+  return server;
+}
+
+Status ForkServer::ReadFirstWord() {
+  char buf[512];
+  ssize_t got = ::recv(control_.native_handle(), buf, sizeof buf, MSG_DONTWAIT);
+  if (got == 1 && buf[0] == 'R') return Status();
+  failed_ = true;  // its destructor reaps it
+  ::kill(pid_, SIGKILL);
+  if (got > 1 && buf[0] == 'F')
+    return Status::Error("it could not start: " + std::string(buf + 1, got - 1));
+  return Status::Error("it exited while starting (see the log above)");
+}
+
+Result<std::unique_ptr<ForkServer>> ForkServer::Start(asio::any_io_executor ex,
+                                                      const std::string& binary,
+                                                      const std::vector<std::string>& env,
+                                                      const std::vector<std::string>& modules,
+                                                      const std::vector<std::string>& sources) {
+  auto server = Spawn(std::move(ex), binary, env, modules, sources);
+  if (!server.ok()) return server;
+  struct pollfd p = {(*server)->control_.native_handle(), POLLIN, 0};
   int n;
   while ((n = ::poll(&p, 1, kStartTimeoutMs)) < 0 && errno == EINTR) {
   }
-  char buf[512];
-  ssize_t got = n > 0 ? ::recv(server->control_.native_handle(), buf, sizeof buf, 0) : -1;
-  if (got == 1 && buf[0] == 'R') return server;
-  if (got > 1 && buf[0] == 'F')
-    return Status::Error("it could not start: " + std::string(buf + 1, got - 1));
-  if (n == 0) return Status::Error("it was not ready within 60 s");
-  return Status::Error("it exited while starting (see the log above)");
+  Status ready = n > 0 ? (*server)->ReadFirstWord() : (*server)->NotReadyInTime();
+  if (!ready.ok()) return ready;
+  return server;
+}
+
+asio::awaitable<Result<std::unique_ptr<ForkServer>>> ForkServer::StartAsync(
+    asio::any_io_executor ex, std::string binary, std::vector<std::string> env,
+    std::vector<std::string> modules, std::vector<std::string> sources) {
+  auto server = Spawn(ex, binary, env, modules, sources);
+  if (!server.ok()) co_return server;
+  ForkServer& s = **server;
+  asio::steady_timer guard(ex, std::chrono::milliseconds(kStartTimeoutMs));
+  guard.async_wait([&s](boost::system::error_code e) {
+    if (!e) s.control_.cancel();
+  });
+  boost::system::error_code ec;
+  co_await s.control_.async_wait(asio::posix::stream_descriptor::wait_read,
+                                 asio::redirect_error(asio::use_awaitable, ec));
+  guard.cancel();
+  Status ready = ec ? s.NotReadyInTime() : s.ReadFirstWord();
+  if (!ready.ok()) co_return ready;
+  co_return server;
+}
+
+Status ForkServer::NotReadyInTime() {
+  failed_ = true;
+  ::kill(pid_, SIGKILL);
+  return Status::Error("it was not ready within " + std::to_string(kStartTimeoutMs / 1000) + " s");
 }
 
 ForkServer::~ForkServer() {
@@ -105,7 +146,8 @@ ForkServer::~ForkServer() {
 
 void ForkServer::Fail(const std::string& why) {
   if (!failed_) {
-    spdlog::warn("fork server: {}; Python sandboxes start their own interpreter from now on", why);
+    spdlog::warn(
+        "fork server: {}; Python sandboxes start their own interpreter until it is restarted", why);
   }
   failed_ = true;
   ::kill(pid_, SIGKILL);

@@ -27,12 +27,17 @@ namespace asio = boost::asio;
 class ForkServer {
  public:
   // Spawns `binary fork` with `env` (the sandboxes' environment: the interpreter's
-  // os.environ) and waits until it has imported `modules` and compiled `sources` (60 s at most).
+  // os.environ) and waits until it has imported `modules` and compiled `sources` (60 s at most),
+  // blocking: the daemon's start.
   static Result<std::unique_ptr<ForkServer>> Start(asio::any_io_executor ex,
                                                    const std::string& binary,
                                                    const std::vector<std::string>& env,
                                                    const std::vector<std::string>& modules,
                                                    const std::vector<std::string>& sources);
+  // The same, awaited on the event loop: a restart while the daemon serves.
+  static asio::awaitable<Result<std::unique_ptr<ForkServer>>> StartAsync(
+      asio::any_io_executor ex, std::string binary, std::vector<std::string> env,
+      std::vector<std::string> modules, std::vector<std::string> sources);
   // Ends the zygote: it exits once the last of its sandboxes is gone (2 s at most, then killed).
   ~ForkServer();
 
@@ -45,6 +50,15 @@ class ForkServer {
 
  private:
   ForkServer(asio::any_io_executor ex, pid_t pid, UniqueFd control);
+  // The zygote spawned and sent its modules and sources; its first word not awaited yet.
+  static Result<std::unique_ptr<ForkServer>> Spawn(asio::any_io_executor ex,
+                                                   const std::string& binary,
+                                                   const std::vector<std::string>& env,
+                                                   const std::vector<std::string>& modules,
+                                                   const std::vector<std::string>& sources);
+  // Its first word, readable now: ready, or why not (then it is killed, and failed).
+  Status ReadFirstWord();
+  Status NotReadyInTime();
   asio::awaitable<Result<ShimHandles>> Request();
   void Fail(const std::string& why);
 

@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -48,6 +50,7 @@ class LocalExecutor final : public Executor {
     DecideIds();
     StartForkServer();
   }
+  ~LocalExecutor() override { *alive_ = false; }
 
   std::string_view name() const override { return "local"; }
   bool supports_sessions() const override { return true; }
@@ -64,12 +67,15 @@ class LocalExecutor final : public Executor {
     }
     if (!ids_error_.empty()) co_return Status::Error(ids_error_);
     // The fork server's sandboxes see the host's root only (its /tmp is private).
-    const bool forked = fork_server_ && spec.rootfs == "host" && fork_server_->Ready();
+    // Held here: a restart may replace the server while this request awaits it.
+    std::shared_ptr<ForkServer> server = fork_server_;
     Result<ShimHandles> shim = Status::Error("no fork server");  // a sandbox's parent
-    if (forked) {
-      shim = co_await fork_server_->NewSandbox();
-      // Its sandboxes died with it (their init's death signal): their cgroups go now.
-      if (!fork_server_->Ready()) ReapOrphans();
+    if (server && spec.rootfs == "host" && server->Ready()) {
+      shim = co_await server->NewSandbox();
+      if (!server->Ready()) {
+        ReapOrphans();  // its sandboxes died with it (their init's death signal): their cgroups
+        RestartForkServer(server);
+      }
     }
     if (!shim.ok()) shim = SpawnShim(opts_.shim_binary);
     if (!shim.ok()) co_return shim.status().Context("preparing a local sandbox");
@@ -333,8 +339,49 @@ class LocalExecutor final : public Executor {
       return;
     }
     fork_server_ = std::move(server).value();
+    fork_server_started_ = std::chrono::steady_clock::now();
     spdlog::info("fork server ready: Python programs run in a pre-loaded interpreter{}",
                  opts_.warm_imports.empty() ? "" : " with the warm imports done");
+  }
+
+  // A zygote that died or hung is replaced, on the event loop (requests meanwhile exec their
+  // interpreter). One that fails again within a minute of its start waits longer each time (1 s
+  // doubling to 5 min): a zygote that cannot live does not cost a restart per request.
+  void RestartForkServer(const std::shared_ptr<ForkServer>& failed) {
+    if (restarting_ || fork_server_ != failed) return;
+    restarting_ = true;
+    const auto now = std::chrono::steady_clock::now();
+    restart_delay_ = now - fork_server_started_ >= 60s ? 0s
+                     : restart_delay_ == 0s
+                         ? 1s
+                         : std::min<std::chrono::seconds>(restart_delay_ * 2, 300s);
+    asio::co_spawn(ex_, RestartForkServerAfter(restart_delay_, alive_), asio::detached);
+  }
+
+  asio::awaitable<void> RestartForkServerAfter(std::chrono::seconds delay,
+                                               std::shared_ptr<bool> alive) {
+    spdlog::warn("fork server: restarting it{}",
+                 delay == 0s ? std::string() : " in " + std::to_string(delay.count()) + " s");
+    for (;;) {
+      co_await Sleep(delay);
+      if (!*alive) co_return;
+      auto server = co_await ForkServer::StartAsync(ex_, opts_.shim_binary, opts_.sandbox_env,
+                                                    opts_.warm_imports, opts_.compiled_ahead);
+      if (!*alive) co_return;  // the executor is gone: the new server goes with this frame
+      if (server.ok()) {
+        fork_server_ = std::move(server).value();
+        fork_server_started_ = std::chrono::steady_clock::now();
+        restarting_ = false;
+        ++fork_server_restarts_;
+        spdlog::info("fork server restarted (restart {} since the daemon started)",
+                     fork_server_restarts_);
+        co_return;
+      }
+      delay = std::max<std::chrono::seconds>(delay * 2, 1s);
+      delay = std::min<std::chrono::seconds>(delay, 300s);
+      spdlog::warn("fork server: the restart failed: {}; next try in {} s",
+                   server.status().message(), delay.count());
+    }
   }
 
   static bool OnPath(const std::string& name) {
@@ -358,7 +405,12 @@ class LocalExecutor final : public Executor {
   std::string id_lock_dir_;
   std::string one_id_reason_;  // rootless: why init shares the program's id, or ""
   std::string ids_error_;      // the lock directory cannot be used: every Prepare fails with it
-  std::unique_ptr<ForkServer> fork_server_;  // null: every sandbox has a spawned shim
+  std::shared_ptr<ForkServer> fork_server_;  // null: every sandbox has a spawned shim
+  std::chrono::steady_clock::time_point fork_server_started_;
+  std::chrono::seconds restart_delay_{0};
+  bool restarting_ = false;
+  int fork_server_restarts_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once destroyed
   std::shared_ptr<std::atomic<int>> pending_teardowns_ = std::make_shared<std::atomic<int>>(0);
   mutable std::mutex seccomp_mu_;  // enforcement() compiles too (const)
   mutable std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;

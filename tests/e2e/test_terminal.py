@@ -23,7 +23,7 @@ import time
 import unittest
 import urllib.request
 
-from harness import Config, host_processes_matching, unique_sleep_arg
+from harness import Config, host_processes_matching, unique_sleep_arg, wait_until
 
 # Tries every way to the terminal, repeatedly for `seconds`: /dev/tty, then TIOCSTI on every
 # open descriptor, plain and with high bits set (the kernel ignores them).
@@ -344,6 +344,40 @@ class CgroupReaperTest(unittest.TestCase):
         self.assertEqual(sandbox_cgroups(f"{live_parent}-"), live_cgroups)
         live.join(60)
         self.assertEqual(results.get("live"), 200, results)  # timed out after 4 s, as asked
+
+    def test_a_dead_fork_server_is_replaced_and_its_cgroups_removed(self):
+        """The fork server's death takes its pooled sandboxes; the daemon removes their cgroups,
+        serves meanwhile (spawned shims) and starts a new fork server, which fills the pool."""
+        a, port = self.start(warm_pool_size=2)
+
+        def fork_servers():
+            return [pid for pid, cmd in children(a.pid) if cmd == b"code-interpreter\0fork\0"]
+
+        def execute():
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v1/execute",
+                data=json.dumps({"code": "print(6 * 7)", "language": "python"}).encode(),
+                headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, json.load(r)
+
+        first = wait_until(lambda: fork_servers() and sandbox_cgroups(f"{fork_servers()[0]}-")
+                           and fork_servers()[0], 30)
+        self.assertTrue(first, "no fork server with pooled sandboxes")
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        replaced = None
+        while time.monotonic() < deadline and not replaced:
+            status, body = execute()
+            self.assertEqual((status, body.get("exit_code"), body.get("stdout")), (200, 0, "42\n"),
+                             body)
+            now = [pid for pid in fork_servers() if pid != first]
+            if now and sandbox_cgroups(f"{now[0]}-"):
+                replaced = now[0]
+            time.sleep(0.1)
+        self.assertTrue(replaced, "no new fork server filled the pool within 60 s")
+        self.assertFalse(is_running(first))
+        self.assertEqual(sandbox_cgroups(f"{first}-"), set(), "the dead one's cgroups are left")
 
     def test_a_killed_daemon_leaves_no_sandbox_process_or_cgroup(self):
         """Without the daemon, the parents of its sandboxes (shims, or the fork server's zygote)
