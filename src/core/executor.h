@@ -123,6 +123,14 @@ class Sandbox {
   virtual bool Alive() const { return true; }
 };
 
+// A figure of the backend's own for /metrics (a gauge or counter without labels).
+struct BackendMetric {
+  std::string name;  // code_interpreter_...
+  std::string type;  // "gauge" or "counter"
+  std::string help;
+  double value = 0;
+};
+
 // What the backend enforces on every sandbox of a spec here, and what it cannot.
 struct Enforcement {
   std::vector<Measure> enforced;  // derived from the backend's own translation of the spec
@@ -146,6 +154,8 @@ class Executor {
   virtual asio::awaitable<void> Drain() { co_return; }
   // Whether Prepare accepts session specs (api.md: 501 otherwise).
   virtual bool supports_sessions() const { return false; }
+  // Its own figures for /metrics, read at each scrape (local: the fork server's).
+  virtual std::vector<BackendMetric> metrics() const { return {}; }
 
   // Sessions that live in the backend rather than in a daemon (kubernetes: the session's pod,
   // found by label), so any replica serves them: a session another replica (or this daemon

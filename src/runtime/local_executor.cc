@@ -55,6 +55,18 @@ class LocalExecutor final : public Executor {
   std::string_view name() const override { return "local"; }
   bool supports_sessions() const override { return true; }
 
+  // Where Python programs are to come from the fork server: whether it serves now, and how often
+  // it was replaced.
+  std::vector<BackendMetric> metrics() const override {
+    if (!fork_server_) return {};  // none configured, or it never started
+    return {{"code_interpreter_fork_server_up", "gauge",
+             "1 while the fork server serves, 0 while it is being restarted.",
+             fork_server_ && fork_server_->Ready() ? 1.0 : 0.0},
+            {"code_interpreter_fork_server_restarts_total", "counter",
+             "Fork servers started to replace one that died or hung.",
+             static_cast<double>(fork_server_restarts_)}};
+  }
+
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
     if (Status s = Validate(spec); !s.ok()) co_return s.Context("invalid sandbox spec");
     CgroupLayout layout = layout_;

@@ -31,6 +31,20 @@ TEST(Metrics, RendersTheSeriesOfTheApi) {
   EXPECT_TRUE(Has(t, "# TYPE code_interpreter_execution_duration_seconds histogram")) << t;
 }
 
+TEST(Metrics, TheBackendsOwnFiguresAreReadAtEachScrape) {
+  Metrics m(4);
+  double restarts = 0;
+  m.ReadBackendWith([&restarts] {
+    return std::vector<BackendMetric>{
+        {"code_interpreter_fork_server_restarts_total", "counter", "Restarts.", restarts}};
+  });
+  EXPECT_TRUE(Has(m.Render(), "code_interpreter_fork_server_restarts_total 0"));
+  restarts = 2;
+  std::string t = m.Render();
+  EXPECT_TRUE(Has(t, "# TYPE code_interpreter_fork_server_restarts_total counter")) << t;
+  EXPECT_TRUE(Has(t, "code_interpreter_fork_server_restarts_total 2")) << t;
+}
+
 TEST(Metrics, AnUnavailableExecutionIsACapacityRejectionAndAnError) {
   Metrics m(4);
   m.Started(Operation::kSessionExecute);

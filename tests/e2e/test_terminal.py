@@ -347,8 +347,14 @@ class CgroupReaperTest(unittest.TestCase):
 
     def test_a_dead_fork_server_is_replaced_and_its_cgroups_removed(self):
         """The fork server's death takes its pooled sandboxes; the daemon removes their cgroups,
-        serves meanwhile (spawned shims) and starts a new fork server, which fills the pool."""
+        serves meanwhile (spawned shims) and starts a new fork server, which fills the pool;
+        /metrics counts the restart."""
         a, port = self.start(warm_pool_size=2)
+
+        def metric(name):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+                m = re.search(rf"^{name} (\S+)$", r.read().decode(), re.M)
+            return m and float(m.group(1))
 
         def fork_servers():
             return [pid for pid, cmd in children(a.pid) if cmd == b"code-interpreter\0fork\0"]
@@ -364,6 +370,8 @@ class CgroupReaperTest(unittest.TestCase):
         first = wait_until(lambda: fork_servers() and sandbox_cgroups(f"{fork_servers()[0]}-")
                            and fork_servers()[0], 30)
         self.assertTrue(first, "no fork server with pooled sandboxes")
+        self.assertEqual((metric("code_interpreter_fork_server_up"),
+                          metric("code_interpreter_fork_server_restarts_total")), (1, 0))
         os.kill(first, signal.SIGKILL)
         deadline = time.monotonic() + 60
         replaced = None
@@ -378,6 +386,8 @@ class CgroupReaperTest(unittest.TestCase):
         self.assertTrue(replaced, "no new fork server filled the pool within 60 s")
         self.assertFalse(is_running(first))
         self.assertEqual(sandbox_cgroups(f"{first}-"), set(), "the dead one's cgroups are left")
+        self.assertEqual((metric("code_interpreter_fork_server_up"),
+                          metric("code_interpreter_fork_server_restarts_total")), (1, 1))
 
     def test_a_killed_daemon_leaves_no_sandbox_process_or_cgroup(self):
         """Without the daemon, the parents of its sandboxes (shims, or the fork server's zygote)

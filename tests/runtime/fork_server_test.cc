@@ -52,6 +52,14 @@ class ForkServerTest : public SandboxTest {
     executor_ = runtime::MakeLocalExecutor(io_.get_executor(), opts);
   }
 
+  // The executor's figure `name` for /metrics; -1 when it has none.
+  double Metric(const std::string& name) const {
+    for (const BackendMetric& m : executor_->metrics()) {
+      if (m.name == name) return m.value;
+    }
+    return -1;
+  }
+
   Execution Py(const std::string& code, std::optional<std::string> stdin_data = std::nullopt) {
     RunPayload p = Python(code);
     p.stdin_data = std::move(stdin_data);
@@ -335,6 +343,8 @@ TEST_F(ForkServerTest, AZygoteThatDiedIsRestartedAndPythonExecsMeanwhile) {
     Execution ex = Py(code);  // its Prepare finds the zygote gone, and spawns a shim instead
     EXPECT_EQ(Exit(ex), 0) << ex.err;
     EXPECT_EQ(ex.out, "-c\n");
+    EXPECT_EQ(Metric("code_interpreter_fork_server_up"), 0);
+    EXPECT_EQ(Metric("code_interpreter_fork_server_restarts_total"), death - 1);
     std::string where;
     const auto deadline = std::chrono::steady_clock::now() + 30s;
     while (where != "shim\n" && std::chrono::steady_clock::now() < deadline) {
@@ -347,6 +357,8 @@ TEST_F(ForkServerTest, AZygoteThatDiedIsRestartedAndPythonExecsMeanwhile) {
     const pid_t restarted = FindZygote();
     EXPECT_GT(restarted, 0);
     EXPECT_NE(restarted, zygote);
+    EXPECT_EQ(Metric("code_interpreter_fork_server_up"), 1);
+    EXPECT_EQ(Metric("code_interpreter_fork_server_restarts_total"), death);
   }
 }
 

@@ -33,6 +33,7 @@ Daemon::Daemon(asio::io_context& io, const Config& config, Executor& executor, F
               [this](HttpExchange& ex) { return handlers_.Handle(ex); }) {
   metrics_.CountSessionsWith([this] { return sessions_.count(); });
   metrics_.ReadWarmPoolsWith([this] { return pool_.stats(); });
+  metrics_.ReadBackendWith([&executor] { return executor.metrics(); });
 }
 
 void Daemon::Start() {

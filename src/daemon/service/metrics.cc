@@ -129,6 +129,10 @@ std::string Metrics::Render() const {
              fmt::format("operation=\"{}\"", OperationName(op)));
   }
   RenderWarmPools(out, warm_pools_ ? warm_pools_() : std::vector<WarmPoolStats>{});
+  for (const BackendMetric& m : backend_ ? backend_() : std::vector<BackendMetric>{}) {
+    Header(out, m.name.c_str(), m.type.c_str(), m.help.c_str());
+    out += fmt::format("{} {}\n", m.name, m.value);
+  }
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/executor.h"
 #include "daemon/service/warm_pool.h"
 
 namespace ci::daemon {
@@ -68,6 +69,11 @@ class Metrics {
     warm_pools_ = std::move(read);
   }
 
+  // The backend's own figures, read at each scrape.
+  void ReadBackendWith(std::function<std::vector<BackendMetric>()> read) {
+    backend_ = std::move(read);
+  }
+
   std::string Render() const;
 
  private:
@@ -75,6 +81,7 @@ class Metrics {
   uint32_t limit_;
   std::function<size_t()> sessions_;
   std::function<std::vector<WarmPoolStats>()> warm_pools_;
+  std::function<std::vector<BackendMetric>()> backend_;
   std::map<Operation, int64_t> active_;
   std::map<std::pair<Operation, Outcome>, uint64_t> completed_;
   std::map<std::pair<Operation, Rejection>, uint64_t> rejected_;
