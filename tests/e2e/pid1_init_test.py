@@ -47,6 +47,51 @@ def stat_of(pid):
     return fields[0], int(fields[1])
 
 
+def processes_of_namespace(init):
+    """What is left in init's PID namespace (nested ones included) and where each waits: why a
+    namespace did not end is then in the failure message, not lost with the processes."""
+    try:
+        ns = os.readlink(f"/proc/{init}/ns/pid")
+    except OSError:
+        return f"PID 1 ({init}) is gone"
+    rows = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            inside = os.readlink(f"/proc/{name}/ns/pid") == ns
+            with open(f"/proc/{name}/status") as f:
+                status = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+            nested = len(status.get("NSpid", "").split()) > 2  # a sandbox's PID namespace
+            if not inside and not (nested and is_descendant(int(name), int(init))):
+                continue
+            with open(f"/proc/{name}/wchan") as f:
+                wchan = f.read()
+            try:
+                with open(f"/proc/{name}/stack") as f:
+                    stack = " < ".join(line.split()[-1] for line in f.read().splitlines()[:6])
+            except OSError:
+                stack = "?"
+        except (OSError, ValueError):
+            continue
+        rows.append(f"  {name} {status.get('Name')} state={status.get('State')} "
+                    f"ppid={status.get('PPid')} SigPnd={status.get('SigPnd')} "
+                    f"ShdPnd={status.get('ShdPnd')} SigBlk={status.get('SigBlk')} "
+                    f"SigIgn={status.get('SigIgn')} wchan={wchan} stack: {stack}")
+    return "processes of the namespace:\n" + "\n".join(rows)
+
+
+def is_descendant(pid, ancestor):
+    while pid > 1:
+        st = stat_of(pid)
+        if st is None:
+            return False
+        pid = st[1]
+        if pid == ancestor:
+            return True
+    return False
+
+
 def no_core_dumps():
     """SIGQUIT's default action dumps core: not into the test's directory."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -66,6 +111,7 @@ class Pid1Daemon:
                                      start_new_session=True, cwd=self.dir,
                                      preexec_fn=no_core_dumps)
         self.lines = []
+        self.diagnosis = []
         self.port = None
         self.listening = threading.Event()
         threading.Thread(target=self._drain, daemon=True).start()
@@ -86,12 +132,14 @@ class Pid1Daemon:
         self.listening.set()
 
     def log(self):
-        return "\n".join(self.lines[-40:])
+        return "\n".join(self.lines[-40:] + self.diagnosis)
 
     def wait_exit(self):
         try:
             return self.proc.wait(EXIT_S)
         except subprocess.TimeoutExpired:
+            self.diagnosis.append(f"still running after {EXIT_S} s; "
+                                  + processes_of_namespace(self.init))
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             return None
