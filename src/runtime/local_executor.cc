@@ -61,7 +61,7 @@ class LocalExecutor final : public Executor {
     if (!fork_server_) return {};  // none configured, or it never started
     return {{"code_interpreter_fork_server_up", "gauge",
              "1 while the fork server serves, 0 while it is being restarted.",
-             fork_server_ && fork_server_->Ready() ? 1.0 : 0.0},
+             fork_server_->Ready() ? 1.0 : 0.0},
             {"code_interpreter_fork_server_restarts_total", "counter",
              "Fork servers started to replace one that died or hung.",
              static_cast<double>(fork_server_restarts_)}};
