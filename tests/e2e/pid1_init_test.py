@@ -92,8 +92,17 @@ def is_descendant(pid, ancestor):
     return False
 
 
-def no_core_dumps():
-    """SIGQUIT's default action dumps core: not into the test's directory."""
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+             signal.SIGUSR2)
+
+
+def as_a_container_entrypoint():
+    """Default dispositions, as a container's entrypoint has them: a signal ignored here (SIGHUP
+    under `nohup`, which once started this suite) would stay ignored through exec, and the daemon
+    would rightly not die of it. No core dumps (SIGQUIT's default action) into the test's
+    directory."""
+    for sig in FORWARDED:
+        signal.signal(sig, signal.SIG_DFL)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
@@ -109,7 +118,7 @@ class Pid1Daemon:
                                      env=full, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      start_new_session=True, cwd=self.dir,
-                                     preexec_fn=no_core_dumps)
+                                     preexec_fn=as_a_container_entrypoint)
         self.lines = []
         self.diagnosis = []
         self.port = None
