@@ -24,12 +24,13 @@ inline ExecVectors VectorsOf(const std::vector<std::string>& argv,
   return v;
 }
 
-// In the child, before its exec.
+// In the child, before its exec: every disposition the default, whatever the agent ignores
+// (SIGPIPE) or inherited ignored (an ignored signal stays ignored through exec).
 inline void ResetSignals() {
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::signal(SIGPIPE, SIG_DFL);
 }
 
 }  // namespace ci::agent

@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>
-#include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -228,8 +227,7 @@ bool EmbeddedPythonRuns(char** argv, char** envp) {
 }
 
 void RunEmbeddedPython(char** argv) {
-  // Dispositions as after an exec: what init set is not the program's. Its name is python3's.
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  // Its signals are a fresh process's already (ExecProgram). Its name is python3's.
   (void)::prctl(PR_SET_NAME, "python3", 0, 0, 0);
   api->after_fork_child();
   // sys.argv = ['-c', ARGS..., SOURCE]: _ci_program takes the source off (`python3 -c SOURCE

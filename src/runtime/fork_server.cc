@@ -47,9 +47,7 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Spawn(asio::any_io_executor ex,
   ::posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   ::posix_spawn_file_actions_adddup2(&fa, theirs.get(), kZygoteControlFd);
   ::posix_spawn_file_actions_addclosefrom_np(&fa, kZygoteControlFd + 1);
-  posix_spawnattr_t attr;
-  ::posix_spawnattr_init(&attr);
-  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);  // as the shims: no terminal
+  HelperSpawnAttr attr;  // as the shims': no terminal, a fresh process's signals
   std::vector<std::string> args = {"code-interpreter", "fork"};
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
@@ -59,8 +57,9 @@ Result<std::unique_ptr<ForkServer>> ForkServer::Spawn(asio::any_io_executor ex,
   for (auto& e : env_copy) envp.push_back(e.data());
   envp.push_back(nullptr);
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, binary.c_str(), &fa, &attr, argv.data(), envp.data());
-  ::posix_spawnattr_destroy(&attr);
+  int rc = attr.ok()
+               ? ::posix_spawn(&pid, binary.c_str(), &fa, attr.get(), argv.data(), envp.data())
+               : EINVAL;
   ::posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) return Status::Errno("spawning the fork server " + binary, rc);
   std::unique_ptr<ForkServer> server(new ForkServer(std::move(ex), pid, std::move(ours)));

@@ -38,6 +38,19 @@ class FileActions {
 
 }  // namespace
 
+HelperSpawnAttr::HelperSpawnAttr() {
+  if (::posix_spawnattr_init(&attr_) != 0) return;
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  ok_ = ::posix_spawnattr_setsigdefault(&attr_, &all) == 0 &&
+        ::posix_spawnattr_setsigmask(&attr_, &none) == 0 &&
+        ::posix_spawnattr_setflags(
+            &attr_, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK) == 0;
+}
+
+HelperSpawnAttr::~HelperSpawnAttr() { ::posix_spawnattr_destroy(&attr_); }
+
 Result<ShimChannels> MakeShimChannels() {
   ShimChannels c;
   ShimHandles& h = c.daemon;
@@ -97,12 +110,10 @@ Result<ShimHandles> SpawnShim(const std::string& binary) {
   // /dev/tty or push input into the daemon's terminal (TIOCSTI), and outside the daemon's process
   // group, so a Ctrl-C on a foreground daemon reaches the daemon alone; its shutdown then removes
   // the sandboxes in order instead of racing shims that die before removing their cgroups.
-  posix_spawnattr_t attr;
-  if (::posix_spawnattr_init(&attr) != 0) return Status::Error("posix_spawnattr_init failed");
-  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  HelperSpawnAttr attr;
+  if (!attr.ok()) return Status::Error("posix_spawnattr for the shim failed");
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, binary.c_str(), fa.get(), &attr, argv, envp);
-  ::posix_spawnattr_destroy(&attr);
+  int rc = ::posix_spawn(&pid, binary.c_str(), fa.get(), attr.get(), argv, envp);
   if (rc != 0) return Status::Errno("spawning the shim " + binary, rc);
   h.pid = pid;
   h.pidfd.reset(PidfdOpen(pid));  // O_CLOEXEC by definition

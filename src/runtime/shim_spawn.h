@@ -3,6 +3,7 @@
 // the only thing that runs in the child.
 #pragma once
 
+#include <spawn.h>
 #include <sys/types.h>
 
 #include <string>
@@ -29,6 +30,24 @@ struct ShimChannels {
   UniqueFd shim[5];
 };
 Result<ShimChannels> MakeShimChannels();
+
+// posix_spawn attributes of the daemon's helpers (a shim, the fork server): a session of their
+// own (no controlling terminal, outside the daemon's process group) and a fresh process's signal
+// state whatever the daemon's: it ignores SIGPIPE, one started under nohup or by a script's
+// `cmd &` SIGHUP or SIGINT and SIGQUIT too, and an exec keeps what is ignored.
+class HelperSpawnAttr {
+ public:
+  HelperSpawnAttr();
+  ~HelperSpawnAttr();
+  HelperSpawnAttr(const HelperSpawnAttr&) = delete;
+  HelperSpawnAttr& operator=(const HelperSpawnAttr&) = delete;
+  const posix_spawnattr_t* get() const { return &attr_; }
+  bool ok() const { return ok_; }
+
+ private:
+  posix_spawnattr_t attr_;
+  bool ok_ = false;
+};
 
 // All returned fds are O_CLOEXEC and non-blocking. The shim gets /dev/null as stdin/stdout,
 // inherits stderr (the daemon's log) and nothing else.

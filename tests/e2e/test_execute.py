@@ -76,6 +76,19 @@ class ExecuteBasicsTest(E2ETestCase):
                            "os.environ.get('PYTHONUNBUFFERED'), os.environ.get('MPLCONFIGDIR'))")
         self.assertEqual(res["stdout"], "65532 65532\nutf-8 /tmp 1 /tmp/matplotlib\n", res)
 
+    def test_signals_are_a_fresh_process_s(self):
+        # What the daemon or a backend's agent ignores (SIGPIPE at least) is not the program's: a
+        # shell's `yes` dies of its broken pipe quietly, Python's handlers are python3's. Only 32
+        # and 33 may be ignored: glibc's own, which it handles in every program it starts.
+        # grep's own status: bash itself always ignores SIGQUIT (its children do not).
+        res = self.execute("set -- $(grep '^SigIgn' /proc/self/status)\n"
+                           "echo $(( 0x$2 & ~0x180000000 ))\nyes | head -1", language="bash")
+        self.assertEqual((res["stdout"], res["stderr"]), ("0\ny\n", ""), res)
+        res = self.execute("import signal as s\nprint([s.getsignal(n) == s.SIG_DFL for n in "
+                           "(s.SIGHUP, s.SIGQUIT, s.SIGTERM, s.SIGUSR1)], s.getsignal(s.SIGINT) is "
+                           "s.default_int_handler, s.getsignal(s.SIGPIPE) == s.SIG_IGN)")
+        self.assertEqual(res["stdout"], "[True, True, True, True] True True\n", res)
+
     def test_duration_ms(self):
         res = self.execute("import time\ntime.sleep(0.3)")
         self.assertGreaterEqual(res["duration_ms"], 300)

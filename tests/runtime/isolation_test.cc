@@ -1,5 +1,6 @@
 // A probe inside a real sandbox prints what it sees; the test asserts on it.
 #include <gmock/gmock.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -96,6 +97,49 @@ TEST_F(SandboxTest, NothingLeaksOnTheHost) {
   EXPECT_EQ(ex.out, "hi\n");
   EXPECT_EQ(CountHostMounts(), mounts_before);
   EXPECT_EQ(ListEmptyCgroups(), cgroups_before);
+}
+
+// Dispositions a daemon may hold, for one test: its own SIGPIPE, SIGHUP under nohup, SIGINT and
+// SIGQUIT when a script started it with `cmd &`.
+class IgnoredSignals {
+ public:
+  explicit IgnoredSignals(std::initializer_list<int> signals) {
+    for (int sig : signals) saved_.emplace_back(sig, ::signal(sig, SIG_IGN));
+  }
+  ~IgnoredSignals() {
+    for (const auto& [sig, handler] : saved_) ::signal(sig, handler);
+  }
+
+ private:
+  std::vector<std::pair<int, sighandler_t>> saved_;
+};
+
+// What the daemon ignores is not the program's: an ignored signal stays ignored through exec, so
+// every helper starts with a fresh process's signals and every program too (a shell's `yes | head`
+// would report a broken pipe, Python would keep SIGINT ignored and raise no KeyboardInterrupt).
+TEST_F(SandboxTest, TheProgramsSignalsAreAFreshProcesssWhateverTheDaemonIgnores) {
+  IgnoredSignals ignored({SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGPIPE});
+  StartExecutor();  // its shims and fork server start from this state
+  // Ignored beyond 32 and 33 (glibc's own: posix_spawn leaves them ignored, glibc handles them
+  // in every program it starts), and blocked.
+  Execution sh =
+      Execute(DefaultSpec(), Shell("ign=$(awk '/^SigIgn/ {print $2}' /proc/self/status)\n"
+                                   "echo $(( 0x$ign & ~0x180000000 ))\n"
+                                   "awk '/^SigBlk/ {print $2}' /proc/self/status\n"
+                                   "yes | head -1"));
+  ASSERT_TRUE(sh.outcome && sh.outcome->ok()) << sh.err;
+  EXPECT_EQ(sh.out, "0\n0000000000000000\ny\n");
+  EXPECT_EQ(sh.err, "");
+  Execution py = Execute(DefaultSpec(),
+                         Python("import signal as s\n"
+                                "print([s.getsignal(n) == s.SIG_DFL for n in (s.SIGHUP, s.SIGQUIT, "
+                                "s.SIGTERM, s.SIGUSR1)], s.getsignal(s.SIGINT) is "
+                                "s.default_int_handler, s.getsignal(s.SIGPIPE) == s.SIG_IGN)\n"
+                                "s.raise_signal(s.SIGINT)"));
+  ASSERT_TRUE(py.outcome && py.outcome->ok()) << py.err;
+  EXPECT_EQ(py.out, "[True, True, True, True] True True\n");  // as python3 sets them
+  EXPECT_THAT(py.err, HasSubstr("KeyboardInterrupt"));
+  EXPECT_EQ((*py.outcome)->signal, SIGINT);
 }
 
 TEST_F(SandboxTest, SetupFailureIsAClearError) {

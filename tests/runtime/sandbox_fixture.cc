@@ -35,6 +35,11 @@ void SandboxTest::SetUp() {
   } else if (::geteuid() != 0) {
     GTEST_SKIP() << "real sandboxes need root, or CI_TEST_ROOTLESS=1 (rootless mode)";
   }
+  StartExecutor();
+}
+
+void SandboxTest::StartExecutor() {
+  if (executor_) Await(executor_->Drain());
   const char* shim = std::getenv("CI_TEST_SHIM");
   ASSERT_NE(shim, nullptr) << "CI_TEST_SHIM must name the test-shim binary (set by meson test)";
   runtime::LocalExecutorOptions opts;

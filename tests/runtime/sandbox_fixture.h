@@ -35,6 +35,9 @@ class SandboxTest : public ::testing::Test {
   void SetUp() override;
   // Waits for the teardowns Destroy left running (no shim outlives its test).
   void TearDown() override;
+  // executor_, (re)made from the suite's environment: SetUp's, or a test's under another state of
+  // the daemon (its shims and fork server start with it).
+  void StartExecutor();
 
   // Drives `a` to completion on the test's io_context.
   template <typename T>
