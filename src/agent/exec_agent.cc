@@ -22,6 +22,7 @@
 #include "agent/session_kill.h"
 #include "agent/write_files.h"
 #include "agent/zygote.h"
+#include "core/signal_state.h"
 
 extern char** environ;
 
@@ -205,7 +206,7 @@ class Agent {
     ExecVectors v = VectorsOf(req.argv, env);
     pid_t pid = ::fork();
     if (pid == 0) {
-      ResetSignals();
+      ResetSignalState();  // not the agent's (SIGPIPE ignored, SIGCHLD blocked)
       int stdin_fd = req.attach_stdin ? in[0] : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
       if (::dup2(stdin_fd, 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0) _exit(126);
       if (!req.cwd.empty() && ::chdir(req.cwd.c_str()) != 0) {

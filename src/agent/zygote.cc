@@ -10,6 +10,7 @@
 
 #include "agent/child.h"
 #include "agent/process_attributes.h"
+#include "core/signal_state.h"
 
 namespace ci::agent {
 namespace {
@@ -32,8 +33,8 @@ bool Zygote::Start(const ExecRequest& req, const std::vector<std::string>& env,
   ExecVectors v = VectorsOf(req.argv, env);
   pid_t pid = ::fork();
   if (pid == 0) {
-    ResetSignals();
-    ::setsid();  // its session is what the agent's kills spare
+    ResetSignalState();  // not the agent's (SIGPIPE ignored, SIGCHLD blocked)
+    ::setsid();          // its session is what the agent's kills spare
     int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(null, 2) < 0 ||
         ::dup2(pair[1], 3) != 3 || ::chdir(req.cwd.empty() ? "/" : req.cwd.c_str()) != 0) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/signal_state.h"
 #include "runtime/agent.h"
 #include "runtime/caps.h"
 #include "runtime/embedded_python.h"
@@ -53,13 +54,8 @@ bool NullStdio() {
 // (session_calls.h) or the ready pipe of a pre-started one (kPrestartReadyFd).
 [[noreturn]] void ExecProgram(const proto::RunRequest& req, const ProgramUser& user, char** argv,
                               char** envp, int fd3) {
-  // A fresh process's signal state, whatever init's and the daemon's: the daemon ignores SIGPIPE,
-  // one started under nohup or by a script's `cmd &` SIGHUP or SIGINT and SIGQUIT too, and an
-  // ignored signal stays ignored through exec. (glibc keeps 32 and 33 as they are: its own.)
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Not init's (SIGPIPE ignored), nor what a daemon under nohup or a script's `cmd &` ignores.
+  ResetSignalState();
   if (req.background) {
     if (::setsid() < 0 || !NullStdio()) ::_exit(126);
   } else {

@@ -42,6 +42,10 @@ void SuperviseUntilExit(SandboxParent* parent) {
 
 int ShimMain(int /*argc*/, char** /*argv*/) {
   (void)::prctl(PR_SET_NAME, "ci-shim", 0, 0, 0);  // ps and perf tell shims from inits (ci-init)
+  // Spawned with default dispositions: a write to a daemon that closed its end of a socket fails
+  // with EPIPE instead of killing us before the cleanup below (init inherits this, as the fork
+  // server's inits have it; each program gets default dispositions again).
+  ::signal(SIGPIPE, SIG_IGN);
   // No PR_SET_PDEATHSIG here, deliberately (see README.md): a SIGKILL on the daemon's death would
   // skip the cgroup cleanup below, and the signal follows the daemon *thread* that spawned us, so
   // a thread-pool thread exiting would kill a healthy sandbox. The daemon's death closes fd 3;

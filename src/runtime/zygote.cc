@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/signal_state.h"
 #include "runtime/embedded_python.h"
 #include "runtime/fd_passing.h"
 #include "runtime/messages.h"
@@ -77,16 +78,13 @@ struct Sandbox {
 
 // In init, the clone's child: the layout and state a spawned shim gives its init. Fds 3..7 are
 // the request's, the go pipe is 8, and nothing else of the zygote's is left (not its control
-// socket, not another sandbox's descriptors); the daemon's signal dispositions (SIGPIPE ignored,
-// the rest default, none blocked); cmdline "code-interpreter shim".
+// socket, not another sandbox's descriptors); a spawned shim's signal state (SIGPIPE ignored, the
+// rest default, none blocked); cmdline "code-interpreter shim".
 [[noreturn]] void BecomeInit(const Plan& plan, const Sandbox& sandbox, int go_fd,
                              char** zygote_argv) {
   RenameToShim(zygote_argv);
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  ResetSignalState();
   ::signal(SIGPIPE, SIG_IGN);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   constexpr int kGoFd = kProgramStderrFd + 1;
   const int sources[6] = {sandbox.fds[0].get(), sandbox.fds[1].get(), sandbox.fds[2].get(),
                           sandbox.fds[3].get(), sandbox.fds[4].get(), go_fd};
