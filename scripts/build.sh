@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
-# Configures (once) and builds into ./build: everything, or only the targets named (serve.sh
-# builds just `code-interpreter`, not the test binaries). `--release`: a release build (-O3,
-# NDEBUG, warnings still errors) of the code-interpreter binary and its container agent (which
-# the executor image takes from there first), into ./build-release.
+# Configures (once) and builds ./build: the project's one build (release: -O3, NDEBUG, warnings
+# are errors), the binary that ships and the one every test suite runs. With targets named, only
+# those (serve.sh builds `code-interpreter` without the test suites and their GoogleTest); with
+# none, everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${1:-}" = "--release" ]; then
-  if [ ! -f build-release/build.ninja ]; then
-    meson setup build-release --buildtype=release >&2
-  fi
-  ninja -C build-release code-interpreter src/agent/code-interpreter-agent >&2
-  exit 0
-fi
+tests=true
+[ $# -eq 0 ] || tests=false
 if [ ! -f build/build.ninja ]; then
-  meson setup build --buildtype=debugoptimized >&2
+  meson setup build -Dtests=$tests >&2
+elif $tests && ! python3 -c 'import json, sys
+opts = json.load(open("build/meson-info/intro-buildoptions.json"))
+sys.exit(0 if any(o["name"] == "tests" and o["value"] for o in opts) else 1)'; then
+  meson configure build -Dtests=true >&2  # a build made by serve.sh, now with the test suites
 fi
 ninja -C build "$@" >&2

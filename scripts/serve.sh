@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# One command: install what is needed, build, and start the daemon on the local backend.
-# Configuration comes from the environment (see the README), e.g. PORT=9000 scripts/serve.sh
+# One command: install what the backend needs, build the daemon, and start it. Configuration comes
+# from the environment (see the README), e.g. PORT=9000 scripts/serve.sh. With
+# EXECUTOR_BACKEND=docker it also installs docker.io, builds the containers' agent and makes a
+# dockerd (if none answers) and the executor image (tests/docker/start-dockerd.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-scripts/build.sh code-interpreter  # the test binaries are for scripts/test.sh
+if [ "${EXECUTOR_BACKEND:-local}" = docker ]; then
+  scripts/install-deps.sh serve docker
+  scripts/build.sh code-interpreter src/agent/code-interpreter-agent
+  tests/docker/start-dockerd.sh
+else
+  scripts/install-deps.sh serve
+  scripts/build.sh code-interpreter  # the test suites are for scripts/test.sh
+fi
 exec ./build/code-interpreter serve

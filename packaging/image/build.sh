@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the daemon's own images without any registry, as packaging/executor-image/build.sh
-# builds the executor image: a Debian 12 minbase root made by debootstrap, then `docker import`
+# builds the executor image: a Debian 12 minbase root made by mmdebstrap, then `docker import`
 # with the image configuration given as --change lines.
 #
 #   packaging/image/build.sh [default|slim|all]      (default: all)
+#   packaging/image/build.sh roots                   only the two roots (no binary needed)
 #
 #   code-interpreter:slim     the binary and the libraries it links, nothing else: for
 #                             Docker-out-of-Docker (a mounted Engine socket) and Kubernetes. Runs
@@ -14,15 +15,17 @@
 #                             root; the nested dockerd's data root is the volume
 #                             /var/lib/code-interpreter/docker.
 #
-# The root's packages are derived from `ldd BINARY` and `dpkg -S`, so they follow the libraries
-# the binary really links. Each root (without the binary) is cached as a tarball under
-# $CACHE_DIR keyed by its package list and this recipe's version; the binary, policies/ and (for
-# the default image) the executor root are appended as a last tar stream while the import reads,
-# so a rebuild after only the binary changed re-reads the cached tarballs and copies nothing.
+# The root's packages are RUNTIME_PACKAGES below, declared so the roots can be made while the
+# binary compiles (`roots`); the image build checks them against `ldd BINARY` and `dpkg -S`, and
+# stops naming any library the binary links that they do not ship. Each root (without the
+# binary) is cached as a tarball under $CACHE_DIR keyed by its package list and this recipe's
+# version; the binary, policies/ and (for the default image) the executor root are appended as a
+# last tar stream while the import reads, so a rebuild after only the binary changed re-reads
+# the cached tarballs and copies nothing.
 # An image whose build-key label (root, binary, policies, executor root, this script) is already
 # current is left alone.
 #
-# Env: BINARY (build-release/code-interpreter, the release build), CACHE_DIR
+# Env: BINARY (build/code-interpreter, the project's one build), CACHE_DIR
 #      (/var/cache/code-interpreter), DEBIAN_MIRROR (http://deb.debian.org/debian), FORCE=1
 #      (rebuild the roots and reimport), DOCKER (/usr/bin/docker), SLIM_IMAGE
 #      (code-interpreter:slim), DEFAULT_IMAGE (code-interpreter:latest).
@@ -30,11 +33,11 @@ set -euo pipefail
 SCRIPT="$(readlink -f "$0")"
 [ -z "${BINARY:-}" ] || BINARY="$(readlink -f "$BINARY")"  # relative to where it was given
 cd "$(dirname "$SCRIPT")/../.."
-BINARY="${BINARY:-$PWD/build-release/code-interpreter}"
+BINARY="${BINARY:-$PWD/build/code-interpreter}"
 
 WHICH="${1:-all}"
-case "$WHICH" in default | slim | all) ;; *)
-  echo "usage: $0 [default|slim|all]" >&2
+case "$WHICH" in default | slim | all | roots) ;; *)
+  echo "usage: $0 [default|slim|all|roots]" >&2
   exit 2
   ;;
 esac
@@ -44,7 +47,7 @@ CACHE_DIR="${CACHE_DIR:-/var/cache/code-interpreter}"
 DOCKER="${DOCKER:-/usr/bin/docker}"
 SLIM_IMAGE="${SLIM_IMAGE:-code-interpreter:slim}"
 DEFAULT_IMAGE="${DEFAULT_IMAGE:-code-interpreter:latest}"
-RECIPE="image-recipe-v1"
+RECIPE="image-recipe-v2"
 # The daemon's user in both images (the slim one runs as it); the executor image's sandbox uid
 # is the same number, which is harmless: they never share a kernel user namespace mapping.
 RUN_ID=65532
@@ -54,8 +57,12 @@ EXTRA_SLIM=(ca-certificates)
 # dockerd, containerd and runc (docker.io's dependencies bring iptables, which the nested dockerd
 # does not use: it runs without a bridge and with iptables off).
 EXTRA_DEFAULT=(docker.io)
+# The Debian packages of the libraries the binary links, in `sort` order (the roots' cache key).
+RUNTIME_PACKAGES=(libc6 libcap2 libfmt9 libgcc-s1 libnl-3-200 libnl-route-3-200 libseccomp2
+  libspdlog1.10 libssl3 libstdc++6 libyaml-0-2)
 
-[ -x "$BINARY" ] || { echo "no binary at $BINARY (scripts/build.sh --release, or BINARY=...)" >&2; exit 1; }
+[ "$WHICH" = roots ] || [ -x "$BINARY" ] ||
+  { echo "no binary at $BINARY (scripts/build.sh, or BINARY=...)" >&2; exit 1; }
 command -v dpkg >/dev/null || { echo "dpkg is needed to map libraries to packages" >&2; exit 1; }
 mkdir -p "$CACHE_DIR"
 
@@ -88,18 +95,19 @@ root_tarball() {
   local key tarball root include start
   key="$(printf '%s\n' "$SUITE" "$flavor" "$@" "$RECIPE" | sha256sum | cut -c1-16)"
   tarball="$CACHE_DIR/image-root-$flavor-$key.tar"
+  # One build of a root at a time (scripts/test.sh makes them in the background while the
+  # binary compiles; the image build then waits for them here).
+  exec 8>"$CACHE_DIR/.image-root-$flavor.lock"
+  flock 8
   if [ -s "$tarball" ] && [ -s "$tarball.end" ] && [ "${FORCE:-0}" != 1 ]; then
     echo "$tarball"
     return 0
   fi
-  command -v debootstrap >/dev/null || { echo "debootstrap is not installed" >&2; return 1; }
   root="$(mktemp -d /var/tmp/image-root.XXXXXX)"
   start=$(date +%s)
   include="$(IFS=,; echo "$*")"
-  echo "debootstrapping the $flavor root ($SUITE minbase) with: $*" >&2
-  mkdir -p "$CACHE_DIR/debs"
-  if ! debootstrap --variant=minbase --include="$include" --cache-dir="$CACHE_DIR/debs" \
-      "$SUITE" "$root" "$MIRROR" >&2; then
+  echo "bootstrapping the $flavor root ($SUITE minbase) with: $*" >&2
+  if ! scripts/debian-root.sh "$SUITE" "$MIRROR" "$root" "$include" >&2; then
     rm -rf "$root"
     return 1
   fi
@@ -154,10 +162,24 @@ current_key() {
     2>/dev/null || true
 }
 
+if [ "$WHICH" = roots ]; then
+  root_tarball slim "${RUNTIME_PACKAGES[@]}" "${EXTRA_SLIM[@]}" >/dev/null
+  root_tarball default "${RUNTIME_PACKAGES[@]}" "${EXTRA_SLIM[@]}" "${EXTRA_DEFAULT[@]}" >/dev/null
+  exit 0
+fi
+
 linked="$(linked_packages)"
 mapfile -t packages <<<"$linked"
 [ ${#packages[@]} -gt 0 ] || { echo "ldd found no libraries in $BINARY" >&2; exit 1; }
 echo "the binary links libraries of: ${packages[*]}" >&2
+for p in "${packages[@]}"; do
+  [[ " ${RUNTIME_PACKAGES[*]} " == *" $p "* ]] || {
+    echo "$BINARY links a library of $p, which RUNTIME_PACKAGES in $SCRIPT does not name:" \
+      "add it" >&2
+    exit 1
+  }
+done
+packages=("${RUNTIME_PACKAGES[@]}")
 
 stage="$(mktemp -d /var/tmp/image-stage.XXXXXX)"
 trap 'rm -rf "$stage"' EXIT

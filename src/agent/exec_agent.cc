@@ -411,30 +411,40 @@ class Agent {
     return true;
   }
 
+  // Kill first, then check: a program's leftover could change the agent or the fork server
+  // after a check. The server is spared by pid only while it is the agent's unreaped child.
   bool Recycle() {
     std::string error;
+    pid_t spared = zygote_.running() ? zygote_.pid() : 0;
+    KillAndReapEverything(&error, &spared);
+    if (spared == 0) zygote_.Died();  // none, or it had died: reaped there
+    for (auto& [id, e] : execs_) CloseExec(e);
+    execs_.clear();
+    by_pid_.clear();
     // Like the fork server's, the agent's own scheduling, CPU set and limits are in reach of the
     // program's user (prlimit is refused by seccomp, renice and sched_setscheduler are not): a
     // changed agent is not handed to another execution.
     const std::string changed = AttributeChange(own_attributes_, ProcessAttributes(::getpid()));
-    if (!changed.empty()) error = "the agent itself was changed: " + changed;
+    if (error.empty() && !changed.empty()) error = "the agent itself was changed: " + changed;
     std::vector<std::string> uncovered = UncoveredWritableMounts(roots_);
     if (error.empty() && !uncovered.empty()) {
       error = "writable mount not wiped between executions: " + uncovered[0];
     }
     // The fork server outlives recycles unless a program could have changed it (zygote.h).
     std::string note;
-    if (zygote_.running() || zygote_request_) note = zygote_.Changed();
-    const pid_t spared = note.empty() ? zygote_.pid() : 0;
+    if (error.empty() && (zygote_.running() || zygote_request_)) note = zygote_.Changed();
     if (!note.empty()) note = "the fork server was replaced: " + note;
-    if (spared == 0 && zygote_.running()) zygote_.Kill();
-    if (error.empty()) KillAndReapEverything(&error, spared);
-    if (error.empty() && spared == 0) zygote_.Died();  // reaped with everything else
-    for (auto& [id, e] : execs_) CloseExec(e);
-    execs_.clear();
-    by_pid_.clear();
+    if (error.empty() && !note.empty() && zygote_.running()) {
+      zygote_.Kill();
+      spared = 0;
+      KillAndReapEverything(&error, &spared);
+      zygote_.Died();
+    }
     if (error.empty()) WipeRoots(roots_, &error);
     if (error.empty()) RemoveSysvIpc(&error);
+    // Nothing may have started since the kill; the server is started only once that holds.
+    if (error.empty()) KillAndReapEverything(&error, &spared);
+    if (spared == 0) zygote_.Died();
     if (error.empty() && !zygote_.running() && zygote_request_) StartZygote();
     std::string answer(1, error.empty() ? 1 : 0);
     return Send(Msg::kRecycled, answer + (error.empty() ? note : error));

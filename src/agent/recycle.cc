@@ -179,17 +179,19 @@ std::vector<WipeRoot> RecordRoots(const std::vector<std::string>& paths, std::st
   return roots;
 }
 
-bool KillAndReapEverything(std::string* error, pid_t spared) {
+bool KillAndReapEverything(std::string* error, pid_t* spared) {
   for (int round = 0; round < 500; ++round) {  // 5 s
-    if (spared > 0) {
-      KillAllButSessions({spared}, false);  // it leads its session (zygote.cc)
+    if (*spared > 0) {
+      KillAllBut(*spared);
     } else {
       ::kill(-1, SIGKILL);  // everything this user may signal; never the namespace's PID 1
     }
     int status = 0;
-    while (::waitpid(-1, &status, WNOHANG) > 0) {
+    for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+      // The spared process died: its pid is free for any process to take, so nothing is spared.
+      if (pid == *spared) *spared = 0;
     }
-    if (OnlyThisProcessLeft(spared)) return true;
+    if (OnlyThisProcessLeft(*spared)) return true;
     ::usleep(10'000);
   }
   *error = "processes were still running 5 s after SIGKILL";

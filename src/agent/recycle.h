@@ -22,9 +22,10 @@ struct WipeRoot {
 std::vector<WipeRoot> RecordRoots(const std::vector<std::string>& paths, std::string* error);
 
 // SIGKILLs every other process and reaps them all (the agent is PID 1, so orphans are its
-// children too); false when some process was still there after a few seconds. `spared`: a
-// process (the fork server, zygote.h) whose session is left alone; 0 for none.
-bool KillAndReapEverything(std::string* error, pid_t spared = 0);
+// children too); false when some process was still there after a few seconds. `*spared`: a child
+// of the agent (the fork server, zygote.h) left alone, or 0; set to 0 when it was reaped here
+// (dead, its pid no longer names it). Only an unreaped child's pid is safe to go by.
+bool KillAndReapEverything(std::string* error, pid_t* spared);
 
 // Removes everything below each root and restores the root's mode; false with the reason when
 // something is left.

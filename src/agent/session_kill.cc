@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -20,17 +21,36 @@ struct ProcStat {
   pid_t session = 0;
 };
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The whole file: a name may hold newlines, and `)`s (the fields follow the last one).
 bool ReadStat(pid_t pid, ProcStat* st) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return false;
-  size_t open = line.find('('), close = line.rfind(')');
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t open = stat.find('('), close = stat.rfind(')');
   if (open == std::string::npos || close == std::string::npos || close < open) return false;
-  st->comm = line.substr(open + 1, close - open - 1);
-  std::istringstream rest(line.substr(close + 1));
+  st->comm = stat.substr(open + 1, close - open - 1);
+  std::istringstream rest(stat.substr(close + 1));
   pid_t ppid = 0, pgrp = 0;
   return static_cast<bool>(rest >> st->state >> ppid >> pgrp >> st->session);
 }
+
+// Dead: a zombie whose threads are all gone. A thread-group leader that ended while its other
+// threads run shows Z too, and a signal to it still reaches them.
+bool Dead(pid_t pid, char state) {
+  if (state != 'Z' && state != 'X') return false;
+  const std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+  size_t at = status.find("\nThreads:");
+  return at == std::string::npos || std::strtol(status.c_str() + at + 9, nullptr, 10) <= 1;
+}
+
+// A live zombie leader shows Z however stopped its threads are: a SIGSTOP to it is sent, but
+// not counted as found (another pass would only send it again).
+bool StaysZ(int sig, char state) { return sig == SIGSTOP && state == 'Z'; }
 
 std::vector<pid_t> Pids() {
   std::vector<pid_t> pids;
@@ -53,24 +73,38 @@ bool Spared(const ProcStat& st, const std::vector<pid_t>& spared, bool spare_int
          (leader.comm == "ci-interpreter" || leader.comm == "ci-relay");
 }
 
-}  // namespace
-
-void KillAllButSessions(const std::vector<pid_t>& spared, bool spare_interpreters) {
+// SIGSTOP, then SIGKILL, to every live process but the agent and those `spare(pid, stat)` keeps
+// (`stat` null when unreadable), each pass repeated until it finds nothing.
+template <typename Spare>
+void KillPasses(Spare spare) {
   const pid_t self = ::getpid();
   for (int sig : {SIGSTOP, SIGKILL}) {
     for (int round = 0; round < 100; ++round) {
       bool found = false;
       for (pid_t pid : Pids()) {
         ProcStat st;
-        if (pid == self || !ReadStat(pid, &st)) continue;
-        if (st.state == 'Z' || st.state == 'X') continue;
-        if (sig == SIGSTOP && (st.state == 'T' || st.state == 't')) continue;
-        if (Spared(st, spared, spare_interpreters)) continue;
-        if (::kill(pid, sig) == 0) found = true;
+        const bool known = ReadStat(pid, &st);
+        if (pid == self || spare(pid, known ? &st : nullptr)) continue;
+        if (known && Dead(pid, st.state)) continue;
+        if (known && sig == SIGSTOP && (st.state == 'T' || st.state == 't')) continue;
+        if (::kill(pid, sig) == 0 && !StaysZ(sig, st.state)) found = true;
       }
       if (!found) break;
     }
   }
+}
+
+}  // namespace
+
+void KillAllButSessions(const std::vector<pid_t>& spared, bool spare_interpreters) {
+  // Unreadable: gone since the listing (a process cannot hide its stat from the agent).
+  KillPasses([&](pid_t, const ProcStat* st) {
+    return st == nullptr || Spared(*st, spared, spare_interpreters);
+  });
+}
+
+void KillAllBut(pid_t keep) {
+  KillPasses([&](pid_t pid, const ProcStat*) { return pid == keep; });  // unreadable: signalled
 }
 
 std::vector<pid_t> ParseSessionList(const std::string& text) {

@@ -16,6 +16,11 @@ namespace ci::agent {
 // meanwhile). With `spared` empty and no such session this is kill(-1).
 void KillAllButSessions(const std::vector<pid_t>& spared, bool spare_interpreters = true);
 
+// SIGSTOPs, then SIGKILLs, every live process but the agent and `keep` (0: none), whatever its
+// name, state or session, each pass repeated until it finds nothing. Zombies the agent has not
+// reaped yet are dead, but a thread-group leader that ended while its other threads run is not.
+void KillAllBut(pid_t keep);
+
 // The session ids of a kKillAll payload: decimal numbers separated by spaces (the daemon's
 // background list); others are ignored.
 std::vector<pid_t> ParseSessionList(const std::string& text);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,8 +51,15 @@ bool Zygote::Start(const ExecRequest& req, const std::vector<std::string>& env,
     return false;
   }
   pid_ = pid;
+  // Before the agent can reap it, so it names this process for as long as it is held.
+  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   sock_ = pair[0];
   ready_ = false;
+  if (pidfd_ < 0) {
+    *error = std::string("pidfd_open: ") + std::strerror(errno);
+    Kill();
+    return false;
+  }
   return true;
 }
 
@@ -134,14 +142,20 @@ std::string Zygote::Changed() const {
 }
 
 void Zygote::Kill() {
-  if (pid_ > 0) ::kill(pid_, SIGKILL);
+  if (pidfd_ >= 0) {
+    ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
+  } else if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);  // not reaped yet (Start failed just after the fork)
+  }
   if (sock_ >= 0) ::close(sock_);
   sock_ = -1;
 }
 
 void Zygote::Close() {
   if (sock_ >= 0) ::close(sock_);
+  if (pidfd_ >= 0) ::close(pidfd_);
   sock_ = -1;
+  pidfd_ = -1;
   pid_ = 0;
   ready_ = false;
 }

@@ -54,13 +54,16 @@ class Zygote {
   // priority; otherwise what differs.
   std::string Changed() const;
 
-  // SIGKILLs it and closes its channel; the agent's reaping collects it (then Died).
+  // SIGKILLs it (through its pidfd) and closes its channel; the agent's reaping collects it
+  // (then Died).
   void Kill();
 
  private:
   void Close();
 
+  // The pid names the server only until the agent reaps it: every reap of it must call Died().
   pid_t pid_ = 0;
+  int pidfd_ = -1;
   int sock_ = -1;
   bool ready_ = false;
   std::string attributes_;  // as of its "ready"

@@ -61,6 +61,9 @@ struct RunPayload {
   // of stdin_data. Where the spec's prestart_argv was started ahead, that program is the run's and
   // argv is not started; otherwise argv is (the same program, told the same go).
   std::optional<std::string> go{};
+  // Whose request this is (an API key's name; "" without keys): a sandbox that ran one client's
+  // program is never reused for another's (docker's recycled containers).
+  std::string client{};
 };
 
 struct RunOutcome {

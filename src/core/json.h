@@ -8,6 +8,7 @@
 #include <rapidjson/writer.h>
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -42,7 +43,16 @@ std::string JsonText(Write&& write) {
 // Appends `s` to `out` as a JSON string literal (quotes included).
 std::string JsonQuote(std::string_view s);
 
-// Parses UTF-8 JSON, validating the encoding. On failure returns false and sets `why`.
+// How deep arrays and objects may nest in JSON the daemon reads. Every walk over a parsed value
+// (Accept, CopyFrom, our own) recurses once per level: the bound keeps any of them off the end of
+// the stack, whoever sent the text (a client, a model, a sandbox's agent).
+constexpr size_t kMaxJsonDepth = 128;
+// True when `text` nests arrays and objects deeper than kMaxJsonDepth. One pass without recursion,
+// exact for valid JSON (text that is not JSON is refused by the parser anyway).
+bool JsonNestsTooDeep(std::string_view text);
+
+// Parses UTF-8 JSON, validating the encoding and refusing nesting deeper than kMaxJsonDepth. On
+// failure returns false and sets `why`.
 bool ParseJson(std::string_view text, rapidjson::Document& doc, std::string& why);
 
 }  // namespace ci
@@ -190,9 +200,11 @@ std::string Encode(const M& m) {
 // False on malformed JSON, a non-object, or a field that is missing or of another type.
 template <typename M>
 bool Decode(std::string_view text, M* m) {
+  if (JsonNestsTooDeep(text)) return false;
   rapidjson::Document d;
   // Full precision: a double reads back exactly as it was written.
-  d.Parse<rapidjson::kParseFullPrecisionFlag>(text.data(), text.size());
+  d.Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseIterativeFlag>(text.data(),
+                                                                               text.size());
   if (d.HasParseError() || !d.IsObject()) return false;
   FieldReader v(d);
   Fields(v, *m);

@@ -75,7 +75,11 @@ struct SandboxSpec {
   // src/agent/zygote.h): that server's argv (python_program.h PythonZygoteArgv); prestart_argv,
   // when a `python3 -c` program, is then forked from it instead of started. Empty: none.
   std::vector<std::string> zygote_argv;
-  // Equal specs make interchangeable sandboxes (the warm pool relies on it).
+  // Whose execution asks for it ("" for the warm pool's refills and without API keys): a backend
+  // that reuses sandboxes takes one that last ran this client's program (docker's recycle bin).
+  // It is not part of what a sandbox is: the pool matches specs without it.
+  std::string client;
+  // Equal specs make interchangeable sandboxes (the warm pool relies on it, clients aside).
   bool operator==(const SandboxSpec&) const = default;
 };
 

@@ -6,6 +6,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <chrono>
+#include <optional>
 
 #include "docker/sandbox_counters.h"
 
@@ -52,6 +53,7 @@ class AgentContainer final : public ContainerApi,
     channel_->KillAll(background);
     return true;
   }
+  void Claim(const std::string& client) override { client_ = client; }
 
   // After the counters were read: recycled in the background when it can be, else removed.
   asio::awaitable<void> Remove(ResourceReport& report) override {
@@ -88,6 +90,7 @@ class AgentContainer final : public ContainerApi,
     const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
+    if (!client_) co_return Status::Error("it ran no program");
     if (executions_ >= recycling_.max_executions) co_return Status::Error("served its share");
     if (now > recycling_.expires_at - kExpiryMarginSec) co_return Status::Error("expires soon");
     Status s = co_await channel_->Recycle(kRecycleTimeout);
@@ -104,7 +107,7 @@ class AgentContainer final : public ContainerApi,
     RecycledContainer back{id_, shared_from_this(), channel_,
                            CountersBaseline{now_counters.cpu_ms, now_counters.oom_kills,
                                             now_counters.pids_limit_hits}};
-    if (!recycling_.bin->Put(recycling_.key, std::move(back))) {
+    if (!recycling_.bin->Put(RecycleBinKey(recycling_.key, *client_), std::move(back))) {
       co_return Status::Error("the recycle bin is full or closed");
     }
     co_return Status();
@@ -116,6 +119,8 @@ class AgentContainer final : public ContainerApi,
   std::vector<std::string> env_;
   std::string cwd_;
   Recycling recycling_;
+  // The client of the program it ran last: the only one it is recycled for (recycle_bin.h).
+  std::optional<std::string> client_;
   uint32_t executions_ = 0;
   bool killed_ = false;
   bool host_looked_up_ = false;

@@ -78,6 +78,9 @@ class ContainerApi {
   virtual asio::awaitable<void> Remove(ResourceReport& report) = 0;
   // Kills everything at once without waiting (Sandbox::Kill); Remove still follows.
   virtual void Kill() = 0;
+  // The client whose files and program this container is about to get (RunPayload::client):
+  // a recycled container goes back to that client only (agent_container.cc).
+  virtual void Claim(const std::string& client) { (void)client; }
   // SIGKILLs every process but PID 1 and, in sessions, but the `background` sessions (a space
   // separated list of session ids, sandbox_shell.h) without starting a process (a fork bomb may
   // fill the pids limit); false when this container cannot, and an exec must do it.

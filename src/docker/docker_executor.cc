@@ -68,7 +68,7 @@ class DockerExecutor final : public Executor {
     std::string recycle_key;
     if (!agent.empty() && !session && opts_.host_cgroups) {
       recycle_key = RecycleKey(spec, options);
-      if (auto recycled = TakeRecycled(recycle_key)) {
+      if (auto recycled = TakeRecycled(RecycleBinKey(recycle_key, spec.client))) {
         Container c;
         c.api = recycled->api;
         c.ex = ex_;

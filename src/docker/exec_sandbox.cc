@@ -27,6 +27,9 @@ using Clock = std::chrono::steady_clock;
 
 // After the timeout kill, how long the program's stream may take to end before it is cut.
 constexpr auto kKillGrace = 5s;
+// A session program's own watchdog (sandbox_shell.h ProgramExec) fires this long after the
+// daemon's deadline: the daemon's kill exec goes first, the watchdog is for when it cannot start.
+constexpr auto kWatchdogLag = 1s;
 
 // Any run marks the sandbox busy: the idle CPU watch leaves it alone meanwhile, and a run's own
 // CPU is not charged to the interpreter.
@@ -165,6 +168,7 @@ class ExecSandbox final : public Sandbox {
       co_return Status::Error("run: background programs need a session sandbox");
     }
     if (payload.call && !c_.session) co_return Status::Error("run: calls need a session sandbox");
+    c_.api->Claim(payload.client);
     BusyWhileRunning busy(server_, counters_);
     if (payload.call) co_return co_await ServeCall(std::move(payload), std::move(sink));
     if (payload.background) co_return co_await StartBackground(payload);
@@ -255,9 +259,15 @@ class ExecSandbox final : public Sandbox {
       }
     }
     if (!resume && !forked) {
-      const std::vector<std::string> argv =
-          ProgramArgv({payload.argv, std::move(*inline_files), c_.session, background,
-                       c_.cpu_time_sec, c_.run_limits});
+      const uint32_t watchdog_ms =
+          c_.session ? static_cast<uint32_t>((payload.timeout + kWatchdogLag) / 1ms) : 0;
+      const std::vector<std::string> argv = ProgramArgv({.program = payload.argv,
+                                                         .inline_files = std::move(*inline_files),
+                                                         .session = c_.session,
+                                                         .background = background,
+                                                         .cpu_time_sec = c_.cpu_time_sec,
+                                                         .limits = c_.run_limits,
+                                                         .watchdog_ms = watchdog_ms});
       const uint64_t stdin_size = payload.stdin_data ? payload.stdin_data->size() : 0;
       const ExecStdin program_stdin{true, stdin_size};
       started = co_await c_.api->Exec(argv, program_stdin);

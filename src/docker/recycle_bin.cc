@@ -2,6 +2,13 @@
 
 namespace ci::docker {
 
+std::string RecycleBinKey(const std::string& configuration, const std::string& client) {
+  std::string key = configuration;
+  key.push_back('\0');  // in neither part: no two pairs make the same key
+  key += client;
+  return key;
+}
+
 bool RecycleBin::Put(const std::string& key, RecycledContainer c) {
   if (closed_ || size_ >= capacity_) return false;
   by_key_[key].push_back(std::move(c));

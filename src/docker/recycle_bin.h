@@ -26,6 +26,11 @@ struct RecycledContainer {
   CountersBaseline baseline;  // its counters when it was put back
 };
 
+// A container's place in the bin: its configuration (DockerExecutor's RecycleKey) and the client
+// whose program it ran last. It is reused for that client only (issue #30: one tenant's leftover
+// must never meet another's program); without API keys every request is the client "".
+std::string RecycleBinKey(const std::string& configuration, const std::string& client);
+
 class RecycleBin {
  public:
   explicit RecycleBin(size_t capacity) : capacity_(capacity) {}

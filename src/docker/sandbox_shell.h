@@ -13,7 +13,8 @@
 namespace ci::docker {
 
 // Session shell (definitions explain them): the leftover kill function `k`, the run wrapper
-// `ci-run <background pids> <cpu seconds> argv...`, the background start printing its pid.
+// `ci-run <background pids> <cpu seconds> <watchdog seconds> argv...`, the background start
+// printing its pid.
 extern const char* const kSessionKillFunction;
 extern const char* const kSessionRunScript;
 extern const char* const kStartBackgroundScript;
@@ -42,6 +43,9 @@ struct ProgramExec {
   std::string background;     // sessions: the spared background programs' pids (BackgroundList)
   uint32_t cpu_time_sec = 0;  // sessions: the program's RLIMIT_CPU
   std::string limits;         // RunLimitsScript's, set by the wrapper first (empty: none)
+  // Sessions: the wrapper's own kill of the program's processes this long after it starts (a
+  // fork bomb can keep the daemon's kill exec from starting); 0: none.
+  uint32_t watchdog_ms = 0;
 };
 
 // The program's exec: the run wrapper (the session's when `session`), with the inlined files

@@ -11,9 +11,6 @@ namespace {
 
 using docker::AgentTransport;
 
-// One stdin message at most this big (the API server relays messages whole).
-constexpr size_t kStdinMessageMax = 64 << 10;
-
 class AttachTransport final : public AgentTransport {
  public:
   explicit AttachTransport(std::unique_ptr<ExecConnection> conn) : conn_(std::move(conn)) {}

@@ -4,6 +4,7 @@
 // uses them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +23,8 @@ inline constexpr std::string_view kOfferedProtocols = "v5.channel.k8s.io, v4.cha
 
 enum class Channel : uint8_t { kStdin = 0, kStdout = 1, kStderr = 2, kError = 3, kResize = 4 };
 inline constexpr uint8_t kCloseSignal = 255;  // v5, client to server: [255, channel]
+// One stdin message at most this big (the API server relays messages whole).
+inline constexpr size_t kStdinMessageMax = 64 << 10;
 
 struct ExecTarget {
   std::string namespace_;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/random.h"
+#include "core/short_id.h"
 #include "core/sleep.h"
 #include "docker/agent_container.h"
 #include "docker/exec_sandbox.h"
@@ -127,7 +128,7 @@ class K8sExecutor final : public Executor {
     SandboxSpec session = spec;
     session.session = found.identity;
     session.session_expires_at = static_cast<int64_t>(found.identity.expires_at) + 1;
-    spdlog::info("session {}: served here from pod {}", id, found.name);
+    spdlog::info("session {}: served here from pod {}", ShortId(id), found.name);
     co_return FoundSession{
         found.identity,
         SandboxOn({opts_.pods.namespace_, found.name, kExecutorContainer}, session, found.token)};

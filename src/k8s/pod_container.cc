@@ -12,9 +12,6 @@ using docker::ExecOutputSink;
 using docker::ExecStdin;
 using docker::ExecStream;
 
-// One stdin message at most this big (the API server relays messages whole).
-constexpr size_t kStdinMessageMax = 64 << 10;
-
 class PodExec final : public ExecStream {
  public:
   explicit PodExec(std::unique_ptr<ExecConnection> conn) : conn_(std::move(conn)) {}

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/json.h"
+#include "llm/answer_fields.h"
 #include "llm/gemini_schema.h"
 #include "llm/model_call.h"
 
@@ -10,12 +11,6 @@ namespace ci::llm {
 namespace {
 
 using rapidjson::Value;
-
-ModelError Malformed(const std::string& what) {
-  return ModelError{ModelError::Kind::kMalformed, "gemini answer: " + what};
-}
-
-std::string Text(const Value& v) { return std::string(v.GetString(), v.GetStringLength()); }
 
 bool HasString(const Value& o, const char* name) {
   return o.IsObject() && o.HasMember(name) && o[name].IsString();
@@ -154,14 +149,9 @@ void WriteTools(JsonWriter& w, const std::vector<ToolDeclaration>& tools) {
   w.EndArray();
 }
 
-int64_t TokenCount(const Value& usage, const char* name) {
-  if (!usage.IsObject() || !usage.HasMember(name) || !usage[name].IsInt64()) return 0;
-  return usage[name].GetInt64();
-}
-
 // A functionCall part as a ToolCall, or why it is not one.
 std::variant<ToolCall, ModelError> ReadFunctionCall(const Value& call, size_t number) {
-  if (!HasString(call, "name")) return Malformed("a functionCall part has no name");
+  if (!HasString(call, "name")) return Malformed("gemini", "a functionCall part has no name");
   ToolCall out;
   out.name = Text(call["name"]);
   out.id = HasString(call, "id") ? Text(call["id"]) : "call_" + std::to_string(number);
@@ -170,7 +160,7 @@ std::variant<ToolCall, ModelError> ReadFunctionCall(const Value& call, size_t nu
   } else if (call["args"].IsObject()) {
     out.arguments_json = JsonText([&](JsonWriter& w) { call["args"].Accept(w); });
   } else {
-    return Malformed("functionCall " + out.name + ": args is not an object");
+    return Malformed("gemini", "functionCall " + out.name + ": args is not an object");
   }
   return out;
 }
@@ -221,14 +211,14 @@ std::string GeminiRequestBody(const std::vector<Message>& conversation,
 ModelResult ParseGeminiAnswer(std::string_view body) {
   rapidjson::Document d;
   std::string why;
-  if (!ParseJson(body, d, why)) return Malformed("not JSON (" + why + ")");
-  if (!d.IsObject()) return Malformed("not a JSON object");
+  if (!ParseJson(body, d, why)) return Malformed("gemini", "not JSON (" + why + ")");
+  if (!d.IsObject()) return Malformed("gemini", "not a JSON object");
   if (d.HasMember("promptFeedback") && HasString(d["promptFeedback"], "blockReason")) {
-    return Malformed("the prompt was blocked (blockReason " +
-                     Text(d["promptFeedback"]["blockReason"]) + ")");
+    return Malformed("gemini", "the prompt was blocked (blockReason " +
+                                   Text(d["promptFeedback"]["blockReason"]) + ")");
   }
   if (!d.HasMember("candidates") || !d["candidates"].IsArray() || d["candidates"].Empty()) {
-    return Malformed("no candidates");
+    return Malformed("gemini", "no candidates");
   }
   const Value& candidate = d["candidates"][0];
   const std::string finish_reason =
@@ -236,13 +226,14 @@ ModelResult ParseGeminiAnswer(std::string_view body) {
   if (!candidate.IsObject() || !candidate.HasMember("content") ||
       !candidate["content"].IsObject() || !candidate["content"].HasMember("parts") ||
       !candidate["content"]["parts"].IsArray() || candidate["content"]["parts"].Empty()) {
-    return Malformed("candidates[0] has no content (finishReason " + finish_reason + ")");
+    return Malformed("gemini", "candidates[0] has no content (finishReason " + finish_reason + ")");
   }
 
   Reply reply;
   reply.message.role = Message::Role::kAssistant;
   for (const Value& part : candidate["content"]["parts"].GetArray()) {
-    if (!part.IsObject()) return Malformed("candidates[0].content.parts holds a non-object");
+    if (!part.IsObject())
+      return Malformed("gemini", "candidates[0].content.parts holds a non-object");
     // A thinking model's thought summaries are not the answer.
     const bool thought =
         part.HasMember("thought") && part["thought"].IsBool() && part["thought"].GetBool();

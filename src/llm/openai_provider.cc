@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/json.h"
+#include "llm/answer_fields.h"
 #include "llm/model_call.h"
 
 namespace ci::llm {
@@ -11,10 +12,6 @@ namespace {
 using rapidjson::Value;
 
 constexpr char kEmptyParameters[] = R"({"type":"object","properties":{}})";
-
-ModelError Malformed(const std::string& what) {
-  return ModelError{ModelError::Kind::kMalformed, "openai answer: " + what};
-}
 
 const char* RoleName(Message::Role role) {
   switch (role) {
@@ -29,8 +26,6 @@ const char* RoleName(Message::Role role) {
   }
   return "user";
 }
-
-std::string Text(const Value& v) { return std::string(v.GetString(), v.GetStringLength()); }
 
 bool IsJsonObject(std::string_view text) {
   rapidjson::Document d;
@@ -86,19 +81,15 @@ void WriteTool(JsonWriter& w, const ToolDeclaration& t) {
   w.EndObject();
 }
 
-int64_t TokenCount(const Value& usage, const char* name) {
-  if (!usage.IsObject() || !usage.HasMember(name) || !usage[name].IsInt64()) return 0;
-  return usage[name].GetInt64();
-}
-
 // One entry of message.tool_calls, or why it is not one.
 std::variant<ToolCall, ModelError> ReadToolCall(const Value& v, size_t index) {
   const std::string where = "choices[0].message.tool_calls[" + std::to_string(index) + "]";
   if (!v.IsObject() || !v.HasMember("function") || !v["function"].IsObject()) {
-    return Malformed(where + " has no function");
+    return Malformed("openai", where + " has no function");
   }
   const Value& f = v["function"];
-  if (!f.HasMember("name") || !f["name"].IsString()) return Malformed(where + " has no name");
+  if (!f.HasMember("name") || !f["name"].IsString())
+    return Malformed("openai", where + " has no name");
   ToolCall call;
   call.name = Text(f["name"]);
   call.id =
@@ -109,10 +100,10 @@ std::variant<ToolCall, ModelError> ReadToolCall(const Value& v, size_t index) {
     // Some OpenAI-compatible servers send the object itself instead of its text.
     call.arguments_json = JsonText([&](JsonWriter& w) { f["arguments"].Accept(w); });
   } else {
-    return Malformed(where + " (" + call.name + ") has no arguments");
+    return Malformed("openai", where + " (" + call.name + ") has no arguments");
   }
   if (!IsJsonObject(call.arguments_json)) {
-    return Malformed(where + " (" + call.name + "): the arguments are not a JSON object");
+    return Malformed("openai", where + " (" + call.name + "): the arguments are not a JSON object");
   }
   return call;
 }
@@ -169,14 +160,14 @@ std::string OpenAiRequestBody(std::string_view model, const std::vector<Message>
 ModelResult ParseOpenAiAnswer(std::string_view body) {
   rapidjson::Document d;
   std::string why;
-  if (!ParseJson(body, d, why)) return Malformed("not JSON (" + why + ")");
-  if (!d.IsObject()) return Malformed("not a JSON object");
+  if (!ParseJson(body, d, why)) return Malformed("openai", "not JSON (" + why + ")");
+  if (!d.IsObject()) return Malformed("openai", "not a JSON object");
   if (!d.HasMember("choices") || !d["choices"].IsArray() || d["choices"].Empty()) {
-    return Malformed("no choices");
+    return Malformed("openai", "no choices");
   }
   const Value& choice = d["choices"][0];
   if (!choice.IsObject() || !choice.HasMember("message") || !choice["message"].IsObject()) {
-    return Malformed("choices[0] has no message");
+    return Malformed("openai", "choices[0] has no message");
   }
   const Value& message = choice["message"];
 
@@ -185,11 +176,11 @@ ModelResult ParseOpenAiAnswer(std::string_view body) {
   if (message.HasMember("content") && message["content"].IsString()) {
     reply.message.text = Text(message["content"]);
   } else if (message.HasMember("content") && !message["content"].IsNull()) {
-    return Malformed("choices[0].message.content is neither a string nor null");
+    return Malformed("openai", "choices[0].message.content is neither a string nor null");
   }
   if (message.HasMember("tool_calls") && !message["tool_calls"].IsNull()) {
     if (!message["tool_calls"].IsArray()) {
-      return Malformed("choices[0].message.tool_calls is not an array");
+      return Malformed("openai", "choices[0].message.tool_calls is not an array");
     }
     const auto calls = message["tool_calls"].GetArray();
     for (rapidjson::SizeType i = 0; i < calls.Size(); ++i) {

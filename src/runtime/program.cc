@@ -109,7 +109,17 @@ void Reaped(pid_t w, int st, pid_t program, int* status, bool* have_status,
   background->erase(std::remove(background->begin(), background->end(), w), background->end());
 }
 
-// The session id of a live (not zombie) process from /proc/<pid>/stat; -1 otherwise.
+// Dead: a zombie whose threads have all ended. A thread-group leader that ended while its other
+// threads run shows Z too, and a signal to it still reaches them.
+bool Dead(long pid, char state) {
+  if (state != 'Z' && state != 'X') return false;
+  char status[4096];
+  if (!ReadProcFile(pid, "status", status, sizeof status)) return true;  // reaped since
+  const char* threads = std::strstr(status, "\nThreads:");
+  return threads == nullptr || std::strtol(threads + 9, nullptr, 10) <= 1;
+}
+
+// The session id of a live process from /proc/<pid>/stat; -1 otherwise.
 pid_t LiveSessionOf(long pid) {
   char buf[512];
   if (!ReadProcFile(pid, "stat", buf, sizeof buf)) return -1;
@@ -120,7 +130,7 @@ pid_t LiveSessionOf(long pid) {
   if (p == nullptr || std::sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) != 4) {
     return -1;
   }
-  return state == 'Z' || state == 'X' ? -1 : session;
+  return Dead(pid, state) ? -1 : session;
 }
 
 // SIGKILLs every live process but init and the background sessions; true when there was one.

@@ -22,7 +22,7 @@
 namespace ci::runtime {
 namespace {
 
-void Log(const std::string& message) {
+void ParentLog(const std::string& message) {
   std::fprintf(stderr, "code-interpreter sandbox parent[%d]: %s\n", ::getpid(), message.c_str());
 }
 
@@ -52,7 +52,7 @@ pid_t CloneSandboxOwnedBy(uid_t owner) {
   if (pid == 0) return 0;  // init: its stages set every id and securebit of their own
   int err = errno;
   if (::setresuid(-1, 0, -1) != 0 || ::prctl(PR_SET_SECUREBITS, 0, 0, 0, 0) != 0) {
-    Log("restoring euid 0 after the clone failed: " + std::string(std::strerror(errno)));
+    ParentLog("restoring euid 0 after the clone failed: " + std::string(std::strerror(errno)));
     if (pid > 0) ::kill(pid, SIGKILL);
     ::_exit(1);
   }
@@ -159,7 +159,7 @@ void FinishSandbox(SandboxParent* parent, int lifecycle_fd) {
   }
   SysError removed = parent->cgroup->Remove();
   if (!removed.ok()) {
-    Log("removing cgroup failed: " + removed.what + ": " + std::strerror(removed.err));
+    ParentLog("removing cgroup failed: " + removed.what + ": " + std::strerror(removed.err));
   }
 }
 

@@ -27,7 +27,7 @@ extern char** environ;
 namespace ci::runtime {
 namespace {
 
-void Log(const std::string& message) {
+void ZygoteLog(const std::string& message) {
   std::fprintf(stderr, "code-interpreter zygote[%d]: %s\n", ::getpid(), message.c_str());
 }
 
@@ -178,7 +178,7 @@ void Serve(char** argv) {
     }
     if (::poll(polled.data(), polled.size(), -1) < 0) {
       if (errno == EINTR) continue;
-      Log(std::string("poll: ") + std::strerror(errno));
+      ZygoteLog(std::string("poll: ") + std::strerror(errno));
       ::_exit(1);  // its inits die with it (their death signal); the daemon's reaper cleans up
     }
     const size_t polled_sandboxes = live.size();
@@ -231,7 +231,7 @@ int ZygoteMain(int argc, char** argv) {
   if (!e.ok()) {
     std::string why = "F" + e.what + (e.err != 0 ? std::string(": ") + std::strerror(e.err) : "");
     (void)::send(kZygoteControlFd, why.data(), why.size(), MSG_NOSIGNAL);
-    Log(why.substr(1));
+    ZygoteLog(why.substr(1));
     return 1;
   }
   if (::send(kZygoteControlFd, "R", 1, MSG_NOSIGNAL) != 1) return 0;

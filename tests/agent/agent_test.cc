@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "agent/agent_wire.h"
+#include "common/hard_to_kill.h"
 #include "daemon/service/python_program.h"
 
 namespace ci::agent {
@@ -358,6 +359,28 @@ TEST_F(AgentTest, WhatAForkedProgramLeavesIsKilledAndTheForkServerIsSpared) {
   EXPECT_EQ(r.status, 0);
   EXPECT_EQ(Run({"sh", "-c", "pgrep -x sleep | wc -l"}).out, "0\n");
   EXPECT_EQ(Forked(kZygotePids).out, first.out) << "the same fork server serves on";
+}
+
+TEST_F(AgentTest, WhatAForkedProgramLeavesIsKilledWhateverItsNameOrState) {
+  StartZygote();
+  Ran r = Forked(testing_support::kHardToKill);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(Run({"python3", "-c", testing_support::kHardToKillLeft}).out, "0\n");
+}
+
+// Kill first, check after: a leftover alive during the checks could change the agent or the fork
+// server once they are done. Here the recycle is refused (the test's root file system is
+// writable), after the kill.
+TEST_F(AgentTest, ARecycleKillsEveryLeftoverBeforeItChecksAnything) {
+  Ran r = Run({"python3", "-c", testing_support::kHardToKill});
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(Run({"python3", "-c", testing_support::kHardToKillLeft}).out, "3\n") << "the control";
+  Send(Msg::kRecycle, {});
+  Msg type;
+  std::string payload;
+  ASSERT_TRUE(Next(&type, &payload));
+  ASSERT_EQ(type, Msg::kRecycled);
+  EXPECT_EQ(Run({"python3", "-c", testing_support::kHardToKillLeft}).out, "0\n");
 }
 
 TEST_F(AgentTest, NoProgramOfTheSandboxReadsTheForkServer) {

@@ -3,8 +3,8 @@
 `go run` of the same file on the host with a warm build cache (docs/performance.md: p50 <=
 1.5x), measured interleaved round by round like bench_execute.py.
 
-  tests/bench/bench_go.py --bin build-release/code-interpreter [--runs 200] [--env K=V]
-  tests/bench/bench_go.py --bin build-release/code-interpreter --docker   # EXECUTOR_BACKEND=docker
+  tests/bench/bench_go.py --bin build/code-interpreter [--runs 200] [--env K=V]
+  tests/bench/bench_go.py --bin build/code-interpreter --docker   # EXECUTOR_BACKEND=docker
 
 The daemon's build starts from an empty cache every time (a fresh sandbox) with the standard
 library precompiled (scripts/go-std.sh); `go run` finds the program's own package in its warm

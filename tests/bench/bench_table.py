@@ -3,8 +3,8 @@
 baseline, measured interleaved round by round (machine noise hits both alike), p50 and p99 over
 --runs rounds after --warmup untimed ones, the ratio, and the configuration of each daemon.
 
-  tests/bench/bench_table.py --bin build-release/code-interpreter            # local rows
-  tests/bench/bench_table.py --bin build-release/code-interpreter --docker   # and the Docker rows
+  tests/bench/bench_table.py --bin build/code-interpreter            # local rows
+  tests/bench/bench_table.py --bin build/code-interpreter --docker   # and the Docker rows
 
 Rows (sequential requests on one keep-alive connection unless said):
   hello      POST /v1/execute print(1), local, default config     vs bare python3 -c 'print(1)'

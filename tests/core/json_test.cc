@@ -64,5 +64,39 @@ TEST(FieldTable, RefusesMissingFieldsWrongTypesAndBadInput) {
   EXPECT_FALSE(Decode("{", &out));
 }
 
+std::string Nested(size_t depth, std::string_view open = "[", std::string_view close = "]") {
+  std::string s;
+  for (size_t i = 0; i < depth; ++i) s += open;
+  for (size_t i = 0; i < depth; ++i) s += close;
+  return s;
+}
+
+TEST(JsonDepth, NestingIsBoundedWhereverTheTextComesFrom) {
+  rapidjson::Document doc;
+  std::string why;
+  EXPECT_TRUE(ParseJson(Nested(kMaxJsonDepth), doc, why)) << why;
+  EXPECT_FALSE(ParseJson(Nested(kMaxJsonDepth + 1), doc, why));
+  EXPECT_EQ(why, "arrays and objects nested deeper than 128 levels");
+  // The crash of issue 30: 200,000 arrays (a 400 KB body) in a tool call's arguments.
+  EXPECT_FALSE(ParseJson(R"({"arguments":)" + Nested(200000) + "}", doc, why));
+  std::string objects;
+  for (size_t i = 0; i <= kMaxJsonDepth; ++i) objects += R"({"a":)";
+  objects += "1" + std::string(kMaxJsonDepth + 1, '}');
+  EXPECT_FALSE(ParseJson(objects, doc, why));
+  // Brackets inside strings, escaped quotes included, are not nesting.
+  const std::string in_strings = R"(["\"[[[[", "\\", ")" + std::string(1000, '[') + R"("])";
+  EXPECT_TRUE(ParseJson(in_strings, doc, why)) << why;
+  EXPECT_TRUE(doc.IsArray() && doc.Size() == 3);
+  // Wide is fine: only depth is bounded.
+  std::string wide = "[";
+  for (int i = 0; i < 100000; ++i) wide += i ? ",[[1]]" : "[[1]]";
+  EXPECT_TRUE(ParseJson(wide + "]", doc, why)) << why;
+  // The frames between the daemon and its agents (json::Decode) are bounded the same way.
+  Sample out;
+  EXPECT_FALSE(Decode(R"({"name":"n","count":1,"offset":0,"flag":false,"words":)" + Nested(200000) +
+                          R"(,"blob":""})",
+                      &out));
+}
+
 }  // namespace
 }  // namespace ci::json

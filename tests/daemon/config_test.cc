@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "daemon/http/connection_limit.h"
+
 namespace ci::daemon {
 namespace {
 
@@ -30,6 +32,20 @@ TEST(Config, OnyxDefaults) {
   EXPECT_EQ(c->file_storage_max_mb, 10240u);
   EXPECT_EQ(c->max_concurrent_executions, 16u);
   EXPECT_DOUBLE_EQ(c->backend_check_timeout_sec, 2.5);
+}
+
+TEST(Config, TheConnectionCapKeepsDescriptorsForSandboxes) {
+  auto c = Load({});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->max_connections, 0u);  // derived
+  EXPECT_EQ(ConnectionCap(0, 1024), 384u);
+  EXPECT_EQ(ConnectionCap(0, 256), 16u);
+  EXPECT_EQ(ConnectionCap(0, 1u << 20), kMaxDerivedConnections);
+  EXPECT_EQ(ConnectionCap(0, UINT64_MAX), kMaxDerivedConnections);
+  EXPECT_EQ(ConnectionCap(100000, 256), 100000u);  // MAX_CONNECTIONS wins
+  c = Load({{"MAX_CONNECTIONS", "50"}});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->max_connections, 50u);
 }
 
 TEST(Config, ReadsValues) {

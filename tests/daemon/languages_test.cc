@@ -1,7 +1,13 @@
 #include "daemon/service/languages.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "common/run_in.h"
 #include "daemon/service/python_program.h"
 
 namespace ci::daemon {
@@ -29,6 +35,28 @@ TEST(BuildProgram, APrestartedInterpreterIsTheDriverWithItsWarmImports) {
   EXPECT_EQ(
       PythonPrestartArgv({"numpy", "pandas"}),
       (std::vector<std::string>{"python3", "-c", std::string(PythonDriver()), "numpy", "pandas"}));
+}
+
+// The driver run in `dir` (where a program's files are) with stdin at its end: no run comes, so
+// it exits after its imports; what it printed on stdout and stderr, then its exit status.
+std::string RunDriverIn(const std::string& dir, const std::vector<std::string>& argv) {
+  testing_support::Ran ran = testing_support::RunIn(dir, argv, true);
+  return ran.out + "exit " + std::to_string(ran.status);
+}
+
+// Issue 30 item 1: a program's files are in the workspace, which `python3 -c` puts first on
+// sys.path; none of them may stand in for a module the driver itself imports before the program
+// runs (with warm imports or without).
+TEST(PythonDriver, ImportsNothingFromTheProgramsDirectory) {
+  char dir_template[] = "/tmp/driver-imports-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const char* modules[] = {"ast", "math", "resource", "stat", "gc", "json"};
+  for (const char* m : modules) std::ofstream(dir + "/" + m + ".py") << "print('PWNED')\n";
+  EXPECT_EQ(RunDriverIn(dir, PythonPrestartArgv({})), "exit 0");
+  EXPECT_EQ(RunDriverIn(dir, PythonPrestartArgv({"json"})), "exit 0");
+  for (const char* m : modules) std::remove((dir + "/" + m + ".py").c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST(BuildProgram, OtherLanguagesRunTheirEntrypoint) {

@@ -7,7 +7,7 @@
 namespace ci::daemon {
 namespace {
 
-RunOutcome Exited(int code) {
+RunOutcome ExitedWith(int code) {
   RunOutcome r;
   r.exit_code = code;
   return r;
@@ -20,10 +20,10 @@ RunOutcome Signaled(int sig, uint64_t cpu_ms = 0) {
 }
 
 TEST(Verdict, SuccessAndPlainFailure) {
-  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(0), {}, false, 5)), "ok");
-  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(1), {}, false, 5)), "error");
-  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(0), {}, true, 5)), "output_limit");
-  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(3), {}, true, 5)), "output_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(ExitedWith(0), {}, false, 5)), "ok");
+  EXPECT_EQ(VerdictName(ComputeVerdict(ExitedWith(1), {}, false, 5)), "error");
+  EXPECT_EQ(VerdictName(ComputeVerdict(ExitedWith(0), {}, true, 5)), "output_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(ExitedWith(3), {}, true, 5)), "output_limit");
 }
 
 TEST(Verdict, LimitsExplainFailures) {
@@ -45,13 +45,13 @@ TEST(Verdict, LimitsExplainFailures) {
 TEST(Verdict, ARefusedForkInAProgramThatSucceededIsOk) {
   ResourceReport pids;
   pids.pids_limit_hit = true;
-  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(0), pids, false, 5)), "ok");
+  EXPECT_EQ(VerdictName(ComputeVerdict(ExitedWith(0), pids, false, 5)), "ok");
 }
 
 TEST(Verdict, AnOomKilledChildIsReportedEvenWhenTheProgramSucceeded) {
   ResourceReport oom;
   oom.oom_killed = true;
-  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(0), oom, false, 5)), "memory_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(ExitedWith(0), oom, false, 5)), "memory_limit");
 }
 
 TEST(Verdict, AFailedProgramThatHitThePidsLimitIsPidsLimitEvenWithAnOomKill) {
@@ -59,9 +59,9 @@ TEST(Verdict, AFailedProgramThatHitThePidsLimitIsPidsLimitEvenWithAnOomKill) {
   ResourceReport both;
   both.pids_limit_hit = true;
   both.oom_killed = true;
-  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(1), both, false, 5)), "pids_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(ExitedWith(1), both, false, 5)), "pids_limit");
   EXPECT_EQ(VerdictName(ComputeVerdict(Signaled(SIGKILL), both, false, 5)), "pids_limit");
-  EXPECT_EQ(VerdictName(ComputeVerdict(Exited(0), both, false, 5)), "memory_limit");
+  EXPECT_EQ(VerdictName(ComputeVerdict(ExitedWith(0), both, false, 5)), "memory_limit");
 }
 
 }  // namespace

@@ -65,6 +65,7 @@ class DockerTest : public DockerFixture {
     p.timeout = timeout;
     p.stdin_data = std::move(stdin_data);
     p.files = std::move(files);
+    p.client = spec.client;  // as ExecutionService does: the client asks for both
     e.outcome = Await((*sandbox)->Run(std::move(p), [&](StreamKind k, std::string_view d) {
       (k == StreamKind::kStdout ? e.out : e.err).append(d);
     }));
@@ -518,6 +519,29 @@ TEST_F(DockerRecycleTest, EachExecutionHasCountersOfItsOwn) {
   EXPECT_FALSE(b.report.pids_limit_hit);
   EXPECT_LT(b.report.memory_peak_bytes, 100ull << 20);
   EXPECT_LT(b.report.cpu_ms, 300u);
+}
+
+// Issue #30 item 1: a container goes back to the client whose program it ran, and only to it; an
+// execution for another client gets a container of its own.
+TEST_F(DockerRecycleTest, AContainerIsRecycledForItsClientOnly) {
+  SandboxSpec alice = Spec();
+  alice.client = "alice";
+  SandboxSpec bob = Spec();
+  bob.client = "bob";
+  auto a = Execute({"bash", "-c", kWhere}, 10s, std::nullopt, {}, alice);
+  ASSERT_TRUE(a.outcome.ok()) << a.outcome.status().message();
+  ASSERT_FALSE(ContainerOf(a.out).empty()) << a.out;
+  LetRecycle();
+  auto b = Execute({"bash", "-c", kWhere}, 10s, std::nullopt, {}, bob);
+  ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
+  EXPECT_NE(ContainerOf(b.out), ContainerOf(a.out)) << "bob ran in alice's container";
+  LetRecycle();
+  auto a2 = Execute({"bash", "-c", kWhere}, 10s, std::nullopt, {}, alice);
+  ASSERT_TRUE(a2.outcome.ok()) << a2.outcome.status().message();
+  EXPECT_EQ(ContainerOf(a2.out), ContainerOf(a.out)) << "alice's container was not recycled";
+  auto b2 = Execute({"bash", "-c", kWhere}, 10s, std::nullopt, {}, bob);
+  ASSERT_TRUE(b2.outcome.ok()) << b2.outcome.status().message();
+  EXPECT_EQ(ContainerOf(b2.out), ContainerOf(b.out)) << "bob's container was not recycled";
 }
 
 // What the agent cannot put back for certain (here a tree too deep to walk) ends the container.

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/run_in.h"
 #include "docker/call_output.h"
 #include "docker/staging.h"
 
@@ -50,18 +51,19 @@ TEST(SandboxShell, InlinedFilesAreWrittenFirstThenTheWrapperIsExecd) {
                           "print(1)\n", "data.txt", "", "python3", "__main__.py"));
 }
 
-TEST(SandboxShell, SessionWrapperTakesTheSparedListAndCpuSecondsFirst) {
+TEST(SandboxShell, SessionWrapperTakesTheSparedListCpuAndWatchdogSecondsFirst) {
   ProgramExec exec;
   exec.program = {"sh", "-c", "echo hi"};
   exec.session = true;
   exec.background = BackgroundList({12, 345});
   exec.cpu_time_sec = 7;
+  exec.watchdog_ms = 2005;
   EXPECT_THAT(ProgramArgv(exec), ElementsAre("/bin/bash", "-c", SessionWrapper(), "ci-run",
-                                             "12 345", "7", "sh", "-c", "echo hi"));
+                                             "12 345", "7", "2.005", "sh", "-c", "echo hi"));
   exec.inline_files = {"a.py", "x = 1"};
   EXPECT_THAT(ProgramArgv(exec),
               ElementsAre("/bin/bash", "-c", kWriter, SessionWrapper(), "1", "a.py", "x = 1",
-                          "12 345", "7", "sh", "-c", "echo hi"));
+                          "12 345", "7", "2.005", "sh", "-c", "echo hi"));
 }
 
 TEST(SandboxShell, BackgroundKillAndInitArgv) {
@@ -121,36 +123,8 @@ class TempDir {
   std::string path_;
 };
 
-struct Ran {
-  int status = -1;  // exit status, -1 when it did not exit normally
-  std::string out;  // stdout
-};
-
-// Runs argv (argv[0] an absolute path) in `dir`, as the Engine would run the exec in the
-// workspace.
-Ran RunIn(const std::string& dir, const std::vector<std::string>& argv) {
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return {};
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(pipe_fds[1], 1);
-    if (::chdir(dir.c_str()) != 0) ::_exit(127);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  ::close(pipe_fds[1]);
-  Ran ran;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) ran.out.append(buf, n);
-  ::close(pipe_fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (WIFEXITED(status)) ran.status = WEXITSTATUS(status);
-  return ran;
-}
+using testing_support::Ran;
+using testing_support::RunIn;
 
 // The writer's half for real, with a harmless wrapper in place of the killing one: the files
 // land byte for byte, then the wrapper gets the program's argv.

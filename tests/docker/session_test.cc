@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/fd_handover.h"
+#include "common/hard_to_kill.h"
 #include "docker/reaper.h"
 #include "docker_fixture.h"
 
@@ -96,6 +97,18 @@ TEST_F(DockerSessionTest, WorkspaceAndTmpPersistButProcessesDoNot) {
   EXPECT_EQ(c.out, "one\ntwo\ninput\n0\n") << c.err;
 }
 
+// Issue 30 item 1: what a run leaves is killed whatever its name (newlines, a ')' and a fake
+// state in it) or its state (a thread-group leader that ended while its thread runs shows Z).
+TEST_F(DockerSessionTest, WhatARunLeavesIsKilledWhateverItsNameOrState) {
+  StartSession();
+  Call left = Run(Python(testing_support::kHardToKill));
+  ASSERT_TRUE(left.outcome.ok()) << left.outcome.status().message();
+  ASSERT_EQ(left.outcome->exit_code, 0) << left.err;
+  Call count = Run(Python(testing_support::kHardToKillLeft));
+  ASSERT_TRUE(count.outcome.ok()) << count.outcome.status().message();
+  EXPECT_EQ(count.out, "0\n") << count.err;
+}
+
 TEST_F(DockerSessionTest, BackgroundProgramSurvivesRunsAndTimeouts) {
   StartSession();
   RunPayload bg = Shell("echo $$ > /tmp/bg.pid; sleep 200 & exec sleep 300");
@@ -164,8 +177,9 @@ TEST_F(DockerSessionTest, BackgroundChildHoldingAPipeDoesNotHoldTheRun) {
   EXPECT_EQ(count.out, "2\n") << "the two background children";
 }
 
-// A fork bomb that fills the pids limit and times out: the timeout's kill gets room from a
-// raised limit, spares the background program, and later runs start again.
+// A fork bomb that fills the pids limit and times out: it is killed (by the daemon's kill exec,
+// or by the run wrapper's watchdog when the bomb keeps that exec from starting), the background
+// program is spared, and later runs start again.
 TEST_F(DockerSessionTest, ForkBombTimeoutSparesTheBackgroundProgram) {
   SandboxSpec spec = Spec(600);
   spec.limits.pids = 32;

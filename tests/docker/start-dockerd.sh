@@ -3,7 +3,7 @@
 # tests (scripts/test.sh runs it before `meson test`): starts dockerd when /_ping does not answer
 # on $DOCKER_SOCK (no bridge, no iptables: sandboxes use network "none"), waits up to 30 s
 # (printing its log on failure), then builds or reuses the image with
-# packaging/executor-image/build.sh (a cold build debootstraps Debian 12, several minutes; the
+# packaging/executor-image/build.sh (a cold build bootstraps Debian 12, several minutes; the
 # root is cached in /var/cache/code-interpreter).
 #
 # TLS (the client's tcp + TLS transport, DockerTlsTest): a test CA, a server certificate (SAN

@@ -54,7 +54,7 @@ class Config:
     image_args = []  # the `docker run` flags (the README's) before the image name
     image_env = {}  # --image-env: extra -e settings for every container daemon
     # Docker-in-Docker: the daemons share the README's data root volume, which one nested dockerd
-    # at a time may use, so the pool stops the live daemon before it starts another.
+    # at a time may use, so the pool stops the live daemons before another starts (make_room).
     one_daemon_at_a_time = False
 
     _user_bin = None
@@ -88,10 +88,12 @@ class Config:
 
 
 class Daemon:
-    """One daemon subprocess on 127.0.0.1:0 with a fresh FILE_STORAGE_DIR."""
+    """One daemon subprocess on 127.0.0.1:0 with a fresh FILE_STORAGE_DIR; `open_files`: its
+    RLIMIT_NOFILE, soft and hard (prlimit)."""
 
-    def __init__(self, overrides=None):
+    def __init__(self, overrides=None, open_files=None):
         self.overrides = dict(overrides or {})
+        self.open_files = open_files
         self.tmpdir = tempfile.mkdtemp(prefix="ci-e2e-")
         self.store_dir = os.path.join(self.tmpdir, "store")
         os.mkdir(self.store_dir)
@@ -132,6 +134,8 @@ class Daemon:
             group = grp.getgrgid(pwd.getpwnam(Config.as_user).pw_gid).gr_name
             argv = ["setpriv", f"--reuid={Config.as_user}", f"--regid={group}", "--clear-groups",
                     "--"] + argv
+        if self.open_files:
+            argv = ["prlimit", f"--nofile={self.open_files}:{self.open_files}", "--"] + argv
         self.proc = subprocess.Popen(
             argv, env=self.env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=self.tmpdir,
@@ -196,6 +200,13 @@ class Daemon:
         if tail is not None and len(lines) > tail:
             lines = [f"... ({len(lines) - tail} earlier lines)"] + lines[-tail:]
         return "\n".join(lines)
+
+    def log_with(self, text, index=0, timeout=10.0):
+        """The log since `index` once it holds `text` (or after `timeout`): a line the daemon
+        wrote before its response may reach us after it (a DinD daemon's comes through docker's
+        attach stream)."""
+        wait_until(lambda: text in self.log_since(index), timeout, interval=0.05)
+        return self.log_since(index)
 
     def vm_rss_kb(self):
         try:
@@ -269,7 +280,7 @@ class ContainerDaemon(Daemon):
         env.update(Config.backend_env)
         env.update({k: str(v) for k, v in self.overrides.items()})
         argv = ["docker", "run", "-d", "--label", "code-interpreter.e2e=1"]
-        argv += self._own_volumes(Config.image_args)
+        argv += Config.image_args
         mounted = set()
         for v in env.values():
             d = os.path.dirname(v)
@@ -280,26 +291,12 @@ class ContainerDaemon(Daemon):
             argv += ["-e", f"{k}={v}"]
         return argv + [Config.image]
 
-    def _own_volumes(self, args):
-        """Docker-in-Docker: a named volume holds one nested dockerd's data root at a time. A
-        daemon started while another lives (a test that starts one of its own) gets anonymous
-        volumes in their place (an empty data root: the executor image is imported again)."""
-        if not Config.one_daemon_at_a_time or not any(d.alive() for d in ContainerDaemon.live):
-            return list(args)
-        out = list(args)
-        for i in range(len(out) - 1):
-            src, sep, dst = out[i + 1].partition(":")
-            if out[i] == "-v" and sep and not src.startswith("/"):
-                out[i + 1] = dst
-        return out
-
-    live = []  # the container daemons started and not yet removed
-
     def startup_timeout(self):
         return DIND_STARTUP_TIMEOUT_S if Config.one_daemon_at_a_time else STARTUP_TIMEOUT_S
 
     def start(self):
-        ContainerDaemon.live.append(self)
+        if Config.one_daemon_at_a_time and Config.pool:
+            Config.pool.make_room(self)
         argv = self.docker_run_argv()
         r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
@@ -360,8 +357,6 @@ class ContainerDaemon(Daemon):
         return self.exit_code(), took
 
     def _kill(self):
-        if self in ContainerDaemon.live:
-            ContainerDaemon.live.remove(self)
         if self.cid:  # -v: with the anonymous volumes it may have
             subprocess.run(["docker", "rm", "-f", "-v", self.cid], capture_output=True,
                            timeout=60)
@@ -389,9 +384,6 @@ class DaemonPool:
         key = tuple(sorted((overrides or {}).items()))
         if key in self._errors:
             raise RuntimeError(self._errors[key])
-        if Config.one_daemon_at_a_time:
-            for other in [k for k in self._daemons if k != key]:
-                self._stopped += self._stop([self._daemons.pop(other)])
         d = self._daemons.get(key)
         if d is not None and not d.alive():
             raise RuntimeError(f"daemon ({d.describe()}) died earlier (exit {d.exit_code()})\n"
@@ -405,6 +397,13 @@ class DaemonPool:
                 self._errors[key] = str(e)
                 raise
         return d
+
+    def make_room(self, starting):
+        """Docker-in-Docker: one nested dockerd at a time may use the README's data root volume,
+        so every other daemon of the pool stops (its clean-shutdown result kept) before one
+        starts, a test's own included; each then finds the executor image already imported."""
+        for key in [k for k, d in self._daemons.items() if d is not starting]:
+            self._stopped += self._stop([self._daemons.pop(key)])
 
     def stop(self, overrides):
         """Stops the pool's daemon of `overrides` now (SIGTERM): (exit code, seconds). A later
@@ -902,8 +901,14 @@ class FakeCluster:
         for p in items:
             meta = p["metadata"]
             name = meta["name"]
-            out.append(f"\n{name}: labels {meta.get('labels')}, phase "
-                       f"{p.get('status', {}).get('phase')}, created {meta.get('creationTimestamp')}")
+            status = p.get("status", {})
+            ended = {c["name"]: c["state"].get("terminated") for c in
+                     status.get("containerStatuses") or [] if "terminated" in c.get("state", {})}
+            out.append(f"\n{name}: labels {meta.get('labels')}, phase {status.get('phase')}"
+                       f"{' (' + status['reason'] + ')' if status.get('reason') else ''}, "
+                       f"created {meta.get('creationTimestamp')}"
+                       + "".join(f", {c} ended {t.get('reason')} (exit code {t.get('exitCode')}) "
+                                 f"at {t.get('finishedAt')}" for c, t in ended.items()))
             about = [line for line in log if name in line]
             out.extend("\n    " + line for line in about[-12:])
         return "".join(out) + "\n" if out else ""

@@ -83,15 +83,20 @@ def _key_file(name, key):
     return path
 
 
-def not_in_dind(cls):
-    """Docker-in-Docker runs one daemon at a time, each start a nested dockerd: there only
-    OpenAIAgentTest's daemon runs (the image's binary reaching a model through the nested
-    sandboxes); the other configurations' code is the same and runs in every other suite."""
+def local_backend_only(cls):
+    """A configuration of the agent loop (provider, key source, timeouts, TLS, no model): the loop
+    and its model client are the same code whatever runs the sandboxes, so these run against the
+    local backend only (e2e, e2e-rootless). OpenAIAgentTest runs against every backend: the
+    loop's programs in that backend's sandboxes, the image's binary reaching a model."""
     inherited = cls.setUpClass.__func__
 
     def set_up_class(klass):
-        if Config.one_daemon_at_a_time:
-            raise unittest.SkipTest("Docker-in-Docker: one daemon at a time (see not_in_dind)")
+        if Config.expected_backend not in (None, "local"):
+            # No daemon; each test says it skips (E2ETestCase.setUp), so every case is counted.
+            klass.daemon, klass._start_error = None, None
+            klass._skip_reason = (f"{Config.expected_backend} backend: an agent configuration, "
+                                  "tested against the local backend (see local_backend_only)")
+            return
         inherited(klass)
 
     cls.setUpClass = classmethod(set_up_class)
@@ -472,6 +477,16 @@ class SolveTests:
                 self.model.push({"raw": raw})
                 self.assertProviderFailure(self.solve("Print 1.", expect_status=502))
 
+    def test_an_answer_nested_too_deep_is_a_502(self):
+        # Issue 30 item 3: tool-call arguments nested 200,000 deep overflowed the daemon's stack.
+        for depth in (200000, 129):
+            with self.subTest(depth=depth):
+                self.model.clear()
+                self.model.push({"raw": deep_tool_call(self.provider, depth)})
+                detail = self.assertProviderFailure(self.solve("Print 1.", expect_status=502))
+                self.assertIn("nested deeper than 128 levels", detail)
+        self.assertHealthy()
+
     def test_a_failure_at_the_second_request_keeps_the_first_attempt(self):
         self.model.push(fenced("print(1 / 0)"), {"status": 500})
         answer = self.solve("Print 1.", expect_status=502)
@@ -578,6 +593,17 @@ class SolveTests:
         self.assertEqual(sorted(t["function"]["name"] for t in default.json["tools"]),
                          ["execute_code", "solve_task"])
         self.assertDetail(self.client.get("/v1/tools?format=anthropic"), 422)
+
+
+def deep_tool_call(provider, depth):
+    """A provider's answer calling execute_code with arguments nested `depth` arrays deep."""
+    deep = "[" * depth + "]" * depth
+    if provider == "openai":
+        return ('{"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": '
+                '"assistant", "tool_calls": [{"id": "call_1", "type": "function", "function": '
+                '{"name": "execute_code", "arguments": ' + deep + '}}]}}]}')
+    return ('{"candidates": [{"content": {"role": "model", "parts": [{"functionCall": '
+            '{"name": "execute_code", "args": ' + deep + '}}]}}]}')
 
 
 def tools_of(test, fmt):
@@ -752,21 +778,21 @@ class OpenAIAgentTest(SolveTests, KeyTests, BodyValidationTests, AgentCase):
     daemon_env = OPENAI.env()
 
 
-@not_in_dind
+@local_backend_only
 class GeminiAgentTest(SolveTests, KeyTests, AgentCase):
     """Gemini's generateContent, the key in LLM_API_KEY_FILE."""
     setup = GEMINI
     daemon_env = GEMINI.env()
 
 
-@not_in_dind
+@local_backend_only
 class OpenAIKeyFileTest(KeyTests, AgentCase):
     """The other key source for each provider: OpenAI's from LLM_API_KEY_FILE."""
     setup = OPENAI_FILE
     daemon_env = OPENAI_FILE.env(**NO_WARM_POOL)
 
 
-@not_in_dind
+@local_backend_only
 class GeminiKeyInlineTest(KeyTests, AgentCase):
     """... and Gemini's from LLM_API_KEY."""
     setup = GEMINI_INLINE
@@ -814,13 +840,13 @@ class TimeoutTests:
         self.assertLess(res.elapsed, self.BOUND_S)
 
 
-@not_in_dind
+@local_backend_only
 class OpenAITimeoutTest(TimeoutTests, AgentCase):
     setup = OPENAI_SLOW
     daemon_env = OPENAI_SLOW.env(LLM_TIMEOUT_SEC="1", **NO_WARM_POOL)
 
 
-@not_in_dind
+@local_backend_only
 class GeminiTimeoutTest(TimeoutTests, AgentCase):
     setup = GEMINI_SLOW
     daemon_env = GEMINI_SLOW.env(LLM_TIMEOUT_SEC="1", **NO_WARM_POOL)
@@ -850,21 +876,21 @@ class TrustedTlsTests:
         self.assertKeyHeader(self.requests()[0])
 
 
-@not_in_dind
+@local_backend_only
 class TrustedTlsOpenAITest(TrustedTlsTests, TlsCase):
     setup = OPENAI_TLS
     daemon_env = (OPENAI_TLS.env(SSL_CERT_FILE=OPENAI_TLS.model.ca_file, **NO_WARM_POOL)
                   if OPENAI_TLS else {})
 
 
-@not_in_dind
+@local_backend_only
 class TrustedTlsGeminiTest(TrustedTlsTests, TlsCase):
     setup = GEMINI_TLS
     daemon_env = (GEMINI_TLS.env(SSL_CERT_FILE=GEMINI_TLS.model.ca_file, **NO_WARM_POOL)
                   if GEMINI_TLS else {})
 
 
-@not_in_dind
+@local_backend_only
 class UntrustedTlsTest(TlsCase):
     """The same server, its CA not trusted: the certificate is refused (a 502 that says so)
     and no request (no key) reaches it."""
@@ -884,7 +910,7 @@ UNREACHABLE_ENV = {"LLM_PROVIDER": "openai", "LLM_MODEL": MODEL_NAME,
                    "LLM_API_KEY": _new_key("unreachable"), **NO_WARM_POOL}
 
 
-@not_in_dind
+@local_backend_only
 class UnreachableModelTest(E2ETestCase):
     """A base URL where nothing listens: the refused connection is a 502."""
     daemon_env = UNREACHABLE_ENV
@@ -905,7 +931,7 @@ class UnreachableModelTest(E2ETestCase):
 NO_MODEL_ENV = {"LLM_PROVIDER": "", **NO_WARM_POOL}
 
 
-@not_in_dind
+@local_backend_only
 class NoModelTest(E2ETestCase):
     """Without LLM_PROVIDER: execute_code is offered, solve_task is not, and the loop is a
     503 that says what to configure."""
@@ -981,6 +1007,9 @@ class AskTest(unittest.TestCase):
     def setUp(self):
         if not Config.bin_path:
             self.skipTest("no --bin (--url or --image mode): the CLI needs the binary")
+        if Config.expected_backend not in (None, "local"):
+            self.skipTest(f"{Config.expected_backend} backend: the CLI's loop is the daemon's, "
+                          "tested against the local backend (see local_backend_only)")
 
     def run_cli(self, env, *args):
         full = {k: v for k, v in os.environ.items() if not k.startswith("LLM_")}
@@ -1056,6 +1085,16 @@ class AskTest(unittest.TestCase):
         self.assertEqual(response["response"]["status"], "solved", response)
         self.assertIn(DIVISORS, response["response"]["output"], response)
         self.assertEqual(ask2["headers"].get("x-goog-api-key"), GEMINI.key)
+
+    def test_ask_refuses_an_answer_nested_too_deep(self):
+        self.require_sandboxes()
+        for setup in (OPENAI, GEMINI):
+            with self.subTest(provider=setup.provider):
+                setup.model.clear()
+                setup.model.push({"raw": deep_tool_call(setup.provider, 200000)})
+                r = self.run_cli(setup.env(), "ask", scripted_model.PRIME_QUESTION)
+                self.assertEqual(r.returncode, 1, r)
+                self.assertIn("nested deeper than 128 levels", r.stderr, r)
 
     def test_ask_without_a_provider_is_exit_2(self):
         r = self.run_cli({}, "ask", scripted_model.PRIME_QUESTION)

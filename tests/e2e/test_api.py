@@ -50,9 +50,16 @@ class HealthTest(E2ETestCase):
         self.check_health_body(r.json)
 
     def test_health_is_fast(self):
-        # Answered from a cached check: never blocks on the backend.
-        worst = max(self.client.get("/health").elapsed for _ in range(5))
-        self.assertLess(worst, 0.5, "GET /health took %.3f s" % worst)
+        # Answered from a cached check: never blocks on the backend. Measured against a route that
+        # touches nothing (/openapi.json) in the same loop, so a loaded or emulated machine (1.1 s
+        # seen through the VM's tunnel) slows both alike.
+        health, static = [], []
+        for _ in range(5):
+            health.append(self.client.get("/health").elapsed)
+            static.append(self.client.get("/openapi.json").elapsed)
+        self.assertLess(max(health), 0.5 + 2 * max(static),
+                        "GET /health took %.3f s, GET /openapi.json %.3f s" % (max(health),
+                                                                             max(static)))
 
     def test_ready(self):
         r = self.client.get("/ready")

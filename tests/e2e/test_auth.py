@@ -146,10 +146,9 @@ class ApiKeyTest(ApiKeyCase):
                 r = self.bob.request(method, path, body=data,
                                      headers={"Content-Type": "application/json"})
                 self.assertDetail(r, 404, missing)
-        # A stream answers with its error event (api.md), in the same words.
-        res = self.bob.sse(f"/v1/sessions/{sid}/execute/stream", {"code": "1"})
-        self.assertEqual(res.events[-1][0], "error", res.events)
-        self.assertEqual(res.events[-1][1]["message"], missing)
+        # A stream is a 404 before it starts (api.md), in the same words.
+        r = self.bob.post_json(f"/v1/sessions/{sid}/execute/stream", {"code": "1"})
+        self.assertDetail(r, 404, missing)
         # Nor can Alice stage Bob's file into her session.
         r = self.alice.post_json(f"/v1/sessions/{sid}/files",
                                  {"files": [{"path": "b.txt", "file_id": theirs}]})
@@ -166,7 +165,7 @@ class ApiKeyTest(ApiKeyCase):
         self.bob.get("/v1/sessions")
         Client(self.host, self.port, self._exchanges,
                headers={"Authorization": "Bearer wrong-" + ALICE}).get("/v1/files")
-        log = self.daemon.log_since(0)
+        log = self.daemon.log_with("GET /v1/files -> 401")
         for key in (ALICE, BOB, ALICE[6:]):
             self.assertNotIn(key, log)
         self.assertIn("GET /v1/files -> 200 by alice", log, "requests are logged by key name")

@@ -5,13 +5,16 @@ watchdog when it disappears) from tests/docker/fake_registry.py, and a daemon re
 TLS with a client certificate. Talks to the Engine API over its unix socket (no docker CLI).
 Runs only with --backend docker."""
 
+import atexit
 import http.client
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -149,6 +152,67 @@ class DockerHardeningReportTest(E2ETestCase):
             " open(cg + '/cpu/cpu.cfs_period_us').read().strip())\n"
             "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp:')][0])\n")
         self.assertEqual(res.get("stdout"), "50000 100000\n2\n", res)
+
+
+def _keys_file(text):
+    """An API_KEYS_FILE a daemon running as another user can read (removed at exit)."""
+    folder = tempfile.mkdtemp(prefix="ci-e2e-docker-keys-")
+    atexit.register(shutil.rmtree, folder, True)
+    os.chmod(folder, 0o755)
+    path = os.path.join(folder, "api-keys")
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o644)
+    return path
+
+
+ALICE = "alice-" + "d4" * 16
+BOB = "bob-" + "e5" * 16
+RECYCLE_KEYS_FILE = _keys_file(f"alice {ALICE}\nbob {BOB}\n")
+# The executor container's id as its own cgroup names it (cgroup v1: the host's cgroup namespace).
+CONTAINER_ID_CODE = ("import re\n"
+                     "m = re.search(r'[0-9a-f]{64}', open('/proc/self/cgroup').read())\n"
+                     "print(m.group(0) if m else 'unknown')")
+
+
+class RecycledPerClientTest(E2ETestCase):
+    """Issue #30 item 1: a container recycled after one client's execution runs only that
+    client's programs again (src/docker/recycle_bin.h), never another API key's. No warm pool:
+    each execution takes from the recycle bin when it can."""
+
+    daemon_env = {"API_KEYS_FILE": RECYCLE_KEYS_FILE, "WARM_POOL_SIZE": "0"}
+
+    def setUp(self):
+        if Config.expected_backend != "docker" or docker_socket_path() is None:
+            self.skipTest("the host's dockerd on its unix socket only (where containers are "
+                          "recycled: their cgroups are readable here)")
+        super().setUp()
+        self.require_host_daemon("a daemon in a container does not read its sandboxes' cgroups, "
+                                 "so it recycles none")
+
+    def container_of(self, key):
+        r = self.client.post_json("/v1/execute", {"code": CONTAINER_ID_CODE},
+                                  headers={"Authorization": f"Bearer {key}"})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json["verdict"], "ok", r.json)
+        cid = r.json["stdout"].strip()
+        self.assertNotEqual(cid, "unknown", "no container id in /proc/self/cgroup")
+        return cid
+
+    def test_a_recycled_container_serves_only_the_client_it_served(self):
+        alices = {self.container_of(ALICE)}
+        # Bob until he gets one of his own containers back (the bin hands out its oldest first:
+        # alice's, were it shared).
+        bobs = []
+        for _ in range(20):
+            time.sleep(0.5)
+            bobs.append(self.container_of(BOB))
+            if bobs[-1] in bobs[:-1]:
+                break
+        self.assertFalse(alices & set(bobs), f"bob ran in alice's container: {bobs}")
+        self.assertIn(bobs[-1], bobs[:-1], f"bob's containers were never reused: {bobs}")
+        # And alice gets hers back: recycling is on, so the first assertion means something.
+        self.assertIn(self.container_of(ALICE), alices, "alice's container was not recycled")
 
 
 class DockerBackendTest(E2ETestCase):

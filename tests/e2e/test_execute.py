@@ -362,6 +362,21 @@ class WarmPoolTest(E2ETestCase):
             self.assertEqual(pids, {"2 1\n"}, "each run is pid 2 under its own init")
 
 
+class ColdStartCpuLimitTest(E2ETestCase):
+    """No pooled sandbox: the run starts Python, whose start (longer on a loaded machine) is not
+    the program's CPU (python_program.cc's driver sets the limit from its go line)."""
+    daemon_env = {"WARM_POOL_SIZE": "0", "CPU_TIME_LIMIT_SEC": "2"}
+
+    def test_a_program_started_for_its_run_gets_the_whole_limit(self):
+        # Its own CPU, printed every 0.1 s of it, reaches the limit before it is stopped.
+        res = self.execute(
+            "import time\nt0, n = time.process_time(), 0\nwhile True:\n"
+            "    c = time.process_time() - t0\n    if c >= n / 10:\n"
+            "        print(f'{c:.2f}', flush=True)\n        n += 1\n", timeout_ms=20000)
+        self.assertEqual(res["verdict"], "cpu_limit", res)
+        self.assertGreaterEqual(float(res["stdout"].split()[-1]), 2.0, res)
+
+
 class PrestartedInterpreterTest(E2ETestCase):
     """A pooled Python sandbox holds an interpreter already started, with WARM_IMPORTS imported
     (local backend, and Docker's and Kubernetes' with their agent; without it the interpreter
@@ -431,9 +446,11 @@ class PrestartedInterpreterTest(E2ETestCase):
         self.assertLess(res["usage"]["cpu_ms"], 1000, res)
         res = self.execute("while True: pass", timeout_ms=20000)
         self.assertEqual(res["verdict"], "cpu_limit", res)
-        # At least the whole limit (2 s) for the program, and not more than a second over.
-        self.assertGreaterEqual(res["usage"]["cpu_ms"], 1900, res)
-        self.assertLess(res["usage"]["cpu_ms"], 3300, res)
+        # The whole limit (2 s) for the program, not the pool's 60 s allowance for its imports. The
+        # kernel stops it by a tick-sampled count and the report is exact, so the bounds allow for
+        # a busy machine's sampling error (20% seen); the interpreter's start alone takes ~10%.
+        self.assertGreaterEqual(res["usage"]["cpu_ms"], 1500, res)
+        self.assertLess(res["usage"]["cpu_ms"], 6000, res)
 
     def test_each_run_has_its_own_interpreter(self):
         seen = set()

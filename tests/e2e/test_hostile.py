@@ -3,6 +3,8 @@ error or a typed verdict, and the daemon stays healthy with nothing leaked."""
 
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -10,8 +12,9 @@ import threading
 import time
 import uuid
 
-from harness import (Client, E2ETestCase, host_processes_matching, unique_sleep_arg,
+from harness import (Client, Daemon, E2ETestCase, host_processes_matching, unique_sleep_arg,
                      wait_until)
+from test_api import OPENAPI_SOURCE
 
 SECRET = "e2e-secret-" + uuid.uuid4().hex
 RSS_LIMIT_KB = 100 * 1024
@@ -123,11 +126,12 @@ class BadProgramsTest(E2ETestCase):
         self.assertEqual(lines[2], "['lo']", "only loopback in the sandbox")
 
     def test_cannot_kill_other_sandboxes(self):
+        # The victim's process lives until this test ends it from the host, however long the
+        # attacker's sandbox takes to start on a loaded machine.
         marker = unique_sleep_arg()
-        victim = ("import subprocess, time\n"
+        victim = ("import subprocess\n"
                   f"p = subprocess.Popen(['sleep', '{marker}'])\n"
-                  "time.sleep(2.5)\n"
-                  "print('alive', p.poll())\n")
+                  "print('ended', p.wait())\n")
         attacker = ("import os, signal\n"
                     "me = os.getpid()\n"
                     "pids = [int(p) for p in os.listdir('/proc') if p.isdigit()]\n"
@@ -141,19 +145,26 @@ class BadProgramsTest(E2ETestCase):
 
         def run_victim():
             out["victim"] = self.client.post_json("/v1/execute",
-                                                  {"code": victim, "timeout_ms": 10000})
+                                                  {"code": victim, "timeout_ms": 60000},
+                                                  timeout=90)
+
+        def victim_pids():
+            return [int(line.split()[0]) for line in host_processes_matching(f"sleep {marker}")]
 
         t = threading.Thread(target=run_victim)
         t.start()
         try:
-            self.assertTrue(wait_until(lambda: host_processes_matching(f"sleep {marker}"), 5),
-                            "victim never started")
+            self.assertTrue(wait_until(victim_pids, 45), "victim never started")
             res = self.execute(attacker)
             self.assertEqual(res["stdout"], "sees_victim False\n", res)
+            alive = victim_pids()
+            self.assertTrue(alive, "the attacker's sandbox killed the victim's process")
         finally:
-            t.join(20)
+            for pid in victim_pids():
+                os.kill(pid, signal.SIGTERM)
+            t.join(60)
         self.assertEqual(out["victim"].status, 200, out["victim"])
-        self.assertEqual(out["victim"].json["stdout"], "alive None\n", out["victim"])
+        self.assertEqual(out["victim"].json["stdout"], "ended -15\n", out["victim"])
 
     def test_disk_fill_workspace_and_tmp(self):
         for where in ("/workspace/big", "/tmp/big"):
@@ -270,12 +281,10 @@ class CpuLimitTest(E2ETestCase):
     daemon_env = {"CPU_TIME_LIMIT_SEC": "1"}
 
     def test_cpu_spin(self):
-        t0 = time.monotonic()
+        # Stopped by its 1 s of CPU, not by the 15 s timeout (wall time is the machine's load).
         res = self.execute("while True: pass", timeout_ms=15000)
-        took = time.monotonic() - t0
         self.assertEqual(res["verdict"], "cpu_limit", res)
         self.assertIs(res["timed_out"], False)
-        self.assertLess(took, 5.0)
         self.assertHealthy()
 
 
@@ -426,12 +435,177 @@ class BadRequestsTest(E2ETestCase):
                     pass
         self.assertHealthy()
 
+    def exchange(self, data, half_close=True):
+        """The status codes of every answer to raw bytes `data`, read until the daemon closes.
+        half_close: end the sending side after `data` (the daemon reads an unread body to its
+        end before it closes, a lingering close)."""
+        with socket.create_connection((self.client.host, self.client.port), timeout=10) as sock:
+            sock.sendall(data)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
+            got = b""
+            try:
+                while chunk := sock.recv(65536):
+                    got += chunk
+            except socket.timeout:
+                self.fail(f"the connection stayed open after {got[:300]!r}")
+        return [int(m) for m in re.findall(rb"^HTTP/1\.1 (\d{3}) ", got, re.M)], got
+
+    def test_no_body_is_read_as_the_next_request(self):
+        # Issue 30 item 7: a Transfer-Encoding: gzip body was read as a request of its own.
+        inner = b"GET /health HTTP/1.1\r\nHost: e2e\r\n\r\n"
+        head = b"POST /v1/execute HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+        cases = {
+            b"Transfer-Encoding: gzip\r\n": 501,
+            b"Transfer-Encoding: gzip, chunked\r\n": 501,
+            b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n": 400,
+            b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n" % len(inner): 400,
+            b"Content-Length: %d\r\nContent-Length: %d\r\n" % (len(inner), len(inner)): 400,
+            b"Content-Length: 1x\r\n": 400,
+            b"Content-Length: -1\r\n": 400,
+        }
+        for framing, status in cases.items():
+            with self.subTest(framing=framing):
+                statuses, got = self.exchange(head + framing + b"\r\n" + inner)
+                self.assertEqual(statuses, [status], got[:600])
+        self.assertHealthy()
+
+    def test_a_stream_says_it_closes_and_closes(self):
+        body = json.dumps({"code": "print(1)"}).encode()
+        statuses, got = self.exchange(
+            b"POST /v1/execute/stream HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json"
+            b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body, half_close=False)
+        self.assertEqual(statuses, [200], got[:600])
+        self.assertIn(b"\r\nConnection: close\r\n", got.split(b"\r\n\r\n")[0] + b"\r\n", got)
+
     def test_file_id_traversal_in_execute(self):
         for fid in ("../../etc/passwd", "..%2F..%2Fetc%2Fpasswd", "/etc/passwd"):
             with self.subTest(file_id=fid):
                 r = self.client.post_json("/v1/execute", {
                     "code": "print(open('x').read())", "files": [{"path": "x", "file_id": fid}]})
                 self.assertDetail(r, 404, f"File with ID '{fid}' not found for path 'x'.")
+
+
+class DeepJsonTest(E2ETestCase):
+    """Issue 30 item 3: JSON nested deeper than the daemon reads (128 levels) is a 4xx on every
+    route that takes JSON and on /mcp, wherever in the body it sits; wide and long JSON gets an
+    answer too; and the daemon serves on (a /mcp tool call nested 200,000 deep crashed it)."""
+
+    DEPTHS = (200000, 129)
+
+    def json_routes(self):
+        """(path, is_agent) of every operation OpenAPI documents with a JSON body, ids filled."""
+        with open(OPENAPI_SOURCE) as f:
+            paths = json.load(f)["paths"]
+        session = self.client.post_json("/v1/sessions", {}).json["session_id"]
+        self.addCleanup(self.client.delete, f"/v1/sessions/{session}")
+        for path, ops in sorted(paths.items()):
+            body = (ops.get("post") or {}).get("requestBody", {}).get("content", {})
+            if "application/json" in body and path != "/mcp":
+                yield path.replace("{session_id}", session), path.startswith("/v1/agent/")
+
+    def assertRefused(self, r, agent, what):
+        # Without a model the agent routes may answer 503 before they read the body.
+        ok = 400 <= r.status < 500 or (agent and r.status == 503)
+        self.assertTrue(ok, f"{what}: {r!r}")
+
+    def test_every_json_route_refuses_deep_json(self):
+        for path, agent in self.json_routes():
+            for depth in self.DEPTHS:
+                deep = b"[" * depth + b"]" * depth
+                for body in (deep, b'{"code": "print(1)", "task": "x", "x": ' + deep + b"}"):
+                    r = self.client.post_json(path, body)
+                    self.assertRefused(r, agent, f"POST {path} with {depth} levels")
+                    if r.status in (400, 422):
+                        self.assertIn("nested deeper than 128 levels", r.body.decode(), r)
+        self.assertHealthy()
+
+    def test_every_json_route_answers_wide_and_long_json(self):
+        wide = b"[" + b",".join([b"[[1]]"] * 100000) + b"]"
+        long = b'"' + b"a" * (4 << 20) + b'"'
+        for path, agent in self.json_routes():
+            for name, part in (("wide", wide), ("long", long)):
+                r = self.client.post_json(path, b'{"code": "print(1)", "x": ' + part + b"}")
+                ok = r.status < 500 or (agent and r.status == 503)
+                self.assertTrue(ok, f"POST {path} with {name} JSON: {r!r}")
+        self.assertHealthy()
+
+    def test_mcp_refuses_deep_json_in_and_out_of_a_session(self):
+        headers = {"Accept": "application/json, text/event-stream"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "e2e", "version": "1"}}}
+        r = self.client.post_json("/mcp", init, headers=headers)
+        self.assertEqual(r.status, 200, r)
+        in_session = dict(headers, **{"Mcp-Session-Id": r.header("Mcp-Session-Id")})
+        for depth in self.DEPTHS:
+            deep = b"[" * depth + b"]" * depth
+            for hdrs, body in (
+                    (in_session, b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": '
+                                 b'{"name": "execute_code", "arguments": ' + deep + b"}}"),
+                    (headers, b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", '
+                              b'"params": ' + deep + b"}")):
+                r = self.client.post_json("/mcp", body, headers=hdrs)
+                self.assertEqual(r.status, 400, r)
+                self.assertEqual(r.json["error"]["code"], -32700, r)
+                self.assertIn("nested deeper than 128 levels", r.json["error"]["message"], r)
+        self.assertHealthy()
+
+
+class DescriptorFloodTest(E2ETestCase):
+    """Issue 30 item 4: a flood of idle connections neither spins the daemon nor locks others
+    out. Its descriptors are few (256, soft and hard, so raising the soft limit gains nothing):
+    under the derived connection cap the longest idle connection makes room for a new client;
+    with a cap above what the descriptors allow, accept fails with EMFILE, backs off and sheds
+    idle connections, and says so in a line every 10 s at most."""
+
+    FLOOD = 400
+
+    def flooded(self, overrides):
+        self.require_host_daemon("sets the daemon's descriptor limit (prlimit)")
+        d = Daemon(overrides, open_files=256).start()
+        self.addCleanup(d.cleanup)
+        self.addCleanup(lambda: d.alive() and d.stop())
+        socks = []
+        self.addCleanup(lambda: [s.close() for s in socks])
+        for _ in range(self.FLOOD):
+            socks.append(socket.create_connection((d.host, d.port), timeout=10))
+        return d, Client(d.host, d.port, self._exchanges)
+
+    def assertServesWithoutSpinning(self, d, client, execute):
+        cpu_before, log_before, start = cpu_seconds(d.pid), d.log_len(), time.monotonic()
+        for _ in range(3):
+            r = client.get("/health", timeout=30)
+            # Out of descriptors, /health may find none left for its own checks: 503 says so.
+            self.assertIn(r.status, (200,) if execute else (200, 503), r)
+        if execute:
+            r = client.post_json("/v1/execute", {"code": "print('served')"}, timeout=60)
+            self.assertEqual((r.status, (r.json or {}).get("stdout")), (200, "served\n"), r)
+        time.sleep(3)  # the flood's connections left pending in the backlog meanwhile
+        # Well under a core for the whole while: a retry loop at once on EMFILE took 82% of one.
+        self.assertLess(cpu_seconds(d.pid) - cpu_before, 1.5, d.log_since(log_before, tail=20))
+        failures = d.log_since(log_before).count("accept failed")
+        allowed = 1 + int((time.monotonic() - start) / 10)  # a line per 10 s at most
+        self.assertLessEqual(failures, allowed, d.log_since(log_before, tail=20))
+        self.assertTrue(d.alive())
+
+    def test_the_derived_cap_sheds_idle_connections_for_new_clients(self):
+        d, client = self.flooded({})
+        self.assertIn("at most 16 connections", d.log_since(0))
+        self.assertServesWithoutSpinning(d, client, execute=True)
+
+    def test_out_of_descriptors_backs_off_and_sheds_idle_connections(self):
+        d, client = self.flooded({"MAX_CONNECTIONS": "100000"})
+        self.assertServesWithoutSpinning(d, client, execute=False)
+        self.assertIn("Too many open files", d.log_since(0))
+        self.assertIn("LimitNOFILE", d.log_since(0))
+
+
+def cpu_seconds(pid):
+    """The user and system CPU time of process `pid` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class SlowClientsTest(E2ETestCase):

@@ -234,7 +234,7 @@ class McpTransportTest(McpCase):
     def test_json_that_does_not_parse_is_400(self):
         session = self.initialize()
         r = self.post_mcp(b'{"jsonrpc": "2.0", "id": 1, "method":', session)
-        self.assertRpcError(r, 400, -32700, "not JSON")
+        self.assertRpcError(r, 400, -32700, "Parse error")
         self.assertIsNone(r.json.get("id", "missing"), "the id of an unparsable message is null")
 
     def test_a_batch_is_refused(self):

@@ -70,8 +70,20 @@ class SessionLifecycleTest(SessionCase):
         self.assertDetail(r, 404, detail=f"Session '{sid}' not found")
         r = self.client.post_json(f"/v1/sessions/{sid}/bash", {"cmd": "true"})
         self.assertDetail(r, 404, detail=f"Session '{sid}' not found")
+        # Issue 30 item 8: a stream for it is a 404 too, not a 200 with an error event.
+        for route in ("execute", "execute/stream"):
+            r = self.client.post_json(f"/v1/sessions/{sid}/{route}", {"code": "1"})
+            self.assertDetail(r, 404, detail=f"Session '{sid}' not found")
         r = self.client.delete("/v1/sessions/not-a-session")
         self.assertDetail(r, 404, detail="Session 'not-a-session' not found")
+        if self.daemon:  # item 8: INFO and above name a session by a prefix, not usably
+            short = sid[:len("code-session-") + 8] + "..."
+            deleted = f"session {short} deleted"
+            log = self.daemon.log_with(deleted)
+            self.assertIn(deleted, log)
+            lines = [line for line in log.splitlines()
+                     if "[debug]" not in line and "[trace]" not in line]
+            self.assertFalse([line for line in lines if sid in line], "the session id is logged")
 
     def test_list_shows_live_sessions(self):
         sid = self.create(ttl_seconds=300)
@@ -415,15 +427,17 @@ class SessionInterpreterIsolationTest(SessionCase):
 class SessionCallLimitsTest(SessionCase):
     """Issue 9 item 5: a call's wall clock and CPU are bounded from outside the interpreter, with
     typed verdicts, and CPU a cell's thread burns between calls counts."""
-    daemon_env = {"CPU_TIME_LIMIT_SEC": "2", "MEMORY_LIMIT_MB": "256"}
+    # 128 MiB: a cell filling memory reaches it in half the CPU limit (page faults are slow on a
+    # loaded virtual machine: 239 MB took 1 s of CPU there).
+    daemon_env = {"CPU_TIME_LIMIT_SEC": "1", "MEMORY_LIMIT_MB": "128"}
 
     def test_many_quick_calls_keep_the_interpreter(self):
         # Only the cells' own CPU counts against the limit between calls, not the backend's
         # probing of the sandbox (docker through a remote Engine, kubernetes: execs whose setup
-        # is charged to the sandbox): 120 calls of nothing stay within 2 s.
+        # is charged to the sandbox, 20 ms or more each): 60 calls of nothing stay within 1 s.
         sid = self.create()
         self.py(sid, "x = 0")
-        for i in range(120):
+        for i in range(60):
             res = self.py(sid, "x += 1\nx")
             self.assertEqual(res["stdout"], f"{i + 1}\n", res)
 

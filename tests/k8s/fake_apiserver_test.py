@@ -55,6 +55,33 @@ def pod_json(name, image="registry.example/runner:1", labels=None, command=None,
     return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
 
 
+def read_bytes(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def read_lines(path):
+    return read_bytes(path).decode().split()
+
+
+def child_with_pid(pid, argv, attempts=200):
+    """A child process running `argv` with pid `pid` (set through ns_last_pid: root), or None
+    when other forks kept taking it."""
+    for _ in range(attempts):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        child = subprocess.Popen(argv)
+        if child.pid == pid:
+            return child
+        child.kill()
+        child.wait()
+        time.sleep(0.01)
+    return None
+
+
 # Raw syscalls from inside a pod, one "<name> <ok|errno name>" line each. The arguments make a
 # call fail differently without a filter than under one: mount with MS_NOUSER is EINVAL before
 # the kernel's permission check, any user may read its session keyring's id, clone3 with size 0
@@ -418,6 +445,24 @@ class FakeApiServerTest(ServerTestCase):
         pod = self.create(pod_json("deadline", activeDeadlineSeconds=1))
         events = self.until(pod, lambda e: e["object"]["status"].get("phase") == "Failed")
         self.assertEqual(events[-1]["object"]["status"]["reason"], "DeadlineExceeded")
+
+    def test_a_pod_deleted_after_its_command_ended_signals_no_process_by_its_old_pid(self):
+        # pid_max is 32768 here and a CI run wraps it in minutes: a pod deleted long after its
+        # command ended must not SIGKILL whatever process has that pid by then.
+        pod = self.running(pod_json("ended", command=["sleep", "1"]))
+        uid = pod["metadata"]["uid"]
+        init = next(pid for d in set(self.server.info["cgroups"].values())
+                    for pid in read_lines(os.path.join(d, uid, "cgroup.procs"))
+                    if read_bytes(f"/proc/{pid}/cmdline") == b"sleep\x001\x00")
+        self.until(pod, lambda e: e["object"]["status"].get("phase") == "Succeeded")
+        decoy = child_with_pid(int(init), ["sleep", "60"])
+        self.assertIsNotNone(decoy, f"no child could be given pid {init}")
+        self.addCleanup(decoy.wait)
+        self.addCleanup(decoy.kill)
+        r = self.c.request("DELETE", f"{PODS}/ended?gracePeriodSeconds=0")
+        self.assertEqual(r.status, 200, r.body)
+        self.until(pod, lambda e: e["type"] == "DELETED")
+        self.assertIsNone(decoy.poll(), "the process now holding the pod's old pid was killed")
 
     # -- exec -------------------------------------------------------------------------------
 

@@ -203,7 +203,7 @@ TEST(ReadPodState, ADeletionTimestampIsDeleting) {
 // -- the reaper's decision ----------------------------------------------------------------------
 
 constexpr int64_t kStarted = 1764590000;  // 2025-12-01T11:53:20Z
-constexpr int64_t kNow = kStarted + 600;
+constexpr int64_t kLifecycleNow = kStarted + 600;
 
 std::string Item(const std::string& name, const std::string& component, const std::string& owner,
                  int64_t expires, int64_t created, const std::string& phase = "Running") {
@@ -223,7 +223,8 @@ std::vector<std::string> Reaped(const std::vector<std::string>& items,
   EXPECT_TRUE(ParseJson(list, d, why)) << why;
   std::vector<std::string> names;
   // "host-7" is a daemon that is gone, as owner_gone would find a dead pid of this host.
-  ReapRequest request{"ci-me", kStarted, kNow, [](std::string_view o) { return o == "host-7"; }};
+  ReapRequest request{"ci-me", kStarted, kLifecycleNow,
+                      [](std::string_view o) { return o == "host-7"; }};
   for (const ReapDecision& r : PodsToReap(d, request)) {
     names.push_back(r.name);
     if (reasons) reasons->push_back(r.reason);
@@ -233,26 +234,28 @@ std::vector<std::string> Reaped(const std::vector<std::string>& items,
 
 TEST(PodsToReap, ExpiredPodsGoWhoeverOwnsThem) {
   std::vector<std::string> reasons;
-  EXPECT_THAT(Reaped({Item("old-session", "session", "ci-other", kNow - 1, kStarted + 10),
-                      Item("live-session", "session", "ci-other", kNow + 60, kStarted + 10),
-                      Item("just-now", "executor", "ci-me", kNow, kStarted + 10)},
-                     &reasons),
-              ElementsAre("old-session"));
-  EXPECT_THAT(reasons, ElementsAre(std::string("expired at ") + Rfc3339(kNow - 1)));
+  EXPECT_THAT(
+      Reaped({Item("old-session", "session", "ci-other", kLifecycleNow - 1, kStarted + 10),
+              Item("live-session", "session", "ci-other", kLifecycleNow + 60, kStarted + 10),
+              Item("just-now", "executor", "ci-me", kLifecycleNow, kStarted + 10)},
+             &reasons),
+      ElementsAre("old-session"));
+  EXPECT_THAT(reasons, ElementsAre(std::string("expired at ") + Rfc3339(kLifecycleNow - 1)));
 }
 
 TEST(PodsToReap, PodsOfADaemonThatIsGone) {
   std::vector<std::string> reasons;
-  EXPECT_THAT(Reaped({Item("prev-exec", "executor", "ci-me", kNow + 60, kStarted - 5),
-                      // Its interpreter lived on the exec connection of the daemon that is gone.
-                      Item("prev-session", "session", "ci-me", kNow + 60, kStarted - 5),
-                      Item("dead-session", "session", "host-7", kNow + 60, kStarted + 5),
-                      // Another live replica's pods, and ours from this run.
-                      Item("other-exec", "executor", "ci-other", kNow + 60, kStarted - 5),
-                      Item("other-session", "session", "ci-other", kNow + 60, kStarted - 5),
-                      Item("this-run", "executor", "ci-me", kNow + 60, kStarted)},
-                     &reasons),
-              ElementsAre("prev-exec", "prev-session", "dead-session"));
+  EXPECT_THAT(
+      Reaped({Item("prev-exec", "executor", "ci-me", kLifecycleNow + 60, kStarted - 5),
+              // Its interpreter lived on the exec connection of the daemon that is gone.
+              Item("prev-session", "session", "ci-me", kLifecycleNow + 60, kStarted - 5),
+              Item("dead-session", "session", "host-7", kLifecycleNow + 60, kStarted + 5),
+              // Another live replica's pods, and ours from this run.
+              Item("other-exec", "executor", "ci-other", kLifecycleNow + 60, kStarted - 5),
+              Item("other-session", "session", "ci-other", kLifecycleNow + 60, kStarted - 5),
+              Item("this-run", "executor", "ci-me", kLifecycleNow + 60, kStarted)},
+             &reasons),
+      ElementsAre("prev-exec", "prev-session", "dead-session"));
   ASSERT_EQ(reasons.size(), 3u);
   EXPECT_THAT(reasons[0], HasSubstr("left by an earlier run of instance ci-me"));
   EXPECT_EQ(reasons[2], "left by daemon host-7, which is gone");
@@ -269,22 +272,24 @@ std::string Outliving(std::string item) {
 
 TEST(PodsToReap, SessionsThatOutliveTheirDaemonGoOnlyWhenExpiredOrFinished) {
   EXPECT_THAT(
-      Reaped({Outliving(Item("prev-session", "session", "ci-me", kNow + 60, kStarted - 5)),
-              Outliving(Item("dead-session", "session", "host-7", kNow + 60, kStarted + 5)),
-              Outliving(Item("old-session", "session", "host-7", kNow - 1, kStarted + 5)),
-              Outliving(Item("ended", "session", "ci-me", kNow + 60, kStarted + 1, "Failed")),
-              // The annotation does not spare an execution pod, nor does another value.
-              Outliving(Item("dead-exec", "executor", "host-7", kNow + 60, kStarted + 5)),
-              Item("plain-session", "session", "host-7", kNow + 60, kStarted + 5)}),
+      Reaped(
+          {Outliving(Item("prev-session", "session", "ci-me", kLifecycleNow + 60, kStarted - 5)),
+           Outliving(Item("dead-session", "session", "host-7", kLifecycleNow + 60, kStarted + 5)),
+           Outliving(Item("old-session", "session", "host-7", kLifecycleNow - 1, kStarted + 5)),
+           Outliving(Item("ended", "session", "ci-me", kLifecycleNow + 60, kStarted + 1, "Failed")),
+           // The annotation does not spare an execution pod, nor does another value.
+           Outliving(Item("dead-exec", "executor", "host-7", kLifecycleNow + 60, kStarted + 5)),
+           Item("plain-session", "session", "host-7", kLifecycleNow + 60, kStarted + 5)}),
       ElementsAre("old-session", "ended", "dead-exec", "plain-session"));
 }
 
 TEST(PodsToReap, FinishedPodsOfOursOnly) {
-  EXPECT_THAT(Reaped({Item("done", "session", "ci-me", kNow + 60, kStarted + 1, "Succeeded"),
-                      Item("failed", "executor", "ci-me", kNow + 60, kStarted + 1, "Failed"),
-                      Item("theirs", "executor", "ci-other", kNow + 60, kStarted + 1, "Failed"),
-                      Item("running", "executor", "ci-me", kNow + 60, kStarted + 1)}),
-              ElementsAre("done", "failed"));
+  EXPECT_THAT(
+      Reaped({Item("done", "session", "ci-me", kLifecycleNow + 60, kStarted + 1, "Succeeded"),
+              Item("failed", "executor", "ci-me", kLifecycleNow + 60, kStarted + 1, "Failed"),
+              Item("theirs", "executor", "ci-other", kLifecycleNow + 60, kStarted + 1, "Failed"),
+              Item("running", "executor", "ci-me", kLifecycleNow + 60, kStarted + 1)}),
+      ElementsAre("done", "failed"));
 }
 
 TEST(PodsToReap, PodsWithoutUsableLabelsAreLeftAlone) {
@@ -296,9 +301,10 @@ TEST(PodsToReap, PodsWithoutUsableLabelsAreLeftAlone) {
   rapidjson::Document d;
   std::string why;
   ASSERT_TRUE(ParseJson(std::string("{\"items\":[") +
-                            Item("x", "executor", "", kNow + 60, kStarted - 5, "Failed") + "]}",
+                            Item("x", "executor", "", kLifecycleNow + 60, kStarted - 5, "Failed") +
+                            "]}",
                         d, why));
-  EXPECT_THAT(PodsToReap(d, ReapRequest{"", kStarted, kNow, nullptr}), IsEmpty());
+  EXPECT_THAT(PodsToReap(d, ReapRequest{"", kStarted, kLifecycleNow, nullptr}), IsEmpty());
 }
 
 TEST(ReapListPath, SelectsOurPodsURLEncoded) {

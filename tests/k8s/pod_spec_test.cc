@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-constexpr int64_t kNow = 1700000000;  // 2023-11-14T22:13:20Z
+constexpr int64_t kSpecNow = 1700000000;  // 2023-11-14T22:13:20Z
 
 void ExpectGolden(const std::string& name, const std::string& actual) {
   testing_support::ExpectGolden(CI_K8S_GOLDEN_DIR, name, actual);
@@ -37,7 +37,7 @@ SandboxSpec DefaultSpec() {
 
 PodRequest Request() {
   PodRequest r;
-  r.now = kNow;
+  r.now = kSpecNow;
   r.instance_id = "ci-7f3a9c";
   r.owner_description = "host builder-1, pid 4242";
   r.daemon_namespace = "default";
@@ -66,17 +66,17 @@ K8sOptions Overridden() {
 
 SandboxSpec SessionSpec() {
   SandboxSpec spec = DefaultSpec();
-  spec.session_expires_at = kNow + 1800;
+  spec.session_expires_at = kSpecNow + 1800;
   spec.limits.memory_bytes = 512ull << 20;
   spec.limits.cpu_percent = 50;
   spec.limits.workspace_bytes = 10ull << 20;
   spec.limits.tmp_bytes = 5ull << 20;
-  spec.session = {"code-session-0123456789abcdef0123456789abcdef", kNow + 0.25, kNow + 1799.25,
-                  "alice"};
+  spec.session = {"code-session-0123456789abcdef0123456789abcdef", kSpecNow + 0.25,
+                  kSpecNow + 1799.25, "alice"};
   return spec;
 }
 
-Pod SessionPod() {
+Pod SessionPodSpec() {
   PodRequest r = Request();
   r.daemon_namespace = "sandboxes";
   PodOptions options = PodOptionsFor(Overridden(), SessionSpec(), r);
@@ -91,7 +91,7 @@ Pod ExecutionPod(const K8sOptions& o = K8sOptions()) {
 TEST(PodJson, ExecutionWithDefaults) { ExpectGolden("execution_default", PodJson(ExecutionPod())); }
 
 TEST(PodJson, SessionWithEveryOverride) {
-  ExpectGolden("session_overrides", PodJson(SessionPod()));
+  ExpectGolden("session_overrides", PodJson(SessionPodSpec()));
 }
 
 TEST(PodJson, ExecutionWithALockdownImage) {
@@ -188,7 +188,7 @@ TEST(PodSecurity, RestrictedWithoutTheLockdown) {
   K8sOptions o;
   o.net_admin_lockdown = false;
   EXPECT_THAT(RestrictedViolations(PodJson(ExecutionPod(o))), IsEmpty());
-  EXPECT_THAT(RestrictedViolations(PodJson(SessionPod())), IsEmpty());
+  EXPECT_THAT(RestrictedViolations(PodJson(SessionPodSpec())), IsEmpty());
 }
 
 // The lockdown's init container is the one exception (named as a downgrade below); the program's
@@ -202,7 +202,7 @@ TEST(PodSecurity, TheLockdownInitContainerIsTheOnlyException) {
 
 // The checker itself: it must catch what it checks.
 TEST(PodSecurity, TheCheckerCatchesViolations) {
-  std::string json = PodJson(SessionPod());
+  std::string json = PodJson(SessionPodSpec());
   auto replaced = [&](const std::string& from, const std::string& to) {
     std::string s = json;
     size_t at = s.find(from);
@@ -246,7 +246,7 @@ TEST(PodOptionsFor, AnExecutionPodLivesForTheExecutionPodTtl) {
   PodOptions p = PodOptionsFor(exec_driven, DefaultSpec(), Request());
   EXPECT_EQ(p.kind, PodKind::kExecution);
   EXPECT_EQ(p.active_deadline_sec, 3600);
-  EXPECT_EQ(p.expires_at, kNow + 3600);
+  EXPECT_EQ(p.expires_at, kSpecNow + 3600);
   K8sOptions o;
   o.execution_pod_ttl = std::chrono::seconds(900);
   EXPECT_EQ(PodOptionsFor(o, DefaultSpec(), Request()).active_deadline_sec, 900);
@@ -259,9 +259,9 @@ TEST(PodOptionsFor, ASessionEndsByItselfAtItsExpiry) {
   PodOptions p = PodOptionsFor(K8sOptions(), spec, Request());
   EXPECT_EQ(p.kind, PodKind::kSession);
   EXPECT_EQ(p.active_deadline_sec, 1800);
-  EXPECT_EQ(p.expires_at, kNow + 1800);
+  EXPECT_EQ(p.expires_at, kSpecNow + 1800);
   EXPECT_THAT(p.command, ElementsAre("/bin/bash", "-c", "trap '' CHLD; exec sleep 1800"));
-  spec.session_expires_at = kNow - 5;  // already past: the shortest deadline, never 0 (none)
+  spec.session_expires_at = kSpecNow - 5;  // already past: the shortest deadline, never 0 (none)
   EXPECT_EQ(PodOptionsFor(K8sOptions(), spec, Request()).active_deadline_sec, 1);
 }
 
@@ -311,7 +311,7 @@ TEST(PodFromSpec, ValuesFromTheSpec) {
                                  std::pair<std::string, std::string>{"EMPTY", ""}));
   EXPECT_EQ(p.hostname, "");
   EXPECT_FALSE(p.read_only_root);
-  EXPECT_EQ(p.labels.at(kExpiresLabel), std::to_string(kNow + 3600));
+  EXPECT_EQ(p.labels.at(kExpiresLabel), std::to_string(kSpecNow + 3600));
   EXPECT_EQ(p.annotations.at(kExpiresAnnotation), "2023-11-14T23:13:20Z");
   EXPECT_THAT(MeasureNames(PodMeasures(p)),
               Not(Contains("read-only root (kubernetes readOnlyRootFilesystem)")));
@@ -323,7 +323,7 @@ TEST(PodFromSpec, Quantities) {
   EXPECT_EQ(BytesQuantity(800ull << 10), "800Ki");
   EXPECT_EQ(BytesQuantity(1536), "1536");
   EXPECT_EQ(BytesQuantity(0), "0");
-  EXPECT_EQ(Rfc3339(kNow), "2023-11-14T22:13:20Z");
+  EXPECT_EQ(Rfc3339(kSpecNow), "2023-11-14T22:13:20Z");
 }
 
 // --- the enforcement report, read from the Pod value ---
@@ -346,11 +346,11 @@ TEST(PodMeasures, DefaultsWithTheLockdown) {
 }
 
 TEST(PodMeasures, CpuCapLocalhostProfileAndNoNetworkClaimWithoutTheLockdown) {
-  auto names = MeasureNames(PodMeasures(SessionPod()));
+  auto names = MeasureNames(PodMeasures(SessionPodSpec()));
   EXPECT_THAT(names, Contains("CPU cap 50% (kubernetes limits.cpu)"));
   EXPECT_THAT(names, Contains("memory limit 512 MiB (kubernetes, Guaranteed QoS, no swap)"));
   EXPECT_THAT(names, Contains("seccomp (Localhost profiles/code-interpreter.json profile)"));
-  for (const Measure& m : PodMeasures(SessionPod())) {
+  for (const Measure& m : PodMeasures(SessionPodSpec())) {
     EXPECT_NE(m.kind, MeasureKind::kNetworkNamespace);
     EXPECT_NE(m.kind, MeasureKind::kPidsLimit);
   }
@@ -369,11 +369,11 @@ TEST(PodDowngrades, WhatAPodCannotEnforce) {
                   "own host uid/gid per sandbox", "seccomp (default profile)"));
   // Without the lockdown, network isolation rests on the NetworkPolicy; with the node's own
   // Localhost profile, the executor profile is no downgrade.
-  auto session = DowngradeNames(SessionPod());
+  auto session = DowngradeNames(SessionPodSpec());
   EXPECT_THAT(session, Contains("network isolation"));
   EXPECT_THAT(session, Not(Contains("restricted Pod Security Standard")));
   EXPECT_THAT(session, Not(Contains("seccomp (default profile)")));
-  for (const Downgrade& d : PodDowngrades(SessionPod())) {
+  for (const Downgrade& d : PodDowngrades(SessionPodSpec())) {
     EXPECT_FALSE(d.reason.empty()) << d.measure;
     EXPECT_FALSE(d.fix.empty()) << d.measure;
   }

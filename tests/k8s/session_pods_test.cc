@@ -13,7 +13,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-constexpr double kNow = 1764590000;
+constexpr double kSessionsNow = 1764590000;
 
 struct PodShape {
   std::string name = "ci-session-abcde";
@@ -46,7 +46,7 @@ std::vector<SessionPod> From(const std::vector<PodShape>& pods) {
   rapidjson::Document d;
   std::string why;
   EXPECT_TRUE(ParseJson(list, d, why)) << why;
-  return SessionPodsFrom(d, kNow);
+  return SessionPodsFrom(d, kSessionsNow);
 }
 
 std::vector<std::string> Names(const std::vector<SessionPod>& pods) {

@@ -7,16 +7,21 @@
 #include <variant>
 
 #include "llm/gemini_provider.h"
+#include "model_result.h"
 #include "same_json.h"
 
 namespace ci::llm {
 namespace {
 
+using test_support::ExpectReply;
+using test_support::kCodeParameters;
 using test_support::SameJson;
 using ::testing::HasSubstr;
 
-constexpr char kParameters[] =
-    R"({"type":"object","properties":{"code":{"type":"string"}},"required":["code"]})";
+// The message of a malformed-answer error.
+std::string MalformedMessage(const ModelResult& r) {
+  return test_support::ExpectMalformed(r).message;
+}
 
 TEST(GeminiWire, RequestBodyForAWholeConversation) {
   const std::vector<Message> conversation = {
@@ -33,7 +38,7 @@ TEST(GeminiWire, RequestBodyForAWholeConversation) {
       {Message::Role::kAssistant, "4 and 9.", {}, {}, {}},
       {Message::Role::kUser, "Thanks.", {}, {}, {}},
   };
-  const std::vector<ToolDeclaration> tools = {{"execute_code", "Runs a program.", kParameters}};
+  const std::vector<ToolDeclaration> tools = {{"execute_code", "Runs a program.", kCodeParameters}};
   EXPECT_TRUE(SameJson(GeminiRequestBody(conversation, tools), R"({
     "systemInstruction": {"parts": [{"text": "You write programs."}]},
     "contents": [
@@ -69,24 +74,6 @@ TEST(GeminiWire, NoSystemNoToolsAndAToolOnlyTurn) {
   ]})"));
 }
 
-Reply ExpectReply(const ModelResult& r) {
-  if (const auto* e = std::get_if<ModelError>(&r)) {
-    ADD_FAILURE() << "an error: " << e->message;
-    return {};
-  }
-  return std::get<Reply>(r);
-}
-
-std::string ExpectMalformed(const ModelResult& r) {
-  if (!std::holds_alternative<ModelError>(r)) {
-    ADD_FAILURE() << "a reply, not an error";
-    return "";
-  }
-  const ModelError& e = std::get<ModelError>(r);
-  EXPECT_EQ(e.kind, ModelError::Kind::kMalformed) << e.message;
-  return e.message;
-}
-
 TEST(GeminiWire, ParsesTextPartsAndUsage) {
   Reply r = ExpectReply(ParseGeminiAnswer(R"({
     "candidates": [{"content": {"role": "model", "parts": [
@@ -118,31 +105,31 @@ TEST(GeminiWire, ParsesFunctionCallsWithMadeUpIds) {
 }
 
 TEST(GeminiWire, BlockedAndEmptyAnswersNameTheReason) {
-  std::string e = ExpectMalformed(ParseGeminiAnswer(
+  std::string e = MalformedMessage(ParseGeminiAnswer(
       R"({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": {}})"));
   EXPECT_THAT(e, HasSubstr("blocked"));
   EXPECT_THAT(e, HasSubstr("PROHIBITED_CONTENT"));
-  e = ExpectMalformed(
+  e = MalformedMessage(
       ParseGeminiAnswer(R"({"candidates": [{"finishReason": "SAFETY", "safetyRatings": []}]})"));
   EXPECT_THAT(e, HasSubstr("no content"));
   EXPECT_THAT(e, HasSubstr("SAFETY"));
-  e = ExpectMalformed(ParseGeminiAnswer(
+  e = MalformedMessage(ParseGeminiAnswer(
       R"({"candidates": [{"content": {"parts": []}, "finishReason": "RECITATION"}]})"));
   EXPECT_THAT(e, HasSubstr("RECITATION"));
 }
 
 TEST(GeminiWire, MalformedAnswersSayWhatIsMissing) {
-  EXPECT_THAT(ExpectMalformed(ParseGeminiAnswer("not json")), HasSubstr("not JSON"));
-  EXPECT_THAT(ExpectMalformed(ParseGeminiAnswer("{}")), HasSubstr("no candidates"));
-  EXPECT_THAT(ExpectMalformed(ParseGeminiAnswer(R"({"candidates": []})")),
+  EXPECT_THAT(MalformedMessage(ParseGeminiAnswer("not json")), HasSubstr("not JSON"));
+  EXPECT_THAT(MalformedMessage(ParseGeminiAnswer("{}")), HasSubstr("no candidates"));
+  EXPECT_THAT(MalformedMessage(ParseGeminiAnswer(R"({"candidates": []})")),
               HasSubstr("no candidates"));
-  EXPECT_THAT(ExpectMalformed(ParseGeminiAnswer(
+  EXPECT_THAT(MalformedMessage(ParseGeminiAnswer(
                   R"({"candidates": [{"content": {"parts": [{"functionCall": {}}]}}]})")),
               HasSubstr("no name"));
-  EXPECT_THAT(ExpectMalformed(ParseGeminiAnswer(R"({"candidates": [{"content": {"parts": [
+  EXPECT_THAT(MalformedMessage(ParseGeminiAnswer(R"({"candidates": [{"content": {"parts": [
                   {"functionCall": {"name": "f", "args": "x"}}]}}]})")),
               HasSubstr("args"));
-  EXPECT_THAT(ExpectMalformed(ParseGeminiAnswer("{}")), HasSubstr("gemini"));
+  EXPECT_THAT(MalformedMessage(ParseGeminiAnswer("{}")), HasSubstr("gemini"));
 }
 
 }  // namespace

@@ -6,16 +6,17 @@
 #include <variant>
 
 #include "llm/openai_provider.h"
+#include "model_result.h"
 #include "same_json.h"
 
 namespace ci::llm {
 namespace {
 
+using test_support::ExpectMalformed;
+using test_support::ExpectReply;
+using test_support::kCodeParameters;
 using test_support::SameJson;
 using ::testing::HasSubstr;
-
-constexpr char kParameters[] =
-    R"({"type":"object","properties":{"code":{"type":"string"}},"required":["code"]})";
 
 std::vector<Message> Conversation() {
   return {
@@ -32,7 +33,7 @@ std::vector<Message> Conversation() {
 }
 
 TEST(OpenAiWire, RequestBodyForAWholeConversation) {
-  const std::vector<ToolDeclaration> tools = {{"execute_code", "Runs a program.", kParameters}};
+  const std::vector<ToolDeclaration> tools = {{"execute_code", "Runs a program.", kCodeParameters}};
   EXPECT_TRUE(SameJson(OpenAiRequestBody("gpt-4o", Conversation(), tools), R"({
     "model": "gpt-4o",
     "messages": [
@@ -57,25 +58,6 @@ TEST(OpenAiWire, NoToolsNoToolsFieldAndAnEmptyTurnIsAnEmptyString) {
                                              {Message::Role::kAssistant, "", {}, {}, {}}};
   EXPECT_TRUE(SameJson(OpenAiRequestBody("m", conversation, {}), R"({"model": "m", "messages": [
     {"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}]})"));
-}
-
-Reply ExpectReply(const ModelResult& r) {
-  if (const auto* e = std::get_if<ModelError>(&r)) {
-    ADD_FAILURE() << "an error: " << e->message;
-    return {};
-  }
-  return std::get<Reply>(r);
-}
-
-ModelError ExpectMalformed(const ModelResult& r) {
-  if (!std::holds_alternative<ModelError>(r)) {
-    ADD_FAILURE() << "a reply, not an error";
-    return {};
-  }
-  const ModelError& e = std::get<ModelError>(r);
-  EXPECT_EQ(e.kind, ModelError::Kind::kMalformed) << e.message;
-  EXPECT_EQ(e.http_status, 0);
-  return e;
 }
 
 TEST(OpenAiWire, ParsesTextAndUsage) {

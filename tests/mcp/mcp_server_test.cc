@@ -476,8 +476,20 @@ TEST_F(McpServerTest, UnparsableJsonIsA400ParseErrorWithANullId) {
   for (std::string_view body : {"{\"jsonrpc\":", "", "not json"}) {
     McpHttpResponse r = Post(body, session);
     EXPECT_EQ(r.status, 400) << body;
-    EXPECT_NE(Error(r, -32700, "null").find("not JSON"), std::string::npos) << body;
+    EXPECT_EQ(Error(r, -32700, "null").rfind("Parse error: ", 0), 0u) << body;
   }
+}
+
+// Issue 30 item 3: arguments nested 200,000 deep overflowed the stack when written back out.
+TEST_F(McpServerTest, ArgumentsNestedTooDeepAreAParseError) {
+  std::string session = Open();
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  McpHttpResponse r = Post(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":)"
+                           R"({"name":"execute_code","arguments":)" +
+                               deep + "}}",
+                           session);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(Error(r, -32700, "null").find("nested deeper than 128 levels"), std::string::npos);
 }
 
 TEST_F(McpServerTest, ABatchIsRefused) {

@@ -26,13 +26,13 @@ std::string Slurp(const fs::path& p) {
 
 void Put(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
 
-class TempDir {
+class ScratchRoot {
  public:
-  TempDir() {
+  ScratchRoot() {
     char tmpl[] = "/tmp/ci-cgroup-test-XXXXXX";
     path_ = ::mkdtemp(tmpl);
   }
-  ~TempDir() { fs::remove_all(path_); }
+  ~ScratchRoot() { fs::remove_all(path_); }
   const fs::path& path() const { return path_; }
 
  private:
@@ -45,7 +45,7 @@ void EmptyDir(const fs::path& dir) {
 }
 
 TEST(CgroupV1, CreateWritesLimitsAndSwapZero) {
-  TempDir root;
+  ScratchRoot root;
   for (const char* c : {"memory", "pids", "cpuacct"}) fs::create_directories(root.path() / c);
   Put(root.path() / "memory/memory.limit_in_bytes", "");
   Put(root.path() / "memory/memory.memsw.limit_in_bytes", "");
@@ -82,7 +82,7 @@ TEST(CgroupV1, CreateWritesLimitsAndSwapZero) {
 }
 
 TEST(CgroupV1, CpuCapWritesCfsQuotaInTheCpuHierarchy) {
-  TempDir root;
+  ScratchRoot root;
   for (const char* c : {"memory", "pids", "cpuacct", "cpu"})
     fs::create_directories(root.path() / c);
   Put(root.path() / "cpu/cpu.cfs_quota_us", "-1");
@@ -96,7 +96,7 @@ TEST(CgroupV1, CpuCapWritesCfsQuotaInTheCpuHierarchy) {
 }
 
 TEST(CgroupV1, CpuCapInACoMountedCpuCpuacctHierarchyUsesOneDirectory) {
-  TempDir root;
+  ScratchRoot root;
   for (const char* c : {"memory", "pids", "cpu,cpuacct"}) fs::create_directories(root.path() / c);
   fs::create_directory_symlink("cpu,cpuacct", root.path() / "cpu");
   fs::create_directory_symlink("cpu,cpuacct", root.path() / "cpuacct");
@@ -107,7 +107,7 @@ TEST(CgroupV1, CpuCapInACoMountedCpuCpuacctHierarchyUsesOneDirectory) {
 }
 
 TEST(CgroupV1, CpuCapWithoutTheCpuControllerIsRefused) {
-  TempDir root;
+  ScratchRoot root;
   for (const char* c : {"memory", "pids"}) fs::create_directories(root.path() / c);
   auto cg = MakeCgroupV1(root.path(), "q");
   SysError e = cg->Create({64u << 20, 8, 100});
@@ -117,7 +117,7 @@ TEST(CgroupV1, CpuCapWithoutTheCpuControllerIsRefused) {
 }
 
 TEST(CgroupV1, NoMemswWithoutSwapAccounting) {
-  TempDir root;
+  ScratchRoot root;
   for (const char* c : {"memory", "pids"}) fs::create_directories(root.path() / c);
   auto cg = MakeCgroupV1(root.path(), "x");
   ASSERT_TRUE(cg->Create({64u << 20, 8}).ok());
@@ -129,7 +129,7 @@ TEST(CgroupV1, NoMemswWithoutSwapAccounting) {
 }
 
 TEST(CgroupV1, CreateFailsWithContextWhenNameTaken) {
-  TempDir root;
+  ScratchRoot root;
   for (const char* c : {"memory", "pids"}) {
     fs::create_directories(root.path() / c / "code-interpreter/dup");
   }
@@ -185,7 +185,7 @@ int OpIndex(const std::vector<std::string>& ops, const std::string& prefix) {
 }
 
 TEST(CgroupV2, CreateWritesLimitsStatsAndTeardownOrder) {
-  TempDir root;  // the prepared parent, controllers enabled
+  ScratchRoot root;  // the prepared parent, controllers enabled
   Put(root.path() / "cgroup.subtree_control", "memory pids cpu\n");
   FakeCgroup2 fake;
   auto cg = MakeCgroupV2(root.path(), "abc");
@@ -229,7 +229,7 @@ TEST(CgroupV2, CreateWritesLimitsStatsAndTeardownOrder) {
 }
 
 TEST(CgroupV2, NoSwapFileNoKillFileAndCpuCap) {
-  TempDir root;
+  ScratchRoot root;
   Put(root.path() / "cgroup.subtree_control", "memory pids cpu\n");
   FakeCgroup2 fake(/*swap=*/false, /*kill=*/false);
   auto cg = MakeCgroupV2(root.path(), "s");
@@ -246,7 +246,7 @@ TEST(CgroupV2, NoSwapFileNoKillFileAndCpuCap) {
 }
 
 TEST(CgroupV2, CpuCapWithoutCpuControllerIsRefused) {
-  TempDir root;
+  ScratchRoot root;
   Put(root.path() / "cgroup.subtree_control", "memory pids\n");
   FakeCgroup2 fake;
   auto cg = MakeCgroupV2(root.path(), "c");
@@ -258,7 +258,7 @@ TEST(CgroupV2, CpuCapWithoutCpuControllerIsRefused) {
 }
 
 TEST(CgroupV2, NeverReusesOrRemovesAStrangersDirectory) {
-  TempDir root;
+  ScratchRoot root;
   fs::create_directories(root.path() / "dup");
   auto cg = MakeCgroupV2(root.path(), "dup");
   EXPECT_EQ(cg->Create({64u << 20, 8, 0}).err, EEXIST);
@@ -305,7 +305,7 @@ TEST(CgroupV2Discovery, MountWithANonRootRootStripsItsPrefix) {
 // The daemon's view of a v2 host, all under a temp dir: mountinfo and /proc/self/cgroup say the
 // daemon is in <mnt>/system.slice/ci.service.
 struct V2Host {
-  TempDir tmp;
+  ScratchRoot tmp;
   fs::path mnt, own;
   CgroupProcInputs in;
   explicit V2Host(const std::string& controllers, const std::string& procs = "4242\n") {
@@ -426,7 +426,7 @@ TEST(CgroupV2Setup, HybridHostFallsBackToV1WithoutTouchingV2) {
 }
 
 TEST(CgroupV2Setup, ConfiguredRootReceivesSandboxesDirectly) {
-  TempDir root;
+  ScratchRoot root;
   Put(root.path() / "cgroup.controllers", "cpu memory pids\n");
   Put(root.path() / "cgroup.subtree_control", "");
   FakeCgroup2 fake;
@@ -440,7 +440,7 @@ TEST(CgroupV2Setup, ConfiguredRootReceivesSandboxesDirectly) {
 }
 
 TEST(CgroupV2Setup, ConfiguredRootWithoutPidsIsAnError) {
-  TempDir root;
+  ScratchRoot root;
   Put(root.path() / "cgroup.controllers", "memory\n");
   CgroupSetup s = SetUpCgroups(root.path().string(), {});
   EXPECT_FALSE(s.ok);
@@ -448,7 +448,7 @@ TEST(CgroupV2Setup, ConfiguredRootWithoutPidsIsAnError) {
 }
 
 TEST(CgroupDetect, ClassifiesConfiguredRoots) {
-  TempDir v2, v1, none;
+  ScratchRoot v2, v1, none;
   Put(v2.path() / "cgroup.controllers", "memory pids\n");
   fs::create_directories(v1.path() / "memory");
   fs::create_directories(v1.path() / "pids");
@@ -465,7 +465,7 @@ TEST(CgroupDetect, ClassifiesConfiguredRoots) {
 }
 
 TEST(CgroupDetect, V2WithoutPidsFallsBack) {
-  TempDir root;
+  ScratchRoot root;
   Put(root.path() / "cgroup.controllers", "memory\n");
   CgroupLayout layout;
   std::string why;

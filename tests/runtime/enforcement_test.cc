@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // "key=value" lines.
-constexpr const char* kProbe = R"SH(
+constexpr const char* kEnforcementProbe = R"SH(
 for k in Seccomp NoNewPrivs CapEff CapPrm CapBnd CapAmb CapInh; do
   printf '%s=%s\n' "$k" "$(grep "^$k:" /proc/self/status | cut -f2)"
 done
@@ -56,8 +56,7 @@ std::map<std::string, std::string> Lines(const std::string& out) {
 }
 
 std::string Read(const std::string& path) {
-  std::ifstream f(path);
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string s = ReadFileOrEmpty(path);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }
@@ -127,9 +126,10 @@ TEST_F(EnforcementTest, EveryReportedMeasureHoldsInsideTheSandbox) {
   ASSERT_TRUE(prepared.ok()) << prepared.status().message();
   std::unique_ptr<Sandbox> sandbox = std::move(prepared.value());
   std::string out, err;
-  auto outcome = Await(sandbox->Run(Shell(kProbe), [&](StreamKind k, std::string_view chunk) {
-    (k == StreamKind::kStdout ? out : err).append(chunk);
-  }));
+  auto outcome =
+      Await(sandbox->Run(Shell(kEnforcementProbe), [&](StreamKind k, std::string_view chunk) {
+        (k == StreamKind::kStdout ? out : err).append(chunk);
+      }));
   ASSERT_TRUE(outcome.ok()) << outcome.status().message();
   ASSERT_EQ(outcome->exit_code, 0) << err;
   auto in = Lines(out);

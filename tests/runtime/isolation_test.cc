@@ -15,7 +15,7 @@ namespace {
 using ::testing::HasSubstr;
 
 // One "key=value" line per observation.
-constexpr const char* kProbe = R"PY(
+constexpr const char* kIsolationProbe = R"PY(
 import os, socket, errno
 def show(k, v): print(f"{k}={v}")
 show("uid", os.getuid()); show("gid", os.getgid()); show("groups", os.getgroups())
@@ -48,7 +48,7 @@ TEST_F(SandboxTest, ProbeSeesAHardenedSandbox) {
   ::close(fd);
   SandboxSpec spec = DefaultSpec();
   spec.env.push_back(std::string("MARKER=") + marker);
-  Execution ex = Execute(spec, Python(kProbe));
+  Execution ex = Execute(spec, Python(kIsolationProbe));
   ::unlink(marker);
   ASSERT_TRUE(ex.outcome && ex.outcome->ok()) << ex.outcome->status().message();
   EXPECT_EQ((*ex.outcome)->exit_code, 0) << ex.err;
@@ -83,7 +83,7 @@ TEST_F(SandboxTest, ProbeSeesAHardenedSandbox) {
 }
 
 TEST_F(SandboxTest, NothingLeaksOnTheHost) {
-  const int mounts_before = CountHostMounts();
+  const auto mounts_before = ListSandboxRootMounts();
   const auto cgroups_before = ListEmptyCgroups();
   auto count_fds = [] {
     return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
@@ -95,8 +95,8 @@ TEST_F(SandboxTest, NothingLeaksOnTheHost) {
   EXPECT_EQ(count_fds(), fds_before);  // every daemon-side descriptor closed, no zombie pidfd
   ASSERT_TRUE(ex.outcome && ex.outcome->ok());
   EXPECT_EQ(ex.out, "hi\n");
-  EXPECT_EQ(CountHostMounts(), mounts_before);
-  EXPECT_EQ(ListEmptyCgroups(), cgroups_before);
+  EXPECT_EQ(ListSandboxRootMounts(), mounts_before);
+  EXPECT_EQ(CgroupsLeakedSince(cgroups_before), std::vector<std::string>{});
 }
 
 // Dispositions a daemon may hold, for one test: its own SIGPIPE, SIGHUP under nohup, SIGINT and
@@ -154,7 +154,7 @@ TEST_F(SandboxTest, SetupFailureIsAClearError) {
               HasSubstr("sandbox setup failed at stage 'open_rootfs'"));
   EXPECT_THAT(prepared.status().message(), HasSubstr("No such file or directory"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
-  EXPECT_EQ(ListEmptyCgroups(), cgroups_before);
+  EXPECT_EQ(CgroupsLeakedSince(cgroups_before), std::vector<std::string>{});
 }
 
 TEST_F(SandboxTest, ImageRootfsDirectoryIsBoundReadOnly) {

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <random>
 #include <sstream>
+#include <thread>
 
 namespace ci::testing_support {
 
@@ -98,24 +101,38 @@ Execution SandboxTest::Execute(const SandboxSpec& spec, RunPayload payload,
   return ex;
 }
 
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();  // a read error sets failbit here instead of throwing
+  return ss.str();
+}
+
 int CountHostProcesses(const std::string& cmdline_with_nuls) {
   int n = 0;
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "cmdline");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (ss.str().rfind(cmdline_with_nuls, 0) == 0) ++n;
+    if (ReadFileOrEmpty(e.path() / "cmdline").rfind(cmdline_with_nuls, 0) == 0) ++n;
   }
   return n;
 }
 
-int CountHostMounts() {
+std::string UniqueSleepSeconds() {
+  return std::to_string(100000000 + std::random_device{}() % 899999999);
+}
+
+std::vector<std::string> ListSandboxRootMounts() {
+  std::vector<std::string> out;
   std::ifstream in("/proc/self/mountinfo");
-  int n = 0;
-  for (std::string line; std::getline(in, line);) ++n;
-  return n;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    if (point == "/tmp" || point.rfind("/tmp/", 0) == 0) out.push_back(point);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::vector<std::string> ListEmptyCgroups() {
@@ -133,6 +150,31 @@ std::vector<std::string> ListEmptyCgroups() {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+namespace {
+
+std::vector<std::string> Minus(const std::vector<std::string>& a,
+                               const std::vector<std::string>& b) {
+  std::vector<std::string> out;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> CgroupsLeakedSince(const std::vector<std::string>& before) {
+  std::vector<std::string> left = Minus(ListEmptyCgroups(), before);
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  while (!left.empty() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::vector<std::string> now = Minus(ListEmptyCgroups(), before);
+    std::vector<std::string> both;
+    std::set_intersection(left.begin(), left.end(), now.begin(), now.end(),
+                          std::back_inserter(both));
+    left = std::move(both);
+  }
+  return left;
 }
 
 }  // namespace ci::testing_support

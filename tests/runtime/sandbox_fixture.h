@@ -69,10 +69,22 @@ class SandboxTest : public ::testing::Test {
 };
 
 // Host-side observations for leak checks.
+// A file's contents, "" when it cannot be read: a /proc file whose process exits meanwhile fails
+// the read with ESRCH (istreambuf_iterator would throw).
+std::string ReadFileOrEmpty(const std::string& path);
 int CountHostProcesses(const std::string& cmdline_with_nuls);
-int CountHostMounts();
-// Sandbox cgroups without any process: a leak unless it existed before (other users of this host
-// may run sandboxes concurrently, so live cgroups are not counted).
+// A number of seconds to `sleep` that no other process on the host sleeps for (other suites run
+// beside this one), so CountHostProcesses counts only the test's own.
+std::string UniqueSleepSeconds();
+// Mount points at or under /tmp, where a sandbox builds its root in a mount namespace of its own:
+// one of them here is a sandbox's mount that got out. Other mounts come and go with whatever else
+// runs on the host (container engines, image builds), so they are not looked at.
+std::vector<std::string> ListSandboxRootMounts();
+// Sandbox cgroups without any process: a snapshot for CgroupsLeakedSince.
 std::vector<std::string> ListEmptyCgroups();
+// The empty cgroups not in `before` that are still there 3 s on: a leak. Other daemons on this
+// host (suites run side by side) make and remove cgroups of their own; theirs are empty only
+// for a moment, and live cgroups are not counted.
+std::vector<std::string> CgroupsLeakedSince(const std::vector<std::string>& before);
 
 }  // namespace ci::testing_support

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/fd_handover.h"
+#include "common/hard_to_kill.h"
 #include "sandbox_fixture.h"
 
 namespace ci::testing_support {
@@ -58,6 +59,21 @@ TEST_F(SessionTest, WorkspaceAndTmpPersistButProcessesDoNot) {
   ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
   // The sleep of the first run is gone.
   EXPECT_EQ(c.out, "one\ntwo\ninput\n0\n");
+}
+
+// Issue 30 item 1: what a run leaves is killed whatever its name or its state (a thread-group
+// leader that ended while its thread runs shows Z). With a background program the kill goes
+// process by process (sparing its session) instead of kill(-1).
+TEST_F(SessionTest, WhatARunLeavesIsKilledWhateverItsNameOrState) {
+  RunPayload bg = Shell("exec sleep 300");
+  bg.background = true;
+  ASSERT_TRUE(Run(std::move(bg)).outcome.ok());
+  Call c = Run(Python(kHardToKill));
+  ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
+  ASSERT_EQ(c.outcome->exit_code, 0) << c.err;
+  c = Run(Python(kHardToKillLeft));
+  ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
+  EXPECT_EQ(c.out, "0\n") << c.err;
 }
 
 TEST_F(SessionTest, BackgroundProgramSurvivesRunsAndTimeouts) {

@@ -265,7 +265,7 @@ def main():
     OPTS = ap.parse_args()
     OPTS.source = os.path.abspath(OPTS.source)
     OPTS.build = os.path.abspath(OPTS.build)
-    missing = [t for t in ("qemu-system-x86_64", "qemu-img", "debootstrap", "mke2fs", "ssh")
+    missing = [t for t in ("qemu-system-x86_64", "qemu-img", "mmdebstrap", "mke2fs", "ssh")
                if not shutil.which(t)]
     if not os.access(binary(), os.X_OK):
         missing.append(f"the daemon's binary at {binary()}")

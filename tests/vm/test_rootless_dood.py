@@ -247,7 +247,7 @@ def main():
     ap.add_argument("-k", action="append", default=[], help="only tests matching")
     OPTS = ap.parse_args()
     OPTS.source = os.path.abspath(OPTS.source)
-    missing = [t for t in ("qemu-system-x86_64", "qemu-img", "debootstrap", "mke2fs", "ssh",
+    missing = [t for t in ("qemu-system-x86_64", "qemu-img", "mmdebstrap", "mke2fs", "ssh",
                            "docker") if not shutil.which(t)]
     if not missing and subprocess.run(["docker", "image", "inspect", SLIM_IMAGE],
                                       stdout=subprocess.DEVNULL,

@@ -18,7 +18,8 @@ moment) next to the image, and every later Vm restores that state in seconds ins
 share: so the saved state does not depend on what a test shares in. Networking is qemu's user
 mode, reachable only through host ports forwarded on 127.0.0.1.
 
-CLI (by hand): vm.py build | vm.py shell [--cold] | vm.py run CMD...
+CLI: vm.py build | vm.py prepare (the image, then the saved state) | vm.py shell [--cold] |
+vm.py run CMD...
 """
 
 import argparse
@@ -265,6 +266,15 @@ class Vm:
             f.write(f"{seconds:.1f}\n")
         os.rename(tmp, state_dir)
 
+    def ensure_state(self):
+        """The saved booted state's directory, cold-booting to save it first if there is none."""
+        state_dir = self._state_dir()
+        with open(os.path.join(self.image_dir, ".state.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one saves, the others wait and restore
+            if not os.path.isdir(state_dir):
+                self._save_state(state_dir)
+        return state_dir
+
     def boot(self):
         """Starts the VM and returns once ssh answers: restored from the saved state, or cold."""
         try:
@@ -280,11 +290,7 @@ class Vm:
             self._overlay(os.path.join(self.image_dir, "disk.qcow2"), disk)
             self._cold_boot(disk)
         else:
-            state_dir = self._state_dir()
-            with open(os.path.join(self.image_dir, ".state.lock"), "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)  # one saves, the others wait and restore
-                if not os.path.isdir(state_dir):
-                    self._save_state(state_dir)
+            state_dir = self.ensure_state()
             self._overlay(os.path.join(state_dir, "booted.qcow2"), disk)
             self._start(disk, incoming=True)
             self.qmp.execute("migrate-incoming", uri=f"exec:cat {state_dir}/memory")
@@ -411,13 +417,20 @@ def run_tests(missing, patterns):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["build", "shell", "run"])
+    ap.add_argument("command", choices=["build", "prepare", "shell", "run"])
     ap.add_argument("args", nargs="*")
     ap.add_argument("--cold", action="store_true", help="boot cold, not from the saved state")
     ap.add_argument("--share", action="append", default=[], help="a host directory to mount")
     opts = ap.parse_args()
     if opts.command == "build":
         print(build_image())
+        return 0
+    if opts.command == "prepare":  # the image and the saved state (CI, beside the compiler)
+        vm = Vm()
+        try:
+            print(vm.ensure_state())
+        finally:
+            vm.shutdown()
         return 0
     with Vm(shares={p: p for p in opts.share}, cold=opts.cold) as vm:
         vm.mount_shares()

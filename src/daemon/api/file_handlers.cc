@@ -1,6 +1,7 @@
 // POST/GET /v1/files and GET/DELETE /v1/files/{file_id}.
 #include <spdlog/spdlog.h>
 
+#include "core/short_id.h"
 #include "daemon/api/handlers.h"
 #include "daemon/api/responses.h"
 #include "daemon/http/multipart.h"
@@ -88,7 +89,7 @@ asio::awaitable<void> ApiHandlers::UploadFile(HttpExchange& ex, const std::strin
   }
   if (!parse.ok()) co_return co_await ex.Respond(ErrorResponse(422, parse.message()));
   if (!committed) co_return co_await ex.Respond(ErrorResponse(422, kMissing));
-  spdlog::info("[{}] stored file {} ({} bytes)", ex.head().request_id, committed->file_id,
+  spdlog::info("[{}] stored file {} ({} bytes)", ex.head().request_id, ShortId(committed->file_id),
                committed->size_bytes);
   co_await ex.Respond(JsonResponse(201, FileMetaJson(*committed, /*with_upload_time=*/false)));
 }

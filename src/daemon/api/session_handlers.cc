@@ -96,6 +96,9 @@ asio::awaitable<void> ApiHandlers::SessionExecute(HttpExchange& ex, const std::s
   }
   auto inputs = service_.ResolveFiles(request->files, "", ex.client);
   if (auto* e = std::get_if<ApiError>(&inputs)) co_return co_await ex.Respond(ApiErrorResponse(*e));
+  if (stream && !co_await sessions_.Exists(id, ex.client)) {
+    co_return co_await ex.Respond(ApiErrorResponse(SessionManager::NotFound(id)));
+  }
   const Operation op = stream ? Operation::kSessionExecuteStream : Operation::kSessionExecute;
   std::optional<Admission::Permit> permit = co_await Admit(ex, op);
   if (!permit) co_return;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/sleep.h"
+#include "daemon/http/connection_limit.h"
 
 namespace ci::daemon {
 namespace {
@@ -15,6 +16,7 @@ HttpServerOptions ServerOptions(const Config& c) {
   http.port = c.port;
   http.read_timeout = std::chrono::seconds(c.http_read_timeout_sec);
   http.idle_timeout = std::chrono::seconds(c.http_idle_timeout_sec);
+  http.max_connections = ConnectionCap(c.max_connections, RaiseOpenFileLimit());
   return http;
 }
 

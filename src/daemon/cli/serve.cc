@@ -207,7 +207,8 @@ int Serve() {
   for (const auto& l : service.languages()) languages += (languages.empty() ? "" : ", ") + l.name;
   spdlog::info("code-interpreter {} mode={} backend={} languages=[{}] files={}", CI_VERSION,
                booted->deployment.mode, executor->name(), languages, c.file_storage_dir);
-  spdlog::info("listening on {}:{}", ep.address().to_string(), ep.port());
+  spdlog::info("listening on {}:{} (at most {} connections: MAX_CONNECTIONS)",
+               ep.address().to_string(), ep.port(), daemon.server().max_connections());
   if (keys) {
     spdlog::info(
         "API keys: {} from {} (Authorization: Bearer; /health and /ready open, /metrics {})",

@@ -85,6 +85,7 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Int("MAX_REQUEST_BODY_MB", c.max_request_body_mb, 1, 4096);
   env.Int("HTTP_READ_TIMEOUT_SEC", c.http_read_timeout_sec, 1, 3600);
   env.Int("HTTP_IDLE_TIMEOUT_SEC", c.http_idle_timeout_sec, 1, 3600);
+  env.Int("MAX_CONNECTIONS", c.max_connections, 0, 1000000);
   env.Int("SHUTDOWN_GRACE_SEC", c.shutdown_grace_sec, 0, 3600);
   env.Int("MAX_CONCURRENT_EXECUTIONS", c.max_concurrent_executions, 1, 100000);
   env.Int("EXECUTION_QUEUE_TIMEOUT_SEC", c.execution_queue_timeout_sec, 0, 3600);

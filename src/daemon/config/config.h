@@ -56,6 +56,7 @@ struct Config {
   uint64_t max_request_body_mb = 16;
   uint32_t http_read_timeout_sec = 30;
   uint32_t http_idle_timeout_sec = 60;
+  uint32_t max_connections = 0;  // 0: derived from RLIMIT_NOFILE (connection_limit.h)
   uint32_t shutdown_grace_sec = 10;
   // admission and health (onyx 0.4.7)
   uint32_t max_concurrent_executions = 16;

@@ -17,9 +17,11 @@
 #include <cerrno>
 #include <chrono>
 #include <limits>
+#include <optional>
 #include <set>
 #include <vector>
 
+#include "core/short_id.h"
 #include "daemon/http/request_id.h"
 
 namespace ci::daemon {
@@ -36,6 +38,16 @@ constexpr size_t kBodyChunk = 64 * 1024;
 // before the connection closes (nginx: lingering_time 30 s).
 constexpr uint64_t kLingerMaxBytes = uint64_t{1} << 30;
 constexpr std::chrono::seconds kLingerTime{30};
+// Out of descriptors (or kernel memory) at accept: the next try waits this long, or until a
+// connection ends. The failure is logged at most once per kFailureLogInterval.
+constexpr std::chrono::milliseconds kAcceptBackoff{100};
+constexpr std::chrono::seconds kFailureLogInterval{10};
+
+bool OutOfResources(const beast::error_code& ec) {
+  return ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
+         ec == asio::error::no_memory ||
+         ec == beast::error_code(ENFILE, asio::error::get_system_category());
+}
 
 }  // namespace
 
@@ -43,13 +55,25 @@ struct Connection;
 
 struct HttpServer::State {
   State(asio::io_context& io, HttpServerOptions o, HttpHandler h)
-      : io(io), options(std::move(o)), handler(std::move(h)), acceptor(io) {}
+      : io(io), options(std::move(o)), handler(std::move(h)), acceptor(io), room(io) {}
   asio::io_context& io;
   HttpServerOptions options;
   HttpHandler handler;
   tcp::acceptor acceptor;
   std::set<Connection*> connections;
   bool stopping = false;
+  // Cancelled whenever a connection ends: wakes the accept loop waiting for room.
+  asio::steady_timer room;
+  std::chrono::steady_clock::time_point failure_logged{};
+  uint64_t failures_unlogged = 0;
+
+  asio::awaitable<void> WaitForRoom(std::chrono::milliseconds at_most) {
+    beast::error_code ec;
+    room.expires_after(at_most);
+    co_await room.async_wait(asio::redirect_error(use_awaitable, ec));
+  }
+  bool CloseLongestIdle();
+  void LogAcceptFailure(const beast::error_code& ec);
 };
 
 // One accepted connection; also the HttpExchange of the request it is serving.
@@ -62,7 +86,8 @@ struct Connection : HttpExchange {
   beast::flat_buffer buffer;
   std::optional<http::request_parser<http::buffer_body>> parser;
   HttpRequestHead request;
-  bool idle = false;       // waiting for a request: may be closed at shutdown
+  bool idle = false;  // waiting for a request: may be closed at shutdown or for room
+  std::chrono::steady_clock::time_point idle_since{};
   bool responded = false;  // a response (or stream) has started for the current request
   bool close_after = false;
   uint64_t body_read = 0;
@@ -155,8 +180,8 @@ struct Connection : HttpExchange {
       co_await http::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
     }
     if (ec) close_after = true;
-    spdlog::info("[{}] {} {} -> {}{}", request.request_id, request.method, request.target, r.status,
-                 Caller());
+    spdlog::info("[{}] {} {} -> {}{}", request.request_id, request.method,
+                 WithShortIds(request.target), r.status, Caller());
   }
 
   // " by NAME" once the router knew the API key's name (never the key).
@@ -171,15 +196,15 @@ struct Connection : HttpExchange {
     r.content_type = "text/event-stream; charset=utf-8";
     r.headers = std::move(headers);
     Prepare(*stream_response, r);
-    stream_response->set(http::field::connection, "keep-alive");
+    stream_response->set(http::field::connection, "close");
     stream_response->chunked(true);
     stream_serializer.emplace(*stream_response);
     beast::error_code ec;
     stream.expires_after(state->options.read_timeout);
     co_await http::async_write_header(stream, *stream_serializer,
                                       asio::redirect_error(use_awaitable, ec));
-    spdlog::info("[{}] {} {} -> {} (stream){}", request.request_id, request.method, request.target,
-                 status, Caller());
+    spdlog::info("[{}] {} {} -> {} (stream){}", request.request_id, request.method,
+                 WithShortIds(request.target), status, Caller());
     if (ec) co_return Status::Error("client went away: " + ec.message());
     co_return Status();
   }
@@ -247,6 +272,7 @@ struct Connection : HttpExchange {
       close_after = false;
       body_read = 0;
       idle = true;
+      idle_since = std::chrono::steady_clock::now();
       if (state->stopping) break;
       stream.expires_after(state->options.idle_timeout);
       beast::error_code ec;
@@ -260,7 +286,8 @@ struct Connection : HttpExchange {
         spdlog::debug("connection closed while waiting for a request: {}", ec.message());
         if (ec == http::error::header_limit || ec == http::error::bad_method ||
             ec == http::error::bad_target || ec == http::error::bad_version ||
-            ec == http::error::bad_field || ec == http::error::bad_value) {
+            ec == http::error::bad_field || ec == http::error::bad_value ||
+            ec == http::error::bad_content_length || ec == http::error::bad_transfer_encoding) {
           request = {};
           request.request_id = NewRequestId();
           close_after = true;
@@ -270,6 +297,11 @@ struct Connection : HttpExchange {
         break;
       }
       FillRequestHead();
+      if (std::optional<HttpResponse> refused = FramingError()) {
+        close_after = true;
+        co_await Respond(std::move(*refused));
+        break;
+      }
       try {
         co_await state->handler(*this);
       } catch (const std::exception& e) {
@@ -292,7 +324,8 @@ struct Connection : HttpExchange {
   // lingering close, the rest is read and dropped first, within bounds, until the client closes.
   asio::awaitable<void> LingerOnUnreadBody() {
     if (!parser || parser->is_done()) co_return;
-    idle = true;  // shutdown may cut it short (CloseIdleConnections)
+    idle = true;  // shutdown or the cap may cut it short
+    idle_since = std::chrono::steady_clock::now();
     stream.expires_after(kLingerTime);
     std::vector<char> buf(kBodyChunk);
     uint64_t dropped = 0;
@@ -304,6 +337,42 @@ struct Connection : HttpExchange {
       dropped += n;
     }
     spdlog::debug("[{}] dropped {} unread body bytes before closing", request.request_id, dropped);
+  }
+
+  // RFC 9112 6.3: a request's body is framed by chunked coding or by one Content-Length. Any
+  // other transfer coding, both at once, or two lengths would leave the body to be read as the
+  // next request: refused (501, 400), and the connection closes after the answer.
+  std::optional<HttpResponse> FramingError() const {
+    int lengths = 0;
+    int codings = 0;
+    std::string_view coding;
+    for (const auto& f : parser->get()) {
+      if (f.name() == http::field::content_length) ++lengths;
+      if (f.name() == http::field::transfer_encoding) {
+        ++codings;
+        coding = f.value();
+      }
+    }
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) {
+      coding.remove_suffix(1);
+    }
+    if (codings > 0 && lengths > 0) {
+      return ErrorResponse(400, "Bad request: Content-Length and Transfer-Encoding together");
+    }
+    if (lengths > 1) return ErrorResponse(400, "Bad request: more than one Content-Length");
+    if (codings > 1 || (codings == 1 && !beast::iequals(coding, "chunked"))) {
+      return ErrorResponse(501, "Transfer-Encoding '" + std::string(coding) +
+                                    "' is not supported: send the body with Content-Length or "
+                                    "Transfer-Encoding: chunked");
+    }
+    return std::nullopt;
+  }
+
+  // Ends a connection waiting for a request: its Serve loop sees the error and returns.
+  void CloseIdle() {
+    beast::error_code ec;
+    stream.socket().cancel(ec);
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
   }
 
   void FillRequestHead() {
@@ -320,9 +389,34 @@ struct Connection : HttpExchange {
     }
     if (auto len = parser->content_length()) request.content_length = *len;
     request.request_id = NewRequestId();
-    spdlog::debug("[{}] {} {}", request.request_id, request.method, request.target);
+    spdlog::debug("[{}] {} {}", request.request_id, request.method, WithShortIds(request.target));
   }
 };
+
+bool HttpServer::State::CloseLongestIdle() {
+  Connection* longest = nullptr;
+  for (Connection* c : connections) {
+    if (c->idle && (!longest || c->idle_since < longest->idle_since)) longest = c;
+  }
+  if (!longest) return false;
+  longest->CloseIdle();
+  return true;
+}
+
+void HttpServer::State::LogAcceptFailure(const beast::error_code& ec) {
+  ++failures_unlogged;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - failure_logged < kFailureLogInterval) return;
+  spdlog::warn(
+      "accept failed: {} ({} time(s) since the last such line; {} connections open, at "
+      "most {}){}",
+      ec.message(), failures_unlogged, connections.size(), options.max_connections,
+      OutOfResources(ec) ? ". Raise the daemon's LimitNOFILE (ulimit -n), or lower "
+                           "MAX_CONNECTIONS to keep more descriptors for sandboxes"
+                         : "");
+  failure_logged = now;
+  failures_unlogged = 0;
+}
 
 HttpServer::HttpServer(asio::io_context& io, HttpServerOptions options, HttpHandler handler)
     : state_(std::make_shared<State>(io, std::move(options), std::move(handler))) {}
@@ -372,11 +466,28 @@ void HttpServer::Start() {
       [state = state_]() -> asio::awaitable<void> {
         while (!state->stopping) {
           beast::error_code ec;
+          if (state->connections.size() >= state->options.max_connections) {
+            // At the cap: once a client is waiting, the longest idle connection makes room.
+            co_await state->acceptor.async_wait(tcp::acceptor::wait_read,
+                                                asio::redirect_error(use_awaitable, ec));
+            if (ec) {  // closed at shutdown: the loop ends
+              if (!state->stopping) co_await state->WaitForRoom(kAcceptBackoff);
+              continue;
+            }
+            const bool closed = state->CloseLongestIdle();
+            co_await state->WaitForRoom(closed ? kAcceptBackoff : std::chrono::seconds(1));
+            continue;
+          }
           tcp::socket socket =
               co_await state->acceptor.async_accept(asio::redirect_error(use_awaitable, ec));
           if (ec) {
             if (state->stopping || ec == asio::error::operation_aborted) break;
-            spdlog::warn("accept failed: {} (continuing)", ec.message());
+            state->LogAcceptFailure(ec);
+            if (OutOfResources(ec)) {
+              // Retrying at once would spin: free a descriptor if an idle client holds one.
+              state->CloseLongestIdle();
+              co_await state->WaitForRoom(kAcceptBackoff);
+            }
             continue;
           }
           socket.set_option(tcp::no_delay(true), ec);
@@ -392,6 +503,7 @@ void HttpServer::Start() {
                 }
                 co_await conn->UnwatchClient();
                 state->connections.erase(conn.get());
+                state->room.cancel();
               },
               asio::detached);
         }
@@ -407,14 +519,12 @@ void HttpServer::StopAccepting() {
 
 void HttpServer::CloseIdleConnections() {
   for (Connection* c : state_->connections) {
-    if (c->idle) {
-      beast::error_code ec;
-      c->stream.socket().cancel(ec);
-      c->stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-    }
+    if (c->idle) c->CloseIdle();
   }
 }
 
 size_t HttpServer::open_connections() const { return state_->connections.size(); }
+
+size_t HttpServer::max_connections() const { return state_->options.max_connections; }
 
 }  // namespace ci::daemon

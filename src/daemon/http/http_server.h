@@ -1,5 +1,6 @@
 // The Beast HTTP/1.1 server: accept loop and one coroutine per connection, keep-alive, read and
-// idle timeouts, header size limit, and the HttpExchange adapter around each request.
+// idle timeouts, header size limit, a connection cap, and the HttpExchange adapter around each
+// request.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -21,6 +22,9 @@ struct HttpServerOptions {
   uint16_t port = 8000;
   std::chrono::seconds read_timeout{30};  // per body chunk and per write
   std::chrono::seconds idle_timeout{60};  // waiting for the next request on a kept-alive connection
+  // At this many open connections, a new one waits in the listen backlog until an idle one (the
+  // longest idle) is closed for it or another ends (connection_limit.h).
+  size_t max_connections = 1024;
 };
 
 class HttpServer {
@@ -39,6 +43,7 @@ class HttpServer {
   void StopAccepting();
   void CloseIdleConnections();
   size_t open_connections() const;
+  size_t max_connections() const;
 
  public:
   struct State;  // shared with the connections (defined in http_server.cc)

@@ -9,6 +9,7 @@
 
 #include "core/json.h"
 #include "core/random.h"
+#include "core/short_id.h"
 
 namespace ci::daemon {
 namespace {
@@ -30,11 +31,6 @@ constexpr std::string_view kInstructions =
     "execute_code runs a program (Python, bash, JavaScript or Go) in a throw-away sandbox and "
     "returns its output, exit status and verdict; solve_task, when this server offers it, has a "
     "model write and run code until a task is solved.";
-
-// Enough of a session id to follow it through the log, not enough to use it.
-std::string ShortId(std::string_view session_id) {
-  return std::string(session_id.substr(0, 8)) + "...";
-}
 
 std::string ValueJson(const rapidjson::Value& v) {
   return JsonText([&](JsonWriter& w) { v.Accept(w); });
@@ -190,7 +186,7 @@ boost::asio::awaitable<McpHttpResponse> McpServer::HandlePost(const McpHttpReque
   rapidjson::Document message;
   std::string why;
   if (!ParseJson(request.body, message, why)) {
-    co_return ErrorAnswer(400, kNullId, kParseError, "Parse error: the body is not JSON: " + why);
+    co_return ErrorAnswer(400, kNullId, kParseError, "Parse error: " + why);
   }
   if (message.IsArray()) {
     co_return ErrorAnswer(400, kNullId, kInvalidRequest,

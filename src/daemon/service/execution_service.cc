@@ -220,7 +220,9 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   // A sandbox can be gone before the program starts (a pooled container whose dockerd restarted,
   // a pod deleted meanwhile): then the program runs in another one, at most twice more.
   for (int attempt = 0;; ++attempt) {
-    auto prepared = co_await Prepare(SpecFor(plan.language));
+    SandboxSpec spec = SpecFor(plan.language);
+    spec.client = plan.client;
+    auto prepared = co_await Prepare(spec);
     t_prepared = Clock::now();
     if (!prepared.ok()) {
       unlink(entry->c_str());
@@ -238,6 +240,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
     payload.files.push_back({plan.program.entrypoint, *entry});
     payload.stdin_data = plan.stdin_data;
     payload.timeout = plan.timeout;
+    payload.client = plan.client;
     run = co_await sandbox->Run(std::move(payload), sink);
     if (run.ok() || !run.status().gone() || !run.status().not_started() || attempt == 2) break;
     spdlog::warn("the sandbox was gone before the program started ({}): running it in another",

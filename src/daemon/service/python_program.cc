@@ -7,25 +7,31 @@ namespace {
 // server: the interpreter is up and has imported the modules named in its argv (warm imports,
 // quietly: nothing they print is the run's), says so on fd 3 where it was pre-started, and then
 // reads the go line on stdin, byte by byte so that the rest of stdin stays the program's. The go
-// line is "<mode> <cpu seconds>". A pre-started interpreter sets its CPU limit from there on: the
-// time spent so far is not the program's (RLIMIT_CPU counts whole seconds, so the program gets
-// the limit, up to a second more, never less). Then /workspace/__main__.py runs as a script
-// (mode "script": `python3 /workspace/__main__.py`) or like a notebook cell (mode "interactive":
-// statements in order, then the value of a final top-level expression through sys.displayhook).
-// Names are kept inside a function and the function removes itself, so the user's globals are
-// those of a plain script. Frames of the driver itself ("<string>") are cut from tracebacks so
-// line numbers point at the user's code.
+// line is "<mode> <cpu seconds>". The interpreter sets its CPU limit from there on: the time spent
+// so far is not the program's (RLIMIT_CPU counts whole seconds, so the program gets the limit, up
+// to a second more, never less; one started for the run, not ahead, has only the second between
+// its soft and hard limits to give, more than an interpreter's start takes). Then
+// /workspace/__main__.py runs as a script (mode "script": `python3 /workspace/__main__.py`) or like
+// a notebook cell (mode "interactive": statements in order, then the value of a final top-level
+// expression through sys.displayhook). Names are kept inside a function and the function removes
+// itself, so the user's globals are those of a plain script. Frames of the driver itself
+// ("<string>") are cut from tracebacks so line numbers point at the user's code.
 constexpr std::string_view kDriver = R"PY(def _ci_main():
     import os, stat, sys
     g = globals()
     del g['_ci_main']
+    # Off the path until the program runs: the script's directory (the workspace, where the
+    # program's files are), so that none of them stands in for a module imported here.
+    if sys.path and not getattr(sys.flags, 'safe_path', False):
+        sys.path.pop(0)
+    import ast, math, resource
     try:
         ready = stat.S_ISFIFO(os.fstat(3).st_mode)  # pre-started: fd 3 says when it is ready
     except OSError:
         ready = False
     warm, sys.argv[1:] = sys.argv[1:], []
     if warm:
-        here, path0 = os.getcwd(), sys.path.pop(0)
+        here = os.getcwd()
         saved = os.dup(1), os.dup(2)
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)
@@ -43,8 +49,6 @@ constexpr std::string_view kDriver = R"PY(def _ci_main():
         for fd in (null,) + saved:
             os.close(fd)
         os.chdir(here)
-        sys.path.insert(0, path0)
-    import ast, math, resource
     if ready:
         import gc
         gc.freeze()  # what is here now is not the program's: its exit's collection skips it
@@ -57,14 +61,18 @@ constexpr std::string_view kDriver = R"PY(def _ci_main():
             os._exit(0)  # no run came: the sandbox is being removed
         go += byte
     mode, cpu = go.split()
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    limit = math.ceil(used.ru_utime + used.ru_stime + int(cpu))  # never less than the limit
     if ready:  # started with more CPU for the imports (kPrestartCpuAllowanceSec)
-        used = resource.getrusage(resource.RUSAGE_SELF)
-        limit = math.ceil(used.ru_utime + used.ru_stime + int(cpu))  # never less than the limit
         resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
+    else:  # started for this run, hard limit one second over: the start is not the program's
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        if hard != resource.RLIM_INFINITY:
+            resource.setrlimit(resource.RLIMIT_CPU, (min(limit, hard), hard))
     path = '/workspace/__main__.py'
     g['__file__'] = path
     sys.argv[:] = [path]
-    sys.path[0] = '/workspace'
+    sys.path.insert(0, '/workspace')
 
     def report(exc, tb):
         while tb is not None and tb.tb_frame.f_code.co_filename == '<string>':

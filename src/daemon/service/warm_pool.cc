@@ -24,8 +24,12 @@ void WarmPool::Start(const std::vector<WarmPoolConfig>& pools) {
 }
 
 asio::awaitable<Result<std::unique_ptr<Sandbox>>> WarmPool::Prepare(const SandboxSpec& spec) {
+  // Pooled sandboxes are fresh or last ran the client "" (every request without API keys, and
+  // the daemon's own probes): any client may take one.
+  SandboxSpec unclaimed = spec;
+  unclaimed.client.clear();
   auto match = std::find_if(pools_.begin(), pools_.end(),
-                            [&](const auto& p) { return p->config.spec == spec; });
+                            [&](const auto& p) { return p->config.spec == unclaimed; });
   if (match != pools_.end()) {
     Pool& pool = **match;
     while (!pool.ready.empty() && !pool.ready.front()->Alive()) {

@@ -13,6 +13,7 @@
 #include <ctime>
 
 #include "core/random.h"
+#include "core/short_id.h"
 #include "core/sleep.h"
 #include "daemon/files/workspace_paths.h"
 #include "daemon/service/output_buffer.h"
@@ -75,7 +76,7 @@ ApiError SessionManager::EndedDuringCall(const Session& s) const {
 }
 
 asio::awaitable<ApiError> SessionManager::EndGone(SessionPtr s, const Status& why) {
-  spdlog::warn("session {} ended: its sandbox stopped: {}", s->id, why.message());
+  spdlog::warn("session {} ended: its sandbox stopped: {}", ShortId(s->id), why.message());
   co_await End(s);
   co_return ApiError{410, "Session '" + s->id + "' ended: its sandbox stopped unexpectedly (" +
                               why.message() + "); create a new session"};
@@ -125,14 +126,15 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   if (!files.empty()) {
     Status staged = co_await StageFiles(*s, files);
     if (!staged.ok()) {
-      spdlog::error("staging files into session {}: {}", s->id, staged.message());
+      spdlog::error("staging files into session {}: {}", ShortId(s->id), staged.message());
       co_await s->sandbox->Destroy();
       co_return Internal();
     }
   }
   sessions_[s->id] = s;
   asio::co_spawn(ex_, ExpireAt(s), asio::detached);
-  spdlog::info("session {} created (ttl {} s, {} file(s))", s->id, ttl_seconds, files.size());
+  spdlog::info("session {} created (ttl {} s, {} file(s))", ShortId(s->id), ttl_seconds,
+               files.size());
   co_return s->summary;
 }
 
@@ -148,7 +150,8 @@ asio::awaitable<SessionManager::SessionPtr> SessionManager::Find(const std::stri
   auto found = co_await executor_.FindSession(spec_, id);
   finding_.erase(id);
   if (!found.ok()) {
-    spdlog::warn("looking for session {} in the backend: {}", id, found.status().message());
+    spdlog::warn("looking for session {} in the backend: {}", ShortId(id),
+                 found.status().message());
     co_return nullptr;
   }
   if (!*found || sessions_.contains(id)) co_return nullptr;
@@ -170,7 +173,7 @@ asio::awaitable<void> SessionManager::ExpireAt(SessionPtr s) {
   boost::system::error_code ec;
   co_await s->expiry.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   if (ec || s->ended) co_return;
-  spdlog::info("session {} expired", s->id);
+  spdlog::info("session {} expired", ShortId(s->id));
   co_await End(s);
 }
 
@@ -201,11 +204,15 @@ asio::awaitable<void> SessionManager::Leave(SessionPtr s) {
   s->idle.Notify();
 }
 
+asio::awaitable<bool> SessionManager::Exists(const std::string& id, const std::string& client) {
+  co_return (co_await Find(id, client)) != nullptr;
+}
+
 asio::awaitable<bool> SessionManager::Delete(const std::string& id, const std::string& client) {
   SessionPtr s = co_await Find(id, client);
   if (!s) co_return false;
   co_await End(s);
-  spdlog::info("session {} deleted", id);
+  spdlog::info("session {} deleted", ShortId(id));
   co_return true;
 }
 
@@ -230,7 +237,7 @@ asio::awaitable<std::vector<SessionSummary>> SessionManager::List(const std::str
     for (const auto& [id, s] : sessions_) all[id] = s->summary;
   }
   for (auto& s : gone) {
-    spdlog::info("session {} ended: the backend no longer holds it", s->id);
+    spdlog::info("session {} ended: the backend no longer holds it", ShortId(s->id));
     co_await End(s);
   }
   std::vector<SessionSummary> out;
@@ -275,7 +282,7 @@ asio::awaitable<std::optional<ApiError>> SessionManager::EndCall(const SessionPt
   if (s->ended) co_return EndedDuringCall(*s);
   if (status.ok()) co_return std::nullopt;
   if (status.gone()) co_return co_await EndGone(s, status);
-  spdlog::warn("session {} {}: {}", s->id, what, status.message());
+  spdlog::warn("session {} {}: {}", ShortId(s->id), what, status.message());
   co_return Internal();
 }
 

@@ -60,6 +60,9 @@ class SessionManager {
   asio::awaitable<std::variant<SessionSummary, ApiError>> Create(std::vector<StagedFile> files,
                                                                  int64_t ttl_seconds,
                                                                  const std::string& client);
+  // The client's session `id` exists (here, or in the backend for any replica): a stream checks
+  // before it starts, so an unknown session is a 404 and not an error event.
+  asio::awaitable<bool> Exists(const std::string& id, const std::string& client);
   // false: no such session
   asio::awaitable<bool> Delete(const std::string& id, const std::string& client);
   // This replica's sessions and those the backend holds for any replica (kubernetes).

@@ -167,6 +167,10 @@ class PodWorker:
                         "startedAt": statuses[name]["running"]["startedAt"],
                         "finishedAt": now_rfc3339()}}
                     changed = True
+                    # In the server's log, which a failing test prints: why a pod ended.
+                    sys.stderr.write(f"fake kubelet: pod {self.name} container {name} ended: "
+                                     f"{reason}, exit code {code}; its output ends with "
+                                     f"{sandbox.log_tail()!r}\n")
             if deadline is not None and time.time() - started_at >= deadline:
                 for sandbox in self.containers.values():
                     sandbox.kill()

@@ -152,6 +152,10 @@ class Container:
         self.pod_dir = pod_dir
         self.proc = None
         self.init_pid = None  # host pid of the container's command, its pid namespace's init
+        # A pidfd of that init: signals go through it, never through a pid the kernel may have
+        # given to another process since (pid_max is 32768 here and CI wraps it in minutes).
+        self.init_fd = None
+        self.init_lock = threading.Lock()  # kill() closes init_fd while request threads signal
         self.uid, self.gid, self.groups = identity(pod, container)
         self.env = environment(pod, container)
         self.mounts = []  # (mountPath, host dir, read-only)
@@ -299,6 +303,7 @@ class Container:
                 tail = f.read()[-500:].decode(errors="replace").strip()
             raise StartError("CreateContainerError", f"failed to create the container: {tail}")
         self.init_pid = json.loads(text)["child-pid"]
+        self.init_fd = _pidfd_of_child(self.init_pid, self.proc.pid)
         self._await_command(process[:len(process) - len(command)])
 
     def _await_command(self, wrappers):
@@ -316,7 +321,9 @@ class Container:
                     argv = f.read().decode(errors="replace")
             except OSError:
                 return  # the command is gone already
-            if self._exe() != bwrap and not any(argv.startswith(w + "\0") for w in wrapper_argvs):
+            # Empty in the middle of an execve (the new program's arguments not yet in place).
+            if argv and self._exe() != bwrap and \
+                    not any(argv.startswith(w + "\0") for w in wrapper_argvs):
                 return
             time.sleep(0.002)
 
@@ -419,7 +426,9 @@ class Container:
         return path if top in IMAGE_DIRS or os.path.islink("/" + top) else "/nonexistent"
 
     def exec(self, command, stdin, stdout, stderr):
-        """Start `command` inside the running container; a Popen whose pid is nsenter's."""
+        """Start `command` inside the running container; a Popen whose pid is nsenter's.
+        ProcessLookupError when the init is gone (its pid may be another process's by now)."""
+        self._signal_init(0)
         argv = ["nsenter", "-t", str(self.init_pid), "--mount", "--pid", "--ipc", "--uts",
                 "--cgroup"] + (["--net"] if self.isolated_network else []) + ["--"]
         # runc makes every exec'd process the leader of a session of its own.
@@ -434,23 +443,39 @@ class Container:
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def log_tail(self, size=300):
+        """The end of what the command wrote (its log), for the server's own log."""
+        try:
+            with open(os.path.join(self.pod_dir, f"{self.name}.log"), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - size))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _signal_init(self, sig):
+        with self.init_lock:
+            if self.init_fd is None:
+                raise ProcessLookupError(f"container {self.name} has no running command")
+            signal.pidfd_send_signal(self.init_fd, sig)
+
     def signal_main(self, sig):
         """Signal the container's command (the namespace's init)."""
         try:
-            os.kill(self.init_pid, sig)
-        except (OSError, TypeError):
+            self._signal_init(sig)
+        except OSError:
             pass
 
     def kill(self):
         """SIGKILL the container's command, the namespace's init: the kernel then kills every
         process in the pod's pid namespace, execs included."""
-        if self.init_pid:
-            try:
-                os.kill(self.init_pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self.signal_main(signal.SIGKILL)
         if self.proc:
             self.proc.wait()
+        with self.init_lock:
+            if self.init_fd is not None:
+                os.close(self.init_fd)
+                self.init_fd = None
         self._close_seccomp()
 
     def _close_seccomp(self):
@@ -476,6 +501,24 @@ def masked_proc_args():
         if os.path.isdir("/proc/" + name):
             argv += ["--tmpfs", "/proc/" + name, "--remount-ro", "/proc/" + name]
     return argv
+
+
+def _pidfd_of_child(pid, parent):
+    """A pidfd of `pid` if it is still `parent`'s child (bwrap's init, reported on its info fd),
+    else None: it died at once and its pid may be another process's."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            ppid = re.search(r"^PPid:\s*(\d+)$", f.read(), re.M)
+    except OSError:
+        ppid = None
+    if not ppid or int(ppid.group(1)) != parent:
+        os.close(fd)
+        return None
+    return fd
 
 
 def kill_exec(proc):
