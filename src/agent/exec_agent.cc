@@ -8,7 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -42,6 +44,7 @@ struct Exec {
   bool reaped = false;
   int status = 0;
   bool zygote = false;  // forked by the fork server: pid 0 until it reports the pid
+  std::chrono::steady_clock::time_point asked;  // when the fork server was asked
 };
 
 void CloseFd(int* fd) {
@@ -101,6 +104,7 @@ class Agent {
       int n = ::poll(fds.data(), fds.size(), TimeoutMs());
       if (n < 0 && errno != EINTR) return Quit(1);
       if (o_.expires_at != 0 && ::time(nullptr) >= o_.expires_at) return Quit(0);
+      if (!FailForksTooLongUnanswered()) return Quit(1);
       if (n <= 0) continue;
       // The fork server's pid reports before the reaping: a program it forked may be gone
       // already, and its exit status must find its exec.
@@ -115,10 +119,36 @@ class Agent {
   }
 
  private:
+  // Until the expiry or the oldest unanswered fork's deadline, whichever comes first (-1: none).
   int TimeoutMs() const {
-    if (o_.expires_at == 0) return -1;
-    int64_t left = o_.expires_at - static_cast<int64_t>(::time(nullptr));
-    return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 3600) * 1000);
+    int64_t ms = -1;
+    if (o_.expires_at != 0) {
+      int64_t left = o_.expires_at - static_cast<int64_t>(::time(nullptr));
+      ms = left <= 0 ? 0 : std::min<int64_t>(left, 3600) * 1000;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& [id, e] : execs_) {
+      if (!e.zygote || e.pid != 0) continue;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            e.asked + std::chrono::milliseconds(o_.fork_timeout_ms) - now)
+                            .count();
+      ms = ms < 0 ? std::max<int64_t>(left, 0) : std::clamp<int64_t>(left, 0, ms);
+    }
+    return static_cast<int>(ms);
+  }
+
+  // A fork the server did not report in time: it is killed (reaped as any process, started again
+  // by the next recycle) and what it had not forked fails, for the daemon to exec instead.
+  bool FailForksTooLongUnanswered() {
+    const auto now = std::chrono::steady_clock::now();
+    const bool late = std::any_of(execs_.begin(), execs_.end(), [&](const auto& kv) {
+      return kv.second.zygote && kv.second.pid == 0 &&
+             now - kv.second.asked >= std::chrono::milliseconds(o_.fork_timeout_ms);
+    });
+    if (!late || !zygote_.running()) return true;
+    zygote_.Kill();
+    return FailUnforked("the fork server did not answer within " +
+                        std::to_string(o_.fork_timeout_ms) + " ms");
   }
 
   bool Send(Msg type, std::string_view payload) {
@@ -283,6 +313,7 @@ class Agent {
     }
     Exec& e = AddExec(req.id, req.attach_stdin ? in[1] : -1, out[0], err[0]);
     e.zygote = true;
+    e.asked = std::chrono::steady_clock::now();
     if (sent) return true;
     CloseExec(e);
     execs_.erase(req.id);
@@ -311,12 +342,12 @@ class Agent {
     }
     if (!open && zygote_.running()) {
       zygote_.Kill();  // reaped as any process; what it had not forked yet cannot start
-      return FailUnforked();
+      return FailUnforked("the fork server ended");
     }
     return true;
   }
 
-  bool FailUnforked() {
+  bool FailUnforked(const std::string& why) {
     for (auto it = execs_.begin(); it != execs_.end();) {
       if (!it->second.zygote || it->second.pid != 0) {
         ++it;
@@ -325,7 +356,7 @@ class Agent {
       const uint32_t id = it->first;
       CloseExec(it->second);
       it = execs_.erase(it);
-      if (!Fail(id, "the fork server ended")) return false;
+      if (!Fail(id, why)) return false;
     }
     return true;
   }
@@ -378,7 +409,7 @@ class Agent {
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
       if (pid == zygote_.pid()) {
         zygote_.Died();
-        if (!FailUnforked()) return false;
+        if (!FailUnforked("the fork server ended")) return false;
         continue;
       }
       auto it = by_pid_.find(pid);

@@ -20,6 +20,10 @@ struct AgentOptions {
   // Unix time at which the agent ends by itself (a session's expiry; 0: never), so the container
   // outlives a crashed daemon by its TTL at most.
   int64_t expires_at = 0;
+  // How long the fork server may take to report a program's pid (--fork-timeout-ms): a server
+  // that does not (stopped, starved) is killed and its execs fail, so the daemon starts them by
+  // exec instead of waiting for ever.
+  int fork_timeout_ms = 10'000;
 };
 
 // Serves until the daemon's stream ends (then kills everything and returns 0) or the expiry.

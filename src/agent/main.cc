@@ -1,9 +1,10 @@
 // code-interpreter-agent: PID 1 of the Docker backend's containers (exec_agent.h). Built static,
 // so that it runs in any executor image whatever its libraries.
 //
-//   code-interpreter-agent [--wipe DIR]... [--expires-at UNIX_TIME]
+//   code-interpreter-agent [--wipe DIR]... [--expires-at UNIX_TIME] [--fork-timeout-ms MS]
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,8 +20,12 @@ int main(int argc, char** argv) {
       o.wipe.emplace_back(argv[++i]);
     } else if (std::strcmp(argv[i], "--expires-at") == 0 && has_value) {
       o.expires_at = std::strtoll(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--fork-timeout-ms") == 0 && has_value) {
+      o.fork_timeout_ms = std::max(1, std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: %s [--wipe DIR]... [--expires-at UNIX_TIME]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--wipe DIR]... [--expires-at UNIX_TIME] [--fork-timeout-ms MS]\n",
+                   argv[0]);
       return 2;
     }
   }

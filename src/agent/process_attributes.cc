@@ -3,6 +3,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +16,34 @@ std::string Slurp(const std::string& path) {
   std::ifstream in(path);
   std::ostringstream s;
   s << in.rdbuf();
+  return s.str();
+}
+
+// sched_getattr's answer (SCHED_ATTR_SIZE_VER1): what sched_setattr can set beyond the policy and
+// priority /proc/PID/stat shows: a custom time slice of SCHED_OTHER (sched_runtime, kernel
+// 6.12+), deadline parameters, utilization clamps, and its flags.
+struct SchedAttr {
+  uint32_t size;
+  uint32_t policy;
+  uint64_t flags;
+  int32_t nice;
+  uint32_t priority;
+  uint64_t runtime;
+  uint64_t deadline;
+  uint64_t period;
+  uint32_t util_min;
+  uint32_t util_max;
+};
+
+std::string SchedAttrLine(pid_t pid) {
+  SchedAttr a{};
+  if (::syscall(SYS_sched_getattr, pid, &a, sizeof a, 0) != 0) {
+    return std::string("sched_attr unreadable: ") + std::strerror(errno);
+  }
+  std::ostringstream s;
+  s << "sched_attr policy " << a.policy << " flags " << a.flags << " nice " << a.nice
+    << " priority " << a.priority << " runtime " << a.runtime << " deadline " << a.deadline
+    << " period " << a.period << " util " << a.util_min << "-" << a.util_max;
   return s.str();
 }
 
@@ -39,7 +70,8 @@ std::string ProcessAttributes(pid_t pid) {
     if (line.rfind("Cpus_allowed_list:", 0) == 0) a += "\n" + line;
   }
   long ioprio = ::syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, pid);
-  a += "\nioprio " + std::to_string(ioprio) + "\n" + Slurp(proc + "/limits");
+  a += "\nioprio " + std::to_string(ioprio) + "\n" + SchedAttrLine(pid) + "\n" +
+       Slurp(proc + "/limits");
   return a;
 }
 

@@ -1,6 +1,7 @@
 // What a process of the sandbox's user can change about another process of that user that
 // outlives its execution (the agent itself, the fork server): scheduling (nice, policy, real-time
-// priority), CPU set, I/O priority and resource limits, plus its thread count. A recycle compares
+// priority, sched_setattr's slice, deadline and clamps), CPU set, I/O priority and resource
+// limits, plus its thread count. A recycle compares
 // them with their values at the start, so that no execution inherits what another one set.
 #pragma once
 

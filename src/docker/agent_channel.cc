@@ -18,6 +18,13 @@ namespace {
 
 using agent::Msg;
 using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// An agent answers a start at once (it bounds its fork server's answer itself, exec_agent.h)
+// and a file write once the bytes are through. Past these it is taken for broken: the stream is
+// closed, so the container ends rather than holding a request for ever.
+constexpr auto kStartAnswerTimeout = 30s;
+constexpr auto kWriteAnswerTimeout = 120s;
 
 // A wake-up for one waiting coroutine: Notify cancels the wait. The daemon's I/O runs on one
 // thread, so checking a condition and starting the wait cannot miss a Notify in between.
@@ -109,11 +116,12 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     execs_[req.id] = state;
     auto exec = std::make_shared<AgentExec>(shared_from_this(), req.id, state);
     Send(Msg::kExec, agent::EncodeExec(req));
-    while (!state->started && !state->not_started && !ended()) {
-      co_await state->wake.Until(Clock::time_point::max());
+    const auto deadline = Clock::now() + kStartAnswerTimeout;
+    while (!state->started && !state->not_started && !ended() && Clock::now() < deadline) {
+      co_await state->wake.Until(deadline);
     }
     if (state->not_started) co_return Status::Error(*state->not_started);
-    if (!state->started) co_return Status::Gone(Describe("the container's agent is gone"));
+    if (!state->started) co_return Status::Gone(GoneOrSilent(kStartAnswerTimeout));
     co_return std::shared_ptr<ExecStream>(std::move(exec));
   }
 
@@ -125,9 +133,12 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     auto state = std::make_shared<ExecState>(ex_);
     execs_[req.id] = state;
     Send(Msg::kWriteFiles, agent::EncodeWriteFiles(req));
-    while (!state->written && !ended()) co_await state->wake.Until(Clock::time_point::max());
+    const auto deadline = Clock::now() + kWriteAnswerTimeout;
+    while (!state->written && !ended() && Clock::now() < deadline) {
+      co_await state->wake.Until(deadline);
+    }
     Forget(req.id);
-    if (!state->written) co_return Status::Gone(Describe("the container's agent is gone"));
+    if (!state->written) co_return Status::Gone(GoneOrSilent(kWriteAnswerTimeout));
     if (!state->written->empty()) co_return Status::Error(*state->written);
     co_return Status();
   }
@@ -135,7 +146,9 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
   void StartZygote(const std::vector<std::string>& argv,
                    const std::vector<std::string>& env) override {
     Send(Msg::kZygote, agent::EncodeExec({0, false, "/", argv, env}));
+    fork_server_ = true;
   }
+  bool has_fork_server() const override { return fork_server_; }
 
   // A session's list travels even when empty (a space): the agent then still spares the
   // interpreter's and relays' sessions.
@@ -175,6 +188,16 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
   }
   void Forget(uint32_t id) { execs_.erase(id); }
   bool ended() const override { return ended_ || closed_; }
+  // Why a request got no answer: the stream ended, or the agent was silent past `timeout` (then
+  // the stream is closed here: the agent ends and the container is removed, never recycled).
+  std::string GoneOrSilent(std::chrono::seconds timeout) {
+    if (ended()) return Describe("the container's agent is gone");
+    spdlog::warn("agent {}: no answer within {} s; the container is given up", id_.substr(0, 12),
+                 timeout.count());
+    Close();
+    return Describe("the container's agent did not answer within " +
+                    std::to_string(timeout.count()) + " s");
+  }
   std::string Describe(const std::string& what) const {
     std::string s = what + " (container " + id_.substr(0, 12) + ")";
     if (!last_words_.empty()) s += ": " + last_words_;
@@ -301,6 +324,7 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
   bool ended_ = false;
   bool closed_ = false;
   bool writing_ = false;
+  bool fork_server_ = false;
   std::deque<std::string> outbox_;
   std::optional<std::string> recycled_;  // empty: recycled; else why not
   std::string last_words_;

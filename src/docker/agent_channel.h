@@ -38,6 +38,8 @@ class AgentChannel {
   // container's; the agent starts it again after each recycle that had to end it.
   virtual void StartZygote(const std::vector<std::string>& argv,
                            const std::vector<std::string>& env) = 0;
+  // StartZygote was called: a recycled container holds the agent and the fork server.
+  virtual bool has_fork_server() const = 0;
   // SIGKILL to every process of the container but the agent and, when given, the `background`
   // sessions (ContainerApi::KillAllBut); needs no free pid.
   virtual void KillAll(const std::string* background) = 0;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <optional>
 
+#include "docker/cgroup_probe.h"
 #include "docker/sandbox_counters.h"
 
 namespace ci::docker {
@@ -102,6 +103,16 @@ class AgentContainer final : public ContainerApi,
       host_ = co_await LocateHostCgroup(*engine_, id_, &init_pid);
     }
     if (!host_) co_return Status::Error("its cgroup is not readable here");
+    // The agent's own check, made again from outside: a process it cannot see or missed is in
+    // the container's cgroup all the same.
+    const int allowed = channel_->has_fork_server() ? 2 : 1;
+    const int left = CountHostCgroupProcesses(*host_);
+    if (left < 0 || left > allowed) {
+      co_return Status::Error(left < 0 ? std::string("its processes cannot be counted here")
+                                       : std::to_string(left) +
+                                             " processes are left in its cgroup after the "
+                                             "agent's recycle");
+    }
     if (!ResetHostMemoryPeak(*host_)) co_return Status::Error("its memory peak cannot be reset");
     CgroupCounters now_counters = ParseCgroupFiles(ReadHostCgroupFiles(*host_));
     RecycledContainer back{id_, shared_from_this(), channel_,

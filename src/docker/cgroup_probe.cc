@@ -221,6 +221,15 @@ bool ResetHostMemoryPeak(const HostCgroup& cg) {
   return static_cast<bool>(out);
 }
 
+int CountHostCgroupProcesses(const HostCgroup& cg) {
+  std::string text;
+  if (!ReadSmallFile(cg.procs_dir() + "/cgroup.procs", &text)) return -1;
+  std::istringstream in(text);
+  int n = 0;
+  for (pid_t pid; in >> pid;) ++n;
+  return n;
+}
+
 bool KillHostCgroupProcesses(const HostCgroup& cg, pid_t init_pid, std::string_view container_id) {
   const std::string procs = cg.procs_dir() + "/cgroup.procs";
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);

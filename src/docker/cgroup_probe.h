@@ -78,6 +78,10 @@ CgroupFiles ReadHostCgroupFiles(const HostCgroup& cg);
 // memory.peak resets only for the descriptor written to): false when it cannot.
 bool ResetHostMemoryPeak(const HostCgroup& cg);
 
+// How many processes the container's cgroup holds (cgroup.procs: every process of the container,
+// whatever pid namespace it is in and whether or not the agent can see it); -1 when unreadable.
+int CountHostCgroupProcesses(const HostCgroup& cg);
+
 // SIGKILLs every process of the container but `init_pid`, through pidfds checked against the
 // container's cgroup (no pid-reuse race), until none is left or about a second has passed.
 // Returns false when a process could not be killed (EPERM: a daemon without the rights; no

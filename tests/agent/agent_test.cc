@@ -284,8 +284,15 @@ TEST_F(AgentTest, ARecycleIsRefusedWhileAWritablePlaceIsNotWiped) {
 TEST_F(AgentTest, ARecycleIsRefusedWhenAProgramChangedTheAgent) {
   // As in a container: the program is the agent's user, so it may renice the agent or change its
   // scheduling; the next execution must not inherit that.
-  for (const char* change : {"os.setpriority(os.PRIO_PROCESS, 1, 7)",
-                             "os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0))"}) {
+  // sched_setattr (314) with a custom time slice (sched_runtime) for SCHED_OTHER: no field of
+  // /proc/PID/stat shows it.
+  const std::string slice =
+      "import ctypes, struct\n"
+      "attr = struct.pack('IIQiIQQQII', 56, 0, 0, 0, 0, 10_000_000, 0, 0, 0, 0)\n"
+      "assert ctypes.CDLL(None).syscall(314, 1, attr, 0) == 0";
+  for (const std::string& change :
+       {std::string("os.setpriority(os.PRIO_PROCESS, 1, 7)"),
+        std::string("os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0))"), slice}) {
     TearDown();
     Start({}, 65534);
     Ran r = Run({"python3", "-c", std::string("import os\n") + change});
@@ -418,6 +425,24 @@ TEST_F(AgentTest, WithoutAForkServerAForkedExecIsNotStarted) {
   r = Forked("print(1)");
   EXPECT_EQ(r.status, -1);
   EXPECT_NE(r.not_started, "") << "a killed fork server refuses, the daemon starts the program";
+}
+
+TEST_F(AgentTest, AForkServerThatDoesNotAnswerIsKilledAndItsExecFails) {
+  TearDown();  // again as the programs' user, who can stop the server
+  Start({"--fork-timeout-ms", "1000"}, 65534);
+  StartZygote();
+  // Stopped by an exec'd program (the bracket keeps the shell's own command line unmatched).
+  Ran stop = Run({"sh", "-c",
+                  "for i in $(seq 200); do p=$(pgrep -f '_ci_zygot[e]') && break; sleep 0.05; "
+                  "done; kill -STOP $p && echo stopped"});
+  ASSERT_EQ(stop.out, "stopped\n") << stop.err;
+  const auto t0 = std::chrono::steady_clock::now();
+  Ran r = Forked("print(1)");
+  EXPECT_EQ(r.status, -1);
+  EXPECT_EQ(r.not_started, "the fork server did not answer within 1000 ms");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
+  EXPECT_EQ(Run({"echo", "served"}).out, "served\n") << "the agent serves on";
+  EXPECT_EQ(Forked("print(1)").not_started, "no fork server") << "the server was killed";
 }
 
 TEST_F(AgentTest, FilesAreWrittenByTheAgentAsItsUserWithoutAnExec) {

@@ -16,7 +16,8 @@ using tcp = asio::ip::tcp;
 
 http::request<http::string_body> MakeRequest(const std::string& method, const std::string& target,
                                              const std::string& body,
-                                             const std::string& content_type) {
+                                             const std::string& content_type,
+                                             const HttpClient::Headers& headers) {
   http::request<http::string_body> req;
   req.method_string(method);
   req.target(target);
@@ -28,6 +29,7 @@ http::request<http::string_body> MakeRequest(const std::string& method, const st
     req.body() = body;
     req.prepare_payload();
   }
+  for (const auto& [name, value] : headers) req.set(name, value);
   return req;
 }
 
@@ -46,11 +48,12 @@ std::optional<std::string> HttpReply::Header(const std::string& lower_name) cons
 }
 
 HttpReply HttpClient::Send(const std::string& method, const std::string& target,
-                           const std::string& body, const std::string& content_type) const {
+                           const std::string& body, const std::string& content_type,
+                           const Headers& headers) const {
   asio::io_context io;
   tcp::socket socket(io);
   socket.connect(tcp::endpoint(asio::ip::address_v4::loopback(), port_));
-  http::write(socket, MakeRequest(method, target, body, content_type));
+  http::write(socket, MakeRequest(method, target, body, content_type, headers));
   boost::beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(64 << 20);
@@ -83,7 +86,7 @@ AbandonedRequest::AbandonedRequest(uint16_t port, const std::string& target,
                                    const std::string& json)
     : socket_(std::make_unique<Socket>()) {
   socket_->socket.connect(tcp::endpoint(asio::ip::address_v4::loopback(), port));
-  http::write(socket_->socket, MakeRequest("POST", target, json, "application/json"));
+  http::write(socket_->socket, MakeRequest("POST", target, json, "application/json", {}));
 }
 
 AbandonedRequest::~AbandonedRequest() { Close(); }

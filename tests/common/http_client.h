@@ -21,8 +21,11 @@ struct HttpReply {
 class HttpClient {
  public:
   explicit HttpClient(uint16_t port) : port_(port) {}
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  // `headers` are set last (a "host" one replaces the default 127.0.0.1).
   HttpReply Send(const std::string& method, const std::string& target, const std::string& body = "",
-                 const std::string& content_type = "application/json") const;
+                 const std::string& content_type = "application/json",
+                 const Headers& headers = {}) const;
   HttpReply Get(const std::string& target) const { return Send("GET", target); }
   HttpReply Post(const std::string& target, const std::string& json) const {
     return Send("POST", target, json);

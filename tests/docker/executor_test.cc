@@ -462,6 +462,16 @@ class DockerRecycleTest : public DockerTest {
     size_t at = out.find("cgroup:");
     return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
   }
+  // kWhere's output, run in `sandbox` (a failure is the test's).
+  std::string Where(Sandbox& sandbox) {
+    std::string out;
+    RunPayload p;
+    p.argv = {"bash", "-c", kWhere};
+    auto r =
+        Await(sandbox.Run(std::move(p), [&](StreamKind, std::string_view d) { out.append(d); }));
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return out;
+  }
   // Lets the previous execution's recycle (in the background after Destroy) finish.
   void LetRecycle() { io_.run_for(500ms); }
   static constexpr const char* kWhere =
@@ -559,18 +569,46 @@ TEST_F(DockerRecycleTest, AContainerThatCannotBeWipedIsRemoved) {
 TEST_F(DockerRecycleTest, AKilledSandboxIsNotRecycled) {
   auto sandbox = Await(executor_->Prepare(Spec()));
   ASSERT_TRUE(sandbox.ok()) << sandbox.status().message();
-  std::string first;
-  RunPayload p;
-  p.argv = {"bash", "-c", kWhere};
-  auto r = Await(
-      (*sandbox)->Run(std::move(p), [&](StreamKind, std::string_view d) { first.append(d); }));
-  ASSERT_TRUE(r.ok());
+  const std::string first = Where(**sandbox);
+  ASSERT_FALSE(HasFailure());
   (*sandbox)->Kill();
   Await((*sandbox)->Destroy());
   LetRecycle();
   auto b = Execute({"bash", "-c", kWhere});
   ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
   EXPECT_NE(ContainerOf(b.out), ContainerOf(first));
+}
+
+// The daemon counts the container's processes in its cgroup after the agent's recycle: one the
+// agent cannot see (here a host process the test moves into the container's cgroup, outside its
+// pid namespace) ends the container.
+TEST_F(DockerRecycleTest, AProcessTheAgentCannotSeeEndsTheContainer) {
+  auto sandbox = Await(executor_->Prepare(Spec()));
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status().message();
+  const std::string first = Where(**sandbox);
+  const std::string id = ContainerOf(first).substr(std::string("cgroup:").size());
+  ASSERT_EQ(id.size(), 64u) << first;
+  std::string procs;
+  for (const char* dir :
+       {"/sys/fs/cgroup/pids/docker/", "/sys/fs/cgroup/pids/system.slice/docker-"}) {
+    const std::string path = dir + id + (std::string(dir).ends_with("-") ? ".scope" : "");
+    if (::access((path + "/cgroup.procs").c_str(), W_OK) == 0) procs = path + "/cgroup.procs";
+  }
+  if (procs.empty()) GTEST_SKIP() << "no cgroup v1 pids directory of the container here";
+  pid_t hidden = ::fork();
+  ASSERT_GE(hidden, 0);
+  if (hidden == 0) {
+    ::execlp("sleep", "sleep", "60", nullptr);
+    ::_exit(127);
+  }
+  { std::ofstream(procs) << hidden << "\n"; }
+  Await((*sandbox)->Destroy());
+  LetRecycle();
+  auto b = Execute({"bash", "-c", kWhere});
+  ::kill(hidden, SIGKILL);
+  ::waitpid(hidden, nullptr, 0);
+  ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
+  EXPECT_NE(ContainerOf(b.out), ContainerOf(first)) << "recycled with a process left in it";
 }
 
 // Python programs of the pool's kind: forked from the container's fork server (src/agent/zygote.h),

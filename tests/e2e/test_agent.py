@@ -26,9 +26,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
-from harness import Config, Daemon, E2ETestCase
+from harness import Config, Daemon, E2ETestCase, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model"))
 import scripted_model  # noqa: E402 - tests/model, needs the path above
@@ -772,7 +773,38 @@ class BodyValidationTests:
 # The classes: one daemon per configuration
 
 
-class OpenAIAgentTest(SolveTests, KeyTests, BodyValidationTests, AgentCase):
+class AbandonTests:
+    """Issue #30 item 8: a loop whose client left makes no further model call (it kept calling
+    the model for every attempt left)."""
+
+    def abandon(self, path, read_first_event):
+        program = fenced("import time\ntime.sleep(2)\nraise SystemExit(1)")
+        self.model.push(*[program] * 5)
+        conn = self.client.connection()
+        conn.request("POST", path, body=json.dumps({"task": "Fail slowly.", "max_attempts": 5,
+                                                    "timeout_ms": 10000}),
+                     headers={"Content-Type": "application/json"})
+        if read_first_event:
+            r = conn.getresponse()
+            self.assertEqual(r.status, 200)
+            while b"event: program" not in r.readline():
+                pass
+            r.close()  # the socket stays open while the response holds it
+        else:
+            self.assertTrue(wait_until(lambda: len(self.requests()) == 1, 30),
+                            "the model was never asked")
+        conn.close()  # while attempt 1 runs
+        time.sleep(4)  # attempt 1's program ends after 2 s; without the stop 2 was asked then
+        self.assertEqual(len(self.requests()), 1, self.show_requests())
+
+    def test_an_abandoned_stream_stops_asking_the_model(self):
+        self.abandon(SOLVE_STREAM, read_first_event=True)
+
+    def test_an_abandoned_batch_solve_stops_asking_the_model(self):
+        self.abandon(SOLVE, read_first_event=False)
+
+
+class OpenAIAgentTest(SolveTests, KeyTests, BodyValidationTests, AbandonTests, AgentCase):
     """OpenAI-compatible chat completions, the key in LLM_API_KEY."""
     setup = OPENAI
     daemon_env = OPENAI.env()
@@ -1095,6 +1127,26 @@ class AskTest(unittest.TestCase):
                 r = self.run_cli(setup.env(), "ask", scripted_model.PRIME_QUESTION)
                 self.assertEqual(r.returncode, 1, r)
                 self.assertIn("nested deeper than 128 levels", r.stderr, r)
+
+    def test_ask_runs_a_few_tool_calls_of_one_answer(self):
+        """Issue #30 item 8: one answer calling a tool 20 times runs 4 of the calls; every call
+        still gets its function response, the rest saying they were not run."""
+        self.require_sandboxes()
+        OPENAI.model.clear()
+        calls = [{"id": f"call_{i}", "type": "function",
+                  "function": {"name": "solve_task", "arguments": "{}"}} for i in range(20)]
+        OPENAI.model.push({"raw": json.dumps({"choices": [{
+            "index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": None, "tool_calls": calls}}]})},
+            {"text": "done"})
+        r = self.run_cli(OPENAI.env(), "ask", scripted_model.PRIME_QUESTION)
+        self.assertEqual((r.returncode, r.stdout), (0, "done\n"), r)
+        requests = list(OPENAI.model.requests)
+        self.assertEqual(len(requests), 2, [q["body"] for q in requests])
+        answers = [m for m in requests[1]["body"]["messages"] if m["role"] == "tool"]
+        self.assertEqual([m["tool_call_id"] for m in answers], [c["id"] for c in calls])
+        not_run = [m for m in answers if "not run: at most 4 tool calls" in m["content"]]
+        self.assertEqual(len(not_run), 16, answers)
 
     def test_ask_without_a_provider_is_exit_2(self):
         r = self.run_cli({}, "ask", scripted_model.PRIME_QUESTION)

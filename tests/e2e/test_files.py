@@ -136,7 +136,7 @@ class FilesApiTest(E2ETestCase):
 
     def _raw_download_head(self, file_id):
         r, note = self.client.raw_request(
-            f"GET /v1/files/{file_id} HTTP/1.1\r\nHost: e2e\r\nConnection: close\r\n\r\n"
+            f"GET /v1/files/{file_id} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
             .encode())
         self.assertIsNotNone(r, note)
         self.assertEqual(r.status, 200, r)
@@ -158,7 +158,7 @@ class FileSizeLimitTest(E2ETestCase):
         before = self.client.get("/v1/files").json["files"]
         ctype, body = self.client.multipart([("file", "big.bin", b"\xab" * (2 * 1024 * 1024),
                                               None)])
-        head = (f"POST /v1/files HTTP/1.1\r\nHost: e2e\r\nContent-Type: {ctype}\r\n"
+        head = (f"POST /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Type: {ctype}\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode()
         r, note = self.client.raw_request(head, (body[i:i + 65536]
                                                  for i in range(0, len(body), 65536)))
@@ -287,6 +287,24 @@ class StagedFilesTest(E2ETestCase):
             with self.subTest(path=path):
                 r = self.client.post_json("/v1/execute", {
                     "code": "print(1)", "files": [{"path": path, "file_id": fid}]})
+                self.assertDetail(r, 422, detail)
+
+    def test_paths_that_clash_are_422(self):
+        """Issue #30 item 8: paths of one request that cannot all be files (they were 500s)."""
+        fid = self.upload_ok("p.txt", b"p")
+        cases = [
+            (["a", "a"], "File path 'a' is given twice."),
+            (["a", "./a"], "File path 'a' is given twice."),
+            (["a", "a/b"], "File path 'a/b' is below 'a', which is a file."),
+            (["d/e/f", "d/e"], "File path 'd/e/f' is below 'd/e', which is a file."),
+            (["__main__.py/x"],
+             "File path '__main__.py/x' is below '__main__.py', which is a file (the execution "
+             "entrypoint)."),
+        ]
+        for paths, detail in cases:
+            with self.subTest(paths=paths):
+                r = self.client.post_json("/v1/execute", {
+                    "code": "print(1)", "files": [{"path": p, "file_id": fid} for p in paths]})
                 self.assertDetail(r, 422, detail)
 
     def test_main_py_in_subfolder_allowed(self):
@@ -584,7 +602,7 @@ class SharedStoreTest(E2ETestCase):
         _, a = self.start_replica(store)
         data = os.urandom(2 << 20)
         ctype, body = a.multipart([("file", "slow.bin", data, None)])
-        head = (f"POST /v1/files HTTP/1.1\r\nHost: e2e\r\nContent-Type: {ctype}\r\n"
+        head = (f"POST /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Type: {ctype}\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode()
         resume = threading.Event()
 

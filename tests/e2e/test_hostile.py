@@ -377,12 +377,12 @@ class BadRequestsTest(E2ETestCase):
         self.assertHealthy()
 
     def test_huge_json_body_413(self):
-        head = (f"POST /v1/execute HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+        head = (f"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {self.HUGE}\r\n\r\n").encode()
         self._huge_body(head)
 
     def test_huge_chunked_body_413(self):
-        head = (b"POST /v1/execute HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+        head = (b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n")
         chunk = b" " * (1 << 20)
         framed = b"%x\r\n" % len(chunk) + chunk + b"\r\n"
@@ -396,7 +396,7 @@ class BadRequestsTest(E2ETestCase):
 
     def test_20mb_json_code_413(self):
         body = json.dumps({"code": "#" * (20 * 1024 * 1024)}).encode()
-        head = (f"POST /v1/execute HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+        head = (f"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode()
         r, note = self.client.raw_request(head, (body[i:i + 65536]
                                                  for i in range(0, len(body), 65536)))
@@ -417,7 +417,7 @@ class BadRequestsTest(E2ETestCase):
         self.assertHealthy()
 
     def test_huge_header(self):
-        head = (b"GET /health HTTP/1.1\r\nHost: e2e\r\nX-Big: " + b"a" * (1 << 20) +
+        head = (b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * (1 << 20) +
                 b"\r\n\r\n")
         r, note = self.client.raw_request(head)
         if r is not None:
@@ -453,8 +453,8 @@ class BadRequestsTest(E2ETestCase):
 
     def test_no_body_is_read_as_the_next_request(self):
         # Issue 30 item 7: a Transfer-Encoding: gzip body was read as a request of its own.
-        inner = b"GET /health HTTP/1.1\r\nHost: e2e\r\n\r\n"
-        head = b"POST /v1/execute HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+        inner = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        head = b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         cases = {
             b"Transfer-Encoding: gzip\r\n": 501,
             b"Transfer-Encoding: gzip, chunked\r\n": 501,
@@ -473,7 +473,7 @@ class BadRequestsTest(E2ETestCase):
     def test_a_stream_says_it_closes_and_closes(self):
         body = json.dumps({"code": "print(1)"}).encode()
         statuses, got = self.exchange(
-            b"POST /v1/execute/stream HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json"
+            b"POST /v1/execute/stream HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
             b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body, half_close=False)
         self.assertEqual(statuses, [200], got[:600])
         self.assertIn(b"\r\nConnection: close\r\n", got.split(b"\r\n\r\n")[0] + b"\r\n", got)
@@ -615,9 +615,9 @@ class SlowClientsTest(E2ETestCase):
             for i in range(30):
                 s = socket.create_connection((self.host, self.port), timeout=5)
                 if i % 2:
-                    s.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: e2e\r\n")  # stalls in headers
+                    s.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\n")  # stalls in headers
                 else:
-                    s.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: e2e\r\nContent-Length: 100"
+                    s.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100"
                               b"\r\nContent-Type: application/json\r\n\r\n{\"co")  # in the body
                 socks.append(s)
             t0 = time.monotonic()

@@ -264,6 +264,28 @@ class SessionPythonTest(SessionCase):
                                   {"files": [{"path": "a", "file_id": "nope"}]})
         self.assertDetail(r, 404)
 
+    def test_staging_onto_the_sessions_own_files_is_a_4xx(self):
+        """Issue #30 item 8: a clash within the request is 422; a path the session's own files
+        get in the way of (a file where a directory goes, a symlink) is staged or refused with
+        409 naming it, as the backend's staging allows, never a 500 and never written through
+        a symlink. The session serves on."""
+        sid = self.create()
+        fid = self.upload_ok("s.txt", b"s")
+        stage = lambda *paths: self.client.post_json(  # noqa: E731
+            f"/v1/sessions/{sid}/files", {"files": [{"path": p, "file_id": fid} for p in paths]})
+        self.assertDetail(stage("d.txt", "d.txt"), 422, "File path 'd.txt' is given twice.")
+        self.assertEqual(stage("d.txt").status, 204)
+        self.bash(sid, "echo orig > /tmp/t && ln -s /tmp/t link && ln -s /tmp dirlink")
+        for path in ("d.txt/x", "link", "dirlink/x"):
+            with self.subTest(path=path):
+                r = stage(path)
+                self.assertIn(r.status, (204, 409), r)
+                if r.status == 409:
+                    self.assertIn("could not be staged into the session's workspace",
+                                  r.json["detail"])
+        self.assertEqual(self.bash(sid, "cat /tmp/t")["stdout"], "orig\n",
+                         "the file was written through the symlink")
+
     def test_streamed_execute(self):
         sid = self.create()
         self.py(sid, "n = 3")

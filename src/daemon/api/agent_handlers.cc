@@ -87,8 +87,12 @@ asio::awaitable<void> ApiHandlers::Solve(HttpExchange& ex, bool stream) {
   request->client = ex.client;
   if (stream) co_return co_await SolveStream(ex, *request);
 
-  SolveHooks no_hooks;
-  SolveOutcome outcome = co_await solver_->Solve(*request, no_hooks);
+  bool gone = false;
+  ex.WatchClient([&] { gone = true; });
+  SolveHooks hooks;
+  hooks.abandoned = [&] { return gone; };
+  SolveOutcome outcome = co_await solver_->Solve(*request, hooks);
+  co_await ex.UnwatchClient();
   if (outcome.error) {
     HttpResponse r = ApiErrorResponse(*outcome.error);
     r.body = SolveErrorJson(outcome);
@@ -125,6 +129,7 @@ asio::awaitable<void> ApiHandlers::SolveStream(HttpExchange& ex, const SolveRequ
     flush(a.number);
     stream.Push(SseFrame("attempt", AttemptJson(a)));
   };
+  hooks.abandoned = [&] { return stream.gone(); };
   SolveOutcome outcome = co_await solver_->Solve(request, hooks);
   co_await ex.UnwatchClient();
   if (outcome.error) {

@@ -1,10 +1,26 @@
 #include "daemon/api/handlers.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "daemon/api/responses.h"
 #include "daemon/api/routes.h"
+#include "daemon/http/browser_guard.h"
 
 namespace ci::daemon {
 namespace {
+
+// application/json, any case, parameters allowed ("application/json; charset=utf-8").
+bool IsJsonContentType(std::string_view type) {
+  type = type.substr(0, type.find(';'));
+  while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
+  while (!type.empty() && type.front() == ' ') type.remove_prefix(1);
+  constexpr std::string_view kJson = "application/json";
+  return type.size() == kJson.size() &&
+         std::equal(type.begin(), type.end(), kJson.begin(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == b;
+         });
+}
 
 bool IsSessionRoute(std::string_view pattern) { return pattern.starts_with("/v1/sessions"); }
 bool IsSessionId(std::string_view id) { return id.starts_with("code-session-"); }
@@ -65,6 +81,11 @@ std::span<const ApiHandlers::Route> ApiHandlers::Routes() {
 
 asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
   ex.client.clear();  // a kept-alive connection's previous request was someone's
+  const BrowserPolicy browsers{config_.allowed_origins, config_.allowed_hosts, keys_ == nullptr,
+                               config_.host};
+  if (std::optional<std::string> refused = RefuseBrowserRequest(ex.head(), browsers)) {
+    co_return co_await ex.Respond(ErrorResponse(403, *refused));
+  }
   const std::string& path = ex.head().path;
   const std::string& method = ex.head().method;
   const Route* route = nullptr;
@@ -122,6 +143,17 @@ asio::awaitable<std::optional<std::string>> ApiHandlers::ReadJsonBody(HttpExchan
   }
   if (body.error != BodyError::kNone) {
     co_await ex.Respond(ErrorResponse(400, "Invalid request body: incomplete body"));
+    co_return std::nullopt;
+  }
+  // No page can send a JSON content type without the CORS preflight the daemon never answers.
+  const std::string_view type = ex.head().Header("content-type").value_or("");
+  if (!body.data.empty() && !IsJsonContentType(type)) {
+    // Named first: GCC 12 destroys a ?: result inside a co_await expression twice.
+    const std::string got = type.empty() ? std::string("none") : "'" + std::string(type) + "'";
+    co_await ex.Respond(ErrorResponse(415,
+                                      "Unsupported Media Type: the body must be JSON sent with "
+                                      "'Content-Type: application/json' (got " +
+                                          got + ")"));
     co_return std::nullopt;
   }
   co_return std::move(body.data);

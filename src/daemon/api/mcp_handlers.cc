@@ -16,7 +16,6 @@ asio::awaitable<void> ApiHandlers::Mcp(HttpExchange& ex, const std::string&) {
                          head.Header("mcp-session-id").value_or(""),
                          head.Header("accept").value_or(""),
                          head.Header("mcp-protocol-version").value_or(""),
-                         head.Header("origin").value_or(""),
                          ex.client};
   co_await service_.ProbedLanguages();  // tools/list declares the languages that run
   McpHttpResponse answer = co_await mcp_.Handle(request);

@@ -216,6 +216,12 @@ int Serve() {
   } else if (!ep.address().is_loopback()) {
     spdlog::warn("no API_KEYS_FILE: anyone who reaches port {} may run code (README \"API keys\")",
                  ep.port());
+    if (ep.address().is_unspecified() && c.allowed_hosts.empty()) {
+      spdlog::warn(
+          "no ALLOWED_HOSTS on every address: any Host is served, so a web page whose "
+          "DNS name is rebound to this machine can read what GET serves (README "
+          "\"Security model\", Browsers)");
+    }
   }
   if (model) {
     spdlog::info("agent loop: {}", DescribeModel(*model_config));

@@ -27,6 +27,19 @@ bool IsModuleName(std::string_view name) {
 
 }  // namespace
 
+std::vector<std::string> SplitCommaList(std::string_view text) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos <= text.size();) {
+    size_t comma = std::min(text.find(',', pos), text.size());
+    std::string_view part = text.substr(pos, comma - pos);
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+    if (!part.empty()) out.emplace_back(part);
+    pos = comma + 1;
+  }
+  return out;
+}
+
 Result<std::vector<std::string>> ParseWarmImports(std::string_view text) {
   std::vector<std::string> out;
   if (text.empty()) return out;
@@ -87,6 +100,11 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Int("HTTP_IDLE_TIMEOUT_SEC", c.http_idle_timeout_sec, 1, 3600);
   env.Int("MAX_CONNECTIONS", c.max_connections, 0, 1000000);
   env.Int("SHUTDOWN_GRACE_SEC", c.shutdown_grace_sec, 0, 3600);
+  std::string allowed_origins, allowed_hosts;
+  env.String("ALLOWED_ORIGINS", allowed_origins, /*allow_empty=*/true);
+  env.String("ALLOWED_HOSTS", allowed_hosts, /*allow_empty=*/true);
+  c.allowed_origins = SplitCommaList(allowed_origins);
+  c.allowed_hosts = SplitCommaList(allowed_hosts);
   env.Int("MAX_CONCURRENT_EXECUTIONS", c.max_concurrent_executions, 1, 100000);
   env.Int("EXECUTION_QUEUE_TIMEOUT_SEC", c.execution_queue_timeout_sec, 0, 3600);
   env.Int("EXECUTION_RETRY_AFTER_SEC", c.execution_retry_after_sec, 0, 3600);

@@ -58,6 +58,9 @@ struct Config {
   uint32_t http_idle_timeout_sec = 60;
   uint32_t max_connections = 0;  // 0: derived from RLIMIT_NOFILE (connection_limit.h)
   uint32_t shutdown_grace_sec = 10;
+  // Browsers (http/browser_guard.h): ALLOWED_ORIGINS and ALLOWED_HOSTS, comma-separated.
+  std::vector<std::string> allowed_origins;
+  std::vector<std::string> allowed_hosts;
   // admission and health (onyx 0.4.7)
   uint32_t max_concurrent_executions = 16;
   uint32_t execution_queue_timeout_sec = 30;
@@ -72,6 +75,9 @@ struct Config {
 };
 
 Result<Config> LoadConfig(const EnvLookup& getenv);
+
+// "a, b,c" -> {"a", "b", "c"} (spaces around items dropped, empty items skipped).
+std::vector<std::string> SplitCommaList(std::string_view text);
 
 // WARM_IMPORTS: comma-separated Python module names ("numpy, pandas"); empty: none.
 Result<std::vector<std::string>> ParseWarmImports(std::string_view text);

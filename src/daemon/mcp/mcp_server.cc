@@ -113,25 +113,6 @@ bool AcceptsJson(std::string_view accept) {
   return false;
 }
 
-// The spec asks servers to check Origin against DNS rebinding: a page of another site whose name
-// now resolves to this host sends its own origin. Only browsers send Origin; the daemon serves
-// no CORS headers, so the only pages that may use /mcp are those of a loopback origin (a local
-// tool's UI).
-bool OriginAllowed(std::string_view origin) {
-  if (origin.empty()) return true;
-  size_t scheme_end = origin.find("://");
-  if (scheme_end == std::string_view::npos) return false;  // "null" and other opaque origins
-  std::string_view host = origin.substr(scheme_end + 3);
-  if (host.starts_with("[")) {
-    host = host.substr(0, host.find(']') + 1);
-  } else {
-    host = host.substr(0, host.find(':'));
-  }
-  bool ipv4_loopback =
-      host.starts_with("127.") && host.find_first_not_of("0123456789.") == std::string_view::npos;
-  return EqualsIgnoringCase(host, "localhost") || host == "[::1]" || ipv4_loopback;
-}
-
 bool IsSupportedVersion(std::string_view version) {
   return std::find(std::begin(McpServer::kProtocolVersions), std::end(McpServer::kProtocolVersions),
                    version) != std::end(McpServer::kProtocolVersions);
@@ -159,12 +140,6 @@ McpServer::McpServer(ToolSet& tools, std::string server_version, size_t max_sess
       max_sessions_(std::max<size_t>(max_sessions, 1)) {}
 
 boost::asio::awaitable<McpHttpResponse> McpServer::Handle(const McpHttpRequest& request) {
-  if (!OriginAllowed(request.origin)) {
-    co_return ErrorAnswer(403, kNullId, kTransportError,
-                          fmt::format("Forbidden: Origin '{}' is not a loopback origin; /mcp "
-                                      "refuses pages of other sites (DNS rebinding protection)",
-                                      request.origin));
-  }
   if (request.method == "POST") co_return co_await HandlePost(request);
   if (request.method == "DELETE") co_return HandleDelete(request);
   McpHttpResponse refused = ErrorAnswer(

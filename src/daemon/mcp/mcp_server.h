@@ -28,7 +28,6 @@ struct McpHttpRequest {
   std::string_view session_id;        // the Mcp-Session-Id header, "" if none
   std::string_view accept;            // the Accept header, "" if none
   std::string_view protocol_version;  // the MCP-Protocol-Version header, "" if none
-  std::string_view origin;            // the Origin header, "" if none (only browsers send it)
   // Who asks: the API key's name ("" without keys). Passed to ToolSet::Call, and a session
   // answers only the client that opened it.
   std::string client;

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <set>
 
 #include "daemon/files/workspace_paths.h"
 #include "daemon/service/output_buffer.h"
@@ -138,6 +140,32 @@ std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteReques
   return plan;
 }
 
+namespace {
+
+// Paths of one request that cannot all be files: the same one twice, or one below another
+// (or below the entrypoint): staging them would fail half-way.
+std::optional<std::string> PathClash(const std::vector<StagedFile>& files,
+                                     std::string_view reserved) {
+  std::set<std::string_view> seen;
+  for (const StagedFile& f : files) {
+    if (!seen.insert(f.workspace_path).second)
+      return "File path '" + f.workspace_path + "' is given twice.";
+  }
+  for (const StagedFile& f : files) {
+    for (size_t slash = f.workspace_path.find('/'); slash != std::string::npos;
+         slash = f.workspace_path.find('/', slash + 1)) {
+      const std::string_view dir = std::string_view(f.workspace_path).substr(0, slash);
+      if (seen.count(dir) != 0 || dir == reserved) {
+        return "File path '" + f.workspace_path + "' is below '" + std::string(dir) +
+               "', which is a file" + (dir == reserved ? " (the execution entrypoint)." : ".");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::variant<std::vector<StagedFile>, ApiError> ExecutionService::ResolveFiles(
     const std::vector<FileRef>& files, std::string_view reserved, const std::string& client) const {
   // Pinned, so that a delete while the execution waits or stages does not pull the bytes away
@@ -159,6 +187,7 @@ std::variant<std::vector<StagedFile>, ApiError> ExecutionService::ResolveFiles(
     }
     out.push_back({std::move(path).value(), pins[i]->path(), pins[i]});
   }
+  if (std::optional<std::string> clash = PathClash(out, reserved)) return ApiError{422, *clash};
   return out;
 }
 

@@ -443,6 +443,13 @@ asio::awaitable<std::optional<ApiError>> SessionManager::Stage(const std::string
   SessionPtr s = co_await Acquire(id, client);
   if (!s) co_return NotFound(id);
   Status staged = co_await StageFiles(*s, files);
+  // What the session's own files make impossible (a symlink or a file where a path goes): the
+  // caller's to fix, named.
+  if (!staged.ok() && !staged.gone() && !s->ended) {
+    Release(s);
+    co_return ApiError{
+        409, "The files could not be staged into the session's workspace: " + staged.message()};
+  }
   co_return co_await EndCall(s, staged, "staging files");
 }
 

@@ -118,6 +118,7 @@ boost::asio::awaitable<SolveOutcome> SolveLoop::Solve(const SolveRequest& reques
   conversation.push_back({llm::Message::Role::kUser, request.task, {}, {}, {}});
   const std::vector<llm::ToolDeclaration> no_tools;
   for (int n = 1; n <= request.max_attempts; ++n) {
+    if (hooks.abandoned && hooks.abandoned()) co_return outcome;
     llm::ModelResult answer = co_await model_.Complete(conversation, no_tools);
     if (auto* e = std::get_if<llm::ModelError>(&answer)) {
       outcome.error = ModelFailure(*e);

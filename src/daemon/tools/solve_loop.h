@@ -53,6 +53,8 @@ struct SolveHooks {
   std::function<void(const Attempt&)> program;  // the model's program, before it runs
   std::function<void(int attempt, StreamKind, std::string_view)> output;
   std::function<void(const Attempt&)> attempt;  // an attempt judged
+  // True once nobody waits for the outcome (the client left): no further model call is made.
+  std::function<bool()> abandoned;
 };
 
 // The verdict on an attempt's run: "" accepted, else why not ("it exited with code 1").

@@ -11,6 +11,10 @@ constexpr const char* kInstructions =
     "description of what to compute instead of working it out yourself, then answer from its "
     "output.";
 
+// Calls run per answer of the model; the rest are answered without running (one answer of
+// hundreds of calls ran hundreds of sandboxes from one question).
+constexpr size_t kMaxCallsPerAnswer = 4;
+
 // A function response is an object for both providers: the result, or {"error": why}.
 std::string ResponseObject(const ToolOutcome& outcome) {
   if (!outcome.is_error) return outcome.result_json;
@@ -36,10 +40,17 @@ boost::asio::awaitable<std::variant<std::string, llm::ModelError>> AskWithTools(
     if (reply.tool_calls.empty()) co_return reply.text;
     std::vector<llm::ToolCall> calls = reply.tool_calls;
     conversation.push_back(std::move(reply));
-    for (const llm::ToolCall& call : calls) {
-      if (hooks.calling) hooks.calling(call);
-      ToolOutcome outcome = co_await tools.Call(call.name, call.arguments_json, "");
-      if (hooks.returned) hooks.returned(call, outcome);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const llm::ToolCall& call = calls[i];
+      ToolOutcome outcome{.is_error = true,
+                          .text = "not run: at most " + std::to_string(kMaxCallsPerAnswer) +
+                                  " tool calls of one answer are run; call again for the rest",
+                          .result_json = "{}"};
+      if (i < kMaxCallsPerAnswer) {
+        if (hooks.calling) hooks.calling(call);
+        outcome = co_await tools.Call(call.name, call.arguments_json, "");
+        if (hooks.returned) hooks.returned(call, outcome);
+      }
       conversation.push_back(
           {llm::Message::Role::kTool, ResponseObject(outcome), {}, call.id, call.name});
     }
