@@ -72,8 +72,9 @@ std::vector<std::string> InlineFilesArgv(const std::string& wrapper,
                                          const std::vector<std::string>& files) {
   std::vector<std::string> argv = {
       "/bin/bash", "-c",
-      "n=$1; shift; while [ \"$n\" -gt 0 ]; do printf %s \"$2\" > \"$1\" || exit 126; "
-      "shift 2; n=$((n - 1)); done; exec /bin/bash -c \"$0\" ci-run \"$@\"",
+      "n=$1; shift; while [ \"$n\" -gt 0 ]; do { [ ! -L \"$1\" ] || rm -f -- \"$1\"; } && "
+      "printf %s \"$2\" > \"$1\" || exit 126; shift 2; n=$((n - 1)); done; "
+      "exec /bin/bash -c \"$0\" ci-run \"$@\"",
       wrapper, std::to_string(files.size() / 2)};
   argv.insert(argv.end(), files.begin(), files.end());
   return argv;

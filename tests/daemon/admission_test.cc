@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <string>
 #include <vector>
 
 namespace ci::daemon {
@@ -24,6 +25,7 @@ asio::awaitable<void> Sleep(std::chrono::milliseconds d) {
 struct Client {
   int id;
   std::chrono::milliseconds start_after, hold;
+  std::string key = "";  // the API key's name
 };
 
 std::vector<std::string> Simulate(uint32_t limit, std::chrono::milliseconds queue_timeout,
@@ -37,7 +39,7 @@ std::vector<std::string> Simulate(uint32_t limit, std::chrono::milliseconds queu
         io,
         [&, c]() -> asio::awaitable<void> {
           co_await Sleep(c.start_after);
-          auto permit = co_await admission.Acquire();
+          auto permit = co_await admission.Acquire(c.key);
           if (!permit) {
             events.push_back("reject " + std::to_string(c.id));
             co_return;
@@ -63,6 +65,24 @@ TEST(Admission, WaitersAreServedInArrivalOrder) {
   auto events = Simulate(1, 1000ms, {{1, 0ms, 60ms}, {2, 10ms, 10ms}, {3, 20ms, 10ms}});
   EXPECT_EQ(events,
             (std::vector<std::string>{"run 1", "done 1", "run 2", "done 2", "run 3", "done 3"}));
+}
+
+// Issue #30 item 6: alice's three waiters do not all go before bob's one.
+TEST(Admission, KeysTakeTurnsForFreedSlots) {
+  auto events = Simulate(1, 1000ms,
+                         {{1, 0ms, 60ms, "alice"},
+                          {2, 10ms, 10ms, "alice"},
+                          {3, 11ms, 10ms, "alice"},
+                          {4, 12ms, 10ms, "alice"},
+                          {5, 20ms, 10ms, "bob"}});
+  EXPECT_EQ(events, (std::vector<std::string>{"run 1", "done 1", "run 2", "done 2", "run 5",
+                                              "done 5", "run 3", "done 3", "run 4", "done 4"}));
+}
+
+TEST(Admission, ATimedOutWaiterLeavesTheTurns) {
+  auto events = Simulate(
+      1, 30ms, {{1, 0ms, 100ms, "alice"}, {2, 10ms, 10ms, "bob"}, {3, 80ms, 10ms, "carol"}});
+  EXPECT_EQ(events, (std::vector<std::string>{"run 1", "reject 2", "done 1", "run 3", "done 3"}));
 }
 
 TEST(Admission, AWaiterIsRefusedAfterTheQueueTimeout) {

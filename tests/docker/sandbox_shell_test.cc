@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,8 +30,9 @@ using ::testing::ElementsAreArray;
 // The texts as they must reach the container, written out here so that a change to a script is
 // a change to this test too.
 constexpr const char* kWriter =
-    "n=$1; shift; while [ \"$n\" -gt 0 ]; do printf %s \"$2\" > \"$1\" || exit 126; shift 2; "
-    "n=$((n - 1)); done; exec /bin/bash -c \"$0\" ci-run \"$@\"";
+    "n=$1; shift; while [ \"$n\" -gt 0 ]; do { [ ! -L \"$1\" ] || rm -f -- \"$1\"; } && "
+    "printf %s \"$2\" > \"$1\" || exit 126; shift 2; n=$((n - 1)); done; "
+    "exec /bin/bash -c \"$0\" ci-run \"$@\"";
 constexpr const char* kExecutionWrapper = "\"$@\"; s=$?; kill -9 -1 2>/dev/null; exit $s";
 
 std::string SessionWrapper() { return std::string(kSessionKillFunction) + kSessionRunScript; }
@@ -141,6 +143,23 @@ TEST(SandboxShell, TheHostsBashWritesInlinedFilesExactlyAndRunsTheProgram) {
   EXPECT_EQ(ran.out, tricky + "x[$1 *]\n");
   EXPECT_EQ(work.Read("a.txt"), tricky);
   EXPECT_EQ(work.Read("-dash"), "x");
+}
+
+// A symbolic link where a file goes is replaced, as tar replaces it, never written through
+// (issue #30 item 8: a session's own link to /tmp/t had the staged bytes written into /tmp/t).
+TEST(SandboxShell, TheWriterReplacesASymlinkInsteadOfFollowingIt) {
+  TempDir work;
+  const std::string target = work.Write("target", "orig");
+  ASSERT_EQ(::symlink(target.c_str(), (work.path() + "/link").c_str()), 0);
+  std::vector<std::string> argv = InlineFilesArgv("\"$@\"", {"link", "staged"});
+  argv.push_back("/bin/true");
+  Ran ran = RunIn(work.path(), argv);
+  EXPECT_EQ(ran.status, 0) << ran.out;
+  EXPECT_EQ(work.Read("target"), "orig") << "written through the link";
+  EXPECT_EQ(work.Read("link"), "staged");
+  struct stat st {};
+  ASSERT_EQ(::lstat((work.path() + "/link").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
 }
 
 TEST(SandboxShell, AFileThatCannotBeWrittenIsExitStatus126) {

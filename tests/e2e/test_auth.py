@@ -212,3 +212,30 @@ class MetricsWithAKeyTest(ApiKeyCase):
         self.assertUnauthorized(self.client.get("/metrics"), wrong_key=False)
         self.assertEqual(self.alice.get("/metrics").status, 200)
         self.assertEqual(self.client.get("/health").status, 200)
+
+
+class PerKeyLimitsTest(ApiKeyCase):
+    """Issue #30 item 6: one key cannot take every session of the replica (it took MAX_SESSIONS
+    in 0.6 s); its share is half by default."""
+
+    daemon_env = {"API_KEYS_FILE": KEYS_FILE, "MAX_SESSIONS": "4"}
+
+    def test_one_key_holds_its_share_of_the_sessions(self):
+        made = []
+        for _ in range(2):
+            r = self.alice.post_json("/v1/sessions", {})
+            self.assertEqual(r.status, 201, r)
+            made.append((self.alice, r.json["session_id"]))
+        r = self.alice.post_json("/v1/sessions", {})
+        self.assertDetail(r, 429, "API key 'alice' holds 2 sessions, the most one key may on this "
+                                  "replica (MAX_SESSIONS_PER_KEY 2); delete one or wait for one "
+                                  "to expire.")
+        r = self.bob.post_json("/v1/sessions", {})
+        self.assertEqual(r.status, 201, "bob is served while alice holds her share")
+        made.append((self.bob, r.json["session_id"]))
+        self.assertEqual(self.alice.delete(f"/v1/sessions/{made[0][1]}").status, 204)
+        r = self.alice.post_json("/v1/sessions", {})
+        self.assertEqual(r.status, 201, "a deleted session frees the key's share")
+        made[0] = (self.alice, r.json["session_id"])
+        for client, sid in made:
+            self.assertEqual(client.delete(f"/v1/sessions/{sid}").status, 204)

@@ -263,6 +263,17 @@ TEST_F(McpServerTest, TheLeastRecentlyUsedSessionIsEvicted) {
   }
 }
 
+// Issue #30 item 6: a client opening sessions without end evicts its own, not another's.
+TEST_F(McpServerTest, AClientThatOpensManySessionsEvictsItsOwn) {
+  std::string alice = Open("alice");
+  std::vector<std::string> bobs;
+  for (int i = 0; i < 10; ++i) bobs.push_back(Open("bob"));
+  EXPECT_EQ(server_.session_count(), 3u);
+  EXPECT_EQ(Send("POST", Request("ping"), alice, "alice").status, 200) << "alice's was evicted";
+  EXPECT_EQ(Send("POST", Request("ping"), bobs.back(), "bob").status, 200);
+  EXPECT_EQ(Send("POST", Request("ping"), bobs.front(), "bob").status, 404);
+}
+
 TEST_F(McpServerTest, AnUnsupportedProtocolVersionHeaderIsA400) {
   std::string session = Open();
   McpHttpResponse r = Send("POST", Request("ping"), session, "", "", "2099-01-01");

@@ -162,7 +162,7 @@ asio::awaitable<std::optional<std::string>> ApiHandlers::ReadJsonBody(HttpExchan
 asio::awaitable<std::optional<Admission::Permit>> ApiHandlers::Admit(HttpExchange& ex,
                                                                      Operation op) {
   auto queued_at = std::chrono::steady_clock::now();
-  std::optional<Admission::Permit> permit = co_await admission_.Acquire();
+  std::optional<Admission::Permit> permit = co_await admission_.Acquire(ex.client);
   metrics_.AdmissionWait(
       op, std::chrono::duration<double>(std::chrono::steady_clock::now() - queued_at).count());
   if (!permit) {

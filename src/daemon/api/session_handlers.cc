@@ -18,7 +18,7 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex, const std::st
   if (auto* e = std::get_if<ApiError>(&files)) co_return co_await ex.Respond(ApiErrorResponse(*e));
 
   const Operation op = Operation::kSessionCreate;
-  if (auto full = sessions_.CapacityError()) {
+  if (auto full = sessions_.CapacityError(ex.client)) {
     metrics_.Rejected(op, Rejection::kNoCapacity);
     co_return co_await ex.Respond(ApiErrorResponse(*full));
   }

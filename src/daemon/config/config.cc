@@ -27,6 +27,11 @@ bool IsModuleName(std::string_view name) {
 
 }  // namespace
 
+uint32_t SessionsPerKey(const Config& c) {
+  if (c.max_sessions_per_key != 0) return c.max_sessions_per_key;
+  return std::max<uint32_t>(1, c.max_sessions / 2);
+}
+
 std::vector<std::string> SplitCommaList(std::string_view text) {
   std::vector<std::string> out;
   for (size_t pos = 0; pos <= text.size();) {
@@ -110,6 +115,7 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Int("EXECUTION_RETRY_AFTER_SEC", c.execution_retry_after_sec, 0, 3600);
   env.Int("CAPACITY_RETRY_AFTER_SEC", c.capacity_retry_after_sec, 0, 3600);
   env.Int("MAX_SESSIONS", c.max_sessions, 1, 100000);
+  env.Int("MAX_SESSIONS_PER_KEY", c.max_sessions_per_key, 0, 100000);
   env.Int("HEALTH_CHECK_INTERVAL_SEC", c.health_check_interval_sec, 1, 86400);
   env.Double("BACKEND_CHECK_TIMEOUT_SEC", c.backend_check_timeout_sec, 0.1, 600);
   env.String("API_KEYS_FILE", c.api_keys_file, /*allow_empty=*/true);

@@ -67,6 +67,8 @@ struct Config {
   uint32_t execution_retry_after_sec = 2;
   uint32_t capacity_retry_after_sec = 10;
   uint32_t max_sessions = 64;  // live sessions on this replica; more -> 503
+  // Sessions one API key may hold (more -> 429); 0: half of max_sessions, at least 1.
+  uint32_t max_sessions_per_key = 0;
   uint32_t health_check_interval_sec = 30;
   double backend_check_timeout_sec = 2.5;
   // API keys (daemon/auth/api_keys.h): empty, none (anyone may call).
@@ -75,6 +77,9 @@ struct Config {
 };
 
 Result<Config> LoadConfig(const EnvLookup& getenv);
+
+// MAX_SESSIONS_PER_KEY, or its default: no key may hold every session.
+uint32_t SessionsPerKey(const Config& c);
 
 // "a, b,c" -> {"a", "b", "c"} (spaces around items dropped, empty items skipped).
 std::vector<std::string> SplitCommaList(std::string_view text);

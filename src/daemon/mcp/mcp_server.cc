@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <exception>
+#include <map>
 
 #include "core/json.h"
 #include "core/random.h"
@@ -430,10 +431,19 @@ McpServer::Session* McpServer::OpenSession(std::string protocol_version,
   std::string id = RandomHex(kSessionIdBytes);
   if (id.empty()) return nullptr;
   if (sessions_.size() >= max_sessions_) {
-    spdlog::info("MCP session {} evicted: {} sessions are open, the most kept",
-                 ShortId(sessions_.back().id), sessions_.size());
-    sessions_by_id_.erase(sessions_.back().id);
-    sessions_.pop_back();
+    // The least recently used session of the client holding the most: a client that opens
+    // sessions without end evicts its own, never another's while it holds more (issue #30
+    // item 6).
+    std::map<std::string_view, size_t> held;
+    for (const Session& s : sessions_) ++held[s.client];
+    const auto most = std::max_element(
+        held.begin(), held.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    auto victim = std::find_if(sessions_.rbegin(), sessions_.rend(),
+                               [&](const Session& s) { return s.client == most->first; });
+    spdlog::info("MCP session {} evicted: {} sessions are open, the most kept", ShortId(victim->id),
+                 sessions_.size());
+    sessions_by_id_.erase(victim->id);
+    sessions_.erase(std::next(victim).base());
   }
   sessions_.push_front(
       Session{.id = id, .protocol_version = std::move(protocol_version), .client = client});

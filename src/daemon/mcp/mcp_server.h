@@ -87,7 +87,8 @@ class McpServer {
   // The session `id` of `client`, marked as the most recently used; nullptr when there is none
   // (unknown, ended, evicted, or another client's).
   Session* FindSession(std::string_view id, const std::string& client);
-  // A new session, evicting the least recently used one when full; nullptr when the kernel
+  // A new session, evicting the least recently used one of the client holding the most when
+  // full; nullptr when the kernel
   // gave no random bytes for its id.
   Session* OpenSession(std::string protocol_version, const std::string& client);
 

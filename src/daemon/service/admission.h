@@ -1,6 +1,8 @@
 // Admission control (docs/api.md "Overload"): at most `limit` executions run at once; the rest
-// wait in a FIFO queue for at most `queue_timeout`, then are refused (429). Single-threaded: it
-// lives on the daemon's io_context.
+// wait for at most `queue_timeout`, then are refused (429). Waiters queue per client (API key)
+// and a freed slot goes to the clients in turn, each client's own in arrival order: one key's
+// flood delays another key's execution by one slot's turn, not by the flood (issue #30 item 6).
+// Single-threaded: it lives on the daemon's io_context.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -8,8 +10,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 
 namespace ci::daemon {
 
@@ -33,11 +37,12 @@ class Admission {
             std::chrono::steady_clock::duration queue_timeout)
       : ex_(std::move(ex)), limit_(limit), queue_timeout_(queue_timeout) {}
 
-  // A permit, or nullopt when no slot freed up within the queue timeout.
-  boost::asio::awaitable<std::optional<Permit>> Acquire();
+  // A permit for `client` ("" without API keys), or nullopt when no slot freed up for it within
+  // the queue timeout.
+  boost::asio::awaitable<std::optional<Permit>> Acquire(const std::string& client = "");
 
   uint32_t running() const { return running_; }
-  size_t queued() const { return queue_.size(); }
+  size_t queued() const { return queued_; }
 
  private:
   struct Waiter {
@@ -51,7 +56,9 @@ class Admission {
   uint32_t limit_;
   std::chrono::steady_clock::duration queue_timeout_;
   uint32_t running_ = 0;
-  std::deque<std::shared_ptr<Waiter>> queue_;
+  size_t queued_ = 0;
+  std::map<std::string, std::deque<std::shared_ptr<Waiter>>> waiting_;  // by client
+  std::deque<std::string> turns_;  // the clients with waiters, the next one to serve first
 };
 
 }  // namespace ci::daemon

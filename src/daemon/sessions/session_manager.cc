@@ -82,20 +82,33 @@ asio::awaitable<ApiError> SessionManager::EndGone(SessionPtr s, const Status& wh
                               why.message() + "); create a new session"};
 }
 
-std::optional<ApiError> SessionManager::CapacityError() const {
-  if (sessions_.size() + creating_ < config_.max_sessions) return std::nullopt;
-  return ApiError{
-      503, "Executor capacity unavailable (sessions): " + std::to_string(config_.max_sessions) +
-               " sessions are live on this replica (MAX_SESSIONS); delete one or wait "
-               "for one to expire."};
+std::optional<ApiError> SessionManager::CapacityError(const std::string& client) const {
+  if (sessions_.size() + creating_ >= config_.max_sessions) {
+    return ApiError{
+        503, "Executor capacity unavailable (sessions): " + std::to_string(config_.max_sessions) +
+                 " sessions are live on this replica (MAX_SESSIONS); delete one or wait "
+                 "for one to expire."};
+  }
+  if (client.empty()) return std::nullopt;  // no API keys: one client, the replica's limit
+  const size_t share = SessionsPerKey(config_);
+  auto creating = creating_by_client_.find(client);
+  size_t held = creating == creating_by_client_.end() ? 0 : creating->second;
+  for (const auto& [id, s] : sessions_) held += s->summary.client == client ? 1 : 0;
+  if (held < share) return std::nullopt;
+  return ApiError{429, "API key '" + client + "' holds " + std::to_string(held) +
+                           " sessions, the most one key may on this replica "
+                           "(MAX_SESSIONS_PER_KEY " +
+                           std::to_string(share) + "); delete one or wait for one to expire."};
 }
 
 asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::Create(
     std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client) {
-  if (auto full = CapacityError()) co_return *full;
+  if (auto full = CapacityError(client)) co_return *full;
   ++creating_;
+  ++creating_by_client_[client];
   auto created = co_await CreateSandbox(std::move(files), ttl_seconds, client);
   --creating_;
+  if (--creating_by_client_[client] == 0) creating_by_client_.erase(client);
   // Created while DestroyAll ran (shutdown): nothing would end it, its sandbox would outlive us.
   if (ending_all_ && std::holds_alternative<SessionSummary>(created)) {
     co_await Delete(std::get<SessionSummary>(created).id, client);

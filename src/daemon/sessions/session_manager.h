@@ -51,8 +51,9 @@ class SessionManager {
                  FileStore& store, const SandboxSpec& spec);
 
   bool supported() const { return executor_.supports_sessions(); }
-  // 503 (api.md "Overload") when MAX_SESSIONS sessions are live or being created.
-  std::optional<ApiError> CapacityError() const;
+  // 503 (api.md "Overload") when MAX_SESSIONS sessions are live or being created; 429 when
+  // `client` (an API key's name) holds its share (MAX_SESSIONS_PER_KEY).
+  std::optional<ApiError> CapacityError(const std::string& client) const;
   static ApiError NotFound(const std::string& id);
 
   // Every call names the session's `client` (HttpExchange::client): another client's session is
@@ -143,9 +144,10 @@ class SessionManager {
   FileStore& store_;
   SandboxSpec spec_;
   std::map<std::string, SessionPtr> sessions_;
-  size_t creating_ = 0;            // sessions being set up, counted against MAX_SESSIONS
-  bool ending_all_ = false;        // DestroyAll (shutdown) began
-  std::set<std::string> finding_;  // ids being looked up in the backend
+  size_t creating_ = 0;  // sessions being set up, counted against MAX_SESSIONS
+  std::map<std::string, size_t> creating_by_client_;  // and against each key's share
+  bool ending_all_ = false;                           // DestroyAll (shutdown) began
+  std::set<std::string> finding_;                     // ids being looked up in the backend
   // Sessions ended here, until their expiry: never found in the backend again.
   std::map<std::string, double> ended_;
   void RememberEnded(const Session& s);

@@ -14,9 +14,9 @@ boost::asio::awaitable<std::variant<ProgramResult, ApiError>> ProgramRunner::Run
   }
   // Held until the run ends; none without admission (the CLI). No co_await inside ?: (GCC 12
   // destroys such a result twice) and no assignment (a Permit is move-constructible only).
-  auto acquire = [this]() -> boost::asio::awaitable<std::optional<Admission::Permit>> {
+  auto acquire = [&]() -> boost::asio::awaitable<std::optional<Admission::Permit>> {
     if (admission_ == nullptr) co_return std::nullopt;
-    co_return co_await admission_->Acquire();
+    co_return co_await admission_->Acquire(request.client);
   };
   std::optional<Admission::Permit> permit = co_await acquire();
   if (admission_ != nullptr && !permit) {
