@@ -168,7 +168,8 @@ def _keys_file(text):
 
 ALICE = "alice-" + "d4" * 16
 BOB = "bob-" + "e5" * 16
-RECYCLE_KEYS_FILE = _keys_file(f"alice {ALICE}\nbob {BOB}\n")
+CAROL = "carol-" + "f6" * 16  # the red team's chain: containers of her own, apart from alice's
+RECYCLE_KEYS_FILE = _keys_file(f"alice {ALICE}\nbob {BOB}\ncarol {CAROL}\n")
 # The executor container's id as its own cgroup names it (cgroup v1: the host's cgroup namespace).
 CONTAINER_ID_CODE = ("import re\n"
                      "m = re.search(r'[0-9a-f]{64}', open('/proc/self/cgroup').read())\n"
@@ -215,20 +216,20 @@ class RecycledPerClientTest(E2ETestCase):
         self.assertIn(self.container_of(ALICE), alices, "alice's container was not recycled")
 
     def test_a_leftover_cannot_reach_the_next_execution(self):
-        alice = {"Authorization": f"Bearer {ALICE}"}
-        r = self.client.post_json("/v1/execute", {"code": CHAIN_CODE}, headers=alice)
+        carol = {"Authorization": f"Bearer {CAROL}"}
+        r = self.client.post_json("/v1/execute", {"code": CHAIN_CODE}, headers=carol)
         self.assertEqual((r.status, r.json.get("stdout")), (200, "planted\n"), r)
         for _ in range(10):  # her next executions, in her recycled containers
             time.sleep(0.3)
             r = self.client.post_json("/v1/execute", {
                 "code": "import os\nprint(os.path.exists('/workspace/ast.py'), "
-                        "[p for p in os.listdir('/proc') if p.isdigit()])"}, headers=alice)
+                        "[p for p in os.listdir('/proc') if p.isdigit()])"}, headers=carol)
             self.assertEqual(r.status, 200, r)
             self.assertNotIn("LEAKED", r.json["stdout"] + r.json["stderr"], r.json)
             self.assertTrue(r.json["stdout"].startswith("False "), r.json)
 
 
-# The red team's chain (issue #30 item 1), run by alice against her own recycled container: a
+# The red team's chain (issue #30 item 1), run by carol against her own recycled container: a
 # leftover named with a newline and a fake state, its thread-group leader a zombie while its
 # thread runs, kills every other Python process (the fork server) and plants /workspace/ast.py,
 # which the driver's `import ast` would run in the next execution.

@@ -1,5 +1,5 @@
 """One container of a fake pod: a bubblewrap sandbox over a read-only "image" made of the
-host's /usr, /etc, /opt and /var, with the pod's emptyDir directories bind-mounted at the
+host's /usr, /etc, /opt and /var (without Docker's data), with the pod's emptyDir directories bind-mounted at the
 container's mountPaths, its own pid/ipc/uts namespaces and hostname, running the container's
 command as the container's uid. Exec enters those namespaces with nsenter, so every exec sees
 the same mounts and processes as the container (a `kill -9 -1` reaches a session's shell).
@@ -31,6 +31,29 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # bomb's first fork is already counted). 125: joining failed, nothing ran.
 JOIN_CGROUP = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; '
                'n=$((n - 1)); shift; done; exec "$@"')
+
+
+# Where the host mounts and unmounts while pods start (the Docker lane's containers run beside
+# this suite): a recursive bind of /var would meet a mount going away while bwrap remounts it
+# read-only ("Unable to apply mount flags"), so the image's /var is built around them.
+VOLATILE_VAR = ("/var/lib/docker", "/var/lib/containerd", "/var/tmp")
+
+
+def _image_var(path="/var"):
+    """bwrap arguments for a read-only /var without VOLATILE_VAR: the parents of a left-out
+    directory are made and their other entries bound one by one."""
+    argv = ["--perms", "0755", "--dir", path]
+    for entry in sorted(os.listdir(path)):
+        full = os.path.join(path, entry)
+        if full in VOLATILE_VAR:
+            argv += ["--perms", "1777" if full == "/var/tmp" else "0755", "--dir", full]
+        elif os.path.islink(full):
+            argv += ["--symlink", os.readlink(full), full]
+        elif any(v.startswith(full + "/") for v in VOLATILE_VAR):
+            argv += _image_var(full)
+        else:
+            argv += ["--ro-bind", full, full]
+    return argv
 
 
 class StartError(Exception):
@@ -250,6 +273,8 @@ class Container:
             full = os.path.join("/", entry)
             if os.path.islink(full):
                 argv += ["--symlink", os.readlink(full), full]
+            elif entry == "var":
+                argv += _image_var()
             elif entry in IMAGE_DIRS and os.path.isdir(full):
                 argv += ["--ro-bind", full, full]
         for inside, host in sorted(self.image_files.items()):
