@@ -5,7 +5,6 @@
 
 #include "daemon/api/responses.h"
 #include "daemon/api/routes.h"
-#include "daemon/http/browser_guard.h"
 
 namespace ci::daemon {
 namespace {
@@ -46,7 +45,8 @@ ApiHandlers::ApiHandlers(const Config& config, Executor& executor, FileStore& st
       service_(service),
       sessions_(sessions),
       admission_(admission),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      browsers_{config.allowed_origins, config.allowed_hosts, true, config.host} {}
 
 std::span<const ApiHandlers::Route> ApiHandlers::Routes() {
   static const Route kRoutes[] = {
@@ -81,9 +81,7 @@ std::span<const ApiHandlers::Route> ApiHandlers::Routes() {
 
 asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
   ex.client.clear();  // a kept-alive connection's previous request was someone's
-  const BrowserPolicy browsers{config_.allowed_origins, config_.allowed_hosts, keys_ == nullptr,
-                               config_.host};
-  if (std::optional<std::string> refused = RefuseBrowserRequest(ex.head(), browsers)) {
+  if (std::optional<std::string> refused = RefuseBrowserRequest(ex.head(), browsers_)) {
     co_return co_await ex.Respond(ErrorResponse(403, *refused));
   }
   const std::string& path = ex.head().path;

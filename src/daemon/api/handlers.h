@@ -17,6 +17,7 @@
 #include "daemon/auth/api_keys.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
+#include "daemon/http/browser_guard.h"
 #include "daemon/http/http_exchange.h"
 #include "daemon/mcp/mcp_server.h"
 #include "daemon/service/admission.h"
@@ -38,7 +39,10 @@ class ApiHandlers {
   // The cached result of the background backend check, served by /health.
   void SetHealth(Status status) { health_ = std::move(status); }
   // Requests then need a key (README "API keys"); nullptr: none do.
-  void SetApiKeys(ApiKeys* keys) { keys_ = keys; }
+  void SetApiKeys(ApiKeys* keys) {
+    keys_ = keys;
+    browsers_.check_host = keys == nullptr;  // a key is what a rebound page lacks
+  }
   // What /health says of the deployment (bootstrap's report, read at each request: a nested
   // dockerd's pid and restarts change).
   void SetDeployment(std::function<DeploymentInfo()> deployment) {
@@ -126,6 +130,7 @@ class ApiHandlers {
   Metrics& metrics_;
   Status health_;
   ApiKeys* keys_ = nullptr;
+  BrowserPolicy browsers_;  // from the config; whether Host is checked follows the keys
   std::function<DeploymentInfo()> deployment_;
   ProgramRunner runner_{service_, &admission_};  // the tools' programs
   std::unique_ptr<SolveLoop> solver_;            // with a model only

@@ -30,19 +30,21 @@ bool IsWildcard(std::string_view listen_host) {
          listen_host == "[::]";
 }
 
-}  // namespace
-
+// "localhost", "127.0.0.1", "[::1]" and the rest of 127.0.0.0/8 (a host part, any case).
 bool IsLoopbackHost(std::string_view host) {
   const bool ipv4 =
       host.starts_with("127.") && host.find_first_not_of("0123456789.") == std::string_view::npos;
   return ipv4 || host == "[::1]" || EqualsIgnoringCase(host, "localhost");
 }
 
+// The host part of an Origin ("http://[::1]:3000" -> "[::1]"), or "" for an opaque one ("null").
 std::string_view OriginHost(std::string_view origin) {
   const size_t scheme_end = origin.find("://");
   if (scheme_end == std::string_view::npos) return {};
   return WithoutPort(origin.substr(scheme_end + 3));
 }
+
+}  // namespace
 
 std::optional<std::string> RefuseBrowserRequest(const HttpRequestHead& head,
                                                 const BrowserPolicy& policy) {

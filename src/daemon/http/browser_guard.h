@@ -28,12 +28,6 @@ struct BrowserPolicy {
   std::string listen_host;  // HOST
 };
 
-// "localhost", "127.0.0.1", "[::1]" and the rest of 127.0.0.0/8 (a host part, any case).
-bool IsLoopbackHost(std::string_view host);
-
-// The host part of an Origin ("http://[::1]:3000" -> "[::1]"), or "" for an opaque one ("null").
-std::string_view OriginHost(std::string_view origin);
-
 // nullopt when the request may go on; else why it is refused (a 403's detail).
 std::optional<std::string> RefuseBrowserRequest(const HttpRequestHead& head,
                                                 const BrowserPolicy& policy);
