@@ -1,8 +1,6 @@
 #include "daemon/api/handlers.h"
 
-#include <algorithm>
-#include <cctype>
-
+#include "core/header_text.h"
 #include "daemon/api/responses.h"
 #include "daemon/api/routes.h"
 
@@ -11,14 +9,7 @@ namespace {
 
 // application/json, any case, parameters allowed ("application/json; charset=utf-8").
 bool IsJsonContentType(std::string_view type) {
-  type = type.substr(0, type.find(';'));
-  while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
-  while (!type.empty() && type.front() == ' ') type.remove_prefix(1);
-  constexpr std::string_view kJson = "application/json";
-  return type.size() == kJson.size() &&
-         std::equal(type.begin(), type.end(), kJson.begin(), [](char a, char b) {
-           return std::tolower(static_cast<unsigned char>(a)) == b;
-         });
+  return EqualsIgnoringCase(TrimHeaderSpace(type.substr(0, type.find(';'))), "application/json");
 }
 
 bool IsSessionRoute(std::string_view pattern) { return pattern.starts_with("/v1/sessions"); }

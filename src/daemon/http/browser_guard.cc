@@ -1,17 +1,11 @@
 #include "daemon/http/browser_guard.h"
 
 #include <algorithm>
-#include <cctype>
+
+#include "core/header_text.h"
 
 namespace ci::daemon {
 namespace {
-
-bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 bool Listed(const std::vector<std::string>& list, std::string_view value) {
   return std::any_of(list.begin(), list.end(), [&](const std::string& allowed) {

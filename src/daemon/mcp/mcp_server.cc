@@ -8,6 +8,7 @@
 #include <exception>
 #include <map>
 
+#include "core/header_text.h"
 #include "core/json.h"
 #include "core/random.h"
 #include "core/short_id.h"
@@ -84,28 +85,15 @@ McpHttpResponse ErrorAnswer(int status, std::string_view id_json, int code,
   return JsonAnswer(status, ErrorJson(id_json, code, message));
 }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 // Lenient, so that curl and hand-written clients work: only an Accept header that lists media
 // ranges none of which covers application/json is refused.
 bool AcceptsJson(std::string_view accept) {
-  if (Trim(accept).empty()) return true;
+  if (TrimHeaderSpace(accept).empty()) return true;
   while (!accept.empty()) {
     size_t comma = accept.find(',');
     std::string_view range = accept.substr(0, comma);
     accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
-    range = Trim(range.substr(0, range.find(';')));
+    range = TrimHeaderSpace(range.substr(0, range.find(';')));
     if (EqualsIgnoringCase(range, "application/json") ||
         EqualsIgnoringCase(range, "application/*") || range == "*/*") {
       return true;
