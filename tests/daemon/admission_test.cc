@@ -29,10 +29,9 @@ struct Client {
 };
 
 std::vector<std::string> Simulate(uint32_t limit, std::chrono::milliseconds queue_timeout,
-                                  std::vector<Client> clients, Admission** out = nullptr) {
+                                  std::vector<Client> clients, Admission::ShareOf share_of = {}) {
   asio::io_context io;
-  Admission admission(io.get_executor(), limit, queue_timeout);
-  if (out) *out = &admission;
+  Admission admission(io.get_executor(), limit, queue_timeout, std::move(share_of));
   std::vector<std::string> events;
   for (const auto& c : clients) {
     asio::co_spawn(
@@ -77,6 +76,23 @@ TEST(Admission, KeysTakeTurnsForFreedSlots) {
                           {5, 20ms, 10ms, "bob"}});
   EXPECT_EQ(events, (std::vector<std::string>{"run 1", "done 1", "run 2", "done 2", "run 5",
                                               "done 5", "run 3", "done 3", "run 4", "done 4"}));
+}
+
+// A key holds at most its share even with slots free; another key takes them, and the key's
+// waiter runs when one of its own ends. A share of 0 is refused at once.
+TEST(Admission, AKeyHoldsAtMostItsShare) {
+  auto share = [](const std::string& client) -> uint32_t {
+    return client == "alice" ? 2 : client == "mallory" ? 0 : 3;
+  };
+  auto events = Simulate(3, 1000ms,
+                         {{1, 0ms, 50ms, "alice"},
+                          {2, 1ms, 80ms, "alice"},
+                          {3, 2ms, 10ms, "alice"},
+                          {4, 10ms, 10ms, "bob"},
+                          {5, 12ms, 10ms, "mallory"}},
+                         share);
+  EXPECT_EQ(events, (std::vector<std::string>{"run 1", "run 2", "run 4", "reject 5", "done 4",
+                                              "done 1", "run 3", "done 3", "done 2"}));
 }
 
 TEST(Admission, ATimedOutWaiterLeavesTheTurns) {

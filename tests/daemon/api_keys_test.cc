@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "daemon/auth/key_quotas.h"
+
 namespace ci::daemon {
 namespace {
 
@@ -41,7 +43,13 @@ TEST(ParseApiKeys, EachMistakeNamesItsLineAndNeverTheKey) {
     std::string says;
   } cases[] = {
       {"alice\n", "line 1: expected NAME and KEY"},
-      {"# c\nalice " + key + " extra\n", "line 2: expected NAME and KEY"},
+      {"# c\nalice " + key + " extra\n", "line 2: the limits of alice: a field after the key"},
+      {"alice " + key + " " + key + "\n", "line 1: the limits of alice: a field after the key"},
+      {"alice " + key + " sessions=two\n", "sessions= needs a whole number from 0"},
+      {"alice " + key + " files_mb=-1\n", "files_mb= needs a whole number"},
+      {"alice " + key + " executions=1000000000\n", "executions= needs a whole number"},
+      {"alice " + key + " mcp_sessions=0\n", "mcp_sessions= needs a whole number from 1"},
+      {"alice " + key + " model_calls=1 model_calls=2\n", "model_calls is given twice"},
       {"al!ce " + key + "\n", "line 1: the NAME must be"},
       {std::string(65, 'a') + " " + key + "\n", "the NAME must be"},
       {"alice short\n", "shorter than 16 characters"},
@@ -56,6 +64,75 @@ TEST(ParseApiKeys, EachMistakeNamesItsLineAndNeverTheKey) {
     EXPECT_THAT(keys.status().message(), HasSubstr(c.says)) << c.text;
     EXPECT_THAT(keys.status().message(), Not(HasSubstr("s3cr3t"))) << "a key in an error";
   }
+}
+
+TEST(ParseApiKeys, LimitsAfterTheKeyAreTheKeysOwn) {
+  auto keys = ParseApiKeys(std::string("alice ") + kAliceKey +
+                           " sessions=3 executions=0 files_mb=512 mcp_sessions=7 model_calls=1\n" +
+                           "bob " + kBobKey + "\n");
+  ASSERT_TRUE(keys.ok()) << keys.status().message();
+  const KeyLimits& a = (*keys)[0].limits;
+  EXPECT_EQ(a.sessions, 3u);
+  EXPECT_EQ(a.executions, 0u);
+  EXPECT_EQ(a.files_mb, 512u);
+  EXPECT_EQ(a.mcp_sessions, 7u);
+  EXPECT_EQ(a.model_calls, 1u);
+  const KeyLimits& b = (*keys)[1].limits;
+  EXPECT_FALSE(b.sessions || b.executions || b.files_mb || b.mcp_sessions || b.model_calls);
+}
+
+// A key's share: its own limits (never above the replica's), else the defaults, which leave
+// room for other keys; without keys ("") the one client has the whole replica.
+TEST(KeyQuotas, OwnLimitsDefaultsAndTheWholeReplica) {
+  Config c;
+  c.max_sessions = 64;
+  c.max_concurrent_executions = 16;
+  c.file_storage_max_mb = 1000;
+  c.max_mcp_sessions = 1000;
+  c.max_concurrent_model_calls = 8;
+  KeyQuotas quotas(c);
+  Quota whole = quotas.For("");
+  EXPECT_EQ(whole.sessions, 64u);
+  EXPECT_EQ(whole.executions, 16u);
+  EXPECT_EQ(whole.file_bytes, UINT64_MAX);
+  EXPECT_EQ(whole.model_calls, 8u);
+  Quota d = quotas.For("bob");
+  EXPECT_EQ(d.sessions, 32u);
+  EXPECT_EQ(d.executions, 12u);
+  EXPECT_EQ(d.file_bytes, 500ull << 20);
+  EXPECT_EQ(d.mcp_sessions, 500u);
+  EXPECT_EQ(d.model_calls, 4u);
+
+  auto keys = ParseApiKeys(std::string("alice ") + kAliceKey +
+                           " sessions=100 executions=0 files_mb=2000 model_calls=2\n");
+  ASSERT_TRUE(keys.ok());
+  quotas.Set(*keys);
+  Quota a = quotas.For("alice");
+  EXPECT_EQ(a.sessions, 64u) << "never above the replica's";
+  EXPECT_EQ(a.executions, 0u);
+  EXPECT_EQ(a.file_bytes, 2000ull << 20) << "the store's quota still applies on top";
+  EXPECT_EQ(a.mcp_sessions, 500u);
+  EXPECT_EQ(a.model_calls, 2u);
+  EXPECT_EQ(quotas.For("bob").sessions, 32u);
+
+  // Configured defaults; tiny replicas still give each key one.
+  c.max_sessions_per_key = 5;
+  c.max_executions_per_key = 3;
+  c.file_storage_per_key_mb = 10;
+  c.max_model_calls_per_key = 1;
+  Quota set = KeyQuotas(c).For("bob");
+  EXPECT_EQ(set.sessions, 5u);
+  EXPECT_EQ(set.executions, 3u);
+  EXPECT_EQ(set.file_bytes, 10ull << 20);
+  EXPECT_EQ(set.model_calls, 1u);
+  Config tiny;
+  tiny.max_sessions = 1;
+  tiny.max_concurrent_executions = 1;
+  tiny.max_concurrent_model_calls = 1;
+  Quota one = KeyQuotas(tiny).For("bob");
+  EXPECT_EQ(one.sessions, 1u);
+  EXPECT_EQ(one.executions, 1u);
+  EXPECT_EQ(one.model_calls, 1u);
 }
 
 class ApiKeysFileTest : public ::testing::Test {
@@ -142,6 +219,18 @@ TEST_F(ApiKeysFileTest, ChangesAreReadWithoutARestart) {
   Write(std::string("bob ") + kBobKey + "\ncarol tiny\n");
   Later();
   EXPECT_EQ(keys->Authenticate(Bearer(kBobKey)).name, "bob");
+
+  // The limits on the lines follow every re-read.
+  std::vector<std::string> seen;
+  keys->OnLoad([&seen](const std::vector<ApiKey>& k) {
+    seen.push_back(k.empty() || !k[0].limits.sessions ? "-"
+                                                      : std::to_string(*k[0].limits.sessions));
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"-"})) << "called at once with the keys read";
+  Write(std::string("bob ") + kBobKey + " sessions=2\n");
+  Later();
+  EXPECT_TRUE(keys->Authenticate(Bearer(kBobKey)).ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"-", "2"}));
 
   // No file: no key is accepted; back: accepted again.
   ASSERT_EQ(unlink(path_.c_str()), 0);

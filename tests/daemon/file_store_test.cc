@@ -388,7 +388,7 @@ class FileStoreQuotaTest : public FileStoreTest {
     Result<std::unique_ptr<FileStore::Upload>> up = store.BeginUpload(10 * kMiB);
     ASSERT_TRUE(up.ok());
     EXPECT_FALSE((*up)->Write(Dense(kMiB)).ok());
-    EXPECT_TRUE((*up)->store_full());
+    EXPECT_EQ((*up)->full(), FileStore::Full::kStore);
   }
   // Random bytes: nothing for the store to leave as a hole.
   static std::string Dense(size_t n) {
@@ -410,7 +410,7 @@ TEST_F(FileStoreQuotaTest, UploadOverTheQuotaIsRefusedWholeAndFreesItsSpace) {
   Status s;
   for (int i = 0; i < 16 && s.ok(); ++i) s = (*up)->Write(Dense(64 * 1024));
   ASSERT_FALSE(s.ok()) << "1 MiB more went into a 2 MiB store holding 1.5 MiB";
-  EXPECT_TRUE((*up)->store_full());
+  EXPECT_EQ((*up)->full(), FileStore::Full::kStore);
   EXPECT_NE(s.message().find("file storage is full"), std::string::npos) << s.message();
   EXPECT_FALSE((*up)->Commit("second.bin").ok());
   up->reset();
@@ -431,10 +431,10 @@ TEST_F(FileStoreQuotaTest, AdoptOverTheQuotaIsRefusedAndTheSourceKept) {
   ASSERT_TRUE(store_->AdoptFile(a, "a").ok());
   std::string b = store_->incoming_dir() + "/b";
   WriteFile(b, Dense(kMiB));
-  bool full = false;
+  FileStore::Full full = FileStore::Full::kNo;
   Result<FileMeta> meta = store_->AdoptFile(b, "b", &full);
   ASSERT_FALSE(meta.ok());
-  EXPECT_TRUE(full);
+  EXPECT_EQ(full, FileStore::Full::kStore);
   EXPECT_TRUE(fs::exists(b)) << "the caller decides what happens to a refused file";
   EXPECT_EQ(store_->List().size(), 1u);
   // A sparse file of the same apparent size costs no blocks and fits.
@@ -442,7 +442,7 @@ TEST_F(FileStoreQuotaTest, AdoptOverTheQuotaIsRefusedAndTheSourceKept) {
   WriteFile(c, "c");
   ASSERT_EQ(truncate(c.c_str(), 8 * kMiB), 0);
   EXPECT_TRUE(store_->AdoptFile(c, "c", &full).ok());
-  EXPECT_FALSE(full);
+  EXPECT_EQ(full, FileStore::Full::kNo);
 }
 
 TEST_F(FileStoreQuotaTest, FilesAlreadyStoredCountAfterReopening) {
@@ -494,13 +494,81 @@ TEST_F(FileStoreQuotaTest, AnAdoptionFindsRoomFreedByAnotherStore) {
   ASSERT_NE(store_, nullptr);
   std::string c = store_->incoming_dir() + "/c";
   WriteFile(c, Dense(kMiB));
-  bool full = false;
+  FileStore::Full full = FileStore::Full::kNo;
   EXPECT_FALSE(store_->AdoptFile(c, "c", &full).ok());
-  EXPECT_TRUE(full);
+  EXPECT_EQ(full, FileStore::Full::kStore);
   // Deleted through b: store_ still counts it, but looks again before refusing.
   ASSERT_TRUE(b->Delete(kept->file_id));
   EXPECT_TRUE(store_->AdoptFile(c, "c", &full).ok()) << "the delete through b is unseen";
-  EXPECT_FALSE(full);
+  EXPECT_EQ(full, FileStore::Full::kNo);
+}
+
+// Each API key's share of the store (issue #30 item 6): its uploads and its output files count
+// against it, another key's do not, and a store opened later counts them from the metadata.
+class FileStoreShareTest : public FileStoreQuotaTest {
+ protected:
+  static constexpr uint64_t kShare = 2 * kMiB;
+  void Share(FileStore& store) {
+    store.SetShares(
+        [](const std::string& client) { return client == "alice" ? kShare : FileStore::kNoQuota; });
+  }
+  void SetUp() override {
+    FileStoreTest::SetUp();
+    store_.reset();
+    auto s = FileStore::Open(dir_, 64 * kMiB);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    store_ = std::move(s).value();
+    Share(*store_);
+  }
+  Result<FileMeta> UploadAs(FileStore& store, const std::string& client, size_t bytes) {
+    Result<std::unique_ptr<FileStore::Upload>> up = store.BeginUpload(10 * kMiB, client);
+    if (!up.ok()) return up.status();
+    if (Status s = (*up)->Write(Dense(bytes)); !s.ok()) {
+      last_full_ = (*up)->full();
+      return s;
+    }
+    return (*up)->Commit("f.bin");
+  }
+  FileStore::Full last_full_ = FileStore::Full::kNo;
+};
+
+TEST_F(FileStoreShareTest, UploadsAndOutputFilesCountAgainstTheKeysShareOnly) {
+  Result<FileMeta> first = UploadAs(*store_, "alice", kMiB + kMiB / 2);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_GE(store_->used_bytes_of("alice"), kMiB + kMiB / 2);
+  Result<FileMeta> over = UploadAs(*store_, "alice", kMiB);
+  ASSERT_FALSE(over.ok()) << "alice stored 2.5 MiB with a 2 MiB share";
+  EXPECT_EQ(last_full_, FileStore::Full::kShare);
+  EXPECT_NE(over.status().message().find("share"), std::string::npos) << over.status().message();
+  // An output file of alice's (adopted from a sandbox) meets the same share; bob's does not.
+  std::string out = store_->incoming_dir() + "/out";
+  WriteFile(out, Dense(kMiB));
+  FileStore::Full full = FileStore::Full::kNo;
+  EXPECT_FALSE(store_->AdoptFile(out, "out.bin", &full, "alice").ok());
+  EXPECT_EQ(full, FileStore::Full::kShare);
+  EXPECT_TRUE(fs::exists(out));
+  Result<FileMeta> bobs = store_->AdoptFile(out, "out.bin", &full, "bob");
+  ASSERT_TRUE(bobs.ok()) << bobs.status().message();
+  EXPECT_EQ(bobs->client, "bob");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(UploadAs(*store_, "bob", kMiB + kMiB / 2).ok());
+  // A failed upload leaves no reservation behind; deleting frees the share.
+  EXPECT_LT(store_->used_bytes_of("alice"), kShare);
+  ASSERT_TRUE(store_->Delete(first->file_id));
+  EXPECT_EQ(store_->used_bytes_of("alice"), 0u);
+  EXPECT_TRUE(UploadAs(*store_, "alice", kMiB + kMiB / 2).ok());
+}
+
+TEST_F(FileStoreShareTest, AnotherStoreOnTheDirectoryCountsTheKeysFiles) {
+  ASSERT_TRUE(UploadAs(*store_, "alice", kMiB + kMiB / 2).ok());
+  auto opened = FileStore::Open(dir_, 64 * kMiB);
+  ASSERT_TRUE(opened.ok());
+  std::unique_ptr<FileStore> b = std::move(opened).value();
+  Share(*b);
+  EXPECT_GE(b->used_bytes_of("alice"), kMiB + kMiB / 2) << "attributed from its metadata";
+  EXPECT_EQ(b->used_bytes_of("bob"), 0u);
+  EXPECT_FALSE(UploadAs(*b, "alice", kMiB).ok());
+  EXPECT_EQ(last_full_, FileStore::Full::kShare);
+  EXPECT_TRUE(UploadAs(*b, "bob", kMiB).ok());
 }
 
 TEST_F(FileStoreTest, PinnedBytesSurviveADelete) {

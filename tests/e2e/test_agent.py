@@ -26,10 +26,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
-from harness import Config, Daemon, E2ETestCase, wait_until
+from harness import Client, Config, Daemon, E2ETestCase, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model"))
 import scripted_model  # noqa: E402 - tests/model, needs the path above
@@ -140,6 +141,7 @@ GEMINI_INLINE = Setup("gemini", key_from_file=False)
 # Their own servers: a delayed reply answers (and counts) after its test gave up on it.
 OPENAI_SLOW = Setup("openai", key_from_file=False)
 GEMINI_SLOW = Setup("gemini", key_from_file=True)
+OPENAI_LIMITS = Setup("openai", key_from_file=False)
 try:
     OPENAI_TLS = Setup("openai", key_from_file=False, tls=True)
     GEMINI_TLS = Setup("gemini", key_from_file=False, tls=True)
@@ -886,6 +888,52 @@ class GeminiTimeoutTest(TimeoutTests, AgentCase):
 
 # --------------------------------------------------------------------------------------------
 # HTTPS and an unreachable model
+
+
+# API keys for ModelCallLimitsTest: alice may not call the model, bob and carol have the default.
+API_KEYS = {name: f"{name}-" + secrets.token_hex(16) for name in ("alice", "bob", "carol")}
+API_KEYS_FILE = _key_file("api-keys", f"alice {API_KEYS['alice']} model_calls=0\n"
+                                      f"bob {API_KEYS['bob']}\ncarol {API_KEYS['carol']}")
+
+
+@local_backend_only
+class ModelCallLimitsTest(AgentCase):
+    """Issue #30 items 6 and 8: model calls in flight are capped on the replica
+    (MAX_CONCURRENT_MODEL_CALLS) and per key (MAX_MODEL_CALLS_PER_KEY, model_calls= on the key's
+    line); a key with model_calls=0 may not start the loop at all."""
+    setup = OPENAI_LIMITS
+    daemon_env = OPENAI_LIMITS.env(API_KEYS_FILE=API_KEYS_FILE, MAX_CONCURRENT_MODEL_CALLS="1",
+                                   EXECUTION_QUEUE_TIMEOUT_SEC="1", **NO_WARM_POOL)
+
+    def as_key(self, name):
+        return Client(self.host, self.port, self._exchanges,
+                      headers={"Authorization": f"Bearer {API_KEYS[name]}"})
+
+    def test_a_key_without_model_calls_is_refused_before_the_model(self):
+        r = self.as_key("alice").post_json(SOLVE, {"task": "Print 1."})
+        self.assertDetail(r, 403, "API key 'alice' may not call the model (model_calls=0 on its "
+                                  "line in API_KEYS_FILE)")
+        self.assertEqual(self.requests(), [], "the model was asked")
+
+    def test_calls_beyond_the_replicas_and_the_keys_share_wait_then_are_refused(self):
+        self.model.push({"delay_s": 4, **fenced("print(1)")})
+        first = {}
+        slow = threading.Thread(target=lambda: first.update(
+            r=self.as_key("bob").post_json(SOLVE, {"task": "Print 1."}, timeout=60)))
+        slow.start()
+        try:
+            self.assertTrue(wait_until(lambda: len(self.requests()) == 1, 30, 0.05),
+                            "the model was never asked")
+            r = self.as_key("bob").post_json(SOLVE, {"task": "Print 2."})
+            self.assertDetail(r, 429, prefix="API key 'bob' has 1 model calls in flight, its "
+                                             "share (model_calls= on its line")
+            r = self.as_key("carol").post_json(SOLVE, {"task": "Print 3."})
+            self.assertDetail(r, 429, prefix="The model is busy: MAX_CONCURRENT_MODEL_CALLS")
+        finally:
+            slow.join()
+        self.assertEqual(first["r"].status, 200, first["r"])
+        self.assertEqual(first["r"].json["status"], "solved", first["r"].json)
+        self.assertEqual(len(self.requests()), 1, self.show_requests())
 
 
 class TlsCase(AgentCase):

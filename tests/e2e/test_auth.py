@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 
 from harness import Client, E2ETestCase, wait_until
 
@@ -32,6 +33,12 @@ def write_keys(text):
 
 write_keys(KEYS)
 os.chmod(KEYS_DIR, 0o755)
+# Keys with limits of their own (issue #30 item 6): alice may run one execution at a time and
+# keep 1 MB of files; bob has the defaults.
+LIMITS_FILE = os.path.join(KEYS_DIR, "api-keys-limits")
+with open(LIMITS_FILE, "w") as _f:
+    _f.write(f"alice {ALICE} executions=1 files_mb=1\nbob {BOB}\n")
+os.chmod(LIMITS_FILE, 0o644)
 
 OPEN = {("GET", "/health"), ("GET", "/ready"), ("GET", "/openapi.json"), ("GET", "/metrics")}
 SAMPLE_IDS = {"{file_id}": "0b0f2e0c-1d2c-4c3b-9a4d-5e6f7a8b9c0d",
@@ -227,9 +234,9 @@ class PerKeyLimitsTest(ApiKeyCase):
             self.assertEqual(r.status, 201, r)
             made.append((self.alice, r.json["session_id"]))
         r = self.alice.post_json("/v1/sessions", {})
-        self.assertDetail(r, 429, "API key 'alice' holds 2 sessions, the most one key may on this "
-                                  "replica (MAX_SESSIONS_PER_KEY 2); delete one or wait for one "
-                                  "to expire.")
+        self.assertDetail(r, 429, "API key 'alice' holds 2 sessions, its share of this replica "
+                                  "(2: sessions= on its line in API_KEYS_FILE, else "
+                                  "MAX_SESSIONS_PER_KEY); delete one or wait for one to expire.")
         r = self.bob.post_json("/v1/sessions", {})
         self.assertEqual(r.status, 201, "bob is served while alice holds her share")
         made.append((self.bob, r.json["session_id"]))
@@ -239,3 +246,58 @@ class PerKeyLimitsTest(ApiKeyCase):
         made[0] = (self.alice, r.json["session_id"])
         for client, sid in made:
             self.assertEqual(client.delete(f"/v1/sessions/{sid}").status, 204)
+
+
+class KeyLimitsFromTheFileTest(ApiKeyCase):
+    """Issue #30 item 6: the limits on a key's line hold for that key only: its executions at
+    once, and its file storage, output files included (they were not counted)."""
+
+    daemon_env = {"API_KEYS_FILE": LIMITS_FILE, "EXECUTION_QUEUE_TIMEOUT_SEC": "0"}
+
+    def active_executions(self):
+        text = self.client.get("/metrics").body.decode()
+        return sum(float(line.split()[1]) for line in text.splitlines()
+                   if line.startswith("code_interpreter_executions_active{"))
+
+    def test_a_key_runs_at_most_its_executions(self):
+        first = {}
+        slow = threading.Thread(target=lambda: first.update(r=self.alice.post_json(
+            "/v1/execute", {"code": "import time\ntime.sleep(3)\nprint('done')",
+                            "timeout_ms": 20000}, timeout=60)))
+        slow.start()
+        try:
+            self.assertTrue(wait_until(lambda: self.active_executions() == 1, 30, 0.05),
+                            "alice's first execution never ran")
+            r = self.alice.post_json("/v1/execute", {"code": "print(2)"})
+            self.assertDetail(r, 429, prefix="API key 'alice' runs 1 executions, its share of this "
+                                             "replica (executions= on its line in API_KEYS_FILE")
+            r = self.bob.post_json("/v1/execute", {"code": "print(3)"})
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.json["stdout"], "3\n", r)
+        finally:
+            slow.join()
+        self.assertEqual(first["r"].status, 200, first["r"])
+        self.assertEqual(first["r"].json["stdout"], "done\n")
+        r = self.alice.post_json("/v1/execute", {"code": "print(4)"})
+        self.assertEqual(r.status, 200, "her share is free again")
+
+    def test_uploads_and_output_files_count_against_the_keys_share(self):
+        big = os.urandom(1536 * 1024)  # random: no holes to store it in less
+        ctype, body = self.alice.multipart([("file", "big.bin", big, None)])
+        r = self.alice.request("POST", "/v1/files", body=body, headers={"Content-Type": ctype})
+        self.assertDetail(r, 507, prefix="API key 'alice' has used its share of the file storage")
+        bobs = self.upload(self.bob, "big.bin", big)
+        write = ("import os\nopen('small.txt', 'w').write('s')\n"
+                 "open('big.bin', 'wb').write(os.urandom(1536 * 1024))\nprint('ok')")
+        r = self.alice.post_json("/v1/execute", {"code": write})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual([f["path"] for f in r.json["files"]], ["small.txt"], r)
+        self.assertTrue(r.json["files_truncated"], "the output over her share was not reported")
+        kept = r.json["files"][0]["file_id"]
+        r = self.bob.post_json("/v1/execute", {"code": write})
+        self.assertEqual(sorted(f["path"] for f in r.json["files"]), ["big.bin", "small.txt"], r)
+        self.assertFalse(r.json["files_truncated"], r)
+        for f in r.json["files"]:
+            self.assertEqual(self.bob.delete(f"/v1/files/{f['file_id']}").status, 204)
+        self.assertEqual(self.bob.delete(f"/v1/files/{bobs}").status, 204)
+        self.assertEqual(self.alice.delete(f"/v1/files/{kept}").status, 204)

@@ -155,7 +155,9 @@ class McpServerTest : public ::testing::Test {
 
   asio::io_context io_;
   FakeToolSet tools_;
-  McpServer server_{tools_, "9.8.7", 3};
+  // Keeps 3 sessions; carol's share is 2 of them.
+  McpServer server_{tools_, "9.8.7", 3,
+                    [](const std::string& client) -> size_t { return client == "carol" ? 2 : 3; }};
 };
 
 // --- initialize and sessions ------------------------------------------------------------------
@@ -272,6 +274,20 @@ TEST_F(McpServerTest, AClientThatOpensManySessionsEvictsItsOwn) {
   EXPECT_EQ(Send("POST", Request("ping"), alice, "alice").status, 200) << "alice's was evicted";
   EXPECT_EQ(Send("POST", Request("ping"), bobs.back(), "bob").status, 200);
   EXPECT_EQ(Send("POST", Request("ping"), bobs.front(), "bob").status, 404);
+}
+
+// A client at its share (mcp_sessions= in the key file) evicts its own oldest even with room.
+TEST_F(McpServerTest, AClientAtItsShareEvictsItsOwnOldest) {
+  std::string first = Open("carol"), second = Open("carol");
+  EXPECT_EQ(server_.session_count(), 2u);
+  std::string third = Open("carol");
+  EXPECT_EQ(server_.session_count(), 2u) << "a third was room left, but not carol's";
+  EXPECT_EQ(Send("POST", Request("ping"), first, "carol").status, 404);
+  EXPECT_EQ(Send("POST", Request("ping"), second, "carol").status, 200);
+  EXPECT_EQ(Send("POST", Request("ping"), third, "carol").status, 200);
+  std::string alice = Open("alice");
+  EXPECT_EQ(server_.session_count(), 3u);
+  EXPECT_EQ(Send("POST", Request("ping"), alice, "alice").status, 200);
 }
 
 TEST_F(McpServerTest, AnUnsupportedProtocolVersionHeaderIsA400) {

@@ -44,7 +44,7 @@ std::string ErrorEventJson(const SolveOutcome& outcome) {
 }  // namespace
 
 void ApiHandlers::SetModel(llm::Provider* model) {
-  solver_ = model ? std::make_unique<SolveLoop>(*model, runner_) : nullptr;
+  solver_ = model ? std::make_unique<SolveLoop>(*model, runner_, &model_calls_) : nullptr;
   tools_.SetSolver(solver_.get());
 }
 

@@ -16,10 +16,17 @@ std::string FileSizeError(uint64_t max_mb) {
   return "File size exceeds maximum of " + std::to_string(max_mb) + " MB";
 }
 
-// 507 Insufficient Storage: the request was fine, the store has no room for it.
+// 507 Insufficient Storage: the request was fine, the store (or the key's share) has no room.
 std::string StoreFullError(uint64_t max_mb) {
   return "File storage is full (FILE_STORAGE_MAX_MB=" + std::to_string(max_mb) +
          "): delete stored files or raise FILE_STORAGE_MAX_MB";
+}
+
+std::string ShareFullError(const std::string& client, uint64_t used, uint64_t share) {
+  return "API key '" + client + "' has used its share of the file storage (" +
+         std::to_string(used >> 20) + " of " + std::to_string(share >> 20) +
+         " MB: files_mb= on its line in API_KEYS_FILE, else FILE_STORAGE_PER_KEY_MB): delete "
+         "some of its files";
 }
 
 }  // namespace
@@ -45,7 +52,7 @@ asio::awaitable<void> ApiHandlers::UploadFile(HttpExchange& ex, const std::strin
                      .on_part_begin = [&](const MultipartPartHeaders& h) -> Status {
                        in_file = h.name == "file" && !have_file;
                        if (!in_file) return {};
-                       auto u = store_.BeginUpload(max_bytes);
+                       auto u = store_.BeginUpload(max_bytes, ex.client);
                        if (!u.ok()) return u.status();
                        upload = std::move(u).value();
                        filename = SanitizeUtf8(h.filename.value_or(""));  // it is echoed in JSON
@@ -58,7 +65,7 @@ asio::awaitable<void> ApiHandlers::UploadFile(HttpExchange& ex, const std::strin
                      .on_part_end = [&]() -> Status {
                        if (!in_file) return {};
                        in_file = false;
-                       auto meta = upload->Commit(filename, ex.client);
+                       auto meta = upload->Commit(filename);
                        if (!meta.ok()) return meta.status();
                        committed = std::move(meta).value();
                        return {};
@@ -79,7 +86,14 @@ asio::awaitable<void> ApiHandlers::UploadFile(HttpExchange& ex, const std::strin
   }
   if (parse.ok()) parse = parser.Finish();
   if (!parse.ok() && committed) store_.Delete(committed->file_id);
-  if (!parse.ok() && upload && upload->store_full()) {
+  if (!parse.ok() && upload && upload->full() == FileStore::Full::kShare) {
+    const uint64_t used = store_.used_bytes_of(ex.client),
+                   share = quotas_.For(ex.client).file_bytes;
+    spdlog::warn("[{}] upload refused: {}'s share of the file store is full ({} of {} MB used)",
+                 ex.head().request_id, ex.client, used >> 20, share >> 20);
+    co_return co_await ex.Respond(ErrorResponse(507, ShareFullError(ex.client, used, share)));
+  }
+  if (!parse.ok() && upload && upload->full() == FileStore::Full::kStore) {
     spdlog::warn("[{}] upload refused: the file store is full ({} of {} MB used)",
                  ex.head().request_id, store_.used_bytes() >> 20, config_.file_storage_max_mb);
     co_return co_await ex.Respond(ErrorResponse(507, StoreFullError(config_.file_storage_max_mb)));

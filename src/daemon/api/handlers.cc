@@ -29,15 +29,23 @@ HttpResponse Unauthorized(const Caller& caller) {
 
 ApiHandlers::ApiHandlers(const Config& config, Executor& executor, FileStore& store,
                          ExecutionService& service, SessionManager& sessions, Admission& admission,
-                         Metrics& metrics)
+                         Admission& model_calls, KeyQuotas& quotas, Metrics& metrics)
     : config_(config),
       executor_(executor),
       store_(store),
       service_(service),
       sessions_(sessions),
       admission_(admission),
+      model_calls_(model_calls),
+      quotas_(quotas),
       metrics_(metrics),
       browsers_{config.allowed_origins, config.allowed_hosts, true, config.host} {}
+
+void ApiHandlers::SetApiKeys(ApiKeys* keys) {
+  keys_ = keys;
+  browsers_.check_host = keys == nullptr;  // a key is what a rebound page lacks
+  if (keys != nullptr) keys->OnLoad([this](const std::vector<ApiKey>& k) { quotas_.Set(k); });
+}
 
 std::span<const ApiHandlers::Route> ApiHandlers::Routes() {
   static const Route kRoutes[] = {
@@ -156,10 +164,11 @@ asio::awaitable<std::optional<Admission::Permit>> ApiHandlers::Admit(HttpExchang
       op, std::chrono::duration<double>(std::chrono::steady_clock::now() - queued_at).count());
   if (!permit) {
     metrics_.Rejected(op, Rejection::kSaturated);
-    HttpResponse r = ErrorResponse(429,
-                                   "Execution capacity on this replica is saturated. Retry after "
-                                   "the Retry-After delay.");
-    r.headers.emplace_back("Retry-After", std::to_string(config_.execution_retry_after_sec));
+    HttpResponse r =
+        ErrorResponse(admission_.RefusalStatus(ex.client), admission_.ExecutionRefusal(ex.client));
+    if (r.status == 429) {
+      r.headers.emplace_back("Retry-After", std::to_string(config_.execution_retry_after_sec));
+    }
     co_await ex.Respond(std::move(r));
   }
   co_return permit;

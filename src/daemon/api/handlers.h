@@ -15,6 +15,7 @@
 #include "core/executor.h"
 #include "daemon/api/responses.h"
 #include "daemon/auth/api_keys.h"
+#include "daemon/auth/key_quotas.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
 #include "daemon/http/browser_guard.h"
@@ -33,16 +34,16 @@ namespace ci::daemon {
 
 class ApiHandlers {
  public:
+  // `admission` admits executions, `model_calls` the agent loop's model requests; `quotas` is
+  // each API key's share of them and of sessions, files and MCP sessions.
   ApiHandlers(const Config& config, Executor& executor, FileStore& store, ExecutionService& service,
-              SessionManager& sessions, Admission& admission, Metrics& metrics);
+              SessionManager& sessions, Admission& admission, Admission& model_calls,
+              KeyQuotas& quotas, Metrics& metrics);
   asio::awaitable<void> Handle(HttpExchange& ex);
   // The cached result of the background backend check, served by /health.
   void SetHealth(Status status) { health_ = std::move(status); }
   // Requests then need a key (README "API keys"); nullptr: none do.
-  void SetApiKeys(ApiKeys* keys) {
-    keys_ = keys;
-    browsers_.check_host = keys == nullptr;  // a key is what a rebound page lacks
-  }
+  void SetApiKeys(ApiKeys* keys);
   // What /health says of the deployment (bootstrap's report, read at each request: a nested
   // dockerd's pid and restarts change).
   void SetDeployment(std::function<DeploymentInfo()> deployment) {
@@ -127,6 +128,8 @@ class ApiHandlers {
   ExecutionService& service_;
   SessionManager& sessions_;
   Admission& admission_;
+  Admission& model_calls_;
+  KeyQuotas& quotas_;
   Metrics& metrics_;
   Status health_;
   ApiKeys* keys_ = nullptr;
@@ -135,7 +138,8 @@ class ApiHandlers {
   ProgramRunner runner_{service_, &admission_};  // the tools' programs
   std::unique_ptr<SolveLoop> solver_;            // with a model only
   SandboxTools tools_{runner_, nullptr};
-  McpServer mcp_{tools_, CI_VERSION};
+  McpServer mcp_{tools_, CI_VERSION, config_.max_mcp_sessions,
+                 [this](const std::string& client) { return quotas_.For(client).mcp_sessions; }};
   // Whether a request to `pattern` needs a key (when keys are set): all but the probes.
   bool NeedsKey(std::string_view pattern) const;
 };

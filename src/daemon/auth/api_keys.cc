@@ -1,5 +1,6 @@
 #include "daemon/auth/api_keys.h"
 
+#include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <spdlog/spdlog.h>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace ci::daemon {
 namespace {
@@ -48,6 +50,36 @@ std::vector<std::string_view> Fields(std::string_view line) {
   return out;
 }
 
+// `name=value` into `limits`; an error names what is wrong, never echoing the field (a key put
+// there by mistake stays out of the logs).
+Status ParseLimit(std::string_view field, KeyLimits& limits) {
+  const size_t eq = field.find('=');
+  const std::string_view name = field.substr(0, eq);
+  const std::string_view value = eq == std::string_view::npos ? "" : field.substr(eq + 1);
+  uint64_t n = 0;
+  const bool number =
+      !value.empty() && value.size() <= 9 &&
+      std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (number) n = std::stoull(std::string(value));
+  auto set = [&](auto& slot, uint64_t least) -> Status {
+    if (slot) return Status::Error(fmt::format("{} is given twice", name));
+    if (!number || n < least) {
+      return Status::Error(
+          fmt::format("{}= needs a whole number from {} to 999999999", name, least));
+    }
+    slot = static_cast<std::remove_reference_t<decltype(*slot)>>(n);
+    return Status();
+  };
+  if (name == "sessions") return set(limits.sessions, 0);
+  if (name == "executions") return set(limits.executions, 0);
+  if (name == "files_mb") return set(limits.files_mb, 0);
+  if (name == "mcp_sessions") return set(limits.mcp_sessions, 1);
+  if (name == "model_calls") return set(limits.model_calls, 0);
+  return Status::Error(
+      "a field after the key is not a limit (sessions=, executions=, files_mb=, mcp_sessions=, "
+      "model_calls=)");
+}
+
 }  // namespace
 
 Result<std::vector<ApiKey>> ParseApiKeys(std::string_view text) {
@@ -66,7 +98,7 @@ Result<std::vector<ApiKey>> ParseApiKeys(std::string_view text) {
     }
     const std::vector<std::string_view> f = Fields(line);
     if (f.empty()) continue;
-    if (f.size() != 2) {
+    if (f.size() < 2) {
       return Status::Error(at + "expected NAME and KEY separated by whitespace, found " +
                            std::to_string(f.size()) + " field(s)");
     }
@@ -84,7 +116,12 @@ Result<std::vector<ApiKey>> ParseApiKeys(std::string_view text) {
                            " has a character a bearer token cannot carry (use A-Z a-z 0-9 "
                            "- . _ ~ + / =)");
     }
-    ApiKey k{std::string(name), Sha256(key)};
+    ApiKey k{std::string(name), Sha256(key), {}};
+    for (size_t i = 2; i < f.size(); ++i) {
+      if (Status s = ParseLimit(f[i], k.limits); !s.ok()) {
+        return Status::Error(fmt::format("{}the limits of {}: {}", at, k.name, s.message()));
+      }
+    }
     if (!names.insert(k.name).second) {
       return Status::Error(at + "the NAME " + k.name + " is given twice");
     }
@@ -129,8 +166,9 @@ void ApiKeys::ReloadIfChanged() {
     if (!keys_.empty()) {
       spdlog::error("API_KEYS_FILE {}: {}; no API key is accepted until it is back", path_,
                     std::strerror(errno));
+      keys_.clear();
+      if (on_load_) on_load_(keys_);
     }
-    keys_.clear();
     read_.reset();
     return;
   }
@@ -148,6 +186,12 @@ void ApiKeys::ReloadIfChanged() {
   }
   keys_ = std::move(parsed).value();
   spdlog::info("API_KEYS_FILE {} re-read: {} key(s)", path_, keys_.size());
+  if (on_load_) on_load_(keys_);
+}
+
+void ApiKeys::OnLoad(std::function<void(const std::vector<ApiKey>&)> listener) {
+  on_load_ = std::move(listener);
+  if (on_load_) on_load_(keys_);
 }
 
 Caller ApiKeys::Authenticate(std::optional<std::string_view> authorization) {

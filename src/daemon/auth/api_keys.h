@@ -1,5 +1,6 @@
 // API keys (API_KEYS_FILE): who may call the API, by name. The file holds one `NAME KEY` per
-// line (whitespace-separated; blank lines and `#` comments ignored); a request carries
+// line (whitespace-separated; blank lines and `#` comments ignored), optionally followed by the
+// key's own limits (`sessions=4 files_mb=200`, see KeyLimits); a request carries
 // `Authorization: Bearer KEY` and is then the caller NAME, whose files and sessions are its own
 // (README "API keys"). The file is re-read when it changes (looked at once a second at most), so
 // keys are added and revoked without a restart: an edit that does not parse keeps the keys read
@@ -25,14 +26,26 @@
 
 namespace ci::daemon {
 
+// What one key may hold at once, where its line in the file says (`NAME KEY executions=2`);
+// nullopt: the replica's default share (daemon/auth/key_quotas.h). 0 forbids the resource.
+struct KeyLimits {
+  std::optional<uint32_t> sessions;      // live sessions
+  std::optional<uint32_t> executions;    // executions running (one-off, tool and agent runs)
+  std::optional<uint64_t> files_mb;      // file store use: uploads and output files
+  std::optional<uint32_t> mcp_sessions;  // MCP sessions (at least 1: more evict its oldest)
+  std::optional<uint32_t> model_calls;   // agent-loop model calls in flight
+};
+
 struct ApiKey {
   std::string name;
   std::array<unsigned char, 32> digest{};  // SHA-256 of the key
+  KeyLimits limits;
 };
 
-// The file's text -> its keys. Errors name the line: a line without exactly NAME and KEY, a
-// NAME not of [A-Za-z0-9._-] (1-64), a KEY shorter than 16 characters or with characters a
-// bearer token cannot have (RFC 6750 b64token), a NAME or KEY given twice. Pure.
+// The file's text -> its keys. Errors name the line: a line without NAME and KEY, a NAME not of
+// [A-Za-z0-9._-] (1-64), a KEY shorter than 16 characters or with characters a bearer token
+// cannot have (RFC 6750 b64token), a NAME or KEY given twice, a limit not `name=number` of
+// KeyLimits or given twice. Pure.
 Result<std::vector<ApiKey>> ParseApiKeys(std::string_view text);
 
 // Why a request is refused (the 401's detail), or whose it is.
@@ -54,6 +67,8 @@ class ApiKeys {
   // `authorization` is the request's Authorization header (nullopt: none).
   Caller Authenticate(std::optional<std::string_view> authorization);
   size_t count() const { return keys_.size(); }
+  // Called with the keys now and after every re-read that changed them (the limits follow).
+  void OnLoad(std::function<void(const std::vector<ApiKey>&)> listener);
 
  private:
   ApiKeys(std::string path, Clock clock) : path_(std::move(path)), clock_(std::move(clock)) {}
@@ -62,6 +77,7 @@ class ApiKeys {
   std::string path_;
   Clock clock_;
   std::vector<ApiKey> keys_;
+  std::function<void(const std::vector<ApiKey>&)> on_load_;
   // What was last read: reloaded when any of it changes.
   struct FileId {
     dev_t dev = 0;

@@ -24,15 +24,24 @@ HttpServerOptions ServerOptions(const Config& c) {
 
 Daemon::Daemon(asio::io_context& io, const Config& config, Executor& executor, FileStore& store,
                std::string seccomp_profile_json)
-    : pool_(io.get_executor(), executor),
+    : store_(store),
+      quotas_(config),
+      pool_(io.get_executor(), executor),
       service_(config, pool_, store, std::move(seccomp_profile_json)),
       admission_(io.get_executor(), config.max_concurrent_executions,
-                 std::chrono::seconds(config.execution_queue_timeout_sec)),
+                 std::chrono::seconds(config.execution_queue_timeout_sec),
+                 [this](const std::string& client) { return quotas_.For(client).executions; }),
+      model_calls_(io.get_executor(), config.max_concurrent_model_calls,
+                   std::chrono::seconds(config.execution_queue_timeout_sec),
+                   [this](const std::string& client) { return quotas_.For(client).model_calls; }),
       metrics_(config.max_concurrent_executions),
-      sessions_(io.get_executor(), config, executor, store, service_.spec()),
-      handlers_(config, executor, store, service_, sessions_, admission_, metrics_),
+      sessions_(io.get_executor(), config, executor, store, service_.spec(),
+                [this](const std::string& client) { return quotas_.For(client).sessions; }),
+      handlers_(config, executor, store, service_, sessions_, admission_, model_calls_, quotas_,
+                metrics_),
       server_(io, ServerOptions(config),
               [this](HttpExchange& ex) { return handlers_.Handle(ex); }) {
+  store_.SetShares([this](const std::string& client) { return quotas_.For(client).file_bytes; });
   metrics_.CountSessionsWith([this] { return sessions_.count(); });
   metrics_.ReadWarmPoolsWith([this] { return pool_.stats(); });
   metrics_.ReadBackendWith([&executor] { return executor.metrics(); });

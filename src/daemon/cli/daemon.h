@@ -9,6 +9,7 @@
 
 #include "core/executor.h"
 #include "daemon/api/handlers.h"
+#include "daemon/auth/key_quotas.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
 #include "daemon/http/http_server.h"
@@ -30,6 +31,7 @@ class Daemon {
     return listening_fd >= 0 ? server_.Adopt(listening_fd) : server_.Listen();
   }
   void Start();
+  ~Daemon() { store_.SetShares({}); }  // the shares read quotas_
 
   // Stops accepting, lets running executions finish for `grace`, kills what is left, ends every
   // session and waits for the connections and the pool's sandboxes to be gone: no sandbox is
@@ -40,13 +42,17 @@ class Daemon {
   ExecutionService& service() { return service_; }
   SessionManager& sessions() { return sessions_; }
   Admission& admission() { return admission_; }
+  KeyQuotas& quotas() { return quotas_; }
   ApiHandlers& handlers() { return handlers_; }
   HttpServer& server() { return server_; }
 
  private:
+  FileStore& store_;
+  KeyQuotas quotas_;
   WarmPool pool_;
   ExecutionService service_;
   Admission admission_;
+  Admission model_calls_;
   Metrics metrics_;
   SessionManager sessions_;
   ApiHandlers handlers_;

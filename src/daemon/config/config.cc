@@ -27,11 +27,6 @@ bool IsModuleName(std::string_view name) {
 
 }  // namespace
 
-uint32_t SessionsPerKey(const Config& c) {
-  if (c.max_sessions_per_key != 0) return c.max_sessions_per_key;
-  return std::max<uint32_t>(1, c.max_sessions / 2);
-}
-
 std::vector<std::string> SplitCommaList(std::string_view text) {
   std::vector<std::string> out;
   for (size_t pos = 0; pos <= text.size();) {
@@ -99,6 +94,7 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.String("FILE_STORAGE_DIR", c.file_storage_dir);
   env.Int("MAX_FILE_SIZE_MB", c.max_file_size_mb, 1, 1 << 20);
   env.Int("FILE_STORAGE_MAX_MB", c.file_storage_max_mb, 1, 1ll << 30);
+  env.Int("FILE_STORAGE_PER_KEY_MB", c.file_storage_per_key_mb, 0, 1ll << 30);
   env.Int("FILE_TTL_SEC", c.file_ttl_sec, 1, kMaxU32);
   env.Int("MAX_REQUEST_BODY_MB", c.max_request_body_mb, 1, 4096);
   env.Int("HTTP_READ_TIMEOUT_SEC", c.http_read_timeout_sec, 1, 3600);
@@ -111,11 +107,16 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   c.allowed_origins = SplitCommaList(allowed_origins);
   c.allowed_hosts = SplitCommaList(allowed_hosts);
   env.Int("MAX_CONCURRENT_EXECUTIONS", c.max_concurrent_executions, 1, 100000);
+  env.Int("MAX_EXECUTIONS_PER_KEY", c.max_executions_per_key, 0, 100000);
   env.Int("EXECUTION_QUEUE_TIMEOUT_SEC", c.execution_queue_timeout_sec, 0, 3600);
   env.Int("EXECUTION_RETRY_AFTER_SEC", c.execution_retry_after_sec, 0, 3600);
   env.Int("CAPACITY_RETRY_AFTER_SEC", c.capacity_retry_after_sec, 0, 3600);
   env.Int("MAX_SESSIONS", c.max_sessions, 1, 100000);
   env.Int("MAX_SESSIONS_PER_KEY", c.max_sessions_per_key, 0, 100000);
+  env.Int("MAX_MCP_SESSIONS", c.max_mcp_sessions, 1, 1000000);
+  env.Int("MAX_MCP_SESSIONS_PER_KEY", c.max_mcp_sessions_per_key, 0, 1000000);
+  env.Int("MAX_CONCURRENT_MODEL_CALLS", c.max_concurrent_model_calls, 1, 10000);
+  env.Int("MAX_MODEL_CALLS_PER_KEY", c.max_model_calls_per_key, 0, 10000);
   env.Int("HEALTH_CHECK_INTERVAL_SEC", c.health_check_interval_sec, 1, 86400);
   env.Double("BACKEND_CHECK_TIMEOUT_SEC", c.backend_check_timeout_sec, 0.1, 600);
   env.String("API_KEYS_FILE", c.api_keys_file, /*allow_empty=*/true);

@@ -51,6 +51,7 @@ struct Config {
   std::string file_storage_dir = "/tmp/code-interpreter-files";
   uint64_t max_file_size_mb = 100;
   uint64_t file_storage_max_mb = 10240;  // the store's disk use, all files together
+  uint64_t file_storage_per_key_mb = 0;  // one API key's files; 0: half of file_storage_max_mb
   uint64_t file_ttl_sec = 3600;
   // HTTP
   uint64_t max_request_body_mb = 16;
@@ -63,12 +64,18 @@ struct Config {
   std::vector<std::string> allowed_hosts;
   // admission and health (onyx 0.4.7)
   uint32_t max_concurrent_executions = 16;
+  // Executions one API key may run at once; 0: three quarters of max_concurrent_executions.
+  uint32_t max_executions_per_key = 0;
   uint32_t execution_queue_timeout_sec = 30;
   uint32_t execution_retry_after_sec = 2;
   uint32_t capacity_retry_after_sec = 10;
   uint32_t max_sessions = 64;  // live sessions on this replica; more -> 503
   // Sessions one API key may hold (more -> 429); 0: half of max_sessions, at least 1.
   uint32_t max_sessions_per_key = 0;
+  uint32_t max_mcp_sessions = 1000;         // MCP sessions kept; more evict the least recent
+  uint32_t max_mcp_sessions_per_key = 0;    // 0: half of max_mcp_sessions
+  uint32_t max_concurrent_model_calls = 8;  // the agent loop's model requests in flight
+  uint32_t max_model_calls_per_key = 0;     // 0: half of max_concurrent_model_calls
   uint32_t health_check_interval_sec = 30;
   double backend_check_timeout_sec = 2.5;
   // API keys (daemon/auth/api_keys.h): empty, none (anyone may call).
@@ -77,9 +84,6 @@ struct Config {
 };
 
 Result<Config> LoadConfig(const EnvLookup& getenv);
-
-// MAX_SESSIONS_PER_KEY, or its default: no key may hold every session.
-uint32_t SessionsPerKey(const Config& c);
 
 // "a, b,c" -> {"a", "b", "c"} (spaces around items dropped, empty items skipped).
 std::vector<std::string> SplitCommaList(std::string_view text);

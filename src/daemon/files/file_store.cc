@@ -208,7 +208,10 @@ uint64_t StoreCharge(const struct stat& st) {
   return static_cast<uint64_t>(st.st_blocks) * 512 + FileStore::kMetaCharge;
 }
 
-Status StoreFullError(uint64_t quota) {
+Status FullError(FileStore::Full full, uint64_t quota) {
+  if (full == FileStore::Full::kShare) {
+    return Status::Error("this API key's share of the file storage is full");
+  }
   return Status::Error("file storage is full (quota " + std::to_string(quota / kMiB) + " MB)");
 }
 
@@ -461,8 +464,9 @@ Result<std::string> FileStore::NewTempPath(std::string_view prefix) const {
   return tmp_dir_ + "/" + std::string(prefix) + "-" + hex;
 }
 
-Result<std::unique_ptr<FileStore::Upload>> FileStore::BeginUpload(uint64_t max_bytes) {
-  if (quota_ != kNoQuota) {
+Result<std::unique_ptr<FileStore::Upload>> FileStore::BeginUpload(uint64_t max_bytes,
+                                                                  std::string client) {
+  if (quota_ != kNoQuota || share_of_) {
     // What other replicas stored or deleted since the last count counts from this upload on.
     std::lock_guard lock(mu_);
     RecountLocked();
@@ -471,14 +475,17 @@ Result<std::unique_ptr<FileStore::Upload>> FileStore::BeginUpload(uint64_t max_b
   if (!path.ok()) return path.status();
   int fd = ::open(path->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Errno("creating upload file", errno);
-  return std::unique_ptr<Upload>(new Upload(this, fd, std::move(*path), max_bytes));
+  return std::unique_ptr<Upload>(
+      new Upload(this, fd, std::move(*path), max_bytes, std::move(client)));
 }
 
-FileStore::Upload::Upload(FileStore* store, int fd, std::string temp_path, uint64_t max_bytes)
+FileStore::Upload::Upload(FileStore* store, int fd, std::string temp_path, uint64_t max_bytes,
+                          std::string client)
     : store_(store),
       fd_(fd),
       temp_path_(std::move(temp_path)),
       max_bytes_(max_bytes),
+      client_(std::move(client)),
       writer_(fd, "upload") {}
 
 FileStore::Upload::~Upload() { Discard(); }
@@ -488,7 +495,7 @@ void FileStore::Upload::Discard() {
   fd_ = -1;
   if (!finished_) ::unlink(temp_path_.c_str());
   finished_ = true;
-  store_->Release(std::exchange(reserved_, 0));
+  store_->Release(std::exchange(reserved_, 0), client_);
 }
 
 Status FileStore::Upload::Fail(Status why) {
@@ -510,19 +517,19 @@ Status FileStore::Upload::Write(std::string_view data) {
   constexpr uint64_t kBlock = SparseWriter::kBlock;
   const uint64_t most = writer_.allocated() + data.size() + 2 * kBlock + kMetaCharge;
   if (most > reserved_) {
-    if (!store_->Reserve(most - reserved_)) {
-      store_full_ = true;
-      return Fail(StoreFullError(store_->quota_));
+    if (Full full = store_->Reserve(most - reserved_, client_); full != Full::kNo) {
+      full_ = full;
+      return Fail(FullError(full, store_->quota_));
     }
     reserved_ = most;
   }
   if (Status s = writer_.Write(data); !s.ok()) return Fail(s.Context("writing upload"));
   const uint64_t taken = writer_.allocated() + kBlock + kMetaCharge;  // + the pending block
-  if (taken < reserved_) store_->Release(std::exchange(reserved_, taken) - taken);
+  if (taken < reserved_) store_->Release(std::exchange(reserved_, taken) - taken, client_);
   return Status();
 }
 
-Result<FileMeta> FileStore::Upload::Commit(std::string filename, std::string client) {
+Result<FileMeta> FileStore::Upload::Commit(std::string filename) {
   if (!error_.ok()) return error_;
   if (finished_) return Status::Error("upload already finished");
   if (Status s = writer_.Finish(); !s.ok()) return Fail(s.Context("writing upload"));
@@ -534,8 +541,8 @@ Result<FileMeta> FileStore::Upload::Commit(std::string filename, std::string cli
   fd_ = -1;
   std::lock_guard lock(store_->mu_);
   // The reservation becomes the file's real charge (the lock is held: no Release()).
-  store_->reserved_ -= std::exchange(reserved_, 0);
-  Result<FileMeta> meta = store_->PublishLocked(temp_path_, std::move(filename), std::move(client),
+  store_->UnreserveLocked(std::exchange(reserved_, 0), client_);
+  Result<FileMeta> meta = store_->PublishLocked(temp_path_, std::move(filename), client_,
                                                 writer_.size(), StoreCharge(st));
   if (meta.ok()) {
     finished_ = true;
@@ -546,44 +553,67 @@ Result<FileMeta> FileStore::Upload::Commit(std::string filename, std::string cli
   return meta;
 }
 
-bool FileStore::OverQuotaLocked(uint64_t more) const {
-  if (quota_ == kNoQuota) return false;
-  const uint64_t used = stored_ + others_writing_ + reserved_;
-  return used > quota_ || more > quota_ - used;
+uint64_t FileStore::UsedOfLocked(const std::string& client) const {
+  auto stored = stored_by_.find(client);
+  auto reserved = reserved_by_.find(client);
+  return (stored == stored_by_.end() ? 0 : stored->second) +
+         (reserved == reserved_by_.end() ? 0 : reserved->second);
 }
 
-bool FileStore::Reserve(uint64_t more) {
-  std::lock_guard lock(mu_);
+FileStore::Full FileStore::OverQuotaLocked(uint64_t more, const std::string& client) const {
+  const uint64_t share = share_of_ ? share_of_(client) : kNoQuota;
+  if (share != kNoQuota) {
+    const uint64_t mine = UsedOfLocked(client);
+    if (mine > share || more > share - mine) return Full::kShare;
+  }
+  if (quota_ == kNoQuota) return Full::kNo;
+  const uint64_t used = stored_ + others_writing_ + reserved_;
+  return used > quota_ || more > quota_ - used ? Full::kStore : Full::kNo;
+}
+
+FileStore::Full FileStore::CheckRoomLocked(uint64_t more, const std::string& client) {
   // Before refusing, look again: another replica may have deleted files since the last count.
-  if (OverQuotaLocked(more)) RecountLocked();
-  if (OverQuotaLocked(more)) return false;
+  if (OverQuotaLocked(more, client) != Full::kNo) RecountLocked();
+  return OverQuotaLocked(more, client);
+}
+
+FileStore::Full FileStore::Reserve(uint64_t more, const std::string& client) {
+  std::lock_guard lock(mu_);
+  if (Full full = CheckRoomLocked(more, client); full != Full::kNo) return full;
   reserved_ += more;
-  return true;
+  reserved_by_[client] += more;
+  return Full::kNo;
 }
 
 void FileStore::RecountLocked() {
   counted_at_ = SteadySeconds();
   Result<std::vector<std::string>> names = ListNames(dir_);
   if (!names.ok()) return;  // keep the count we have
-  std::map<std::string, uint64_t> charges;
+  std::map<std::string, Charge> charges;
+  std::map<std::string, uint64_t> stored_by;
   uint64_t stored = 0;
   for (const std::string& name : *names) {
     if (!IsDataName(name)) continue;
-    // Data without metadata counts too: it is on disk until someone removes it.
+    // Data without metadata counts too: it is on disk until someone removes it (as nobody's).
     auto known = charges_.find(name);
-    uint64_t charge = 0;
+    Charge charge;
     if (known != charges_.end()) {
       charge = known->second;
     } else if (struct stat st; ::lstat(DataPath(name).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-      charge = StoreCharge(st);
+      charge.bytes = StoreCharge(st);
+      FileMeta meta;
+      struct stat meta_st;
+      if (ReadMetaFile(MetaPath(name), &meta, &meta_st)) charge.client = std::move(meta.client);
     } else {
       continue;
     }
-    charges.emplace(name, charge);
-    stored += charge;
+    stored += charge.bytes;
+    stored_by[charge.client] += charge.bytes;
+    charges.emplace(name, std::move(charge));
   }
   charges_ = std::move(charges);
   stored_ = stored;
+  stored_by_ = std::move(stored_by);
   // Other processes' uploads in progress, live or left by a crash: on disk all the same. Pins
   // are hard links of stored data, and this process's uploads are in reserved_.
   uint64_t writing = 0;
@@ -604,15 +634,27 @@ void FileStore::RecountLocked() {
   others_writing_ = writing;
 }
 
-void FileStore::Release(uint64_t bytes) {
+void FileStore::Release(uint64_t bytes, const std::string& client) {
   if (bytes == 0) return;
   std::lock_guard lock(mu_);
+  UnreserveLocked(bytes, client);
+}
+
+void FileStore::UnreserveLocked(uint64_t bytes, const std::string& client) {
   reserved_ -= std::min(bytes, reserved_);
+  uint64_t& mine = reserved_by_[client];
+  mine -= std::min(bytes, mine);
+  if (mine == 0) reserved_by_.erase(client);
 }
 
 uint64_t FileStore::used_bytes() const {
   std::lock_guard lock(mu_);
   return stored_ + others_writing_ + reserved_;
+}
+
+uint64_t FileStore::used_bytes_of(const std::string& client) const {
+  std::lock_guard lock(mu_);
+  return UsedOfLocked(client);
 }
 
 Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::string filename,
@@ -659,14 +701,15 @@ Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::str
     return Status::Errno("moving data into place", err);
   }
   FsyncDir(dir_);
-  charges_[meta.file_id] = charge;
+  charges_[meta.file_id] = Charge{charge, meta.client};
   stored_ += charge;
+  stored_by_[meta.client] += charge;
   return meta;
 }
 
 Result<FileMeta> FileStore::AdoptFile(const std::string& host_path, std::string filename,
-                                      bool* store_full, std::string client) {
-  if (store_full != nullptr) *store_full = false;
+                                      Full* full, std::string client) {
+  if (full != nullptr) *full = Full::kNo;
   struct stat src;
   Result<int> fd = OpenRegularNoFollow(host_path, &src);
   if (!fd.ok()) return fd.status().Context("adopting file");
@@ -712,16 +755,15 @@ Result<FileMeta> FileStore::AdoptFile(const std::string& host_path, std::string 
 
   std::lock_guard lock(mu_);
   const uint64_t charge = StoreCharge(final_st);
-  if (quota_ != kNoQuota && SteadySeconds() - counted_at_ > kRecountEverySec) RecountLocked();
-  bool over = OverQuotaLocked(charge);
-  if (over) {
-    RecountLocked();  // before refusing: another replica may have freed room meanwhile
-    over = OverQuotaLocked(charge);
+  if ((quota_ != kNoQuota || share_of_) && SteadySeconds() - counted_at_ > kRecountEverySec) {
+    RecountLocked();
   }
-  if (over && store_full != nullptr) *store_full = true;
-  Result<FileMeta> meta = over ? Result<FileMeta>(StoreFullError(quota_))
-                               : PublishLocked(*temp, std::move(filename), std::move(client),
-                                               static_cast<uint64_t>(final_st.st_size), charge);
+  const Full over = CheckRoomLocked(charge, client);
+  if (full != nullptr) *full = over;
+  Result<FileMeta> meta = over != Full::kNo
+                              ? Result<FileMeta>(FullError(over, quota_))
+                              : PublishLocked(*temp, std::move(filename), std::move(client),
+                                              static_cast<uint64_t>(final_st.st_size), charge);
   if (!meta.ok()) {
     if (!renamed || ::rename(temp->c_str(), host_path.c_str()) != 0) ::unlink(temp->c_str());
     return meta.status().Context("adopting file");
@@ -796,7 +838,10 @@ bool FileStore::Delete(std::string_view id) {
   ::unlink(DataPath(canonical).c_str());
   ::unlink(MetaPath(canonical).c_str());
   if (auto it = charges_.find(canonical); it != charges_.end()) {
-    stored_ -= std::min(stored_, it->second);
+    stored_ -= std::min(stored_, it->second.bytes);
+    uint64_t& mine = stored_by_[it->second.client];
+    mine -= std::min(mine, it->second.bytes);
+    if (mine == 0) stored_by_.erase(it->second.client);
     charges_.erase(it);
   }
   return true;

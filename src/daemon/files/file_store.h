@@ -36,9 +36,15 @@
 // what the replicas have in flight (writes under way, and what was stored in the last second
 // before an adoption). A single process never accepts past it; none refuses while the disk
 // total is under it by more than that.
+//
+// Each API key has a share of the quota too (SetShares): the files stored under its name
+// (uploads and output files alike) and its uploads in progress. Files are attributed to keys by
+// their metadata, read once per file at a recount; other replicas' uploads in progress count
+// against the quota only.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -87,6 +93,10 @@ class FileStore {
   // longer than a commit takes; a live older process's temp file stays fresher than this while
   // it is written to or linked.
   static constexpr double kLeftoverAgeSec = 600;
+  // Why a file was refused for room: the whole store, or the client's share of it.
+  enum class Full { kNo, kStore, kShare };
+  // The bytes a client (an API key's name) may store; kNoQuota: no share below the quota.
+  using ShareOf = std::function<uint64_t(const std::string& client)>;
 
   // Creates `dir` (0700) and `dir/.tmp`, claims this process's temp directory under it, and
   // removes what crashed processes left (RemoveLeftovers()). `quota_bytes` caps the disk use of
@@ -103,6 +113,8 @@ class FileStore {
   // A canonical UUID (8-4-4-4-12 hex digits, either case). Anything else is "not found" to the
   // API and is never joined onto a path.
   static bool IsValidId(std::string_view id);
+  // Each client's share (thread-safe callback); set before the store is used.
+  void SetShares(ShareOf share_of) { share_of_ = std::move(share_of); }
 
   // A file being written, in a temp file under `.tmp`. Destroying it without a successful
   // Commit() deletes the temp file.
@@ -114,18 +126,18 @@ class FileStore {
 
     // Once more than max_bytes would have been written this fails with
     // `File size exceeds maximum of <N> MB` (N = max_bytes / 1 MiB), deletes the temp file and
-    // refuses any further call. The same when the store's quota would be exceeded, with
-    // store_full() set.
+    // refuses any further call. The same when the store's quota or the client's share would be
+    // exceeded, with full() saying which.
     Status Write(std::string_view data);
-    // Makes the file visible under a new id, as `client`'s. An empty filename is stored as
+    // Makes the file visible under a new id, as the client's. An empty filename is stored as
     // "unnamed".
-    Result<FileMeta> Commit(std::string filename, std::string client = "");
+    Result<FileMeta> Commit(std::string filename);
     uint64_t bytes_written() const { return writer_.size(); }
-    bool store_full() const { return store_full_; }
+    Full full() const { return full_; }
 
    private:
     friend class FileStore;
-    Upload(FileStore* store, int fd, std::string temp_path, uint64_t max_bytes);
+    Upload(FileStore* store, int fd, std::string temp_path, uint64_t max_bytes, std::string client);
     void Discard();
     Status Fail(Status why);
 
@@ -133,10 +145,11 @@ class FileStore {
     int fd_;
     std::string temp_path_;
     uint64_t max_bytes_;
+    std::string client_;
     SparseWriter writer_;
     uint64_t reserved_ = 0;  // of the store's quota, for this file so far
     Status error_;
-    bool store_full_ = false;
+    Full full_ = Full::kNo;
     bool finished_ = false;  // committed or discarded
   };
 
@@ -161,13 +174,15 @@ class FileStore {
     bool linked_;  // false when the filesystem refused the link: path_ is the data file itself
   };
 
-  Result<std::unique_ptr<Upload>> BeginUpload(uint64_t max_bytes);
+  // A file of `client` ("" without API keys) being written.
+  Result<std::unique_ptr<Upload>> BeginUpload(uint64_t max_bytes, std::string client = "");
 
-  // Moves a regular file (never a symlink) into the store under a new id: a rename when it is on
-  // the store's filesystem (see incoming_dir()), else a sparse copy after which the source is
-  // deleted. Over the quota it fails with *store_full set (when given) and the source untouched.
+  // Moves a regular file (never a symlink) into the store under a new id, as `client`'s: a
+  // rename when it is on the store's filesystem (see incoming_dir()), else a sparse copy after
+  // which the source is deleted. Over the quota or the client's share it fails with *full set
+  // (when given) and the source untouched.
   Result<FileMeta> AdoptFile(const std::string& host_path, std::string filename,
-                             bool* store_full = nullptr, std::string client = "");
+                             Full* full = nullptr, std::string client = "");
 
   std::optional<FileMeta> Get(std::string_view id) const;  // nullopt when invalid or absent
   // nullptr when invalid or absent.
@@ -191,6 +206,8 @@ class FileStore {
   // Stored files and other processes' uploads in progress at the last recount, plus this
   // process's changes since and its uploads in progress.
   uint64_t used_bytes() const;
+  // What `client`'s files and uploads in progress take of its share.
+  uint64_t used_bytes_of(const std::string& client) const;
 
  private:
   FileStore(std::string dir, std::string owner, int lock_fd, uint64_t quota_bytes);
@@ -205,11 +222,15 @@ class FileStore {
   Result<std::string> NewTempPath(std::string_view prefix) const;
   // Whether the process that owns `.tmp/<owner>` may be alive (true when unsure).
   bool OwnerAlive(const std::string& owner) const;
-  // Quota bookkeeping for files being written: false (nothing reserved) when `more` would go
-  // over the quota even after a recount.
-  bool Reserve(uint64_t more);
-  void Release(uint64_t bytes);
-  bool OverQuotaLocked(uint64_t more) const;
+  // Quota bookkeeping for files being written: what stops `more` bytes of `client` even after a
+  // recount (nothing is reserved then), else Full::kNo.
+  Full Reserve(uint64_t more, const std::string& client);
+  void Release(uint64_t bytes, const std::string& client);
+  void UnreserveLocked(uint64_t bytes, const std::string& client);
+  Full OverQuotaLocked(uint64_t more, const std::string& client) const;
+  // Refuses a file whose `more` bytes do not fit, recounting first as Reserve does.
+  Full CheckRoomLocked(uint64_t more, const std::string& client);
+  uint64_t UsedOfLocked(const std::string& client) const;
   // Counts the disk use of the whole directory again (caller holds mu_).
   void RecountLocked();
 
@@ -219,12 +240,19 @@ class FileStore {
   std::string tmp_dir_;   // dir/.tmp/<owner>
   int lock_fd_;           // flock(LOCK_EX) on dir/.tmp/<owner>.lock
   const uint64_t quota_;
+  ShareOf share_of_;
   mutable std::mutex mu_;
-  // id -> disk bytes of the stored files seen at the last recount, plus this process's own
-  // publishes since (under mu_). Only the charges are kept across recounts (a stored file never
-  // changes); which files exist is read from the directory again each time.
-  std::map<std::string, uint64_t> charges_;
-  uint64_t stored_ = 0;          // sum of charges_ (under mu_)
+  struct Charge {
+    uint64_t bytes = 0;  // on disk, metadata included
+    std::string client;  // whose file it is
+  };
+  // id -> the stored files seen at the last recount, plus this process's own publishes since
+  // (under mu_). Only the charges are kept across recounts (a stored file never changes); which
+  // files exist is read from the directory again each time.
+  std::map<std::string, Charge> charges_;
+  uint64_t stored_ = 0;                          // sum of charges_ (under mu_)
+  std::map<std::string, uint64_t> stored_by_;    // the same by client (under mu_)
+  std::map<std::string, uint64_t> reserved_by_;  // reserved_ by client (under mu_)
   uint64_t others_writing_ = 0;  // other processes' uploads in progress at the recount (mu_)
   uint64_t reserved_ = 0;        // this process's uploads in progress (under mu_)
   double counted_at_ = 0;        // steady-clock seconds of the last recount (under mu_)

@@ -123,10 +123,12 @@ bool IsValidId(const rapidjson::Value& id) {
 
 }  // namespace
 
-McpServer::McpServer(ToolSet& tools, std::string server_version, size_t max_sessions)
+McpServer::McpServer(ToolSet& tools, std::string server_version, size_t max_sessions,
+                     ShareOf share_of)
     : tools_(tools),
       server_version_(std::move(server_version)),
-      max_sessions_(std::max<size_t>(max_sessions, 1)) {}
+      max_sessions_(std::max<size_t>(max_sessions, 1)),
+      share_of_(std::move(share_of)) {}
 
 boost::asio::awaitable<McpHttpResponse> McpServer::Handle(const McpHttpRequest& request) {
   if (request.method == "POST") co_return co_await HandlePost(request);
@@ -418,18 +420,25 @@ McpServer::Session* McpServer::OpenSession(std::string protocol_version,
                                            const std::string& client) {
   std::string id = RandomHex(kSessionIdBytes);
   if (id.empty()) return nullptr;
-  if (sessions_.size() >= max_sessions_) {
-    // The least recently used session of the client holding the most: a client that opens
-    // sessions without end evicts its own, never another's while it holds more (issue #30
-    // item 6).
-    std::map<std::string_view, size_t> held;
-    for (const Session& s : sessions_) ++held[s.client];
-    const auto most = std::max_element(
-        held.begin(), held.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::map<std::string_view, size_t> held;
+  for (const Session& s : sessions_) ++held[s.client];
+  const size_t share = share_of_ ? std::max<size_t>(share_of_(client), 1) : max_sessions_;
+  // A client at its share evicts its own least recently used session; a full table, that of
+  // the client holding the most: one that opens sessions without end never evicts another's
+  // while it holds more (issue #30 item 6).
+  std::optional<std::string_view> evict_from;
+  if (held[client] >= share) {
+    evict_from = client;
+  } else if (sessions_.size() >= max_sessions_) {
+    evict_from = std::max_element(held.begin(), held.end(), [](const auto& a, const auto& b) {
+                   return a.second < b.second;
+                 })->first;
+  }
+  if (evict_from) {
     auto victim = std::find_if(sessions_.rbegin(), sessions_.rend(),
-                               [&](const Session& s) { return s.client == most->first; });
-    spdlog::info("MCP session {} evicted: {} sessions are open, the most kept", ShortId(victim->id),
-                 sessions_.size());
+                               [&](const Session& s) { return s.client == *evict_from; });
+    spdlog::info("MCP session {} evicted: {} sessions are open, {} of them of client '{}'",
+                 ShortId(victim->id), sessions_.size(), held[*evict_from], *evict_from);
     sessions_by_id_.erase(victim->id);
     sessions_.erase(std::next(victim).base());
   }

@@ -9,6 +9,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <cstddef>
+#include <functional>
 #include <list>
 #include <optional>
 #include <string>
@@ -47,9 +48,13 @@ class McpServer {
   static constexpr std::string_view kProtocolVersions[] = {"2025-06-18", "2025-03-26",
                                                            "2024-11-05"};
 
+  // How many sessions a client may keep (at least 1): opening one more ends its least recently
+  // used. Empty: no share below max_sessions.
+  using ShareOf = std::function<size_t(const std::string& client)>;
   // `tools` must outlive the server. At most `max_sessions` sessions are kept: opening one more
-  // ends the least recently used.
-  McpServer(ToolSet& tools, std::string server_version, size_t max_sessions = 1000);
+  // ends the least recently used of the client holding the most.
+  McpServer(ToolSet& tools, std::string server_version, size_t max_sessions = 1000,
+            ShareOf share_of = {});
 
   // The answer to one HTTP request. Runs on one thread at a time (the daemon's io_context);
   // other requests may be handled while a tool call is awaited.
@@ -87,14 +92,15 @@ class McpServer {
   // The session `id` of `client`, marked as the most recently used; nullptr when there is none
   // (unknown, ended, evicted, or another client's).
   Session* FindSession(std::string_view id, const std::string& client);
-  // A new session, evicting the least recently used one of the client holding the most when
-  // full; nullptr when the kernel
-  // gave no random bytes for its id.
+  // A new session, evicting the client's least recently used one when it holds its share, else
+  // that of the client holding the most when full; nullptr when the kernel gave no random bytes
+  // for its id.
   Session* OpenSession(std::string protocol_version, const std::string& client);
 
   ToolSet& tools_;
   std::string server_version_;
   size_t max_sessions_;
+  ShareOf share_of_;
   std::list<Session> sessions_;  // the most recently used first
   std::unordered_map<std::string, std::list<Session>::iterator> sessions_by_id_;
 };

@@ -6,11 +6,43 @@
 
 namespace ci::daemon {
 
+uint32_t Admission::running_of(const std::string& client) const {
+  auto it = running_by_.find(client);
+  return it == running_by_.end() ? 0 : it->second;
+}
+
+uint32_t Admission::share(const std::string& client) const {
+  return share_of_ ? std::min(share_of_(client), limit_) : limit_;
+}
+
+std::string Admission::ExecutionRefusal(const std::string& client) const {
+  const uint32_t mine = share(client);
+  if (mine == 0) {
+    return "API key '" + client + "' may not run executions (executions=0 on its line in " +
+           "API_KEYS_FILE)";
+  }
+  if (!client.empty() && running_of(client) >= mine) {
+    return "API key '" + client + "' runs " + std::to_string(mine) +
+           " executions, its share of this replica (executions= on its line in API_KEYS_FILE, "
+           "else MAX_EXECUTIONS_PER_KEY); retry when one ends";
+  }
+  return "Execution capacity on this replica is saturated. Retry after the Retry-After delay.";
+}
+
+void Admission::Take(const std::string& client) {
+  ++running_;
+  ++running_by_[client];
+}
+
 boost::asio::awaitable<std::optional<Admission::Permit>> Admission::Acquire(
     const std::string& client) {
-  if (running_ < limit_ && queued_ == 0) {
-    ++running_;
-    co_return Permit(this);
+  const uint32_t own_share = share(client);
+  if (own_share == 0) co_return std::nullopt;
+  // A free slot means every waiter is held back by its share: this client passes them only
+  // when it is under its own and has no waiter of its own to overtake.
+  if (running_ < limit_ && running_of(client) < own_share && !waiting_.contains(client)) {
+    Take(client);
+    co_return Permit(this, client);
   }
   auto waiter = std::make_shared<Waiter>(ex_);
   std::deque<std::shared_ptr<Waiter>>& mine = waiting_[client];
@@ -21,7 +53,7 @@ boost::asio::awaitable<std::optional<Admission::Permit>> Admission::Acquire(
   boost::system::error_code ec;
   co_await waiter->timer.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
   // The flag, not the error code, decides: a slot handed over just as the timer fired counts.
-  if (waiter->granted) co_return Permit(this);
+  if (waiter->granted) co_return Permit(this, client);
   std::deque<std::shared_ptr<Waiter>>& left = waiting_[client];
   left.erase(std::find(left.begin(), left.end(), waiter));
   --queued_;
@@ -32,24 +64,27 @@ boost::asio::awaitable<std::optional<Admission::Permit>> Admission::Acquire(
   co_return std::nullopt;
 }
 
-void Admission::Release() {
-  if (queued_ == 0) {
-    --running_;
-    return;
-  }
-  // The slot passes straight to the oldest waiter of the client whose turn it is, so running_
-  // is unchanged; that client goes to the back of the turns while it has more waiters.
-  const std::string client = std::move(turns_.front());
-  turns_.pop_front();
-  std::deque<std::shared_ptr<Waiter>>& queue = waiting_[client];
+void Admission::Release(const std::string& client) {
+  --running_;
+  if (--running_by_[client] == 0) running_by_.erase(client);
+  // The slot goes to the oldest waiter of the first client in turn that is under its share;
+  // that client goes to the back of the turns while it has more waiters.
+  auto next_client = std::find_if(turns_.begin(), turns_.end(), [this](const std::string& c) {
+    return running_of(c) < share(c);
+  });
+  if (next_client == turns_.end()) return;
+  const std::string chosen = std::move(*next_client);
+  turns_.erase(next_client);
+  std::deque<std::shared_ptr<Waiter>>& queue = waiting_[chosen];
   std::shared_ptr<Waiter> next = std::move(queue.front());
   queue.pop_front();
   --queued_;
   if (queue.empty()) {
-    waiting_.erase(client);
+    waiting_.erase(chosen);
   } else {
-    turns_.push_back(client);
+    turns_.push_back(chosen);
   }
+  Take(chosen);
   next->granted = true;
   next->timer.cancel();
 }

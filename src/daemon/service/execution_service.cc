@@ -332,11 +332,14 @@ std::vector<OutputFile> ExecutionService::SaveOutputs(const ExecutionPlan& plan,
     }
     // A program may name files with any bytes; the API speaks UTF-8 JSON.
     std::string path = SanitizeUtf8(f.workspace_path);
-    bool store_full = false;
-    auto meta = store_.AdoptFile(f.host_path, path, &store_full, plan.client);
+    FileStore::Full full = FileStore::Full::kNo;
+    auto meta = store_.AdoptFile(f.host_path, path, &full, plan.client);
     if (!meta.ok()) {
       // Left out whole, and the response says files are missing (files_truncated).
-      if (store_full) {
+      if (full == FileStore::Full::kShare) {
+        spdlog::warn("output {} not kept: API key '{}' has used its share of the file store", path,
+                     plan.client);
+      } else if (full == FileStore::Full::kStore) {
         spdlog::warn("output {} not kept: the file store is full (FILE_STORAGE_MAX_MB={})", path,
                      config_.file_storage_max_mb);
       } else {

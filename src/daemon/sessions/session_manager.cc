@@ -64,8 +64,14 @@ std::optional<uint64_t> HashFile(const std::string& path) {
 }  // namespace
 
 SessionManager::SessionManager(asio::any_io_executor ex, const Config& config, Executor& executor,
-                               FileStore& store, const SandboxSpec& spec)
-    : ex_(std::move(ex)), config_(config), executor_(executor), store_(store), spec_(spec) {}
+                               FileStore& store, const SandboxSpec& spec,
+                               std::function<uint32_t(const std::string&)> share_of)
+    : ex_(std::move(ex)),
+      config_(config),
+      share_of_(std::move(share_of)),
+      executor_(executor),
+      store_(store),
+      spec_(spec) {}
 
 ApiError SessionManager::NotFound(const std::string& id) {
   return {404, "Session '" + id + "' not found"};
@@ -89,16 +95,16 @@ std::optional<ApiError> SessionManager::CapacityError(const std::string& client)
                  " sessions are live on this replica (MAX_SESSIONS); delete one or wait "
                  "for one to expire."};
   }
-  if (client.empty()) return std::nullopt;  // no API keys: one client, the replica's limit
-  const size_t share = SessionsPerKey(config_);
+  if (client.empty() || !share_of_) return std::nullopt;  // no API keys: the replica's limit
+  const size_t share = share_of_(client);
   auto creating = creating_by_client_.find(client);
   size_t held = creating == creating_by_client_.end() ? 0 : creating->second;
   for (const auto& [id, s] : sessions_) held += s->summary.client == client ? 1 : 0;
   if (held < share) return std::nullopt;
   return ApiError{429, "API key '" + client + "' holds " + std::to_string(held) +
-                           " sessions, the most one key may on this replica "
-                           "(MAX_SESSIONS_PER_KEY " +
-                           std::to_string(share) + "); delete one or wait for one to expire."};
+                           " sessions, its share of this replica (" + std::to_string(share) +
+                           ": sessions= on its line in API_KEYS_FILE, else "
+                           "MAX_SESSIONS_PER_KEY); delete one or wait for one to expire."};
 }
 
 asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::Create(

@@ -7,6 +7,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,12 +48,15 @@ struct SessionCall {
 
 class SessionManager {
  public:
+  // `share_of`: the sessions an API key may hold (key_quotas.h); empty: no share below
+  // MAX_SESSIONS.
   SessionManager(asio::any_io_executor ex, const Config& config, Executor& executor,
-                 FileStore& store, const SandboxSpec& spec);
+                 FileStore& store, const SandboxSpec& spec,
+                 std::function<uint32_t(const std::string&)> share_of = {});
 
   bool supported() const { return executor_.supports_sessions(); }
   // 503 (api.md "Overload") when MAX_SESSIONS sessions are live or being created; 429 when
-  // `client` (an API key's name) holds its share (MAX_SESSIONS_PER_KEY).
+  // `client` (an API key's name) holds its share (MAX_SESSIONS_PER_KEY or its `sessions=`).
   std::optional<ApiError> CapacityError(const std::string& client) const;
   static ApiError NotFound(const std::string& id);
 
@@ -140,6 +144,7 @@ class SessionManager {
 
   asio::any_io_executor ex_;
   const Config& config_;
+  std::function<uint32_t(const std::string&)> share_of_;
   Executor& executor_;
   FileStore& store_;
   SandboxSpec spec_;

@@ -20,7 +20,8 @@ boost::asio::awaitable<std::variant<ProgramResult, ApiError>> ProgramRunner::Run
   };
   std::optional<Admission::Permit> permit = co_await acquire();
   if (admission_ != nullptr && !permit) {
-    co_return ApiError{429, "Execution capacity on this replica is saturated. Retry later."};
+    co_return ApiError{admission_->RefusalStatus(request.client),
+                       admission_->ExecutionRefusal(request.client)};
   }
   co_await service_.ProbedLanguages();
   ExecuteRequest execute;

@@ -102,6 +102,36 @@ std::string JudgeRun(const ProgramResult& r, int64_t timeout_ms) {
   return "";
 }
 
+boost::asio::awaitable<std::variant<llm::Reply, ApiError>> SolveLoop::Ask(
+    const std::vector<llm::Message>& conversation, const std::string& client) {
+  if (model_calls_ != nullptr && model_calls_->share(client) == 0) {
+    co_return ApiError{403, "API key '" + client +
+                                "' may not call the model (model_calls=0 on its line in "
+                                "API_KEYS_FILE)"};
+  }
+  // Held for the model request only, not while the program runs.
+  auto admit = [&]() -> boost::asio::awaitable<std::optional<Admission::Permit>> {
+    if (model_calls_ == nullptr) co_return std::nullopt;
+    co_return co_await model_calls_->Acquire(client);
+  };
+  std::optional<Admission::Permit> permit = co_await admit();
+  if (model_calls_ != nullptr && !permit) {
+    const uint32_t share = model_calls_->share(client);
+    if (model_calls_->running_of(client) >= share) {
+      co_return ApiError{429, "API key '" + client + "' has " + std::to_string(share) +
+                                  " model calls in flight, its share (model_calls= on its line "
+                                  "in API_KEYS_FILE, else MAX_MODEL_CALLS_PER_KEY); retry later"};
+    }
+    co_return ApiError{429,
+                       "The model is busy: MAX_CONCURRENT_MODEL_CALLS calls are in flight on this "
+                       "replica; retry later"};
+  }
+  const std::vector<llm::ToolDeclaration> no_tools;
+  llm::ModelResult answer = co_await model_.Complete(conversation, no_tools);
+  if (auto* e = std::get_if<llm::ModelError>(&answer)) co_return ModelFailure(*e);
+  co_return std::move(std::get<llm::Reply>(answer));
+}
+
 boost::asio::awaitable<SolveOutcome> SolveLoop::Solve(const SolveRequest& request,
                                                       const SolveHooks& hooks) {
   SolveOutcome outcome;
@@ -116,12 +146,11 @@ boost::asio::awaitable<SolveOutcome> SolveLoop::Solve(const SolveRequest& reques
   std::vector<llm::Message> conversation;
   conversation.push_back({llm::Message::Role::kSystem, Instructions(request, runner_), {}, {}, {}});
   conversation.push_back({llm::Message::Role::kUser, request.task, {}, {}, {}});
-  const std::vector<llm::ToolDeclaration> no_tools;
   for (int n = 1; n <= request.max_attempts; ++n) {
     if (hooks.abandoned && hooks.abandoned()) co_return outcome;
-    llm::ModelResult answer = co_await model_.Complete(conversation, no_tools);
-    if (auto* e = std::get_if<llm::ModelError>(&answer)) {
-      outcome.error = ModelFailure(*e);
+    auto answer = co_await Ask(conversation, request.client);
+    if (auto* e = std::get_if<ApiError>(&answer)) {
+      outcome.error = std::move(*e);
       co_return outcome;
     }
     llm::Reply& reply = std::get<llm::Reply>(answer);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "daemon/tools/program_runner.h"
@@ -62,13 +63,21 @@ std::string JudgeRun(const ProgramResult& result, int64_t timeout_ms);
 
 class SolveLoop {
  public:
-  SolveLoop(llm::Provider& model, ProgramRunner& runner) : model_(model), runner_(runner) {}
+  // `model_calls` (null: no limit, the CLI) admits each model request: at most
+  // MAX_CONCURRENT_MODEL_CALLS in flight, a key's share of them (issue #30 item 8).
+  SolveLoop(llm::Provider& model, ProgramRunner& runner, Admission* model_calls = nullptr)
+      : model_(model), runner_(runner), model_calls_(model_calls) {}
   boost::asio::awaitable<SolveOutcome> Solve(const SolveRequest& request, const SolveHooks& hooks);
   const llm::Provider& model() const { return model_; }
 
  private:
+  // The answer to the conversation so far, or why there is none (429: no model slot in time).
+  boost::asio::awaitable<std::variant<llm::Reply, ApiError>> Ask(
+      const std::vector<llm::Message>& conversation, const std::string& client);
+
   llm::Provider& model_;
   ProgramRunner& runner_;
+  Admission* model_calls_;
 };
 
 }  // namespace ci::daemon
