@@ -1,6 +1,6 @@
 // The wire between the daemon and the agent that runs as PID 1 of a Docker container (its attach
 // stream: the daemon writes to the agent's stdin, the agent writes to its stdout). Frames are the
-// local runtime's ([u8 type][u32 little-endian length][payload], runtime/protocol.h); payloads
+// local runtime's ([u8 type][u32 little-endian length][payload], runtime/wire/protocol.h); payloads
 // are binary, so that the agent links nothing but libc and libstdc++.
 //
 // An exec is the agent's counterpart of `docker exec`: a command with its own stdio, numbered by
@@ -25,7 +25,7 @@ enum class Msg : uint8_t {
   kKillAll = 4,     // SIGKILL every process of the container but the agent; a payload lists
                     // the session ids to spare (session_kill.h)
   kRecycle = 5,     // end every exec and put the container back as it started (recycle.h)
-  kZygote = 6,      // ExecRequest (id 0) of the container's Python fork server (zygote.h)
+  kZygote = 6,      // ExecRequest (id 0) of the container's Python fork server (python_fork_server.h)
   kWriteFiles = 7,  // WriteFilesRequest: files the agent writes itself (write_files.h)
   kHello = 8,       // answered by kReady (a daemon that attached after the agent's start)
   // agent -> daemon

@@ -23,7 +23,7 @@
 #include "agent/recycle.h"
 #include "agent/session_kill.h"
 #include "agent/write_files.h"
-#include "agent/zygote.h"
+#include "agent/python_fork_server.h"
 #include "core/signal_state.h"
 
 extern char** environ;
@@ -461,7 +461,7 @@ class Agent {
     if (error.empty() && !uncovered.empty()) {
       error = "writable mount not wiped between executions: " + uncovered[0];
     }
-    // The fork server outlives recycles unless a program could have changed it (zygote.h).
+    // The fork server outlives recycles unless a program could have changed it (python_fork_server.h).
     std::string note;
     if (error.empty() && (zygote_.running() || zygote_request_)) note = zygote_.Changed();
     if (!note.empty()) note = "the fork server was replaced: " + note;

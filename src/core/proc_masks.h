@@ -1,5 +1,5 @@
 // What of /proc a sandbox may not read or change, for every backend: the local runtime mounts it
-// (src/runtime/mounts.cc), the Docker backend hands it to runc as MaskedPaths/ReadonlyPaths.
+// (src/runtime/init/mounts.cc), the Docker backend hands it to runc as MaskedPaths/ReadonlyPaths.
 #pragma once
 
 namespace ci {

@@ -34,7 +34,7 @@ class AgentChannel {
   // without an exec (src/agent/write_files.h); the error names the file it could not write.
   virtual asio::awaitable<Status> WriteFiles(
       const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files) = 0;
-  // Starts the container's Python fork server (src/agent/zygote.h) with `env` over the
+  // Starts the container's Python fork server (src/agent/python_fork_server.h) with `env` over the
   // container's; the agent starts it again after each recycle that had to end it.
   virtual void StartZygote(const std::vector<std::string>& argv,
                            const std::vector<std::string>& env) = 0;

@@ -31,7 +31,7 @@ struct DockerExecutorOptions {
   // (src/agent/README.md "Sessions").
   bool agent = true;
   // With the agent: recycled execution containers keep a Python fork server
-  // (SandboxSpec::zygote_argv, src/agent/zygote.h) and fork each program from it
+  // (SandboxSpec::zygote_argv, src/agent/python_fork_server.h) and fork each program from it
   // (PYTHON_EXECUTOR_DOCKER_FORK_SERVER, on by default; `false`: a Python start per program).
   bool fork_server = true;
   // The image watchdog's period (0: none; each Check inspects, and pulls, itself) and the pull's

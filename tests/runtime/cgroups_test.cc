@@ -1,5 +1,5 @@
 // The cgroup implementations against a temp directory laid out like cgroupfs.
-#include "runtime/cgroups.h"
+#include "runtime/kernel/cgroups.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

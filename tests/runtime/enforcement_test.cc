@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "common/enforcement_spec.h"
-#include "runtime/cgroups.h"
+#include "runtime/kernel/cgroups.h"
 #include "sandbox_fixture.h"
 
 namespace ci::testing_support {

@@ -3,7 +3,7 @@
 // `python3 -c` does (exit status, SystemExit, tracebacks, KeyboardInterrupt, threads, atexit,
 // unclosed files), gets its own random state, and pays nothing of the imports' CPU. The whole
 // runtime suite also runs this way (runtime-fork-server), isolation checks included.
-#include "runtime/fork_server.h"
+#include "runtime/daemon/fork_server_client.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "core/sleep.h"
-#include "runtime/messages.h"
-#include "runtime/protocol.h"
+#include "runtime/wire/messages.h"
+#include "runtime/wire/protocol.h"
 #include "sandbox_fixture.h"
 
 namespace ci::testing_support {
@@ -238,23 +238,23 @@ int CountFds(pid_t pid) {
   return n;
 }
 
-// The stage of the setup failure the sandbox's agent socket reports, then its EOF: "" when not so.
-std::string SetupFailureStage(const runtime::UniqueFd& agent) {
-  const int flags = ::fcntl(agent.get(), F_GETFL);
-  ::fcntl(agent.get(), F_SETFL, flags & ~O_NONBLOCK);
+// The stage of the setup failure the sandbox's service socket reports, then its EOF: "" when not so.
+std::string SetupFailureStage(const runtime::UniqueFd& service) {
+  const int flags = ::fcntl(service.get(), F_GETFL);
+  ::fcntl(service.get(), F_SETFL, flags & ~O_NONBLOCK);
   runtime::proto::Msg type;
   std::string payload;
   runtime::proto::SetupError error;
-  if (runtime::proto::ReadFrame(agent.get(), &type, &payload) != 0 ||
+  if (runtime::proto::ReadFrame(service.get(), &type, &payload) != 0 ||
       type != runtime::proto::Msg::kSetupError || !runtime::proto::Decode(payload, &error)) {
     return "";
   }
   char byte;
-  return ::read(agent.get(), &byte, 1) == 0 ? error.stage : "";
+  return ::read(service.get(), &byte, 1) == 0 ? error.stage : "";
 }
 
 // A sandbox whose plan never comes (the daemon closed its lifecycle socket first), or comes
-// malformed, or is not a plan: the zygote reports it on the agent socket as a shim would, keeps
+// malformed, or is not a plan: the zygote reports it on the service socket as a shim would, keeps
 // nothing of it (no descriptor, no cgroup, no process) and serves the next one.
 TEST_F(ForkServerTest, ASandboxWithoutAValidPlanIsDroppedAndTheZygoteServesOn) {
   const std::vector<pid_t> others = Zygotes();
@@ -282,8 +282,8 @@ TEST_F(ForkServerTest, ASandboxWithoutAValidPlanIsDroppedAndTheZygoteServesOn) {
     EXPECT_EQ(sandbox->pid, 0) << name;
     send(sandbox->lifecycle.get());
     sandbox->lifecycle.reset();
-    EXPECT_EQ(SetupFailureStage(sandbox->agent), "plan") << name;
-    // The agent socket's EOF came as the zygote dropped the sandbox; the rest of it goes next.
+    EXPECT_EQ(SetupFailureStage(sandbox->service), "plan") << name;
+    // The service socket's EOF came as the zygote dropped the sandbox; the rest of it goes next.
     for (int i = 0; i < 100 && CountFds(zygote) != fds_between; ++i) {
       std::this_thread::sleep_for(10ms);
     }

@@ -1,5 +1,5 @@
 // Safe workspace file creation and walking, on a temp directory.
-#include "runtime/fs_util.h"
+#include "runtime/init/fs_util.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <map>
 
-#include "runtime/unique_fd.h"
+#include "runtime/kernel/unique_fd.h"
 
 namespace ci::runtime {
 namespace {

@@ -1,10 +1,10 @@
 // SandboxSpec -> plan JSON and the control messages survive a round trip.
-#include "runtime/plan.h"
+#include "runtime/wire/plan.h"
 
 #include <gtest/gtest.h>
 
-#include "runtime/messages.h"
-#include "runtime/protocol.h"
+#include "runtime/wire/messages.h"
+#include "runtime/wire/protocol.h"
 
 namespace ci::runtime {
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/await.h"
-#include "runtime/local_executor.h"
+#include "runtime/daemon/local_executor.h"
 
 namespace ci::testing_support {
 

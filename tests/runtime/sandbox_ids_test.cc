@@ -1,5 +1,5 @@
 // Claiming sandbox ids, reading subordinate ids and the cgroup reaper, on temp directories.
-#include "runtime/sandbox_ids.h"
+#include "runtime/kernel/sandbox_ids.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/cgroup_reaper.h"
-#include "runtime/cgroups.h"
+#include "runtime/daemon/cgroup_reaper.h"
+#include "runtime/kernel/cgroups.h"
 
 namespace ci::runtime {
 namespace {

@@ -1,6 +1,6 @@
 // The profile compiler: every embedded profile compiles, and bad input gives errors that name
 // the problem. No sandbox needed.
-#include "runtime/seccomp_profile.h"
+#include "runtime/daemon/seccomp_profile.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

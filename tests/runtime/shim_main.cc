@@ -2,8 +2,8 @@
 // as LocalExecutorOptions::shim_binary.
 #include <string_view>
 
-#include "runtime/local_executor.h"
-#include "runtime/zygote.h"
+#include "runtime/daemon/local_executor.h"
+#include "runtime/parent/fork_server.h"
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "fork") return ci::runtime::ZygoteMain(argc, argv);

@@ -34,7 +34,7 @@ PACKAGES=(
   # (tests/vm/test_systemd.py checks inside the VM that ldd finds every one)
   libseccomp2 libcap2 libnl-3-200 libnl-route-3-200 libssl3 libyaml-0-2
   libspdlog1.10 libfmt9 libstdc++6 libgcc-s1 libc6
-  # the fork server loads it at run time (dlopen: src/runtime/embedded_python.cc), so ldd does not
+  # the fork server loads it at run time (dlopen: src/runtime/init/embedded_python.cc), so ldd does not
   # list it
   libpython3.11
 )

@@ -7,8 +7,8 @@
 #include "daemon/backends/local_options.h"
 #include "docker/docker_executor.h"
 #include "k8s/k8s_executor.h"
-#include "runtime/host_probe.h"
-#include "runtime/local_executor.h"
+#include "runtime/daemon/host_probe.h"
+#include "runtime/daemon/local_executor.h"
 
 namespace ci::daemon {
 namespace {

@@ -12,7 +12,7 @@
 #include "core/executor.h"
 #include "core/status.h"
 #include "daemon/config/config.h"
-#include "runtime/host_checks.h"
+#include "runtime/kernel/host_checks.h"
 
 namespace ci::daemon {
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "daemon/config/config.h"
-#include "runtime/local_executor.h"
+#include "runtime/daemon/local_executor.h"
 
 namespace ci::daemon {
 

@@ -15,7 +15,7 @@
 
 #include "core/json.h"
 #include "core/policies.h"
-#include "runtime/seccomp_profile.h"
+#include "runtime/daemon/seccomp_profile.h"
 
 namespace ci::daemon {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "daemon/backends/local_options.h"
 #include "daemon/service/hardening.h"
-#include "runtime/local_executor.h"
+#include "runtime/daemon/local_executor.h"
 
 namespace ci::daemon {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/policies.h"
-#include "runtime/seccomp_profile.h"
+#include "runtime/daemon/seccomp_profile.h"
 
 namespace ci::daemon {
 namespace {

@@ -101,7 +101,7 @@ constexpr std::string_view kDriver = R"PY(def _ci_main():
 _ci_main()
 )PY";
 
-// The fork server of a Docker execution container (src/agent/zygote.h, SandboxSpec::zygote_argv):
+// The fork server of a Docker execution container (src/agent/python_fork_server.h, SandboxSpec::zygote_argv):
 // its argv after the source names the warm imports, imported once here (quietly, from `/`, not
 // the workspace). It makes itself non-dumpable (no program of its user reads its memory or
 // traces it), says "ready" on fd 3 (its channel to the agent) and forks per request: a child

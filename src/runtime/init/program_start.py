@@ -1,0 +1,58 @@
+def _ci_program():
+    import atexit, gc, io, os, signal, sys
+    source = sys.argv.pop()
+    sys.orig_argv[:] = ['python3', '-c', source] + sys.argv[1:]
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    code = sys.__dict__.pop('_ci_compiled').get(source)
+    sys.path.insert(0, '')
+    numpy_random = sys.modules.get('numpy.random')
+    if numpy_random is not None:
+        numpy_random.seed()  # a fork shares the zygote's global state: reseed
+    main = sys.modules['__main__'].__dict__
+    interrupted = False
+    try:
+        if code is None:
+            code = compile(source, '<string>', 'exec')
+        exec(code, main)
+        status = 0
+    except SystemExit as e:
+        status = e.code
+        if status is None:
+            status = 0
+        elif not isinstance(status, int):
+            print(status, file=sys.stderr)
+            status = 1
+    except BaseException as e:
+        tb = e.__traceback__.tb_next  # from the program's first frame on
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        status = 1
+        interrupted = isinstance(e, KeyboardInterrupt)
+    del source, code
+    threading = sys.modules.get('threading')
+    if threading is not None:
+        threading._shutdown()
+    atexit._run_exitfuncs()
+    files = [o for o in gc.get_objects() if isinstance(o, io.IOBase)]
+    for text_first in (True, False):
+        for f in files:
+            if isinstance(f, io.TextIOBase) == text_first:
+                try:
+                    f.flush()
+                except Exception:
+                    pass
+    del files
+    main.clear()
+    gc.collect()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            status = status or 120
+    if interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(status & 0xff)
+__import__('sys')._ci_program = _ci_program
+del _ci_program

@@ -1,0 +1,30 @@
+def _ci_warm(modules, sources):
+    import os, sys
+    env = dict(os.environ)
+    saved = os.dup(1), os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    for name in modules:
+        try:
+            __import__(name)
+        except BaseException:
+            pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(saved[0], 1)
+    os.dup2(saved[1], 2)
+    for fd in (null,) + saved:
+        os.close(fd)
+    if dict(os.environ) != env:
+        os.environ.clear()
+        os.environ.update(env)
+    sys._ci_compiled = {}
+    for source in sources:
+        try:
+            sys._ci_compiled[source] = compile(source, '<string>', 'exec')
+        except BaseException:
+            pass
+    import atexit, gc, io, signal  # what every program's start and end use
+    gc.collect()  # the imports' garbage: not copied into every fork
+    gc.freeze()  # the programs' collections skip (and do not copy) what is here
