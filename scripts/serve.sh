@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command: install what the backend needs, build the daemon, and start it. Configuration comes
-# from the environment (see the README), e.g. PORT=9000 scripts/serve.sh. With
+# from the environment (docs/configuration.md), e.g. PORT=9000 scripts/serve.sh. With
 # EXECUTOR_BACKEND=docker it also installs docker.io, builds the containers' agent and makes a
 # dockerd (if none answers) and the executor image (tests/docker/start-dockerd.sh).
 set -euo pipefail

@@ -401,7 +401,7 @@ asio::awaitable<Status> EngineClient::Negotiate() {
   auto req = MakeRequest(http::verb::get, target, {});
   std::string what = Where(endpoint_) + ": GET /_ping";
   Result<Response> r = Status::Error("unreachable");
-  // One call for any transport; the awaitable is a named local (GCC 12, see README).
+  // One call for any transport; the awaitable is a named local (GCC 12, see CONTRIBUTING.md).
   auto op = std::visit(
       [&](auto& stream) { return Exchange(stream, req, timeout_, what, endpoint_); }, *conn);
   r = co_await std::move(op);

@@ -1,5 +1,5 @@
-// The model the daemon and `code-interpreter ask` talk to, from the environment (README "The
-// agent loop"): LLM_PROVIDER, LLM_BASE_URL, LLM_MODEL, LLM_API_KEY or LLM_API_KEY_FILE,
+// The model the daemon and `code-interpreter ask` talk to, from the environment (docs/agent.md
+// "The agent loop"): LLM_PROVIDER, LLM_BASE_URL, LLM_MODEL, LLM_API_KEY or LLM_API_KEY_FILE,
 // LLM_TIMEOUT_SEC. An invalid value is an error naming the variable.
 #pragma once
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""README.md's curl examples against docs/openapi.json: every request they make is a documented
+"""The curl examples of README.md and of every docs/*.md (the API tour and sessions of api.md,
+agent.md, deployment.md, ...) against docs/openapi.json: every request they make is a documented
 operation (method and path), and every JSON body they send is valid for that operation's request
 schema; an upload (`-F file=@...`) is the documented multipart form. Then the other way: bodies
 the daemon's parser refuses (request_parsing.cc) are refused by the schemas too, so a schema that
@@ -7,6 +8,7 @@ lost a rule fails here.
 
 Usage: check_readme_requests.py REPO_ROOT
 """
+import glob
 import json
 import os
 import re
@@ -41,8 +43,8 @@ REFUSED = [
 ]
 
 
-def shell_blocks(readme):
-    return re.findall(r"```sh\n(.*?)```", readme, re.S)
+def shell_blocks(text):
+    return re.findall(r"```sh\n(.*?)```", text, re.S)
 
 
 def logical_lines(block):
@@ -61,9 +63,18 @@ def logical_lines(block):
         pending = ""
 
 
-def curl_requests(readme):
-    """(method, path, body text or None, form fields) of every curl command of README.md."""
-    for block in shell_blocks(readme):
+def documents(root):
+    """(name, text) of README.md and of every docs/*.md, the files that hold curl examples."""
+    paths = [os.path.join(root, "README.md")]
+    paths += sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            yield os.path.relpath(path, root), f.read()
+
+
+def curl_requests(text):
+    """(method, path, body text or None, form fields) of every curl command of a document."""
+    for block in shell_blocks(text):
         for line in logical_lines(block):
             for placeholder, value in SAMPLES.items():
                 line = re.sub(placeholder, value, line)
@@ -113,15 +124,15 @@ def find_operation(document, method, path):
 
 
 def check(root):
-    with open(os.path.join(root, "README.md")) as f:
-        readme = f.read()
     with open(os.path.join(root, "docs", "openapi.json")) as f:
         document = json.load(f)
     checker = Checker(document)
     problems, seen = [], 0
-    for method, path, body, form in curl_requests(readme):
+    requests = [(name,) + request for name, text in documents(root)
+                for request in curl_requests(text)]
+    for name, method, path, body, form in requests:
         seen += 1
-        where = "README.md: curl %s %s" % (method.upper(), path)
+        where = "%s: curl %s %s" % (name, method.upper(), path)
         template, op = find_operation(document, method, path)
         if op is None:
             problems.append(where + ": no such operation in docs/openapi.json")
@@ -145,7 +156,8 @@ def check(root):
                 continue
             problems += ["%s: %s" % (where, e) for e in checker.errors(value, schema)]
     if seen < 15:
-        problems.append("README.md: only %d curl examples found; the extraction broke" % seen)
+        problems.append("README.md, docs/*.md: only %d curl examples found; the extraction "
+                        "broke" % seen)
     for method, template, body in REFUSED:
         op = document["paths"][template][method]
         schema = checker.resolve(op["requestBody"])["content"]["application/json"]["schema"]
@@ -159,7 +171,7 @@ def main():
     seen, problems = check(sys.argv[1])
     for p in problems:
         print(p)
-    print("%d README requests checked, %d problems" % (seen, len(problems)))
+    print("%d documented requests checked, %d problems" % (seen, len(problems)))
     sys.exit(1 if problems else 0)
 
 

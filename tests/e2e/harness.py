@@ -51,9 +51,9 @@ class Config:
     cluster = None  # the FakeCluster of a --backend kubernetes run
     final_checks = []  # callables -> [(name, ok, diagnostic)], run once the daemons stopped
     image = None  # --image: daemons are containers of this image (ContainerDaemon)
-    image_args = []  # the `docker run` flags (the README's) before the image name
+    image_args = []  # the `docker run` flags (docs/deployment.md's) before the image name
     image_env = {}  # --image-env: extra -e settings for every container daemon
-    # Docker-in-Docker: the daemons share the README's data root volume, which one nested dockerd
+    # Docker-in-Docker: the daemons share the documented data root volume, which one nested dockerd
     # at a time may use, so the pool stops the live daemons before another starts (make_room).
     one_daemon_at_a_time = False
 
@@ -250,13 +250,13 @@ class Daemon:
 
 
 class ContainerDaemon(Daemon):
-    """The daemon as a container of Config.image, started as the README tells a user to start it:
-    `docker run -d` with Config.image_args (the README's flags), plus what the harness needs:
-    PORT=0 (several daemons side by side; the README's command publishes nothing, it runs on the
-    host's network), LOG_LEVEL=debug, the test class's overrides as -e, and every host path an
-    override names mounted read-only at the same path (as an administrator mounts an API keys
-    file). Its log is `docker logs -f`; stop is `docker stop` (SIGTERM to the container's PID 1,
-    the binary's own init); the exit code is the container's. The file store is read through
+    """The daemon as a container of Config.image, started as docs/deployment.md tells a user to
+    start it: `docker run -d` with Config.image_args (the documented flags), plus what the harness
+    needs: PORT=0 (several daemons side by side; the documented command publishes nothing, it runs
+    on the host's network), LOG_LEVEL=debug, the test class's overrides as -e, and every host path
+    an override names mounted read-only at the same path (as an administrator mounts an API keys
+    file). Its log is `docker logs -f`; stop is `docker stop` (SIGTERM to the container's PID 1, the
+    binary's own init); the exit code is the container's. The file store is read through
     /proc/<pid>/root, the container's root seen from the host."""
 
     STORE_IN_CONTAINER = "/var/lib/code-interpreter/files"  # the image's FILE_STORAGE_DIR
@@ -399,7 +399,7 @@ class DaemonPool:
         return d
 
     def make_room(self, starting):
-        """Docker-in-Docker: one nested dockerd at a time may use the README's data root volume,
+        """Docker-in-Docker: one nested dockerd at a time may use the documented data root volume,
         so every other daemon of the pool stops (its clean-shutdown result kept) before one
         starts, a test's own included; each then finds the executor image already imported."""
         for key in [k for k, d in self._daemons.items() if d is not starting]:

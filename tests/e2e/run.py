@@ -13,7 +13,8 @@
                                                       # each daemon a container (docker run -d)
   run.py --readme-command "Docker-out-of-Docker" --backend docker
                                                       # the same, image and flags taken from the
-                                                      # README section's `docker run -d` command
+                                                      # `docker run -d` command of that section
+                                                      # of docs/deployment.md
 
 Environment: CI_DAEMON_BIN (instead of --bin), CI_E2E_NO_SKIP=1 (a skip for a missing
 capability, e.g. matplotlib absent in the sandbox, becomes a failure; CI sets it).
@@ -85,18 +86,23 @@ def docker_answers():
         return False
 
 
+DEPLOYMENT_DOC = os.path.join(HERE, "..", "..", "docs/deployment.md")
+
+
 def readme_command(title):
     """(image, shell string of flags) of the first `docker run -d ... IMAGE` command in the
-    fenced block of README.md's section whose heading starts with `title`."""
-    with open(os.path.join(HERE, "..", "..", "README.md"), encoding="utf-8") as f:
+    fenced block of docs/deployment.md's section whose heading starts with `title` (the section
+    was the README's once, hence the name)."""
+    with open(DEPLOYMENT_DOC, encoding="utf-8") as f:
         text = f.read()
     m = re.search(r"^## " + re.escape(title) + r".*?$(.*?)(?=^## |\Z)", text, re.M | re.S)
     if not m:
-        raise SystemExit(f"README.md has no section {title!r}")
+        raise SystemExit(f"docs/deployment.md has no section {title!r}")
     joined = m.group(1).replace("\\\n", " ")
     cmd = re.search(r"^docker run -d (.*?) (\S+)\s*(?:#.*)?$", joined, re.M)
     if not cmd:
-        raise SystemExit(f"README.md section {title!r} has no `docker run -d ... IMAGE` line")
+        raise SystemExit(f"docs/deployment.md section {title!r} has no `docker run -d ... IMAGE` "
+                         "line")
     return cmd.group(2), re.sub(r"\s+", " ", cmd.group(1))
 
 
@@ -120,12 +126,12 @@ CAP_NAMES = {24: "SYS_RESOURCE"}  # the one these test machines' bounding set la
 
 
 def privileged_here(argv):
-    """The README's `--privileged`, on a machine whose own bounding set lacks capabilities (these
+    """The documented `--privileged`, on a machine whose own bounding set lacks capabilities (these
     test machines lack CAP_SYS_RESOURCE): runc cannot give a container the full set, so
     `--privileged` fails there with "unable to apply caps". It becomes what --privileged means
     short of the missing capabilities: every other capability, no seccomp or AppArmor profile,
     no masked /proc paths, and the host's cgroup hierarchies writable (what a nested dockerd
-    needs). On a machine with the full set the README's flag is used as it is."""
+    needs). On a machine with the full set the documented flag is used as it is."""
     lacks = bounding_set_lacks()
     if "--privileged" not in argv or not lacks:
         return argv
@@ -172,7 +178,7 @@ def main():
     ap.add_argument("--image-env", action="append", default=[], metavar="K=V",
                     help="with --image: -e K=V for every container (repeatable)")
     ap.add_argument("--readme-command", metavar="TITLE",
-                    help="--image and --image-args from README.md's section TITLE")
+                    help="--image and --image-args from docs/deployment.md's section TITLE")
     ap.add_argument("--with", dest="with_modules", action="append", default=[], metavar="MODULE",
                     help="add a test module to the suite (test_dind for the DinD image)")
     ap.add_argument("--list", action="store_true")
@@ -237,7 +243,8 @@ def main():
             if os.geteuid() != 0:
                 ap.error("--as-user needs root (it switches to USER with setpriv)")
             harness.Config.as_user = args.as_user
-            # Subordinate ids, as an administrator gives a rootless daemon's user (README).
+            # Subordinate ids, as an administrator gives a rootless daemon's user
+            # (docs/security.md "Rootless").
             if not args.no_subids:
                 grant = os.path.join(HERE, "..", "common", "grant-subids.sh")
                 subprocess.run([grant, args.as_user], check=True)

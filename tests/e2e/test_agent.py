@@ -1082,7 +1082,7 @@ class KeyFilePlaceTest(E2ETestCase):
 class AskTest(unittest.TestCase):
     """The CLI asks the model with the solve_task declaration, runs the loop in its own
     sandboxes when the model calls it, and sends the result back in the provider's format. The
-    scripted server's default rules answer the README's question with no script."""
+    scripted server's default rules answer docs/agent.md's question with no script."""
 
     def setUp(self):
         if not Config.bin_path:

@@ -1,4 +1,4 @@
-"""API keys (README "API keys", issue #12 item 6): with API_KEYS_FILE every endpoint but the
+"""API keys (docs/api.md "API keys", issue #12 item 6): with API_KEYS_FILE every endpoint but the
 probes needs `Authorization: Bearer KEY`; a missing, malformed or wrong key is a 401 with a
 `WWW-Authenticate: Bearer` challenge and a `detail`; files and sessions belong to the key that
 made them (another key's are 404, as ids that do not exist); the file is re-read while the

@@ -1,5 +1,5 @@
-"""Docker-in-Docker (README "Docker-in-Docker"): the default image, started by the README's
-command, runs its own dockerd, hardened as policies/ say, and supervises it. Runs with
+"""Docker-in-Docker (docs/deployment.md "Docker-in-Docker"): the default image, started by that
+section's command, runs its own dockerd, hardened as policies/ say, and supervises it. Runs with
 --readme-command "Docker-in-Docker" (meson: e2e-dind), where every daemon is such a container.
 
 What /health says of the nested dockerd is compared with what its process really has, read

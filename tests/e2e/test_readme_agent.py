@@ -1,7 +1,8 @@
-"""README "The agent loop": its example commands run verbatim (only `localhost:8000` becomes the
-test daemon's address and `code-interpreter` the binary under test) against a daemon whose model
-is the scripted model of tests/model, with nothing scripted: its default rules answer the README's
-question as a model would. Each request must succeed and say what the README says it does."""
+"""docs/agent.md "The agent loop": its example commands run verbatim (only `localhost:8000`
+becomes the test daemon's address and `code-interpreter` the binary under test) against a daemon
+whose model is the scripted model of tests/model, with nothing scripted: its default rules answer
+the document's question as a model would. Each request must succeed and say what the document
+says it does."""
 
 import atexit
 import os
@@ -25,18 +26,15 @@ DIVISORS = "divisors: [1, 3, 31, 93, 12917, 38751, 400427, 1201281]"
 STATUS_MARK = "\n@@status "  # what the test's curl wrapper prints after each response
 
 
-def readme_section(title):
-    with open(os.path.join(ROOT, "README.md")) as f:
-        text = f.read()
-    start = text.index("\n## " + title + "\n")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+def agent_doc():
+    with open(os.path.join(ROOT, "docs/agent.md")) as f:
+        return f.read()
 
 
 def example_blocks():
-    """The ```sh blocks of "The agent loop" (MCP's included) that talk to a running daemon: the
-    ones with a curl request (the first block starts daemons)."""
-    blocks = re.findall(r"```sh\n(.*?)```", readme_section("The agent loop"), re.S)
+    """The ```sh blocks of docs/agent.md (MCP's included) that talk to a running daemon: the ones
+    with a curl request (the first block starts daemons)."""
+    blocks = re.findall(r"```sh\n(.*?)```", agent_doc(), re.S)
     return [b for b in blocks if "curl " in b]
 
 
@@ -45,7 +43,7 @@ class ReadmeAgentExamplesTest(E2ETestCase):
 
     def setUp(self):
         super().setUp()
-        self.require_host_daemon("the README's `code-interpreter ask` runs the binary here")
+        self.require_host_daemon("docs/agent.md's `code-interpreter ask` runs the binary here")
 
     def run_block(self, block):
         """Runs one block in bash with every curl's HTTP status printed after its output."""
@@ -67,7 +65,7 @@ class ReadmeAgentExamplesTest(E2ETestCase):
 
     def test_the_examples_block_solves_streams_declares_and_asks(self):
         blocks = example_blocks()
-        self.assertEqual(len(blocks), 2, "the README's agent and MCP example blocks")
+        self.assertEqual(len(blocks), 2, "docs/agent.md's agent and MCP example blocks")
         r = self.run_block(blocks[0])
         out = r.stdout
         self.assertIn('"status":"solved"', out)

@@ -386,7 +386,7 @@ class CgroupReaperTest(unittest.TestCase):
                           metric("code_interpreter_fork_server_restarts_total")), (1, 0))
         os.kill(first, signal.SIGKILL)
         # Its sandboxes die with it: once it has exited none is given to a run. (A run given one
-        # while the kill is under way fails with it: README "Not done yet".)
+        # while the kill is under way fails with it: docs/security.md "Not done yet".)
         self.assertTrue(wait_until(lambda: not is_running(first), 10))
         deadline = time.monotonic() + 60
         replaced = None

@@ -310,7 +310,7 @@ GEMINI = GeminiFormat()
 
 def prime_program(n):
     """A Python program that prints whether n is prime and its divisors (fast for any n the
-    README asks about: trial division up to its square root)."""
+    docs/agent.md asks about: trial division up to its square root)."""
     return ("import math\n\n"
             f"n = {n}\n"
             "small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]\n"
@@ -350,7 +350,7 @@ def print_rule(match, turn):
 
 
 def builtin_rules():
-    """The rules that make the README examples work without a script."""
+    """The rules that make the examples of docs/agent.md work without a script."""
     return [
         (re.compile(re.escape(PRIME_QUESTION)), ask_rule),
         (re.compile(r"(?i)\bprime|\bdivisor"), prime_rule),

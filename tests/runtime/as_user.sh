@@ -12,7 +12,7 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 group=$(id -gn "$user") || exit 1
-# Subordinate ids, as an administrator gives a rootless daemon's user (README "Security model").
+# Subordinate ids, as an administrator gives a rootless daemon's user (docs/security.md "Rootless").
 "$(dirname "$0")/../common/grant-subids.sh" "$user" || exit 1
 tmp=$(mktemp -d /tmp/ci-as-user-XXXXXX) || exit 1
 chmod 755 "$tmp"

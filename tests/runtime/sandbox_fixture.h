@@ -47,7 +47,8 @@ class SandboxTest : public ::testing::Test {
   void Await(asio::awaitable<void> a) { testing_support::AwaitOn(io_, std::move(a)); }
 
   // CI_TEST_ROOTLESS=1 (set by as_user.sh): the suite runs as an unprivileged user, so the
-  // executor is rootless and, without a writable cgroup, limits are rlimits (README "Rootless").
+  // executor is rootless and, without a writable cgroup, limits are rlimits (docs/security.md
+  // "Rootless").
   static bool Rootless();
   // CI_TEST_FORK_SERVER=1: Python programs run in the fork server's interpreter.
   static bool WithForkServer();

@@ -26,7 +26,7 @@ PACKAGES=(
   # rootless sandboxes (newuidmap/newgidmap) and rootless Docker (test_rootless_dood.py); runc's
   # systemd cgroup driver, the only one a rootless Engine has on cgroup v2, needs the user's bus
   uidmap iptables apparmor docker.io rootlesskit slirp4netns fuse-overlayfs dbus-user-session
-  # `meson install --no-rebuild` of the shared build directory, as the README says
+  # `meson install --no-rebuild` of the shared build directory, as docs/deployment.md says
   meson
   # the sandbox's language stack on SANDBOX_ROOTFS=host (what scripts/install-deps.sh installs)
   python3 python3-numpy python3-pandas python3-matplotlib python3-openpyxl

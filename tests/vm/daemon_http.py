@@ -1,6 +1,7 @@
 """A daemon in the test VM, reached from the host: the ssh tunnel to a port on the VM's loopback
 and the JSON calls through it (for tests whose daemon listens on 127.0.0.1 inside the VM, as
-README's `--network host -e HOST=127.0.0.1` and `-p 127.0.0.1:8000:8000` commands say)."""
+docs/deployment.md's `--network host -e HOST=127.0.0.1` and `-p 127.0.0.1:8000:8000` commands
+say)."""
 
 import contextlib
 import json
@@ -12,7 +13,7 @@ import urllib.request
 
 from vm import free_port
 
-# The daemon's limits by default (README "Configuration").
+# The daemon's limits by default (docs/configuration.md "Configuration (environment)").
 MEMORY_LIMIT_MB = 256
 PIDS_LIMIT = 64
 

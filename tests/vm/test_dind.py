@@ -3,9 +3,9 @@
 
   test_dind.py --source DIR --build DIR [-k PATTERN]
 
-README.md's section "Docker-in-Docker" with cheap parts, since the default image (1.9 GB, with
-the executor root) takes over 10 minutes to load under emulation: the VM's system dockerd (no
-bridge, no iptables: nothing here needs them) runs README's `docker run -d` flags
+docs/deployment.md's section "Docker-in-Docker" with cheap parts, since the default image (1.9
+GB, with the executor root) takes over 10 minutes to load under emulation: the VM's system dockerd
+(no bridge, no iptables: nothing here needs them) runs the section's `docker run -d` flags
 (`--privileged`, so a cgroup namespace of its own on v2, `--network host`, the data root
 volume) on an image with the default image's configuration and an empty root
 (tests/vm/dind-parts.sh), with the VM's /usr pieces (dockerd, containerd, runc, the daemon's
@@ -175,7 +175,7 @@ class DindCgroupV2Test(unittest.TestCase):
         self.assertEqual(deployment["mode"], "dind", deployment)
         self.assertTrue(deployment["nested_dockerd"]["answering"], deployment)
         self.assertEqual(deployment["engine"]["cgroup_version"], "2", deployment)
-        # The data root is the README's volume (ext4 in the VM), so overlay2 works.
+        # The data root is the documented volume (ext4 in the VM), so overlay2 works.
         print(f"# nested dockerd storage: {deployment['nested_dockerd']['storage_driver']}",
               file=sys.stderr)
         self.assertEqual(deployment["nested_dockerd"]["storage_driver"], "overlay2")

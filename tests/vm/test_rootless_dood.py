@@ -3,9 +3,9 @@
 
   test_rootless_dood.py --source DIR [-k PATTERN]
 
-As the VM's test user, exactly as README.md's section "Docker-out-of-Docker with a rootless
-socket" says: its setup line starts the rootless dockerd (rootlesskit, slirp4netns, the user's
-systemd unit), the images come in (`docker save code-interpreter:slim` from the host, and an
+As the VM's test user, exactly as docs/deployment.md's section "Docker-out-of-Docker with a
+rootless socket" says: its setup line starts the rootless dockerd (rootlesskit, slirp4netns, the
+user's systemd unit), the images come in (`docker save code-interpreter:slim` from the host, and an
 executor image: small_executor_root.py's root, made in the VM from its own Python and shell, since
 the full image's import alone takes ~10 minutes under emulation; the full image's contents are
 tested on the host's dockerd), and the slim image runs with the section's `docker run -d` flags
@@ -43,7 +43,7 @@ WORK = None
 TITLE = "Docker-out-of-Docker with a rootless socket"
 SLIM_IMAGE = "code-interpreter:slim"
 EXECUTOR_IMAGE = "code-interpreter-executor:latest"  # the daemon's default EXECUTOR_IMAGE
-# Every command as the user runs with the rootless socket, as the README exports it.
+# Every command as the user runs with the rootless socket, as the section exports it.
 AS_USER = "export DOCKER_HOST=unix://$XDG_RUNTIME_DIR/docker.sock; "
 # The e2e subset: each sandbox start is seconds under emulation, so a few named tests: the files
 # API and a session's state. Left out: tests that run on the default 2 s timeout, too short for a
@@ -57,8 +57,9 @@ E2E_TESTS = [
 
 
 def readme_lines():
-    """The lines of the fenced block of README.md's section TITLE, continuations joined."""
-    with open(os.path.join(OPTS.source, "README.md"), encoding="utf-8") as f:
+    """The lines of the fenced block of docs/deployment.md's section TITLE, continuations
+    joined."""
+    with open(os.path.join(OPTS.source, "docs/deployment.md"), encoding="utf-8") as f:
         text = f.read()
     section = text.split("\n## " + TITLE + "\n", 1)[1].split("\n## ", 1)[0]
     block = section.split("```sh\n", 1)[1].split("```", 1)[0]
@@ -110,7 +111,7 @@ def setUpModule():
                                       f"chmod 644 {tar} {tar}.changes"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     lines = readme_lines()
-    # The README's first line: the setup tool writes and starts the user's docker.service.
+    # The section's first line: the setup tool writes and starts the user's docker.service.
     assert lines[0].startswith("PATH=/usr/share/docker.io/contrib"), lines[0]
     timed("rootless dockerd set up", lines[0], timeout=300)
     # docker.service is Type=simple: started is not yet answering on the socket.
@@ -135,11 +136,12 @@ def setUpModule():
     loaded = load.communicate(timeout=900)[0]
     assert load.returncode == 0, f"docker load of {SLIM_IMAGE} failed: {loaded}"
     print(f"# both images in after {time.monotonic() - start:.1f} s", file=sys.stderr)
-    # The README's docker run, with a name for the test to find it by and the VM's settings.
+    # The section's docker run, with a name for the test to find it by and the VM's settings.
     flags = f"{readme_run_flags()} {docker_env_flags()}"
     timed("daemon container started",
           AS_USER + f"docker run -d --name rootless-dood {flags} {SLIM_IMAGE}", timeout=300)
-    # The port is published on the VM's loopback (README): reach it through ssh, not qemu's NIC.
+    # The port is published on the VM's loopback (the section): reach it through ssh, not qemu's
+    # NIC.
     TUNNEL = Tunnel(VM, 8000)
     start = time.monotonic()
     TUNNEL.wait_ready()

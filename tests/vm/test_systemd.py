@@ -4,12 +4,12 @@
   test_systemd.py --source DIR --build DIR [-k PATTERN]
 
 The worktree and build directory come in over 9p at their own paths; the daemon is installed as
-the README says (`meson install -C build`, then systemctl), started as the system unit
-(Type=notify: `systemctl start` returns only after READY=1), through its socket unit, and as the
-test user's `systemctl --user` unit. Through the forwarded port: a named subset of the e2e suite
-(tests/e2e/run.py --url), then memory and pids limits with the sandbox's cgroup read inside the VM:
-it must be under the unit's delegated subtree with memory.max and pids.max set. Output is
-unittest's; the last line is "N passed, N failed".
+docs/deployment.md "systemd service" says (`meson install -C build`, then systemctl), started as the
+system unit (Type=notify: `systemctl start` returns only after READY=1), through its socket unit,
+and as the test user's `systemctl --user` unit. Through the forwarded port: a named subset of the
+e2e suite (tests/e2e/run.py --url), then memory and pids limits with the sandbox's cgroup read
+inside the VM: it must be under the unit's delegated subtree with memory.max and pids.max set.
+Output is unittest's; the last line is "N passed, N failed".
 """
 
 import argparse
@@ -61,7 +61,7 @@ def setUpModule():
     # daemon listens on the guest's NIC (the documented override file).
     VM.ssh("mkdir -p /etc/code-interpreter && printf %s "
            f"{shlex.quote(env_file(HOST='0.0.0.0'))} >/etc/code-interpreter/env")
-    # The README's command past the build: install the binary and the units (no compiler in the
+    # The documented command past the build: install the binary and the units (no compiler in the
     # VM: the build directory is the host's, shared at its own path).
     VM.ssh(f"meson install -C {OPTS.build} --no-rebuild --quiet && systemctl daemon-reload")
 

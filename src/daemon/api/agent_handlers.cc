@@ -77,8 +77,8 @@ asio::awaitable<void> ApiHandlers::Solve(HttpExchange& ex, bool stream) {
     const ApiError no_model{
         503,
         "No model is configured on this daemon: start it with LLM_PROVIDER (openai or gemini), "
-        "LLM_MODEL, LLM_BASE_URL and LLM_API_KEY or LLM_API_KEY_FILE (README \"The agent "
-        "loop\")."};
+        "LLM_MODEL, LLM_BASE_URL and LLM_API_KEY or LLM_API_KEY_FILE (docs/agent.md \"The "
+        "agent loop\")."};
     co_return co_await ex.Respond(ApiErrorResponse(no_model));
   }
   const auto* languages = co_await service_.ProbedLanguages();

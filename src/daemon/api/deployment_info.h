@@ -1,6 +1,6 @@
-// How this daemon is deployed, as /health's `deployment` shows it (README "Deployment modes"):
-// the mode bootstrap chose and why, the Docker Engine it talks to, the nested dockerd it runs
-// (Docker-in-Docker), and the deployment's own downgrades.
+// How this daemon is deployed, as /health's `deployment` shows it (docs/deployment.md
+// "Deployment modes"): the mode bootstrap chose and why, the Docker Engine it talks to, the
+// nested dockerd it runs (Docker-in-Docker), and the deployment's own downgrades.
 #pragma once
 
 #include <cstdint>

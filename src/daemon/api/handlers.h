@@ -42,7 +42,7 @@ class ApiHandlers {
   asio::awaitable<void> Handle(HttpExchange& ex);
   // The cached result of the background backend check, served by /health.
   void SetHealth(Status status) { health_ = std::move(status); }
-  // Requests then need a key (README "API keys"); nullptr: none do.
+  // Requests then need a key (docs/api.md "API keys"); nullptr: none do.
   void SetApiKeys(ApiKeys* keys);
   // What /health says of the deployment (bootstrap's report, read at each request: a nested
   // dockerd's pid and restarts change).

@@ -2,7 +2,7 @@
 // line (whitespace-separated; blank lines and `#` comments ignored), optionally followed by the
 // key's own limits (`sessions=4 files_mb=200`, see KeyLimits); a request carries
 // `Authorization: Bearer KEY` and is then the caller NAME, whose files and sessions are its own
-// (README "API keys"). The file is re-read when it changes (looked at once a second at most), so
+// (docs/api.md "API keys"). The file is re-read when it changes (at most once a second), so
 // keys are added and revoked without a restart: an edit that does not parse keeps the keys read
 // before (logged), a file that is gone leaves no key (every request is refused). A presented key
 // is compared in constant time: its SHA-256 against every key's, with no early exit. Keys are

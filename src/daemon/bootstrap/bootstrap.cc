@@ -126,8 +126,8 @@ asio::awaitable<std::optional<EngineSummary>> DescribeEngine(asio::any_io_execut
          "the Engine at " + engine.endpoint +
              " runs as root: whoever escapes a container, or reaches its socket, is root on "
              "that host",
-         "give the daemon a rootless dockerd's socket (README \"Docker-out-of-Docker with a "
-         "rootless socket\")"});
+         "give the daemon a rootless dockerd's socket (docs/deployment.md \"Docker-out-of-"
+         "Docker with a rootless socket\")"});
   }
   // A rootless Engine on cgroup v1 has no cgroup driver: it accepts limits and applies none
   // (the docker backend then reports them as downgrades).

@@ -26,7 +26,7 @@ struct Bootstrapped {
 };
 
 // Docker-in-Docker reads DIND_DATA_ROOT, DIND_STORAGE_DRIVER, DIND_EXECUTOR_IMAGE_TAR and
-// DIND_START_TIMEOUT_SEC (README "Docker-in-Docker") and sets DOCKER_HOST to the nested
+// DIND_START_TIMEOUT_SEC (docs/deployment.md "Docker-in-Docker") and sets DOCKER_HOST to the nested
 // dockerd's socket for the docker backend. An error stops startup.
 asio::awaitable<Result<Bootstrapped>> Bootstrap(const Config& config,
                                                 const std::string& executor_seccomp_json,

@@ -1,5 +1,5 @@
-// Which of the ways to run code-interpreter this process is in (README "Deployment modes"), from
-// facts of its host: the one place EXECUTOR_BACKEND=auto is decided.
+// Which of the ways to run code-interpreter this process is in (docs/deployment.md "Deployment
+// modes"), from facts of its host: the one place EXECUTOR_BACKEND=auto is decided.
 #pragma once
 
 #include <string>

@@ -59,7 +59,7 @@ int AskCommand(int argc, char** argv) {
   if (!model_config->configured()) {
     return Fail(
         "no model is configured: set LLM_PROVIDER (openai or gemini), LLM_MODEL, "
-        "LLM_BASE_URL and LLM_API_KEY (README \"The agent loop\")",
+        "LLM_BASE_URL and LLM_API_KEY (docs/agent.md \"The agent loop\")",
         2);
   }
   auto local = LocalService::Create(*config);

@@ -146,8 +146,8 @@ int DoctorCommand(int argc, char** /*argv*/) {
   Section("privileges");
   const bool root = ::geteuid() == 0;
   Print({"running as root", root, false, "euid " + std::to_string(::geteuid()),
-         "rootless mode works with weaker limits (see README \"Rootless\"); run as root for "
-         "cgroup limits"},
+         "rootless mode works with weaker limits (see docs/security.md \"Rootless\"); run as "
+         "root for cgroup limits"},
         &t);
 
   Section("namespaces");
@@ -194,7 +194,7 @@ int DoctorCommand(int argc, char** /*argv*/) {
          detected.ok() ? std::string(DeploymentModeName(detected->mode)) + " (" + detected->why +
                              "): backend " + std::string(BackendOf(detected->mode))
                        : detected.status().message(),
-         "see README \"Deployment modes\""},
+         "see docs/deployment.md \"Deployment modes\""},
         &t, /*informational=*/true);
 
   std::printf("\n%d OK, %d WARN, %d FAIL\n", t.ok, t.warn, t.fail);

@@ -214,13 +214,14 @@ int Serve() {
         "API keys: {} from {} (Authorization: Bearer; /health and /ready open, /metrics {})",
         keys->count(), c.api_keys_file, c.metrics_require_api_key ? "with a key" : "open");
   } else if (!ep.address().is_loopback()) {
-    spdlog::warn("no API_KEYS_FILE: anyone who reaches port {} may run code (README \"API keys\")",
-                 ep.port());
+    spdlog::warn(
+        "no API_KEYS_FILE: anyone who reaches port {} may run code (docs/api.md \"API keys\")",
+        ep.port());
     if (ep.address().is_unspecified() && c.allowed_hosts.empty()) {
       spdlog::warn(
           "no ALLOWED_HOSTS on every address: any Host is served, so a web page whose "
-          "DNS name is rebound to this machine can read what GET serves (README "
-          "\"Security model\", Browsers)");
+          "DNS name is rebound to this machine can read what GET serves "
+          "(docs/security.md \"Browsers\")");
     }
   }
   if (model) {
@@ -228,7 +229,7 @@ int Serve() {
   } else {
     spdlog::info(
         "agent loop off (no LLM_PROVIDER): /v1/agent/solve answers 503, solve_task is "
-        "not offered (README \"The agent loop\")");
+        "not offered (docs/agent.md \"The agent loop\")");
   }
 
   asio::co_spawn(

@@ -1,4 +1,4 @@
-// The agent loop (README "The agent loop"): ask the model for a program, run it in a fresh
+// The agent loop (docs/agent.md "The agent loop"): ask the model for a program, run it in a fresh
 // sandbox, and while it fails (a compile error, a crash, a timeout, a limit, stderr that is not
 // noise) send the failure back in the same conversation and ask for the corrected program, up
 // to max_attempts.

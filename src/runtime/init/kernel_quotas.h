@@ -1,5 +1,5 @@
 // Kernel quotas of one sandbox, so that nothing a sandbox does is felt by the host or another
-// sandbox (README "Security model"). Two halves:
+// sandbox (docs/security.md "Kernel quotas"). Two halves:
 // - per process rlimits (SandboxLimits: open files, queued signals, POSIX message queue bytes,
 //   locked memory), set by init for itself and the program. Not in the shim before the clone: a
 //   new namespace takes its creator's rlimits as the ceiling of what *all* namespaces of that
