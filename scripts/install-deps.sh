@@ -28,6 +28,7 @@ go=(golang-go)  # programs build without cgo: no C compiler in the sandbox (scri
 docker=(docker.io mmdebstrap)  # a real dockerd; the images are built with mmdebstrap
 tests=(
   clang-format libgtest-dev libgmock-dev
+  shellcheck  # the sandboxes' shell programs (tests/programs/check_programs.py)
   # real HTTP clients (httpx sends a whole body before reading the answer, as the onyx suite
   # does), the bwrap baseline of the benchmarks
   python3-httpx bubblewrap procps openssl

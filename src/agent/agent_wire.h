@@ -19,13 +19,13 @@ namespace ci::agent {
 
 enum class Msg : uint8_t {
   // daemon -> agent
-  kExec = 1,        // ExecRequest
-  kStdin = 2,       // u32 id, bytes for the exec's stdin
-  kStdinEnd = 3,    // u32 id: the exec's stdin is closed
-  kKillAll = 4,     // SIGKILL every process of the container but the agent; a payload lists
-                    // the session ids to spare (session_kill.h)
-  kRecycle = 5,     // end every exec and put the container back as it started (recycle.h)
-  kZygote = 6,      // ExecRequest (id 0) of the container's Python fork server (python_fork_server.h)
+  kExec = 1,      // ExecRequest
+  kStdin = 2,     // u32 id, bytes for the exec's stdin
+  kStdinEnd = 3,  // u32 id: the exec's stdin is closed
+  kKillAll = 4,   // SIGKILL every process of the container but the agent; a payload lists
+                  // the session ids to spare (session_kill.h)
+  kRecycle = 5,   // end every exec and put the container back as it started (recycle.h)
+  kZygote = 6,    // ExecRequest (id 0) of the container's Python fork server (python_fork_server.h)
   kWriteFiles = 7,  // WriteFilesRequest: files the agent writes itself (write_files.h)
   kHello = 8,       // answered by kReady (a daemon that attached after the agent's start)
   // agent -> daemon

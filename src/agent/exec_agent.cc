@@ -20,10 +20,10 @@
 #include "agent/agent_wire.h"
 #include "agent/child.h"
 #include "agent/process_attributes.h"
+#include "agent/python_fork_server.h"
 #include "agent/recycle.h"
 #include "agent/session_kill.h"
 #include "agent/write_files.h"
-#include "agent/python_fork_server.h"
 #include "core/signal_state.h"
 
 extern char** environ;
@@ -461,7 +461,8 @@ class Agent {
     if (error.empty() && !uncovered.empty()) {
       error = "writable mount not wiped between executions: " + uncovered[0];
     }
-    // The fork server outlives recycles unless a program could have changed it (python_fork_server.h).
+    // The fork server outlives recycles unless a program could have changed it
+    // (python_fork_server.h).
     std::string note;
     if (error.empty() && (zygote_.running() || zygote_request_)) note = zygote_.Changed();
     if (!note.empty()) note = "the fork server was replaced: " + note;

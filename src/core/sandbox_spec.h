@@ -72,8 +72,9 @@ struct SandboxSpec {
   // it: the Run then starts the payload's argv with the go in front of stdin.
   std::vector<std::string> prestart_argv;
   // Execution sandboxes whose backend runs a fork server of its own (the Docker agent,
-  // src/agent/python_fork_server.h): that server's argv (python_program.h PythonZygoteArgv); prestart_argv,
-  // when a `python3 -c` program, is then forked from it instead of started. Empty: none.
+  // src/agent/python_fork_server.h): that server's argv (python_program.h PythonZygoteArgv);
+  // prestart_argv, when a `python3 -c` program, is then forked from it instead of started. Empty:
+  // none.
   std::vector<std::string> zygote_argv;
   // Whose execution asks for it ("" for the warm pool's refills and without API keys): a backend
   // that reuses sandboxes takes one that last ran this client's program (docker's recycle bin).

@@ -9,15 +9,16 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "docker/shell_programs.h"
 
 namespace ci::docker {
 
-// Session shell (definitions explain them): the leftover kill function `k`, the run wrapper
-// `ci-run <background pids> <cpu seconds> <watchdog seconds> argv...`, the background start
-// printing its pid.
-extern const char* const kSessionKillFunction;
-extern const char* const kSessionRunScript;
-extern const char* const kStartBackgroundScript;
+// Session shell (the files explain them): the leftover kill function `k` (session_kill.sh), the
+// run wrapper `ci-run <background pids> <cpu seconds> <watchdog seconds> argv...`
+// (session_run.sh), the background start printing its pid (background_start.sh).
+inline constexpr std::string_view kSessionKillFunction = programs::kSessionKill;
+inline constexpr std::string_view kSessionRunScript = programs::kSessionRun;
+inline constexpr std::string_view kStartBackgroundScript = programs::kBackgroundStart;
 // An execution's run wrapper: `ci-run argv...`, leftovers killed with kill(-1) after the program.
 extern const char* const kExecutionRunScript;
 

@@ -88,7 +88,7 @@ TEST(BuildProgram, GoBuildsTheWorkspaceModuleThenExecsTheProgram) {
   EXPECT_NE(script.find("CGO_ENABLED=0 GOPROXY=off"), std::string::npos);
   EXPECT_EQ(script.find("@GO@"), std::string::npos);
   EXPECT_EQ(script.find("@STD@"), std::string::npos);
-  EXPECT_TRUE(script.ends_with("exec \"$b/main\"")) << script;
+  EXPECT_TRUE(script.ends_with("exec \"$b/main\"\n")) << script;
   EXPECT_EQ(p->go, "");
   ASSERT_EQ(p->support_files.size(), 1u);
   EXPECT_EQ(p->support_files[0].path, "go.mod");

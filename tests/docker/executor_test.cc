@@ -611,8 +611,8 @@ TEST_F(DockerRecycleTest, AProcessTheAgentCannotSeeEndsTheContainer) {
   EXPECT_NE(ContainerOf(b.out), ContainerOf(first)) << "recycled with a process left in it";
 }
 
-// Python programs of the pool's kind: forked from the container's fork server (src/agent/python_fork_server.h),
-// which outlives recycles while no program changed it.
+// Python programs of the pool's kind: forked from the container's fork server
+// (src/agent/python_fork_server.h), which outlives recycles while no program changed it.
 class DockerForkServerTest : public DockerRecycleTest {
  protected:
   void SetUp() override {

@@ -35,7 +35,7 @@ constexpr const char* kWriter =
     "exec /bin/bash -c \"$0\" ci-run \"$@\"";
 constexpr const char* kExecutionWrapper = "\"$@\"; s=$?; kill -9 -1 2>/dev/null; exit $s";
 
-std::string SessionWrapper() { return std::string(kSessionKillFunction) + kSessionRunScript; }
+std::string SessionWrapper() { return std::string(kSessionKillFunction) + std::string(kSessionRunScript); }
 
 TEST(SandboxShell, ExecutionProgramUnderTheKillingWrapper) {
   ProgramExec exec;

@@ -3,8 +3,6 @@
 // `python3 -c` does (exit status, SystemExit, tracebacks, KeyboardInterrupt, threads, atexit,
 // unclosed files), gets its own random state, and pays nothing of the imports' CPU. The whole
 // runtime suite also runs this way (runtime-fork-server), isolation checks included.
-#include "runtime/daemon/fork_server_client.h"
-
 #include <fcntl.h>
 #include <gmock/gmock.h>
 
@@ -17,6 +15,7 @@
 #include <thread>
 
 #include "core/sleep.h"
+#include "runtime/daemon/fork_server_client.h"
 #include "runtime/wire/messages.h"
 #include "runtime/wire/protocol.h"
 #include "sandbox_fixture.h"
@@ -238,7 +237,8 @@ int CountFds(pid_t pid) {
   return n;
 }
 
-// The stage of the setup failure the sandbox's service socket reports, then its EOF: "" when not so.
+// The stage of the setup failure the sandbox's service socket reports, then its EOF: "" when not
+// so.
 std::string SetupFailureStage(const runtime::UniqueFd& service) {
   const int flags = ::fcntl(service.get(), F_GETFL);
   ::fcntl(service.get(), F_SETFL, flags & ~O_NONBLOCK);

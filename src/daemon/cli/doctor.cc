@@ -20,9 +20,9 @@
 #include "daemon/files/file_store.h"
 #include "daemon/service/execution_service.h"
 #include "daemon/service/hardening.h"
-#include "runtime/kernel/host_checks.h"
 #include "runtime/daemon/host_probe.h"
 #include "runtime/daemon/local_executor.h"
+#include "runtime/kernel/host_checks.h"
 
 namespace ci::daemon {
 namespace {

@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   std::string_view cmd = argc > 1 ? argv[1] : "serve";
   // The shim is this same binary re-executed by the daemon to build a sandbox.
   if (cmd == "shim") return ci::runtime::ShimMain(argc, argv);
-  // The fork server: Python loaded once, a shim forked per sandbox (src/runtime/parent/fork_server.h).
+  // The fork server: Python loaded once, a shim forked per sandbox
+  // (src/runtime/parent/fork_server.h).
   if (cmd == "fork") return ci::runtime::ZygoteMain(argc, argv);
   if (cmd == "serve") {
     ci::daemon::BecomeInitIfPid1();  // a container's entrypoint: reap orphans, forward signals

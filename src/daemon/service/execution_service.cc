@@ -89,7 +89,8 @@ ExecutionService::ExecutionService(const Config& config, Executor& executor, Fil
       python_spec_([this] {
         SandboxSpec spec = spec_;
         spec.prestart_argv = PythonPrestartArgv(config_.warm_imports);
-        // The Docker agent's fork server (the local runtime has its own, runtime/parent/fork_server.h).
+        // The Docker agent's fork server (the local runtime has its own,
+        // runtime/parent/fork_server.h).
         if (config_.fork_server && executor_.name() == "docker") {
           spec.zygote_argv = PythonZygoteArgv(config_.warm_imports);
         }

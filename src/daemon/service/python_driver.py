@@ -1,3 +1,16 @@
+# Python's program, pre-started or not (SandboxSpec::prestart_argv), or forked from the fork
+# server: the interpreter is up and has imported the modules named in its argv (warm imports,
+# quietly: nothing they print is the run's), says so on fd 3 where it was pre-started, and then
+# reads the go line on stdin, byte by byte so that the rest of stdin stays the program's. The go
+# line is "<mode> <cpu seconds>". The interpreter sets its CPU limit from there on: the time spent
+# so far is not the program's (RLIMIT_CPU counts whole seconds, so the program gets the limit, up
+# to a second more, never less; one started for the run, not ahead, has only the second between
+# its soft and hard limits to give, more than an interpreter's start takes). Then
+# /workspace/__main__.py runs as a script (mode "script": `python3 /workspace/__main__.py`) or like
+# a notebook cell (mode "interactive": statements in order, then the value of a final top-level
+# expression through sys.displayhook). Names are kept inside a function and the function removes
+# itself, so the user's globals are those of a plain script. Frames of the driver itself
+# ("<string>") are cut from tracebacks so line numbers point at the user's code.
 def _ci_main():
     import os, stat, sys
     g = globals()

@@ -1,3 +1,14 @@
+# The fork server of a Docker execution container (src/agent/python_fork_server.h, SandboxSpec::zygote_argv):
+# its argv after the source names the warm imports, imported once here (quietly, from `/`, not
+# the workspace). It makes itself non-dumpable (no program of its user reads its memory or
+# traces it), says "ready" on fd 3 (its channel to the agent) and forks per request: a child
+# that leaves the session and forks the program, reports the program's pid and exits. The
+# program waits for that exit (then it is the agent's child, as the agent's execs are: no user
+# code sees the short-lived parent), leaves the loop with its stdio, cwd, environment and argv
+# set as the exec of `python3 -c DRIVER ARGS` would have them (its dumpable flag back on), runs
+# the driver's source in this same __main__ and ends as `python3 -c` ends, without the full
+# teardown; what it shares with the other programs of the container is listed in
+# src/agent/README.md.
 def _ci_zygote():
     import ctypes, gc, os, socket, sys
     libc = ctypes.CDLL(None)

@@ -15,8 +15,9 @@ std::string_view PythonDriver();
 // `warm_imports` before it waits for its go.
 std::vector<std::string> PythonPrestartArgv(const std::vector<std::string>& warm_imports);
 
-// The fork server of Docker execution containers (SandboxSpec::zygote_argv, src/agent/python_fork_server.h):
-// Python with `warm_imports` imported once, forking the PythonPrestartArgv program per request.
+// The fork server of Docker execution containers (SandboxSpec::zygote_argv,
+// src/agent/python_fork_server.h): Python with `warm_imports` imported once, forking the
+// PythonPrestartArgv program per request.
 std::vector<std::string> PythonZygoteArgv(const std::vector<std::string>& warm_imports);
 
 // The modules the driver itself imports before the program runs: a fork server loads them with

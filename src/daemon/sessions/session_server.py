@@ -1,3 +1,24 @@
+# The session's interpreter. Its only channel is one it inherited or authenticated. Local: a socket on fd 3,
+# one end of a socket pair whose other end init holds; each call is [u32 length][request JSON]
+# with the call's stdin, stdout and stderr attached (SCM_RIGHTS), answered with [i32 status]
+# [u8 flags]. Docker and Kubernetes (`channel`): the interpreter lives detached in the sandbox,
+# listening on an abstract socket of the sandbox's own network namespace, and each daemon replica
+# reaches it through an exec of its own, the relay (`channel` and `channel attach`). The relay
+# says `ready` once it is non-dumpable, reads the sandbox's token (hex, one line) from its stdin,
+# and proves it to the interpreter (an HMAC over both sides' challenges, each way: a process of
+# the sandbox without the token can neither be served nor pose as the interpreter); then it hands
+# over its stdin, stdout and stderr (SCM_RIGHTS), prints `new PID` or `attached PID` (`none`:
+# nothing listens and it was told only to attach) and stays until the interpreter drops it: when
+# the next relay comes (another replica, or this one after its exec broke) or the interpreter
+# dies. On the relay's stdio each call is [u32 length][request JSON][u32 length][stdin][32-byte
+# nonce]; the cell writes to the relay's stdout and stderr directly, and the call ends with a
+# marker on both (kMarkerStart, the nonce, the status as three digits, the flags as one, a
+# newline): each stream is ordered, the two are not. Flag 1: the cell was interrupted at its
+# timeout (SIGALRM -> KeyboardInterrupt; the state survives). Everything else is bounded from
+# outside (python_session.h). Non-dumpable first: no other process of the sandbox user may open
+# /proc/<pid>/fd of it, ptrace it or read its memory (the token, the relay's stdin). The
+# interpreter and the relays are named ci-interpreter and ci-relay (PR_SET_NAME): a run's cleanup
+# spares the sessions they lead (sandbox_shell.cc).
 import ast, builtins, ctypes, hmac, json, linecache, os
 import select, signal, socket, sys, threading
 

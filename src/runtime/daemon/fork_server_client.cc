@@ -13,8 +13,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <cstring>
 
-#include "runtime/wire/fd_passing.h"
 #include "runtime/parent/fork_server.h"
+#include "runtime/wire/fd_passing.h"
 
 namespace ci::runtime {
 namespace {

@@ -17,14 +17,14 @@
 
 #include "core/sleep.h"
 #include "runtime/daemon/cgroup_reaper.h"
-#include "runtime/kernel/cgroups.h"
 #include "runtime/daemon/fork_server_client.h"
-#include "runtime/kernel/host_checks.h"
 #include "runtime/daemon/local_sandbox.h"
-#include "runtime/wire/plan.h"
-#include "runtime/init/rootless.h"
 #include "runtime/daemon/seccomp_profile.h"
 #include "runtime/daemon/shim_spawn.h"
+#include "runtime/init/rootless.h"
+#include "runtime/kernel/cgroups.h"
+#include "runtime/kernel/host_checks.h"
+#include "runtime/wire/plan.h"
 
 namespace ci::runtime {
 namespace {

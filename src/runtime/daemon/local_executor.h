@@ -30,9 +30,10 @@ struct LocalExecutorOptions {
   // Rootless: the files the subordinate ids are read from (tests point them elsewhere).
   std::string subuid_file = "/etc/subuid";
   std::string subgid_file = "/etc/subgid";
-  // The fork server (src/runtime/README.md "Fork server"): as root, Python sandboxes of the host's root get their
-  // interpreter forked from one that is already loaded, with these modules imported, instead of
-  // starting one. Its environment must be the sandboxes' (a program with another runs an exec).
+  // The fork server (src/runtime/README.md "Fork server"): as root, Python sandboxes of the host's
+  // root get their interpreter forked from one that is already loaded, with these modules imported,
+  // instead of starting one. Its environment must be the sandboxes' (a program with another runs an
+  // exec).
   bool fork_server = false;
   std::vector<std::string> warm_imports;
   // Python sources the fork server compiles once (the driver): a program `python3 -c SOURCE` with

@@ -237,7 +237,8 @@ asio::awaitable<void> FinishTeardown(std::shared_ptr<SandboxCore> core) {
     core->lifecycle_fd = -1;
     core->lifecycle.close(ec);
   }
-  for (auto* sd : {&core->service, &core->stdin_w, &core->stdout_r, &core->stderr_r, &core->pidfd}) {
+  for (auto* sd :
+       {&core->service, &core->stdin_w, &core->stdout_r, &core->stderr_r, &core->pidfd}) {
     sd->close(ec);
   }
   if (core->pending_teardowns) --*core->pending_teardowns;

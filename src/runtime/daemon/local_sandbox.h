@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "runtime/daemon/shim_spawn.h"
 #include "runtime/wire/messages.h"
 #include "runtime/wire/plan.h"
-#include "runtime/daemon/shim_spawn.h"
 
 namespace ci::runtime {
 

@@ -17,7 +17,7 @@ struct ShimHandles {
   pid_t pid = -1;      // 0: the fork server's zygote is the sandbox's parent (no shim process)
   UniqueFd pidfd;      // readable once the shim exited; none without a shim
   UniqueFd lifecycle;  // fd 3 in the shim
-  UniqueFd service;      // fd 4 in the shim, then in init
+  UniqueFd service;    // fd 4 in the shim, then in init
   UniqueFd stdin_w;    // write end of the program's stdin (fd 5 in the shim)
   UniqueFd stdout_r;   // read end of the program's stdout (fd 6)
   UniqueFd stderr_r;   // read end of the program's stderr (fd 7)

@@ -1,7 +1,7 @@
-// The fork server's Python (src/runtime/README.md "Fork server"): libpython loaded into the zygote with the warm
-// imports done, so that a sandbox's program `python3 -c CODE ...` runs in init's forked child
-// without starting an interpreter: the child already holds one. Loaded with dlopen, only in the
-// zygote: the binary does not link libpython (the daemon's images have none).
+// The fork server's Python (src/runtime/README.md "Fork server"): libpython loaded into the zygote
+// with the warm imports done, so that a sandbox's program `python3 -c CODE ...` runs in init's
+// forked child without starting an interpreter: the child already holds one. Loaded with dlopen,
+// only in the zygote: the binary does not link libpython (the daemon's images have none).
 #pragma once
 
 #include <string>

@@ -9,8 +9,8 @@
 // Who *owns* the namespace decides whose host-wide counters are charged: see sandbox_ids.h.
 #pragma once
 
-#include "runtime/wire/plan.h"
 #include "runtime/kernel/sys_error.h"
+#include "runtime/wire/plan.h"
 
 namespace ci::runtime {
 

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "runtime/wire/plan.h"
 #include "runtime/kernel/sys_error.h"
+#include "runtime/wire/plan.h"
 
 namespace ci::runtime {
 

@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "core/signal_state.h"
-#include "runtime/init/service_loop.h"
 #include "runtime/init/caps.h"
 #include "runtime/init/embedded_python.h"
+#include "runtime/init/sandbox_init.h"
+#include "runtime/init/service_loop.h"
+#include "runtime/init/userns.h"
 #include "runtime/kernel/proc_file.h"
 #include "runtime/wire/protocol.h"
-#include "runtime/init/sandbox_init.h"
-#include "runtime/init/userns.h"
 
 extern char** environ;
 

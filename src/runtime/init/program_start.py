@@ -1,3 +1,15 @@
+# Each program, forked: defined (compiled) once in the zygote as sys._ci_program, called once in
+# the program's process, where it never returns. First what `python3 -c` has at its start and a
+# fork does not give: the source (passed as sys.argv's last item) and sys.orig_argv, signal
+# dispositions, sys.path[0], fresh random state. Then it runs the source (its code object when
+# the zygote compiled it ahead) in __main__ and ends the process the way `python3 -c` does: exit
+# status from SystemExit (its message on stderr when not a number), a traceback and 1 for any other
+# exception (KeyboardInterrupt: killed by SIGINT), non-daemon threads waited for, atexit handlers
+# run, and 120 when stdout cannot be flushed. Instead of the interpreter's whole teardown (~70 ms
+# with pandas loaded, copying most of the zygote's pages), every file the program left open is
+# flushed (texts before their buffers: a collection alone finalizes a cycle's objects in any order
+# and can lose what a file held), what it made is dropped (__main__'s names, then a collection, so
+# __del__ methods run), and the process exits at once.
 def _ci_program():
     import atexit, gc, io, os, signal, sys
     source = sys.argv.pop()

@@ -1,12 +1,12 @@
-// What changes when the daemon runs as an unprivileged user (see src/runtime/README.md "Rootless"): no cgroup
-// unless a writable one was delegated, so memory and process limits fall back to rlimits.
+// What changes when the daemon runs as an unprivileged user (see src/runtime/README.md "Rootless"):
+// no cgroup unless a writable one was delegated, so memory and process limits fall back to rlimits.
 #pragma once
 
 #include <memory>
 
 #include "runtime/kernel/cgroups.h"
-#include "runtime/wire/plan.h"
 #include "runtime/kernel/sys_error.h"
+#include "runtime/wire/plan.h"
 
 namespace ci::runtime {
 

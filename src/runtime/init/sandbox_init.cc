@@ -9,17 +9,17 @@
 
 #include <functional>
 
-#include "runtime/init/service_loop.h"
 #include "runtime/init/caps.h"
 #include "runtime/init/kernel_quotas.h"
-#include "runtime/wire/messages.h"
 #include "runtime/init/mounts.h"
 #include "runtime/init/netns.h"
-#include "runtime/wire/protocol.h"
 #include "runtime/init/rootfs.h"
 #include "runtime/init/rootless.h"
 #include "runtime/init/seccomp.h"
+#include "runtime/init/service_loop.h"
 #include "runtime/init/userns.h"
+#include "runtime/wire/messages.h"
+#include "runtime/wire/protocol.h"
 
 namespace ci::runtime {
 namespace {

@@ -1,8 +1,8 @@
 // The seccomp stage (shim child only): the last stage before init accepts a payload.
 #pragma once
 
-#include "runtime/wire/plan.h"
 #include "runtime/kernel/sys_error.h"
+#include "runtime/wire/plan.h"
 
 namespace ci::runtime {
 

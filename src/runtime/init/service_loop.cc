@@ -12,10 +12,10 @@
 #include <utility>
 
 #include "runtime/init/fs_util.h"
-#include "runtime/wire/protocol.h"
 #include "runtime/init/sandbox_init.h"
 #include "runtime/init/session_calls.h"
 #include "runtime/kernel/unique_fd.h"
+#include "runtime/wire/protocol.h"
 
 namespace ci::runtime {
 namespace {
@@ -179,7 +179,7 @@ int ServeDaemon(int64_t session_expires_at, const ProgramUser& user) {
   Stager stager(workspace.get());
   bool ran = false;
   std::vector<pid_t> background;  // session leaders of background programs, spared by kills
-  SessionInterpreter server;              // the program serving calls (a session's interpreter), if any
+  SessionInterpreter server;      // the program serving calls (a session's interpreter), if any
   Prestarted prestarted;          // the program started ahead of its run, if any
   std::string payload;
   std::vector<int> fds;

@@ -16,11 +16,11 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/init/service_loop.h"
-#include "runtime/wire/fd_passing.h"
-#include "runtime/kernel/proc_file.h"
-#include "runtime/wire/protocol.h"
 #include "runtime/init/sandbox_init.h"
+#include "runtime/init/service_loop.h"
+#include "runtime/kernel/proc_file.h"
+#include "runtime/wire/fd_passing.h"
+#include "runtime/wire/protocol.h"
 
 namespace ci::runtime {
 namespace {
@@ -107,8 +107,8 @@ uint64_t SandboxCpuMs() {
   return last;
 }
 
-void SessionInterpreterStarted(SessionInterpreter* server, const std::vector<pid_t>& background, int fd,
-                       uint32_t cpu_limit_sec) {
+void SessionInterpreterStarted(SessionInterpreter* server, const std::vector<pid_t>& background,
+                               int fd, uint32_t cpu_limit_sec) {
   if (server->fd >= 0) ::close(server->fd);
   server->fd = fd;
   server->pid = fd >= 0 && !background.empty() ? background.back() : 0;
@@ -177,7 +177,8 @@ proto::Exited ServeCall(const proto::RunRequest& req, int signal_fd, SessionInte
       out.signal = SIGKILL;
       return out;
     }
-    struct pollfd fds[3] = {{kServiceFd, POLLIN, 0}, {signal_fd, POLLIN, 0}, {server->fd, POLLIN, 0}};
+    struct pollfd fds[3] = {
+        {kServiceFd, POLLIN, 0}, {signal_fd, POLLIN, 0}, {server->fd, POLLIN, 0}};
     int ready = ::poll(fds, 3, kCallPollMs);
     if (ready < 0 && errno != EINTR) break;
     if (ready <= 0) continue;

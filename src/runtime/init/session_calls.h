@@ -1,11 +1,11 @@
-// Init's side of a session's persistent interpreter (RunPayload::serves_calls and ::call, src/runtime/README.md
-// "Session sandboxes"). Init holds the only other end of the interpreter's socket (fd 3 of the
-// interpreter, made by socketpair: no name anything else could connect to), hands it each call's
-// request with the call's stdio attached (SCM_RIGHTS), and bounds the call from outside the
-// interpreter: the daemon's kill at the call's timeout, and the CPU time of the whole sandbox
-// during the call, measured here from /proc, against the spec's CPU limit. The CPU the sandbox
-// uses while no call runs (a thread or process a cell left spinning) adds up over the server's
-// life against the same limit, watched between runs too, so it cannot burn CPU unbounded.
+// Init's side of a session's persistent interpreter (RunPayload::serves_calls and ::call,
+// src/runtime/README.md "Session sandboxes"). Init holds the only other end of the interpreter's
+// socket (fd 3 of the interpreter, made by socketpair: no name anything else could connect to),
+// hands it each call's request with the call's stdio attached (SCM_RIGHTS), and bounds the call
+// from outside the interpreter: the daemon's kill at the call's timeout, and the CPU time of the
+// whole sandbox during the call, measured here from /proc, against the spec's CPU limit. The CPU
+// the sandbox uses while no call runs (a thread or process a cell left spinning) adds up over the
+// server's life against the same limit, watched between runs too, so it cannot burn CPU unbounded.
 #pragma once
 
 #include <sys/types.h>
@@ -36,8 +36,8 @@ struct SessionInterpreter {
 uint64_t SandboxCpuMs();
 
 // After a background program serving calls started (`background.back()`, init's end `fd`).
-void SessionInterpreterStarted(SessionInterpreter* server, const std::vector<pid_t>& background, int fd,
-                       uint32_t cpu_limit_sec);
+void SessionInterpreterStarted(SessionInterpreter* server, const std::vector<pid_t>& background,
+                               int fd, uint32_t cpu_limit_sec);
 
 // After every run: a call starts a new CPU window; any other run's own CPU (`run_cpu_ms`) is not
 // charged to the server.

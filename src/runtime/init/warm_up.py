@@ -1,3 +1,7 @@
+# Run in the fork server, then called with the modules and the sources: the warm imports with
+# stdout and stderr going nowhere and the working directory /, then the environment put back as it
+# was (an import may change os.environ; nothing runs here after this), and the sources compiled
+# ahead (one that does not compile is left to the program, which then reports it).
 def _ci_warm(modules, sources):
     import os, sys
     env = dict(os.environ)

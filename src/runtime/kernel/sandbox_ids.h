@@ -1,4 +1,5 @@
-// Which host ids a sandbox's processes have, and how the shim claims them (src/runtime/README.md "Sandbox ids").
+// Which host ids a sandbox's processes have, and how the shim claims them (src/runtime/README.md
+// "Sandbox ids").
 //
 // The kernel keeps several quotas per *user*: pipe buffer pages and RLIMIT_NPROC per host uid,
 // inotify instances, queued signals, POSIX message queue bytes and locked memory per uid in each

@@ -16,11 +16,11 @@
 
 #include "core/signal_state.h"
 #include "runtime/init/embedded_python.h"
+#include "runtime/init/sandbox_init.h"
+#include "runtime/parent/sandbox_parent.h"
 #include "runtime/wire/fd_passing.h"
 #include "runtime/wire/messages.h"
 #include "runtime/wire/protocol.h"
-#include "runtime/init/sandbox_init.h"
-#include "runtime/parent/sandbox_parent.h"
 
 extern char** environ;
 

@@ -13,11 +13,11 @@
 #include <cstring>
 
 #include "core/pidfd.h"
+#include "runtime/init/rootless.h"
 #include "runtime/kernel/host_checks.h"
+#include "runtime/kernel/sandbox_ids.h"
 #include "runtime/wire/messages.h"
 #include "runtime/wire/protocol.h"
-#include "runtime/init/rootless.h"
-#include "runtime/kernel/sandbox_ids.h"
 
 namespace ci::runtime {
 namespace {

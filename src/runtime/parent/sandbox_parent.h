@@ -10,9 +10,9 @@
 #include <memory>
 
 #include "runtime/kernel/cgroups.h"
-#include "runtime/wire/plan.h"
 #include "runtime/kernel/sys_error.h"
 #include "runtime/kernel/unique_fd.h"
+#include "runtime/wire/plan.h"
 
 namespace ci::runtime {
 

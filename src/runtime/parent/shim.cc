@@ -12,11 +12,11 @@
 
 #include <cstring>
 
+#include "runtime/init/sandbox_init.h"
+#include "runtime/kernel/unique_fd.h"
+#include "runtime/parent/sandbox_parent.h"
 #include "runtime/wire/messages.h"
 #include "runtime/wire/protocol.h"
-#include "runtime/init/sandbox_init.h"
-#include "runtime/parent/sandbox_parent.h"
-#include "runtime/kernel/unique_fd.h"
 
 namespace ci::runtime {
 namespace {
@@ -46,10 +46,10 @@ int ShimMain(int /*argc*/, char** /*argv*/) {
   // with EPIPE instead of killing us before the cleanup below (init inherits this, as the fork
   // server's inits have it; each program gets default dispositions again).
   ::signal(SIGPIPE, SIG_IGN);
-  // No PR_SET_PDEATHSIG here, deliberately (see src/runtime/README.md): a SIGKILL on the daemon's death would
-  // skip the cgroup cleanup below, and the signal follows the daemon *thread* that spawned us, so
-  // a thread-pool thread exiting would kill a healthy sandbox. The daemon's death closes fd 3;
-  // the EOF makes us kill init, clean up and exit.
+  // No PR_SET_PDEATHSIG here, deliberately (see src/runtime/README.md): a SIGKILL on the daemon's
+  // death would skip the cgroup cleanup below, and the signal follows the daemon *thread* that
+  // spawned us, so a thread-pool thread exiting would kill a healthy sandbox. The daemon's death
+  // closes fd 3; the EOF makes us kill init, clean up and exit.
   Msg type;
   std::string payload;
   Plan plan;

@@ -35,8 +35,8 @@ struct Plan {
   // The compiled seccomp program (struct sock_filter[]), empty = no filter. The daemon compiles
   // the spec's profile once; the shim only installs these bytes.
   std::string seccomp_bpf;
-  // Decided by the daemon (its euid != 0, see src/runtime/README.md "Rootless"): one-id maps, init is the
-  // sandbox user from the start. Independent of it, cgroup.version 0 means "no cgroup": the
+  // Decided by the daemon (its euid != 0, see src/runtime/README.md "Rootless"): one-id maps, init
+  // is the sandbox user from the start. Independent of it, cgroup.version 0 means "no cgroup": the
   // memory and pids limits become rlimits.
   bool rootless = false;
   // Host ids (sandbox_ids.h): the shim claims one index of the ranges (a lock in id_lock_dir);
