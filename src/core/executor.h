@@ -157,6 +157,11 @@ class Executor {
   virtual asio::awaitable<void> Drain() { co_return; }
   // Whether Prepare accepts session specs (api.md: 501 otherwise).
   virtual bool supports_sessions() const { return false; }
+  // Whether the sandboxes' root is this host's files (SANDBOX_ROOTFS), where the daemon can look
+  // for the languages' interpreters; false: an image's root, which may hold any of them.
+  virtual bool root_on_this_host() const { return true; }
+  // Whether Prepare starts SandboxSpec::zygote_argv, a Python fork server inside the sandbox.
+  virtual bool runs_python_fork_server() const { return false; }
   // Its own figures for /metrics, read at each scrape (local: the fork server's).
   virtual std::vector<BackendMetric> metrics() const { return {}; }
 

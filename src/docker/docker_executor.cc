@@ -6,16 +6,17 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 
-#include "docker/agent_channel.h"
-#include "docker/agent_container.h"
-#include "docker/container_exec.h"
+#include "container/agent_channel.h"
+#include "container/agent_container.h"
+#include "container/container_exec.h"
+#include "container/exec_sandbox.h"
+#include "container/recycle_bin.h"
+#include "container/sandbox_shell.h"
+#include "docker/agent_attach.h"
 #include "docker/engine_client.h"
 #include "docker/engine_container.h"
-#include "docker/exec_sandbox.h"
 #include "docker/image_watch.h"
 #include "docker/reaper.h"
-#include "docker/recycle_bin.h"
-#include "docker/sandbox_shell.h"
 
 namespace ci::docker {
 namespace {
@@ -53,6 +54,8 @@ class DockerExecutor final : public Executor {
   }
 
   std::string_view name() const override { return "docker"; }
+  bool root_on_this_host() const override { return false; }
+  bool runs_python_fork_server() const override { return true; }
   bool supports_sessions() const override { return true; }
 
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
@@ -68,8 +71,8 @@ class DockerExecutor final : public Executor {
     std::string recycle_key;
     if (!agent.empty() && !session && opts_.host_cgroups) {
       recycle_key = RecycleKey(spec, options);
-      if (auto recycled = TakeRecycled(RecycleBinKey(recycle_key, spec.client))) {
-        Container c;
+      if (auto recycled = TakeRecycled(container::RecycleBinKey(recycle_key, spec.client))) {
+        container::Container c;
         c.api = recycled->api;
         c.ex = ex_;
         c.id = recycled->id;
@@ -78,7 +81,7 @@ class DockerExecutor final : public Executor {
         c.baseline = recycled->baseline;
         c.prestart_argv = spec.prestart_argv;
         c.zygote = UsesForkServer(spec);  // the agent keeps it, or starts it again
-        co_return co_await MakePrestartedExecSandbox(c, opts_.host_cgroups);
+        co_return co_await container::MakePrestartedExecSandbox(c, opts_.host_cgroups);
       }
     }
     std::string body = ContainerCreateJson(ContainerCreateFromSpec(spec, options));
@@ -96,7 +99,8 @@ class DockerExecutor final : public Executor {
       co_return HttpError("creating the executor container (image " + opts_.image + ")", *created);
     }
     rapidjson::Document doc;
-    if (!ParseObject(created->body, doc) || !doc.HasMember("Id") || !doc["Id"].IsString()) {
+    if (!container::ParseObject(created->body, doc) || !doc.HasMember("Id") ||
+        !doc["Id"].IsString()) {
       co_return Status::Error("docker container create: no Id in the answer");
     }
     EngineContainerInfo info{doc["Id"].GetString(),
@@ -106,7 +110,7 @@ class DockerExecutor final : public Executor {
                              spec.limits.pids,
                              opts_.host_cgroups};
     for (const auto& e : opts_.extra.env) info.env.push_back(e);
-    Container c;
+    container::Container c;
     c.api = MakeEngineContainer(ex_, client_, info, removals_);
     c.ex = ex_;
     c.id = info.id;
@@ -118,23 +122,24 @@ class DockerExecutor final : public Executor {
       if (c.call_token.empty()) co_return Status::Errno("getrandom", errno);
     }
     // The agent's stream is attached before the start, so nothing it says is missed.
-    std::shared_ptr<AgentChannel> channel;
+    std::shared_ptr<container::AgentChannel> channel;
     Status failed;
     if (!agent.empty()) {
       std::string attach = "/containers/" + c.id + "/attach?stream=1&stdin=1&stdout=1&stderr=1";
       auto stream = co_await client_->Hijack(attach, "");
       if (stream.ok()) {
-        channel = OpenAgentChannel(ex_, c.id, DockerAttachTransport(std::move(stream).value()));
-        Recycling recycling;
+        channel = container::OpenAgentChannel(ex_, c.id,
+                                              DockerAttachTransport(std::move(stream).value()));
+        container::Recycling recycling;
         if (!recycle_key.empty()) {
           recycling = {recycled_, recycle_key, removals_, options.expires_at, kMaxExecutions};
         }
-        c.api = MakeAgentContainer(c.id, c.api, channel, info.env, spec.cwd, recycling);
+        c.api = container::MakeAgentContainer(c.id, c.api, channel, info.env, spec.cwd, recycling);
       } else {
         failed = stream.status().Context("attaching to the executor container's agent");
       }
     }
-    auto sandbox = MakeExecSandbox(c, opts_.host_cgroups);
+    auto sandbox = container::MakeExecSandbox(c, opts_.host_cgroups);
     auto t_created = std::chrono::steady_clock::now();
     if (failed.ok()) {
       std::string start = "/containers/" + c.id + "/start";
@@ -150,13 +155,14 @@ class DockerExecutor final : public Executor {
     if (failed.ok() && channel && !recycle_key.empty() && UsesForkServer(spec)) {
       channel->StartZygote(spec.zygote_argv, info.env);
       c.zygote = true;
-      sandbox = MakeExecSandbox(c, opts_.host_cgroups);  // (nothing ran in the first one)
+      sandbox =
+          container::MakeExecSandbox(c, opts_.host_cgroups);  // (nothing ran in the first one)
     }
     // Execution sandboxes of the agent hold their program started ahead, as local ones do: its
     // exec is a frame, so the pool's refill pays for it, not the request.
     if (failed.ok() && channel && !session && !spec.prestart_argv.empty()) {
       c.prestart_argv = spec.prestart_argv;
-      sandbox = co_await MakePrestartedExecSandbox(c, opts_.host_cgroups);
+      sandbox = co_await container::MakePrestartedExecSandbox(c, opts_.host_cgroups);
     }
     if (!failed.ok()) {
       co_await sandbox->Destroy();
@@ -185,7 +191,7 @@ class DockerExecutor final : public Executor {
   }
 
   asio::awaitable<void> Drain() override {
-    for (RecycledContainer& c : recycled_->Close()) co_await RemoveRecycled(c);
+    for (container::RecycledContainer& c : recycled_->Close()) co_await RemoveRecycled(c);
     if (removals_->in_flight > 0) {
       spdlog::info("waiting for {} container removal(s)", removals_->in_flight);
     }
@@ -254,16 +260,16 @@ class DockerExecutor final : public Executor {
     return opts_.fork_server && !spec.zygote_argv.empty();
   }
 
-  std::optional<RecycledContainer> TakeRecycled(const std::string& key) {
-    std::vector<RecycledContainer> dead;
+  std::optional<container::RecycledContainer> TakeRecycled(const std::string& key) {
+    std::vector<container::RecycledContainer> dead;
     auto found = recycled_->Take(key, &dead);
-    for (RecycledContainer& c : dead) {
+    for (container::RecycledContainer& c : dead) {
       asio::co_spawn(ex_, RemoveRecycled(std::move(c)), asio::detached);
     }
     return found;
   }
 
-  static asio::awaitable<void> RemoveRecycled(RecycledContainer c) {
+  static asio::awaitable<void> RemoveRecycled(container::RecycledContainer c) {
     c.channel->Close();
     ResourceReport ignored;
     co_await c.api->Remove(ignored);
@@ -279,7 +285,7 @@ class DockerExecutor final : public Executor {
     o.network = opts_.network;
     o.extra = opts_.extra;
     o.extra.labels[kOwnerLabel] = reaper_->owner;
-    o.cmd = ContainerInitArgv(std::nullopt);  // PID 1 (sandbox_shell.h)
+    o.cmd = container::ContainerInitArgv(std::nullopt);  // PID 1 (sandbox_shell.h)
     o.expires_at = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch() + opts_.container_ttl)
                        .count();
@@ -290,7 +296,7 @@ class DockerExecutor final : public Executor {
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
       int64_t left = std::max<int64_t>(1, spec.session_expires_at - now);
-      o.cmd = ContainerInitArgv(left);
+      o.cmd = container::ContainerInitArgv(left);
       o.component = "session";
       o.expires_at = spec.session_expires_at;
       o.cpu_rlimit_per_run = true;
@@ -318,8 +324,9 @@ class DockerExecutor final : public Executor {
   std::shared_ptr<EngineClient> client_;
   bool connected_ = false;
   std::shared_ptr<ReaperState> reaper_;
-  std::shared_ptr<Removals> removals_ = std::make_shared<Removals>();
-  std::shared_ptr<RecycleBin> recycled_ = std::make_shared<RecycleBin>(kRecycleBinCapacity);
+  std::shared_ptr<container::Removals> removals_ = std::make_shared<container::Removals>();
+  std::shared_ptr<container::RecycleBin> recycled_ =
+      std::make_shared<container::RecycleBin>(kRecycleBinCapacity);
   std::shared_ptr<ImageWatch> image_;
 };
 

@@ -6,9 +6,9 @@
 #include <boost/asio/detached.hpp>
 #include <chrono>
 
+#include "container/container_exec.h"
 #include "core/json.h"
 #include "core/sleep.h"
-#include "docker/container_exec.h"
 #include "docker/stdcopy.h"
 
 namespace ci::docker {
@@ -18,7 +18,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 // An exec's hijacked stream, demultiplexed (stdcopy.h) into the reader's sink.
-class EngineExec final : public ExecStream {
+class EngineExec final : public container::ExecStream {
  public:
   EngineExec(std::shared_ptr<EngineClient> client, std::string exec_id,
              std::unique_ptr<RawStream> stream)
@@ -26,14 +26,14 @@ class EngineExec final : public ExecStream {
         exec_id_(std::move(exec_id)),
         stream_(std::move(stream)),
         demux_([this](FrameDemuxer::Stream s, std::string_view bytes) {
-          (*sink_)(s == FrameDemuxer::Stream::kStdout   ? ExecOutput::kStdout
-                   : s == FrameDemuxer::Stream::kStderr ? ExecOutput::kStderr
-                                                        : ExecOutput::kSystemError,
+          (*sink_)(s == FrameDemuxer::Stream::kStdout   ? container::ExecOutput::kStdout
+                   : s == FrameDemuxer::Stream::kStderr ? container::ExecOutput::kStderr
+                                                        : container::ExecOutput::kSystemError,
                    bytes);
         }) {}
 
-  asio::awaitable<Result<bool>> Read(const ExecOutputSink& sink) override {
-    buf_.resize(kReadChunk);
+  asio::awaitable<Result<bool>> Read(const container::ExecOutputSink& sink) override {
+    buf_.resize(container::kReadChunk);
     boost::system::error_code ec;
     size_t n = co_await stream_->ReadSome(asio::buffer(buf_), ec);
     if (ec) co_return Status::Error("reading the exec stream: " + ec.message());
@@ -62,7 +62,8 @@ class EngineExec final : public ExecStream {
       if (!r.ok()) co_return r.status();
       if (!r->ok()) co_return HttpError("docker exec inspect", *r);
       rapidjson::Document doc;
-      if (!ParseObject(r->body, doc)) co_return Status::Error("docker exec inspect: bad JSON");
+      if (!container::ParseObject(r->body, doc))
+        co_return Status::Error("docker exec inspect: bad JSON");
       bool running =
           doc.HasMember("Running") && doc["Running"].IsBool() && doc["Running"].GetBool();
       if (!running && doc.HasMember("ExitCode") && doc["ExitCode"].IsInt()) {
@@ -78,27 +79,27 @@ class EngineExec final : public ExecStream {
   std::string exec_id_;
   std::unique_ptr<RawStream> stream_;
   FrameDemuxer demux_;
-  const ExecOutputSink* sink_ = nullptr;  // the Read in progress's
+  const container::ExecOutputSink* sink_ = nullptr;  // the Read in progress's
   std::string buf_;
 };
 
-class EngineContainer final : public ContainerApi {
+class EngineContainer final : public container::ContainerApi {
  public:
   EngineContainer(asio::any_io_executor ex, std::shared_ptr<EngineClient> client,
-                  EngineContainerInfo info, std::shared_ptr<Removals> removals)
+                  EngineContainerInfo info, std::shared_ptr<container::Removals> removals)
       : ex_(std::move(ex)),
         client_(std::move(client)),
         info_(std::move(info)),
         removals_(std::move(removals)) {}
 
-  asio::awaitable<Result<std::shared_ptr<ExecStream>>> Exec(const std::vector<std::string>& cmd,
-                                                            ExecStdin stdin_use) override {
-    std::string body = std::string("{\"AttachStdin\":") + (stdin_use.attach ? "true" : "false") +
-                       ",\"AttachStdout\":true,\"AttachStderr\":true,\"Tty\":false,"
-                       "\"Privileged\":false,\"Cmd\":" +
-                       StringArray(cmd) + ",\"Env\":" + StringArray(info_.env) +
-                       ",\"WorkingDir\":" + JsonQuote(info_.cwd) +
-                       ",\"User\":" + JsonQuote(info_.user) + "}";
+  asio::awaitable<Result<std::shared_ptr<container::ExecStream>>> Exec(
+      const std::vector<std::string>& cmd, container::ExecStdin stdin_use) override {
+    std::string body =
+        std::string("{\"AttachStdin\":") + (stdin_use.attach ? "true" : "false") +
+        ",\"AttachStdout\":true,\"AttachStderr\":true,\"Tty\":false,"
+        "\"Privileged\":false,\"Cmd\":" +
+        container::StringArray(cmd) + ",\"Env\":" + container::StringArray(info_.env) +
+        ",\"WorkingDir\":" + JsonQuote(info_.cwd) + ",\"User\":" + JsonQuote(info_.user) + "}";
     std::string path = "/containers/" + info_.id + "/exec";
     auto created = co_await client_->Request("POST", path, body);
     if (!created.ok()) co_return created.status();
@@ -108,7 +109,8 @@ class EngineContainer final : public ContainerApi {
     }
     if (created->status != 201) co_return HttpError("docker exec create", *created);
     rapidjson::Document doc;
-    if (!ParseObject(created->body, doc) || !doc.HasMember("Id") || !doc["Id"].IsString()) {
+    if (!container::ParseObject(created->body, doc) || !doc.HasMember("Id") ||
+        !doc["Id"].IsString()) {
       co_return Status::Error("docker exec create: no Id in the answer");
     }
     std::string exec_id = doc["Id"].GetString();
@@ -116,7 +118,7 @@ class EngineContainer final : public ContainerApi {
     std::string start_body = "{\"Detach\":false,\"Tty\":false}";
     auto stream = co_await client_->Hijack(start_path, start_body);
     if (!stream.ok()) co_return stream.status();
-    co_return std::shared_ptr<ExecStream>(
+    co_return std::shared_ptr<container::ExecStream>(
         std::make_shared<EngineExec>(client_, std::move(exec_id), std::move(stream).value()));
   }
 
@@ -171,13 +173,13 @@ class EngineContainer final : public ContainerApi {
   asio::awaitable<bool> Inspect(rapidjson::Document& doc) {
     std::string path = "/containers/" + info_.id + "/json";
     auto r = co_await client_->Request("GET", path);
-    co_return r.ok() && r->ok() && ParseObject(r->body, doc) && doc.HasMember("State") &&
+    co_return r.ok() && r->ok() && container::ParseObject(r->body, doc) && doc.HasMember("State") &&
         doc["State"].IsObject();
   }
 
   // Counted in `removals` by the caller.
   static asio::awaitable<void> RemoveContainer(std::shared_ptr<EngineClient> client, std::string id,
-                                               std::shared_ptr<Removals> removals) {
+                                               std::shared_ptr<container::Removals> removals) {
     auto t0 = Clock::now();
     std::string del = "/containers/" + id + "?force=1&v=1";
     auto d = co_await client->Request("DELETE", del);
@@ -195,15 +197,14 @@ class EngineContainer final : public ContainerApi {
   asio::any_io_executor ex_;
   std::shared_ptr<EngineClient> client_;
   EngineContainerInfo info_;
-  std::shared_ptr<Removals> removals_;
+  std::shared_ptr<container::Removals> removals_;
 };
 
 }  // namespace
 
-std::shared_ptr<ContainerApi> MakeEngineContainer(asio::any_io_executor ex,
-                                                  std::shared_ptr<EngineClient> client,
-                                                  EngineContainerInfo info,
-                                                  std::shared_ptr<Removals> removals) {
+std::shared_ptr<container::ContainerApi> MakeEngineContainer(
+    asio::any_io_executor ex, std::shared_ptr<EngineClient> client, EngineContainerInfo info,
+    std::shared_ptr<container::Removals> removals) {
   return std::make_shared<EngineContainer>(std::move(ex), std::move(client), std::move(info),
                                            std::move(removals));
 }

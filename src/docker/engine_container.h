@@ -10,15 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "docker/container_api.h"
+#include "container/container_api.h"
 #include "docker/engine_client.h"
 
 namespace ci::docker {
-
-// Container removals in flight: Remove does not wait for them, DockerExecutor::Drain does.
-struct Removals {
-  size_t in_flight = 0;
-};
 
 struct EngineContainerInfo {
   std::string id;
@@ -30,9 +25,8 @@ struct EngineContainerInfo {
   bool host_cgroups = false;
 };
 
-std::shared_ptr<ContainerApi> MakeEngineContainer(asio::any_io_executor ex,
-                                                  std::shared_ptr<EngineClient> client,
-                                                  EngineContainerInfo info,
-                                                  std::shared_ptr<Removals> removals);
+std::shared_ptr<container::ContainerApi> MakeEngineContainer(
+    asio::any_io_executor ex, std::shared_ptr<EngineClient> client, EngineContainerInfo info,
+    std::shared_ptr<container::Removals> removals);
 
 }  // namespace ci::docker

@@ -10,9 +10,9 @@
 #include <cstdio>
 
 #include "agent/agent_wire.h"
+#include "container/container_exec.h"
 #include "core/json.h"
 #include "core/query_escape.h"
-#include "docker/container_exec.h"
 #include "docker/engine_client.h"
 
 namespace ci::docker {
@@ -217,7 +217,7 @@ asio::awaitable<void> ImageWatch::Watch() {
 
 std::string AgentPathOf(std::string_view image_inspect) {
   rapidjson::Document doc;
-  if (!ParseObject(std::string(image_inspect), doc) || !doc.HasMember("Config") ||
+  if (!container::ParseObject(std::string(image_inspect), doc) || !doc.HasMember("Config") ||
       !doc["Config"].IsObject()) {
     return "";
   }

@@ -9,9 +9,9 @@
 namespace ci::k8s {
 namespace {
 
-using docker::AgentTransport;
+using container::AgentTransport;
 
-class AttachTransport final : public AgentTransport {
+class AttachTransport final : public container::AgentTransport {
  public:
   explicit AttachTransport(std::unique_ptr<ExecConnection> conn) : conn_(std::move(conn)) {}
 
@@ -59,7 +59,8 @@ class AttachTransport final : public AgentTransport {
 
 }  // namespace
 
-std::unique_ptr<AgentTransport> PodAttachTransport(std::unique_ptr<ExecConnection> conn) {
+std::unique_ptr<container::AgentTransport> PodAttachTransport(
+    std::unique_ptr<ExecConnection> conn) {
   return std::make_unique<AttachTransport>(std::move(conn));
 }
 

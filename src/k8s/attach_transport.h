@@ -1,4 +1,4 @@
-// A pod's attach WebSocket as the transport of its agent (docker/agent_transport.h): channel 1
+// A pod's attach WebSocket as the transport of its agent (container/agent_transport.h): channel 1
 // is the agent's stdout (the wire's frames), channel 2 its stderr, and what the daemon writes
 // goes to channel 0 in messages of at most 64 KiB. The attach ends when the container's output
 // does (a channel-3 Status) or the connection closes. The pod's container has `stdin: true`
@@ -8,11 +8,11 @@
 
 #include <memory>
 
-#include "docker/agent_transport.h"
+#include "container/agent_transport.h"
 #include "k8s/api_client.h"
 
 namespace ci::k8s {
 
-std::unique_ptr<docker::AgentTransport> PodAttachTransport(std::unique_ptr<ExecConnection> conn);
+std::unique_ptr<container::AgentTransport> PodAttachTransport(std::unique_ptr<ExecConnection> conn);
 
 }  // namespace ci::k8s

@@ -9,12 +9,12 @@
 #include <csignal>
 #include <set>
 
+#include "container/agent_container.h"
+#include "container/exec_sandbox.h"
+#include "container/sandbox_shell.h"
 #include "core/random.h"
 #include "core/short_id.h"
 #include "core/sleep.h"
-#include "docker/agent_container.h"
-#include "docker/exec_sandbox.h"
-#include "docker/sandbox_shell.h"
 #include "k8s/api_client.h"
 #include "k8s/attach_transport.h"
 #include "k8s/exec_protocol.h"
@@ -92,6 +92,7 @@ class K8sExecutor final : public Executor {
   }
 
   std::string_view name() const override { return "kubernetes"; }
+  bool root_on_this_host() const override { return false; }
   bool supports_sessions() const override { return true; }
 
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
@@ -212,22 +213,22 @@ class K8sExecutor final : public Executor {
   // The sandbox driving `pod` (made by Prepare, or another replica's session pod).
   std::unique_ptr<Sandbox> SandboxOn(const PodRef& pod, const SandboxSpec& spec,
                                      const std::string& session_token) {
-    return docker::MakeExecSandbox(ContainerOn(pod, spec, session_token), false);
+    return container::MakeExecSandbox(ContainerOn(pod, spec, session_token), false);
   }
 
   // An execution pod whose PID 1 is the agent: its attach carries every step of the sandbox as
-  // frames (docker/agent_channel.h), and a pooled one holds its program started ahead, as
+  // frames (container/agent_channel.h), and a pooled one holds its program started ahead, as
   // docker's agent containers do.
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> AgentSandboxOn(const PodRef& pod,
                                                                    const SandboxSpec& spec) {
-    docker::Container c = ContainerOn(pod, spec, "");
+    container::Container c = ContainerOn(pod, spec, "");
     const std::string target = AttachRequestTarget(pod.namespace_, pod.name, pod.container);
     auto conn = co_await client_->Exec(target);
     Status failed = conn.status();
-    std::shared_ptr<docker::AgentChannel> channel;
+    std::shared_ptr<container::AgentChannel> channel;
     if (conn.ok()) {
       channel =
-          docker::OpenAgentChannel(ex_, pod.name, PodAttachTransport(std::move(conn).value()));
+          container::OpenAgentChannel(ex_, pod.name, PodAttachTransport(std::move(conn).value()));
       failed = co_await channel->AwaitReady(kAgentReadyTimeout);
     }
     if (!failed.ok()) {
@@ -239,16 +240,16 @@ class K8sExecutor final : public Executor {
           "pod agent");
     }
     last_start_failure_.clear();
-    c.api = docker::MakeAgentContainer(pod.name, c.api, channel, {}, spec.cwd, {});
-    if (spec.prestart_argv.empty()) co_return docker::MakeExecSandbox(std::move(c), false);
+    c.api = container::MakeAgentContainer(pod.name, c.api, channel, {}, spec.cwd, {});
+    if (spec.prestart_argv.empty()) co_return container::MakeExecSandbox(std::move(c), false);
     c.prestart_argv = spec.prestart_argv;
-    co_return co_await docker::MakePrestartedExecSandbox(c, false);
+    co_return co_await container::MakePrestartedExecSandbox(c, false);
   }
 
   // What the exec-driven sandbox drives: the pod, removed by the executor.
-  docker::Container ContainerOn(const PodRef& pod, const SandboxSpec& spec,
-                                const std::string& session_token) {
-    docker::Container c;
+  container::Container ContainerOn(const PodRef& pod, const SandboxSpec& spec,
+                                   const std::string& session_token) {
+    container::Container c;
     c.api = MakePodContainer(client_, pod, memo_, [r = removals_, ex = ex_](const PodRef& p) {
       StartRemoval(r, ex, p);
     });
@@ -258,7 +259,7 @@ class K8sExecutor final : public Executor {
     c.session = spec.session_expires_at != 0;
     c.cpu_time_sec = spec.limits.cpu_time_sec;
     // No rlimits in the Pod API: each run's wrapper sets them (a session's CPU time per run).
-    c.run_limits = docker::RunLimitsScript(spec.limits, !c.session);
+    c.run_limits = container::RunLimitsScript(spec.limits, !c.session);
     c.call_token = session_token;
     return c;
   }

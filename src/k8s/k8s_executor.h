@@ -1,7 +1,7 @@
 // EXECUTOR_BACKEND=kubernetes: one pod per execution or session on a Kubernetes cluster reached
 // over its API (api_client.h): the pod from the spec (pod_spec.h), created and watched until it
 // runs (pod_lifecycle.h), then driven by the same exec-driven sandbox as a Docker container
-// (docker/exec_sandbox.h over pod_container.h), deleted with grace 0 after its last run, and
+// (container/exec_sandbox.h over pod_container.h), deleted with grace 0 after its last run, and
 // what a crashed daemon left found by label and reaped. README.md has the lifecycle.
 #pragma once
 

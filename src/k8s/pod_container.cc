@@ -7,18 +7,18 @@
 namespace ci::k8s {
 namespace {
 
-using docker::ExecOutput;
-using docker::ExecOutputSink;
-using docker::ExecStdin;
-using docker::ExecStream;
+using container::ExecOutput;
+using container::ExecOutputSink;
+using container::ExecStdin;
+using container::ExecStream;
 
-class PodExec final : public ExecStream {
+class PodExec final : public container::ExecStream {
  public:
   explicit PodExec(std::unique_ptr<ExecConnection> conn) : conn_(std::move(conn)) {}
 
   bool v5() const { return conn_->protocol() == kProtocolV5; }
 
-  asio::awaitable<Result<bool>> Read(const ExecOutputSink& sink) override {
+  asio::awaitable<Result<bool>> Read(const container::ExecOutputSink& sink) override {
     for (;;) {
       if (ended_) co_return false;
       auto message = co_await conn_->Read();
@@ -33,13 +33,14 @@ class PodExec final : public ExecStream {
         case Channel::kStdout:
         case Channel::kStderr:
           if (m->payload.empty()) continue;  // "streams ready"
-          sink(m->channel == 1 ? ExecOutput::kStdout : ExecOutput::kStderr, m->payload);
+          sink(m->channel == 1 ? container::ExecOutput::kStdout : container::ExecOutput::kStderr,
+               m->payload);
           co_return true;
         case Channel::kError: {
           Result<int> code = ExitCodeFromStatus(m->payload);
           if (!code.ok()) {
             exit_code_ = code.status();
-            sink(ExecOutput::kSystemError, code.status().message());
+            sink(container::ExecOutput::kSystemError, code.status().message());
           } else {
             exit_code_ = std::optional<int>(*code);
           }
@@ -82,7 +83,7 @@ class PodExec final : public ExecStream {
   Result<std::optional<int>> exit_code_ = std::optional<int>();  // channel 3's, when it came
 };
 
-class PodContainer final : public docker::ContainerApi {
+class PodContainer final : public container::ContainerApi {
  public:
   PodContainer(std::shared_ptr<ApiClient> client, PodRef pod,
                std::shared_ptr<ExecProtocolMemo> memo, RemovePod remove)
@@ -91,8 +92,8 @@ class PodContainer final : public docker::ContainerApi {
         memo_(std::move(memo)),
         remove_(std::move(remove)) {}
 
-  asio::awaitable<Result<std::shared_ptr<ExecStream>>> Exec(const std::vector<std::string>& cmd,
-                                                            ExecStdin stdin_use) override {
+  asio::awaitable<Result<std::shared_ptr<container::ExecStream>>> Exec(
+      const std::vector<std::string>& cmd, container::ExecStdin stdin_use) override {
     ExecTarget t{pod_.namespace_, pod_.name, pod_.container, cmd, stdin_use.attach};
     if (stdin_use.exact_size) {
       if (*stdin_use.exact_size == 0) {
@@ -112,7 +113,7 @@ class PodContainer final : public docker::ContainerApi {
     auto exec = std::make_shared<PodExec>(std::move(conn).value());
     memo_->known = true;
     memo_->v5 = exec->v5();
-    co_return std::shared_ptr<ExecStream>(std::move(exec));
+    co_return std::shared_ptr<container::ExecStream>(std::move(exec));
   }
 
   asio::awaitable<bool> SetPidsHeadroom(int) override { co_return false; }  // no per-pod knob
@@ -140,10 +141,10 @@ std::vector<std::string> ExactStdinArgv(const std::vector<std::string>& cmd, uin
   return argv;
 }
 
-std::shared_ptr<docker::ContainerApi> MakePodContainer(std::shared_ptr<ApiClient> client,
-                                                       PodRef pod,
-                                                       std::shared_ptr<ExecProtocolMemo> memo,
-                                                       RemovePod remove) {
+std::shared_ptr<container::ContainerApi> MakePodContainer(std::shared_ptr<ApiClient> client,
+                                                          PodRef pod,
+                                                          std::shared_ptr<ExecProtocolMemo> memo,
+                                                          RemovePod remove) {
   return std::make_shared<PodContainer>(std::move(client), std::move(pod), std::move(memo),
                                         std::move(remove));
 }

@@ -1,4 +1,4 @@
-// A running executor pod as the exec-driven sandbox drives it (docker/container_api.h): every
+// A running executor pod as the exec-driven sandbox drives it (container/container_api.h): every
 // exec a WebSocket of its own (api_client.h), stdout and stderr from channels 1 and 2 as they
 // arrive, the exit code from channel 3's Status, stdin closed with v5's close signal, or on v4
 // (which cannot half-close stdin) cut after exactly the bytes the caller said it writes.
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "docker/container_api.h"
+#include "container/container_api.h"
 #include "k8s/api_client.h"
 
 namespace ci::k8s {
@@ -31,10 +31,10 @@ struct PodRef {
 // Starts the pod's removal; the sandbox calls it from Destroy and Kill (twice is harmless).
 using RemovePod = std::function<void(const PodRef&)>;
 
-std::shared_ptr<docker::ContainerApi> MakePodContainer(std::shared_ptr<ApiClient> client,
-                                                       PodRef pod,
-                                                       std::shared_ptr<ExecProtocolMemo> memo,
-                                                       RemovePod remove);
+std::shared_ptr<container::ContainerApi> MakePodContainer(std::shared_ptr<ApiClient> client,
+                                                          PodRef pod,
+                                                          std::shared_ptr<ExecProtocolMemo> memo,
+                                                          RemovePod remove);
 
 // On v4, `cmd` with its stdin cut after `size` bytes: bash makes `head -c size` the reader of
 // the exec's stdin and execs `cmd` on the pipe, so the program reads EOF after them (no process

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
+#include "container/sandbox_shell.h"
 #include "core/json.h"
-#include "docker/sandbox_shell.h"
 
 namespace ci::k8s {
 namespace {
@@ -212,13 +212,13 @@ PodOptions PodOptionsFor(const K8sOptions& o, const SandboxSpec& spec, const Pod
     if (p.outlives_daemon) p.owner.reset();
     p.expires_at = spec.session_expires_at;
     p.active_deadline_sec = left;
-    p.command = docker::ContainerInitArgv(left);
+    p.command = container::ContainerInitArgv(left);
   } else {
     // Made before its request is known (a warm pool's): the TTL bounds the wait and the run.
     p.kind = PodKind::kExecution;
     p.active_deadline_sec = o.execution_pod_ttl.count();
     p.expires_at = r.now + p.active_deadline_sec;
-    p.command = docker::ContainerInitArgv(std::nullopt);
+    p.command = container::ContainerInitArgv(std::nullopt);
     if (o.agent) {
       p.command = {o.agent_path};
       p.agent = true;
@@ -417,7 +417,7 @@ std::vector<Measure> PodMeasures(const Pod& p) {
     m.push_back({K::kCpuCap, p.resources.cpu_millicores / 10, "kubernetes limits.cpu"});
   }
   m.push_back({K::kNoTerminal, 0, "kubernetes, no tty"});
-  // No rlimits in the Pod API: the run's wrapper lowers its own (docker/sandbox_shell.h).
+  // No rlimits in the Pod API: the run's wrapper lowers its own (container/sandbox_shell.h).
   const char* per_run = "ulimit in the run's wrapper";
   m.push_back({K::kCpuTime, p.limits.cpu_time_sec, "RLIMIT_CPU, ulimit in the run's wrapper"});
   m.push_back({K::kOpenFilesLimit, p.limits.open_files, per_run});

@@ -9,15 +9,15 @@
 #include <sstream>
 
 #include "common/golden.h"
+#include "container/call_output.h"
+#include "container/cgroup_probe.h"
+#include "container/tar.h"
 #include "core/json.h"
-#include "docker/call_output.h"
-#include "docker/cgroup_probe.h"
 #include "docker/container_config.h"
 #include "docker/docker_options.h"
 #include "docker/endpoint.h"
 #include "docker/image_watch.h"
 #include "docker/stdcopy.h"
-#include "docker/tar.h"
 
 namespace ci::docker {
 namespace {
@@ -162,15 +162,15 @@ struct Member {
 
 Result<std::vector<Member>> ReadAll(const std::string& archive, size_t step = 7) {
   std::vector<Member> out;
-  TarReader r({[&](const std::string& p, uint64_t) {
-                 out.push_back({p, ""});
-                 return true;
-               },
-               [&](std::string_view b) {
-                 out.back().data += b;
-                 return Status();
-               },
-               [] { return Status(); }});
+  container::TarReader r({[&](const std::string& p, uint64_t) {
+                            out.push_back({p, ""});
+                            return true;
+                          },
+                          [&](std::string_view b) {
+                            out.back().data += b;
+                            return Status();
+                          },
+                          [] { return Status(); }});
   for (size_t i = 0; i < archive.size(); i += step) {
     Status s = r.Feed(std::string_view(archive).substr(i, step));
     if (!s.ok()) return s;
@@ -179,12 +179,12 @@ Result<std::vector<Member>> ReadAll(const std::string& archive, size_t step = 7)
 }
 
 std::string Archive(const std::vector<Member>& members) {
-  std::string a = TarHeader("./dir", 0, true, 0755, 65532, 65532);
+  std::string a = container::TarHeader("./dir", 0, true, 0755, 65532, 65532);
   for (const auto& m : members) {
-    a += TarHeader(m.path, m.data.size(), false, 0644, 65532, 65532) + m.data +
-         TarPadding(m.data.size());
+    a += container::TarHeader(m.path, m.data.size(), false, 0644, 65532, 65532) + m.data +
+         container::TarPadding(m.data.size());
   }
-  return a + TarTrailer(a.size());
+  return a + container::TarTrailer(a.size());
 }
 
 // GNU tar -x on a stdin that stays open (Kubernetes' v4 exec cannot close it) must end at the
@@ -192,7 +192,7 @@ std::string Archive(const std::vector<Member>& members) {
 TEST(Tar, GnuTarExtractsAndExitsWithoutEndOfStdin) {
   for (size_t size : {size_t{0}, size_t{5}, size_t{9000}, size_t{10240}, size_t{30000}}) {
     std::string archive = Archive({{"f.bin", std::string(size, 'x')}});
-    EXPECT_EQ(archive.size() % kTarRecord, 0u);
+    EXPECT_EQ(archive.size() % container::kTarRecord, 0u);
     char dir[] = "/tmp/tar-test-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
     std::string d = dir;
@@ -281,23 +281,23 @@ TEST(Tar, SparseMembersKeepTheirHoles) {
   };
   std::map<std::string, Got> got;
   std::string current;
-  TarReader r({[&](const std::string& p, uint64_t size) {
-                 current = p;
-                 got[p].size = size;
-                 return true;
-               },
-               [&](std::string_view b) {
-                 Got& g = got[current];
-                 g.data[g.logical] += b;
-                 g.logical += b.size();
-                 return Status();
-               },
-               [] { return Status(); },
-               [&](uint64_t n) {
-                 got[current].logical += n;
-                 got[current].holes += n;
-                 return Status();
-               }});
+  container::TarReader r({[&](const std::string& p, uint64_t size) {
+                            current = p;
+                            got[p].size = size;
+                            return true;
+                          },
+                          [&](std::string_view b) {
+                            Got& g = got[current];
+                            g.data[g.logical] += b;
+                            g.logical += b.size();
+                            return Status();
+                          },
+                          [] { return Status(); },
+                          [&](uint64_t n) {
+                            got[current].logical += n;
+                            got[current].holes += n;
+                            return Status();
+                          }});
   for (size_t i = 0; i < archive.size(); i += 100) {
     Status s = r.Feed(std::string_view(archive).substr(i, 100));
     ASSERT_TRUE(s.ok()) << s.message();
@@ -358,8 +358,8 @@ TEST(Tar, RefusesEscapingPaths) {
 
 TEST(Tar, StopsWhenAsked) {
   int seen = 0;
-  TarReader r({[&](const std::string&, uint64_t) { return ++seen < 2; },
-               [](std::string_view) { return Status(); }, [] { return Status(); }});
+  container::TarReader r({[&](const std::string&, uint64_t) { return ++seen < 2; },
+                          [](std::string_view) { return Status(); }, [] { return Status(); }});
   EXPECT_TRUE(r.Feed(Archive({{"a", "1"}, {"b", "2"}, {"c", "3"}})).ok());
   EXPECT_TRUE(r.stopped());
   EXPECT_EQ(seen, 2);
@@ -595,9 +595,9 @@ TEST(CgroupProbe, FindsV1ControllerDirectories) {
       "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
       "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n"
       "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
-  HostCgroup cg;
+  container::HostCgroup cg;
   std::string why;
-  ASSERT_TRUE(FindContainerCgroup(cgroup, mountinfo, id, &cg, &why)) << why;
+  ASSERT_TRUE(container::FindContainerCgroup(cgroup, mountinfo, id, &cg, &why)) << why;
   EXPECT_FALSE(cg.v2);
   EXPECT_EQ(cg.memory, "/sys/fs/cgroup/memory/docker/" + id);
   EXPECT_EQ(cg.pids, "/sys/fs/cgroup/pids/docker/" + id);
@@ -610,9 +610,9 @@ TEST(CgroupProbe, FindsV2DirectoryThroughANestedMountRoot) {
   std::string cgroup = "0::/system.slice/docker-" + id + ".scope\n";
   std::string mountinfo =
       "30 23 0:27 /system.slice /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n";
-  HostCgroup cg;
+  container::HostCgroup cg;
   std::string why;
-  ASSERT_TRUE(FindContainerCgroup(cgroup, mountinfo, id, &cg, &why)) << why;
+  ASSERT_TRUE(container::FindContainerCgroup(cgroup, mountinfo, id, &cg, &why)) << why;
   EXPECT_TRUE(cg.v2);
   EXPECT_EQ(cg.unified, "/sys/fs/cgroup/docker-" + id + ".scope");
 }
@@ -620,41 +620,42 @@ TEST(CgroupProbe, FindsV2DirectoryThroughANestedMountRoot) {
 TEST(CgroupProbe, RefusesAPidThatIsNotTheContainers) {
   std::string cgroup = "0::/user.slice/session-1.scope\n";
   std::string mountinfo = "30 23 0:27 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
-  HostCgroup cg;
+  container::HostCgroup cg;
   std::string why;
-  EXPECT_FALSE(FindContainerCgroup(cgroup, mountinfo, kId, &cg, &why));
+  EXPECT_FALSE(container::FindContainerCgroup(cgroup, mountinfo, kId, &cg, &why));
   EXPECT_THAT(why, HasSubstr("does not name the container"));
 }
 
 TEST(CgroupProbe, ParsesV1AndV2Counters) {
-  auto v1 =
-      ParseCgroupFiles({{"memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"},
-                        {"memory.max_usage_in_bytes", "104857600\n"},
-                        {"pids.events", "max 0\n"},
-                        {"cpuacct.usage", "2500000000\n"}});
+  auto v1 = container::ParseCgroupFiles(
+      {{"memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"},
+       {"memory.max_usage_in_bytes", "104857600\n"},
+       {"pids.events", "max 0\n"},
+       {"cpuacct.usage", "2500000000\n"}});
   EXPECT_TRUE(v1.any);
   EXPECT_TRUE(v1.oom_killed);
   EXPECT_FALSE(v1.pids_limit_hit);
   EXPECT_EQ(v1.memory_peak_bytes, 104857600u);
   EXPECT_TRUE(v1.has_cpu);
   EXPECT_EQ(v1.cpu_ms, 2500u);
-  auto v2 = ParseCgroupFiles({{"memory.events", "low 0\nhigh 0\nmax 3\noom 0\noom_kill 0\n"},
-                              {"pids.events", "max 12\n"},
-                              {"memory.peak", "4096\n"},
-                              {"cpu.stat", "usage_usec 1234567\nuser_usec 1000000\n"}});
+  auto v2 =
+      container::ParseCgroupFiles({{"memory.events", "low 0\nhigh 0\nmax 3\noom 0\noom_kill 0\n"},
+                                   {"pids.events", "max 12\n"},
+                                   {"memory.peak", "4096\n"},
+                                   {"cpu.stat", "usage_usec 1234567\nuser_usec 1000000\n"}});
   EXPECT_FALSE(v2.oom_killed);
   EXPECT_TRUE(v2.pids_limit_hit);
   EXPECT_EQ(v2.memory_peak_bytes, 4096u);
   EXPECT_EQ(v2.cpu_ms, 1234u);
-  EXPECT_FALSE(ParseCgroupFiles({}).any);
+  EXPECT_FALSE(container::ParseCgroupFiles({}).any);
 }
 
 TEST(CgroupProbe, SplitsTheInContainerProbeOutput) {
-  auto files = SplitProbeOutput("@pids.events\nmax 5\n@cpuacct.usage\n1000000\n");
+  auto files = container::SplitProbeOutput("@pids.events\nmax 5\n@cpuacct.usage\n1000000\n");
   ASSERT_EQ(files.size(), 2u);
   EXPECT_EQ(files["pids.events"], "max 5\n");
   EXPECT_EQ(files["cpuacct.usage"], "1000000\n");
-  EXPECT_TRUE(ParseCgroupFiles(files).pids_limit_hit);
+  EXPECT_TRUE(container::ParseCgroupFiles(files).pids_limit_hit);
 }
 
 }  // namespace
@@ -666,7 +667,7 @@ namespace {
 // The end marker of a session call (python_session.cc writes it, call_output.h splits at it).
 TEST(CallOutput, SplitsAtTheMarkerAcrossChunksAndDropsWhatFollows) {
   const std::string nonce(32, 'a');
-  CallOutput out;
+  container::CallOutput out;
   EXPECT_EQ(out.Feed("before any call"), "");  // between calls: dropped
   out.Begin(nonce);
   std::string got = out.Feed("hello \x1e not a marker ");
@@ -683,7 +684,7 @@ TEST(CallOutput, SplitsAtTheMarkerAcrossChunksAndDropsWhatFollows) {
 }
 
 TEST(CallOutput, AnotherCallsNonceIsOutput) {
-  CallOutput out;
+  container::CallOutput out;
   out.Begin(std::string(32, 'b'));
   const std::string forged = "\x1e" + std::string(32, 'c') + "0000\n";
   EXPECT_EQ(out.Feed(forged), forged);

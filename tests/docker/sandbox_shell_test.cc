@@ -1,7 +1,7 @@
 // The shell the Docker sandbox runs (sandbox_shell.h), the files that travel in its argv
 // (staging.h's InlineFiles) and the call frame (call_output.h): golden argv for each exec, and
 // the inline-file writer run by the host's bash. No dockerd needed (suite unit, docker-pure).
-#include "docker/sandbox_shell.h"
+#include "container/sandbox_shell.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "common/run_in.h"
-#include "docker/call_output.h"
-#include "docker/staging.h"
+#include "container/call_output.h"
+#include "container/staging.h"
 
 namespace ci::docker {
 namespace {
@@ -35,58 +35,64 @@ constexpr const char* kWriter =
     "exec /bin/bash -c \"$0\" ci-run \"$@\"";
 constexpr const char* kExecutionWrapper = "\"$@\"; s=$?; kill -9 -1 2>/dev/null; exit $s";
 
-std::string SessionWrapper() { return std::string(kSessionKillFunction) + std::string(kSessionRunScript); }
+std::string SessionWrapper() {
+  return std::string(container::kSessionKillFunction) + std::string(container::kSessionRunScript);
+}
 
 TEST(SandboxShell, ExecutionProgramUnderTheKillingWrapper) {
-  ProgramExec exec;
+  container::ProgramExec exec;
   exec.program = {"python3", "-u", "main.py"};
-  EXPECT_THAT(ProgramArgv(exec), ElementsAre("/bin/bash", "-c", kExecutionWrapper, "ci-run",
-                                             "python3", "-u", "main.py"));
+  EXPECT_THAT(container::ProgramArgv(exec), ElementsAre("/bin/bash", "-c", kExecutionWrapper,
+                                                        "ci-run", "python3", "-u", "main.py"));
 }
 
 TEST(SandboxShell, InlinedFilesAreWrittenFirstThenTheWrapperIsExecd) {
-  ProgramExec exec;
+  container::ProgramExec exec;
   exec.program = {"python3", "__main__.py"};
   exec.inline_files = {"__main__.py", "print(1)\n", "data.txt", ""};
-  EXPECT_THAT(ProgramArgv(exec),
+  EXPECT_THAT(container::ProgramArgv(exec),
               ElementsAre("/bin/bash", "-c", kWriter, kExecutionWrapper, "2", "__main__.py",
                           "print(1)\n", "data.txt", "", "python3", "__main__.py"));
 }
 
 TEST(SandboxShell, SessionWrapperTakesTheSparedListCpuAndWatchdogSecondsFirst) {
-  ProgramExec exec;
+  container::ProgramExec exec;
   exec.program = {"sh", "-c", "echo hi"};
   exec.session = true;
-  exec.background = BackgroundList({12, 345});
+  exec.background = container::BackgroundList({12, 345});
   exec.cpu_time_sec = 7;
   exec.watchdog_ms = 2005;
-  EXPECT_THAT(ProgramArgv(exec), ElementsAre("/bin/bash", "-c", SessionWrapper(), "ci-run",
-                                             "12 345", "7", "2.005", "sh", "-c", "echo hi"));
+  EXPECT_THAT(container::ProgramArgv(exec),
+              ElementsAre("/bin/bash", "-c", SessionWrapper(), "ci-run", "12 345", "7", "2.005",
+                          "sh", "-c", "echo hi"));
   exec.inline_files = {"a.py", "x = 1"};
-  EXPECT_THAT(ProgramArgv(exec),
+  EXPECT_THAT(container::ProgramArgv(exec),
               ElementsAre("/bin/bash", "-c", kWriter, SessionWrapper(), "1", "a.py", "x = 1",
                           "12 345", "7", "2.005", "sh", "-c", "echo hi"));
 }
 
 TEST(SandboxShell, BackgroundKillAndInitArgv) {
-  EXPECT_THAT(BackgroundStartArgv({"python3", "srv.py"}),
-              ElementsAre("/bin/bash", "-c", kStartBackgroundScript, "ci-bg", "python3", "srv.py"));
-  EXPECT_THAT(KillArgv(nullptr), ElementsAre("/bin/sh", "-c", "kill -9 -1"));
+  EXPECT_THAT(container::BackgroundStartArgv({"python3", "srv.py"}),
+              ElementsAre("/bin/bash", "-c", container::kStartBackgroundScript, "ci-bg", "python3",
+                          "srv.py"));
+  EXPECT_THAT(container::KillArgv(nullptr), ElementsAre("/bin/sh", "-c", "kill -9 -1"));
   const std::string spared = "12 345";
-  EXPECT_THAT(KillArgv(&spared),
-              ElementsAre("/bin/bash", "-c", "bg=$1; " + std::string(kSessionKillFunction) + "k",
-                          "ci-kill", "12 345"));
-  EXPECT_THAT(ContainerInitArgv(std::nullopt),
+  EXPECT_THAT(
+      container::KillArgv(&spared),
+      ElementsAre("/bin/bash", "-c", "bg=$1; " + std::string(container::kSessionKillFunction) + "k",
+                  "ci-kill", "12 345"));
+  EXPECT_THAT(container::ContainerInitArgv(std::nullopt),
               ElementsAre("/bin/bash", "-c", "trap '' CHLD; exec sleep infinity"));
-  EXPECT_THAT(ContainerInitArgv(90), ElementsAre("/bin/bash", "-c", "trap '' CHLD; exec sleep 90"));
-  EXPECT_EQ(BackgroundList({}), "");
-  EXPECT_EQ(BackgroundList({7}), "7");
+  EXPECT_THAT(container::ContainerInitArgv(90),
+              ElementsAre("/bin/bash", "-c", "trap '' CHLD; exec sleep 90"));
+  EXPECT_EQ(container::BackgroundList({}), "");
+  EXPECT_EQ(container::BackgroundList({7}), "7");
 }
 
 TEST(SandboxShell, ExitStatusAsTheEngineReportsIt) {
   auto outcome = [](std::optional<int> status) {
     RunOutcome out;
-    SetExitStatus(status, out);
+    container::SetExitStatus(status, out);
     return std::make_pair(out.exit_code, out.signal);
   };
   using Pair = std::pair<std::optional<int>, std::optional<int>>;
@@ -134,7 +140,7 @@ TEST(SandboxShell, TheHostsBashWritesInlinedFilesExactlyAndRunsTheProgram) {
   TempDir work;
   const std::string tricky = "-n 'quoted' \"$HOME\" `id` %s\\n\n\ttrailing \n\n";
   const std::vector<std::string> files = {"a.txt", tricky, "empty", "", "-dash", "x"};
-  std::vector<std::string> argv = InlineFilesArgv("\"$@\"", files);
+  std::vector<std::string> argv = container::InlineFilesArgv("\"$@\"", files);
   for (const char* a : {"/bin/sh", "-c", "cat a.txt empty -- -dash; echo \"[$1]\"", "sh", "$1 *"}) {
     argv.push_back(a);
   }
@@ -151,7 +157,7 @@ TEST(SandboxShell, TheWriterReplacesASymlinkInsteadOfFollowingIt) {
   TempDir work;
   const std::string target = work.Write("target", "orig");
   ASSERT_EQ(::symlink(target.c_str(), (work.path() + "/link").c_str()), 0);
-  std::vector<std::string> argv = InlineFilesArgv("\"$@\"", {"link", "staged"});
+  std::vector<std::string> argv = container::InlineFilesArgv("\"$@\"", {"link", "staged"});
   argv.push_back("/bin/true");
   Ran ran = RunIn(work.path(), argv);
   EXPECT_EQ(ran.status, 0) << ran.out;
@@ -164,7 +170,7 @@ TEST(SandboxShell, TheWriterReplacesASymlinkInsteadOfFollowingIt) {
 
 TEST(SandboxShell, AFileThatCannotBeWrittenIsExitStatus126) {
   TempDir work;
-  std::vector<std::string> argv = InlineFilesArgv("\"$@\"", {"missing-dir/a", "x"});
+  std::vector<std::string> argv = container::InlineFilesArgv("\"$@\"", {"missing-dir/a", "x"});
   argv.push_back("/bin/echo");
   argv.push_back("ran");
   Ran ran = RunIn(work.path(), argv);
@@ -184,20 +190,20 @@ TEST(SandboxShell, RunLimitsReachTheProgram) {
   const char* report =
       "echo $(ulimit -S -t) $(ulimit -H -t) $(ulimit -n) $(ulimit -H -n) $(ulimit -i) "
       "$(ulimit -q) $(ulimit -l)";
-  Ran ran =
-      RunIn(work.path(), WithRunLimits(RunLimitsScript(limits, true), {"/bin/bash", "-c", report}));
+  Ran ran = RunIn(work.path(), container::WithRunLimits(container::RunLimitsScript(limits, true),
+                                                        {"/bin/bash", "-c", report}));
   EXPECT_EQ(ran.out, "7 8 200 200 300 4096 64\n");
   // In a session each run's wrapper sets the CPU time itself: none here.
-  ran = RunIn(work.path(), WithRunLimits(RunLimitsScript(limits, false),
-                                         {"/bin/bash", "-c", "ulimit -t; ulimit -n"}));
+  ran = RunIn(work.path(), container::WithRunLimits(container::RunLimitsScript(limits, false),
+                                                    {"/bin/bash", "-c", "ulimit -t; ulimit -n"}));
   EXPECT_EQ(ran.out, "unlimited\n200\n");
   // The program's wrapper sets them first (not run here: its kill(-1) would reach the test's
   // own processes).
-  ProgramExec exec;
+  container::ProgramExec exec;
   exec.program = {"/bin/true"};
-  exec.limits = RunLimitsScript(limits, true);
-  EXPECT_EQ(ProgramArgv(exec)[2].rfind(exec.limits, 0), 0u);
-  EXPECT_EQ(WithRunLimits("", {"a", "b"}), (std::vector<std::string>{"a", "b"}));
+  exec.limits = container::RunLimitsScript(limits, true);
+  EXPECT_EQ(container::ProgramArgv(exec)[2].rfind(exec.limits, 0), 0u);
+  EXPECT_EQ(container::WithRunLimits("", {"a", "b"}), (std::vector<std::string>{"a", "b"}));
 }
 
 TEST(InlineFiles, SmallTopLevelTextTravelsInTheArgv) {
@@ -205,16 +211,16 @@ TEST(InlineFiles, SmallTopLevelTextTravelsInTheArgv) {
   const std::string code = "print('h\xc3\xa9llo \xf0\x9f\x90\x8d')\n";  // UTF-8, 2 and 4 bytes
   std::vector<StagedFile> files = {{"__main__.py", host.Write("m", code)},
                                    {"empty.txt", host.Write("e", "")}};
-  auto pairs = InlineFiles(files);
+  auto pairs = container::InlineFiles(files);
   ASSERT_TRUE(pairs.has_value());
   EXPECT_THAT(*pairs, ElementsAre("__main__.py", code, "empty.txt", ""));
-  EXPECT_THAT(*InlineFiles({}), ElementsAreArray(std::vector<std::string>{}));
+  EXPECT_THAT(*container::InlineFiles({}), ElementsAreArray(std::vector<std::string>{}));
 }
 
 TEST(InlineFiles, OthersGoByTar) {
   TempDir host;
   auto one = [&](const std::string& path, const std::string& content) {
-    return InlineFiles({{path, host.Write("f", content)}}).has_value();
+    return container::InlineFiles({{path, host.Write("f", content)}}).has_value();
   };
   EXPECT_TRUE(one("a.py", "x"));
   EXPECT_FALSE(one("dir/a.py", "x")) << "not top-level";
@@ -227,16 +233,16 @@ TEST(InlineFiles, OthersGoByTar) {
   EXPECT_FALSE(one("a.txt", std::string((64 << 10) + 1, 'a'))) << "over 64 KiB";
   std::vector<StagedFile> two = {{"a", host.Write("a", std::string(40 << 10, 'a'))},
                                  {"b", host.Write("b", std::string(30 << 10, 'b'))}};
-  EXPECT_FALSE(InlineFiles(two).has_value()) << "64 KiB together";
-  EXPECT_FALSE(InlineFiles({{"gone", host.path() + "/no-such-file"}}).has_value());
+  EXPECT_FALSE(container::InlineFiles(two).has_value()) << "64 KiB together";
+  EXPECT_FALSE(container::InlineFiles({{"gone", host.path() + "/no-such-file"}}).has_value());
 }
 
 // [u32 len][request][u32 len][stdin][nonce], little-endian.
 TEST(CallFrame, LengthPrefixedRequestAndStdinThenTheNonce) {
   const std::string nonce(32, 'f');
-  EXPECT_EQ(CallFrame("ab", "", nonce), std::string("\x02\0\0\0ab\0\0\0\0", 10) + nonce);
+  EXPECT_EQ(container::CallFrame("ab", "", nonce), std::string("\x02\0\0\0ab\0\0\0\0", 10) + nonce);
   const std::string big(300, 'r');
-  EXPECT_EQ(CallFrame(big, "in", nonce),
+  EXPECT_EQ(container::CallFrame(big, "in", nonce),
             std::string("\x2c\x01\0\0", 4) + big + std::string("\x02\0\0\0in", 6) + nonce);
 }
 

@@ -178,7 +178,7 @@ CONTAINER_ID_CODE = ("import re\n"
 
 class RecycledPerClientTest(E2ETestCase):
     """Issue #30 item 1: a container recycled after one client's execution runs only that
-    client's programs again (src/docker/recycle_bin.h), never another API key's. No warm pool:
+    client's programs again (src/container/recycle_bin.h), never another API key's. No warm pool:
     each execution takes from the recycle bin when it can."""
 
     daemon_env = {"API_KEYS_FILE": RECYCLE_KEYS_FILE, "WARM_POOL_SIZE": "0"}

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A small executor root, made in the test VM from the VM's own Debian 12 files (run as root
 there): what the docker backend runs in an executor container (bash, sh, coreutils, tar, setsid:
-src/docker/sandbox_shell.cc, staging.cc, workspace_collect.cc, cgroup_probe.cc) and Python with
+src/container/sandbox_shell.cc, staging.cc, workspace_collect.cc, cgroup_probe.cc) and Python with
 its standard library, 75 MB instead of the full executor image's 1.26 GB, whose import alone
 takes ~10 minutes under emulation. The VM tests that need an executor image in an Engine of the
 VM's use it; the full image's contents are tested on the host's dockerd.

@@ -14,12 +14,12 @@
 
 #include "daemon/backends/backends.h"
 #include "daemon/backends/local_options.h"
+#include "daemon/backends/seccomp_profile.h"
 #include "daemon/bootstrap/deployment_mode.h"
 #include "daemon/cli/logging.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
 #include "daemon/service/execution_service.h"
-#include "daemon/service/hardening.h"
 #include "runtime/daemon/host_probe.h"
 #include "runtime/daemon/local_executor.h"
 #include "runtime/kernel/host_checks.h"

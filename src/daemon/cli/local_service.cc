@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "daemon/backends/local_options.h"
-#include "daemon/service/hardening.h"
+#include "daemon/backends/seccomp_profile.h"
 #include "runtime/daemon/local_executor.h"
 
 namespace ci::daemon {

@@ -15,6 +15,7 @@
 #include "core/sleep.h"
 #include "daemon/api/handlers.h"
 #include "daemon/backends/backends.h"
+#include "daemon/backends/seccomp_profile.h"
 #include "daemon/bootstrap/bootstrap.h"
 #include "daemon/cli/cli.h"
 #include "daemon/cli/daemon.h"
@@ -25,7 +26,6 @@
 #include "daemon/files/file_store.h"
 #include "daemon/http/socket_activation.h"
 #include "daemon/service/execution_service.h"
-#include "daemon/service/hardening.h"
 
 namespace ci::daemon {
 namespace {

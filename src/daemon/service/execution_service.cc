@@ -82,16 +82,15 @@ ExecutionService::ExecutionService(const Config& config, Executor& executor, Fil
       store_(store),
       // An image's root is not on this filesystem (the daemon may run in a container
       // without any interpreter): every language, and the startup probe keeps what runs.
-      languages_(executor.name() == "docker" || executor.name() == "kubernetes"
-                     ? KnownLanguages()
-                     : AvailableLanguages(config.sandbox_rootfs)),
+      languages_(executor.root_on_this_host() ? AvailableLanguages(config.sandbox_rootfs)
+                                              : KnownLanguages()),
       spec_(MakeSpec(config, std::move(seccomp_profile_json))),
       python_spec_([this] {
         SandboxSpec spec = spec_;
         spec.prestart_argv = PythonPrestartArgv(config_.warm_imports);
         // The Docker agent's fork server (the local runtime has its own,
         // runtime/parent/fork_server.h).
-        if (config_.fork_server && executor_.name() == "docker") {
+        if (config_.fork_server && executor_.runs_python_fork_server()) {
           spec.zygote_argv = PythonZygoteArgv(config_.warm_imports);
         }
         return spec;
@@ -434,7 +433,7 @@ asio::awaitable<Status> ExecutionService::ProbeEachLanguage(std::chrono::millise
 
 void ExecutionService::WarnWithoutGoStd() const {
   // An image's root is the image build's business (packaging/executor-image/build.sh).
-  if (executor_.name() == "docker" || executor_.name() == "kubernetes") return;
+  if (!executor_.root_on_this_host()) return;
   const std::string root = spec_.rootfs == "host" ? "" : spec_.rootfs;
   const std::string stamp = root + std::string(kGoStdDir) + "/go-version";
   if (access(stamp.c_str(), R_OK) == 0) return;

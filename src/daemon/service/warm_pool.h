@@ -50,6 +50,8 @@ class WarmPool final : public Executor {
   std::vector<WarmPoolStats> stats() const;
 
   std::string_view name() const override { return inner_.name(); }
+  bool root_on_this_host() const override { return inner_.root_on_this_host(); }
+  bool runs_python_fork_server() const override { return inner_.runs_python_fork_server(); }
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override;
   asio::awaitable<Status> Check() override { return inner_.Check(); }
   std::string network_isolation() const override { return inner_.network_isolation(); }

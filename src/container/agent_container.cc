@@ -1,0 +1,152 @@
+#include "container/agent_container.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <chrono>
+#include <optional>
+
+#include "container/cgroup_probe.h"
+#include "container/sandbox_counters.h"
+
+namespace ci::container {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The agent's recycle kills and reaps, empties the writable places, removes IPC objects.
+constexpr auto kRecycleTimeout = 10s;
+// A container is not put back when the reaper would remove it this soon (its expires-at label).
+constexpr int64_t kExpiryMarginSec = 120;
+
+class AgentContainer final : public ContainerApi,
+                             public std::enable_shared_from_this<AgentContainer> {
+ public:
+  AgentContainer(std::string id, std::shared_ptr<ContainerApi> engine,
+                 std::shared_ptr<AgentChannel> channel, std::vector<std::string> env,
+                 std::string cwd, Recycling recycling)
+      : id_(std::move(id)),
+        engine_(std::move(engine)),
+        channel_(std::move(channel)),
+        env_(std::move(env)),
+        cwd_(std::move(cwd)),
+        recycling_(std::move(recycling)) {}
+
+  asio::awaitable<Result<std::shared_ptr<ExecStream>>> Exec(const std::vector<std::string>& cmd,
+                                                            ExecStdin stdin_use) override {
+    co_return co_await channel_->Exec(cmd, env_, cwd_, stdin_use.attach);
+  }
+  asio::awaitable<Result<std::shared_ptr<ExecStream>>> ForkPython(
+      const std::vector<std::string>& argv) override {
+    co_return co_await channel_->Exec(argv, env_, cwd_, true, true);
+  }
+  asio::awaitable<std::optional<Status>> WriteFiles(
+      const std::vector<std::pair<std::string, std::string>>& files) override {
+    co_return co_await channel_->WriteFiles(cwd_, files);
+  }
+  asio::awaitable<bool> SetPidsHeadroom(int step) override {
+    co_return co_await engine_->SetPidsHeadroom(step);
+  }
+  asio::awaitable<pid_t> HostInitPid() override { co_return co_await engine_->HostInitPid(); }
+  bool KillAllBut(const std::string* background) override {
+    channel_->KillAll(background);
+    return true;
+  }
+  void Claim(const std::string& client) override { client_ = client; }
+
+  // After the counters were read: recycled in the background when it can be, else removed.
+  asio::awaitable<void> Remove(ResourceReport& report) override {
+    if (!recycling_.bin || killed_ || channel_->ended()) {
+      channel_->Close();
+      co_return co_await engine_->Remove(report);
+    }
+    ++recycling_.removals->in_flight;
+    asio::co_spawn(co_await asio::this_coro::executor, RecycleOrRemove(shared_from_this()),
+                   asio::detached);
+  }
+
+  void Kill() override {
+    killed_ = true;
+    channel_->KillAll(nullptr);
+    channel_->Close();
+    engine_->Kill();
+  }
+
+ private:
+  static asio::awaitable<void> RecycleOrRemove(std::shared_ptr<AgentContainer> self) {
+    Status s = co_await self->Recycle();
+    if (!s.ok()) {
+      spdlog::debug("docker {}: not recycled: {}", self->id_.substr(0, 12), s.message());
+      self->channel_->Close();
+      ResourceReport ignored;  // the execution's report went out already
+      co_await self->engine_->Remove(ignored);
+    }
+    --self->recycling_.removals->in_flight;
+  }
+
+  asio::awaitable<Status> Recycle() {
+    ++executions_;
+    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    if (!client_) co_return Status::Error("it ran no program");
+    if (executions_ >= recycling_.max_executions) co_return Status::Error("served its share");
+    if (now > recycling_.expires_at - kExpiryMarginSec) co_return Status::Error("expires soon");
+    Status s = co_await channel_->Recycle(kRecycleTimeout);
+    if (!s.ok()) co_return s;
+    // Per-execution counters need the cgroup on this host and a memory peak that can start over.
+    if (!host_looked_up_) {
+      host_looked_up_ = true;
+      pid_t init_pid = 0;
+      host_ = co_await LocateHostCgroup(*engine_, id_, &init_pid);
+    }
+    if (!host_) co_return Status::Error("its cgroup is not readable here");
+    // The agent's own check, made again from outside: a process it cannot see or missed is in
+    // the container's cgroup all the same.
+    const int allowed = channel_->has_fork_server() ? 2 : 1;
+    const int left = CountHostCgroupProcesses(*host_);
+    if (left < 0 || left > allowed) {
+      co_return Status::Error(left < 0 ? std::string("its processes cannot be counted here")
+                                       : std::to_string(left) +
+                                             " processes are left in its cgroup after the "
+                                             "agent's recycle");
+    }
+    if (!ResetHostMemoryPeak(*host_)) co_return Status::Error("its memory peak cannot be reset");
+    CgroupCounters now_counters = ParseCgroupFiles(ReadHostCgroupFiles(*host_));
+    RecycledContainer back{id_, shared_from_this(), channel_,
+                           CountersBaseline{now_counters.cpu_ms, now_counters.oom_kills,
+                                            now_counters.pids_limit_hits}};
+    if (!recycling_.bin->Put(RecycleBinKey(recycling_.key, *client_), std::move(back))) {
+      co_return Status::Error("the recycle bin is full or closed");
+    }
+    co_return Status();
+  }
+
+  std::string id_;
+  std::shared_ptr<ContainerApi> engine_;
+  std::shared_ptr<AgentChannel> channel_;
+  std::vector<std::string> env_;
+  std::string cwd_;
+  Recycling recycling_;
+  // The client of the program it ran last: the only one it is recycled for (recycle_bin.h).
+  std::optional<std::string> client_;
+  uint32_t executions_ = 0;
+  bool killed_ = false;
+  bool host_looked_up_ = false;
+  std::optional<HostCgroup> host_;
+};
+
+}  // namespace
+
+std::shared_ptr<ContainerApi> MakeAgentContainer(std::string id,
+                                                 std::shared_ptr<ContainerApi> engine,
+                                                 std::shared_ptr<AgentChannel> channel,
+                                                 std::vector<std::string> env, std::string cwd,
+                                                 Recycling recycling) {
+  return std::make_shared<AgentContainer>(std::move(id), std::move(engine), std::move(channel),
+                                          std::move(env), std::move(cwd), std::move(recycling));
+}
+
+}  // namespace ci::container

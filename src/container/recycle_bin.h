@@ -1,0 +1,54 @@
+// Execution containers put back as they started by their agent (src/agent/recycle.h), waiting
+// for the next execution of the same configuration: a container serves many executions one after
+// the other, so that back-to-back requests do not wait for container creations (~150-250 ms of
+// the Engine's time each, which two cores cannot sustain at the request rate).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "container/agent_channel.h"
+#include "container/cgroup_probe.h"
+#include "container/container_api.h"
+
+namespace ci::container {
+
+struct RecycledContainer {
+  std::string id;
+  std::shared_ptr<ContainerApi> api;  // its AgentContainer
+  std::shared_ptr<AgentChannel> channel;
+  CountersBaseline baseline;  // its counters when it was put back
+};
+
+// A container's place in the bin: its configuration (DockerExecutor's RecycleKey) and the client
+// whose program it ran last. It is reused for that client only (issue #30: one tenant's leftover
+// must never meet another's program); without API keys every request is the client "".
+std::string RecycleBinKey(const std::string& configuration, const std::string& client);
+
+class RecycleBin {
+ public:
+  explicit RecycleBin(size_t capacity) : capacity_(capacity) {}
+  // False when the bin is full or closed: the caller removes the container.
+  bool Put(const std::string& key, RecycledContainer c);
+  // A container of configuration `key` whose agent is still there; the dead ones met on the way
+  // go to `dead` (the caller removes them).
+  std::optional<RecycledContainer> Take(const std::string& key,
+                                        std::vector<RecycledContainer>* dead);
+  // Refuses every Put from now on and hands out what it holds (shutdown).
+  std::vector<RecycledContainer> Close();
+  size_t size() const { return size_; }
+
+ private:
+  size_t capacity_;
+  size_t size_ = 0;
+  bool closed_ = false;
+  std::map<std::string, std::deque<RecycledContainer>> by_key_;
+};
+
+}  // namespace ci::container
