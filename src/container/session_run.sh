@@ -15,5 +15,6 @@ exec 5> >(exec cat 7<&-); o=$!; exec 6> >(exec cat >&2 5>&- 7<&-); e=$!; exec 8>
 [ "$w" = 0 ] || { exec 9< <(:) 3> "/proc/$BASHPID/fd/9"; read -r -t "$w" -u 9 _
   keep="$BASHPID $o $e"; k; } </dev/null >/dev/null 2>&1 5>&- 6>&- 7<&- &
 (ulimit -S -t "$c" 2>/dev/null; ulimit -H -t $((c + 1)) 2>/dev/null; exec "$@") >&5 2>&6 5>&- 6>&- 7<&-
-s=$?; exec 5>&- 6>&-; keep="$o $e"; k
-read -r -t 0.5 -u 7 _ || [ $? -le 128 ] || kill -9 $o $e 2>/dev/null; exit $s
+# One line from here: bash reports a killed background job (the watchdog, killed by this `k`) at
+# the next line it reads, into the run's stderr.
+s=$?; exec 5>&- 6>&-; keep="$o $e"; k; read -r -t 0.5 -u 7 _ || [ $? -le 128 ] || kill -9 $o $e 2>/dev/null; exit $s
