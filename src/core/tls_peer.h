@@ -1,4 +1,4 @@
-// The TLS peer check shared by the HTTPS clients (docker's engine_client, k8s's api_client): SNI
+// The TLS peer check shared by the HTTPS clients (the model's, Kubernetes', Docker's): SNI
 // for a host name (never for an address), and with verification the certificate must carry the
 // name as a DNS SAN or the address as an IP SAN. Header-only; the callers link OpenSSL.
 #pragma once

@@ -18,6 +18,7 @@
 #include <variant>
 
 #include "core/json.h"
+#include "core/tls_client.h"
 #include "core/tls_peer.h"
 
 namespace ci::docker {
@@ -55,16 +56,10 @@ std::string Why(const Endpoint& ep, const error_code& ec) {
   return m;
 }
 
-// The TLS settings of DOCKER_TLS_VERIFY / DOCKER_TLS (wire-protocols.md B): TLS 1.2 at least;
+// The TLS settings of DOCKER_TLS_VERIFY / DOCKER_TLS (wire-protocols.md B, core/tls_client.h):
 // the client certificate cert.pem + key.pem when present (required with verification); with
 // verification, the daemon's certificate checked against ca.pem (its host: SetPeerName).
 Result<std::shared_ptr<ssl::context>> LoadTls(const Endpoint& ep) {
-  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
-  if (::SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION) != 1) {
-    return Status::Error(Where(ep) + ": cannot require TLS 1.2");
-  }
-  // An encrypted key fails to load instead of OpenSSL prompting on the terminal.
-  ctx->set_password_callback([](size_t, ssl::context::password_purpose) { return std::string(); });
   std::string ca = ep.cert_path + "/ca.pem", cert = ep.cert_path + "/cert.pem",
               key = ep.cert_path + "/key.pem";
   bool has_cert = Exists(cert), has_key = Exists(key);
@@ -75,30 +70,20 @@ Result<std::shared_ptr<ssl::context>> LoadTls(const Endpoint& ep) {
                          (ep.tls_verify ? " (DOCKER_TLS_VERIFY is set)" : "") +
                          "; DOCKER_CERT_PATH names their directory");
   }
-  error_code ec;
+  if (ep.tls_verify && !Exists(ca)) {
+    return Status::Error(Where(ep) + ": " + ca +
+                         " is missing: it verifies the daemon's certificate (DOCKER_TLS_VERIFY "
+                         "is set); DOCKER_CERT_PATH names its directory");
+  }
+  TlsClientSettings settings;
+  settings.verify = ep.tls_verify;
+  if (ep.tls_verify) settings.ca_file = ca;
   if (has_cert) {
-    ctx->use_certificate_chain_file(cert, ec);
-    if (ec) {
-      return Status::Error(Where(ep) + ": loading the client certificate " + cert + ": " +
-                           ec.message());
-    }
-    ctx->use_private_key_file(key, ssl::context::pem, ec);
-    if (ec) {
-      return Status::Error(Where(ep) + ": loading the client key " + key + ": " + ec.message());
-    }
+    settings.cert_file = cert;
+    settings.key_file = key;
   }
-  if (ep.tls_verify) {
-    if (!Exists(ca)) {
-      return Status::Error(Where(ep) + ": " + ca +
-                           " is missing: it verifies the daemon's certificate (DOCKER_TLS_VERIFY "
-                           "is set); DOCKER_CERT_PATH names its directory");
-    }
-    ctx->load_verify_file(ca, ec);
-    if (ec) return Status::Error(Where(ep) + ": loading the CA " + ca + ": " + ec.message());
-    ctx->set_verify_mode(ssl::verify_peer);
-  } else {
-    ctx->set_verify_mode(ssl::verify_none);
-  }
+  Result<std::shared_ptr<ssl::context>> ctx = MakeTlsClientContext(settings);
+  if (!ctx.ok()) return ctx.status().Context(Where(ep));
   return ctx;
 }
 

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "core/json.h"
+#include "core/tls_client.h"
 #include "core/tls_peer.h"
 #include "k8s/exec_protocol.h"
 
@@ -36,36 +37,17 @@ constexpr size_t kMaxBody = 64 << 20;  // a pod list is large; nothing we read i
 
 std::string Where(const KubeConfig& c) { return "kubernetes API " + c.server.Url(); }
 
-asio::const_buffer Bytes(const std::string& s) { return asio::buffer(s.data(), s.size()); }
-
-// TLS 1.2 at least; the client certificate when given; the server checked against the CA (or
-// the system's trust store) unless insecure-skip-tls-verify.
+// The client certificate when given; the server checked against the CA (or the system's trust
+// store) unless insecure-skip-tls-verify (core/tls_client.h).
 Result<std::shared_ptr<ssl::context>> MakeTls(const KubeConfig& c) {
   const ApiServer& s = c.server;
-  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
-  if (::SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION) != 1) {
-    return Status::Error(Where(c) + ": cannot require TLS 1.2");
-  }
-  // An encrypted key fails to load instead of OpenSSL prompting on the terminal.
-  ctx->set_password_callback([](size_t, ssl::context::password_purpose) { return std::string(); });
-  error_code ec;
-  if (!s.client_cert_pem.empty()) {
-    ctx->use_certificate_chain(Bytes(s.client_cert_pem), ec);
-    if (ec) return Status::Error(Where(c) + ": the client certificate: " + ec.message());
-    ctx->use_private_key(Bytes(s.client_key_pem), ssl::context::pem, ec);
-    if (ec) return Status::Error(Where(c) + ": the client key: " + ec.message());
-  }
-  if (s.skip_verify) {
-    ctx->set_verify_mode(ssl::verify_none);
-    return ctx;
-  }
-  if (s.ca_pem.empty()) {
-    ctx->set_default_verify_paths(ec);
-  } else {
-    ctx->add_certificate_authority(Bytes(s.ca_pem), ec);
-  }
-  if (ec) return Status::Error(Where(c) + ": the CA certificates: " + ec.message());
-  ctx->set_verify_mode(ssl::verify_peer);
+  TlsClientSettings settings;
+  settings.verify = !s.skip_verify;
+  settings.ca_pem = s.ca_pem;
+  settings.cert_pem = s.client_cert_pem;
+  settings.key_pem = s.client_key_pem;
+  Result<std::shared_ptr<ssl::context>> ctx = MakeTlsClientContext(settings);
+  if (!ctx.ok()) return ctx.status().Context(Where(c));
   return ctx;
 }
 

@@ -20,6 +20,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/tls_client.h"
 #include "core/tls_peer.h"
 
 namespace ci::llm {
@@ -118,20 +119,13 @@ asio::awaitable<std::variant<beast::tcp_stream, HttpFailure>> ConnectTcp(
   co_return std::move(stream);
 }
 
-// TLS 1.2 at least, the server's certificate verified against the system's trust store
-// (SSL_CERT_FILE / SSL_CERT_DIR when set): a model server gets the conversation and the API key.
-std::variant<std::unique_ptr<ssl::context>, HttpFailure> MakeTlsContext(const Url& url) {
-  auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
-  if (::SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION) != 1) {
-    return HttpFailure{false, "TLS for " + url.HostPort() + ": cannot require TLS 1.2"};
-  }
-  error_code ec;
-  ctx->set_default_verify_paths(ec);
-  if (ec) {
-    return HttpFailure{false, "TLS for " + url.HostPort() + ": the trust store: " + ec.message()};
-  }
-  ctx->set_verify_mode(ssl::verify_peer);
-  return ctx;
+// The server's certificate always verified against the system's trust store (SSL_CERT_FILE /
+// SSL_CERT_DIR when set): a model server gets the conversation and the API key.
+std::variant<std::shared_ptr<ssl::context>, HttpFailure> MakeTlsContext(const Url& url) {
+  Result<std::shared_ptr<ssl::context>> ctx = MakeTlsClientContext(TlsClientSettings{});
+  if (!ctx.ok())
+    return HttpFailure{false, "TLS for " + url.HostPort() + ": " + ctx.status().message()};
+  return std::move(ctx).value();
 }
 
 std::string HandshakeFailure(TlsStream& t, const Url& url, const error_code& ec) {
@@ -267,7 +261,7 @@ asio::awaitable<HttpResult> PostJson(asio::any_io_executor ex, const Url& url,
                                      std::chrono::milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
   const http::request<http::string_body> req = MakeRequest(url, headers, json_body);
-  std::unique_ptr<ssl::context> tls;
+  std::shared_ptr<ssl::context> tls;
   if (url.tls()) {
     auto made = MakeTlsContext(url);
     if (auto* failure = std::get_if<HttpFailure>(&made)) co_return std::move(*failure);

@@ -653,7 +653,8 @@ class DockerForkServerTest : public DockerRecycleTest {
   static constexpr const char* kZygote =
       "import os, sys\n"
       "z = [p for p in os.listdir('/proc') if p.isdigit() and p not in ('1', str(os.getpid()))\n"
-      "     and open(f'/proc/{p}/cmdline', 'rb').read().startswith(b'python3\\0-c\\0def _ci_z')]\n"
+      "     and (lambda c: c.startswith(b'python3\\0-c\\0') and b'def _ci_zygote():' in c)(\n"
+      "         open(f'/proc/{p}/cmdline', 'rb').read())]\n"
       "print('zygote', z, 'forked', 'json' in sys.modules, os.getppid())\n";
 };
 
@@ -668,7 +669,7 @@ TEST_F(DockerForkServerTest, ProgramsAreForkedAndTheServerOutlivesRecycles) {
   EXPECT_EQ(b.outcome->exit_code, 1);
   EXPECT_EQ(b.out.substr(0, b.out.find(" forked")), a.out.substr(0, a.out.find(" forked")))
       << "the same fork server";
-  EXPECT_NE(b.err.find("File \"/workspace/__main__.py\", line 5"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("File \"/workspace/__main__.py\", line 6"), std::string::npos) << b.err;
   EXPECT_EQ(b.err.find("<string>"), std::string::npos) << "no frame of the server: " << b.err;
 }
 
