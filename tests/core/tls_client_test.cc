@@ -29,31 +29,23 @@ TEST(TlsClient, VerifyingNothingIsOnlyWhenAsked) {
 }
 
 TEST(TlsClient, WhatCannotBeLoadedIsNamed) {
-  TlsClientSettings bad_ca;
+  TlsClientSettings bad_ca, missing_ca, missing_cert, bad_cert;
   bad_ca.ca_pem = "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n";
-  auto ctx = MakeTlsClientContext(bad_ca);
-  ASSERT_FALSE(ctx.ok());
-  EXPECT_THAT(ctx.status().message(), HasSubstr("the CA certificates: "));
-
-  TlsClientSettings missing_ca;
   missing_ca.ca_file = "/nonexistent/ca.pem";
-  ctx = MakeTlsClientContext(missing_ca);
-  ASSERT_FALSE(ctx.ok());
-  EXPECT_THAT(ctx.status().message(), HasSubstr("the CA certificates /nonexistent/ca.pem: "));
-
-  TlsClientSettings missing_cert;
   missing_cert.cert_file = "/nonexistent/cert.pem";
   missing_cert.key_file = "/nonexistent/key.pem";
-  ctx = MakeTlsClientContext(missing_cert);
-  ASSERT_FALSE(ctx.ok());
-  EXPECT_THAT(ctx.status().message(), HasSubstr("the client certificate /nonexistent/cert.pem: "));
-
-  TlsClientSettings bad_cert;
-  bad_cert.cert_pem = "garbage";
-  bad_cert.key_pem = "garbage";
-  ctx = MakeTlsClientContext(bad_cert);
-  ASSERT_FALSE(ctx.ok());
-  EXPECT_THAT(ctx.status().message(), HasSubstr("the client certificate: "));
+  bad_cert.cert_pem = bad_cert.key_pem = "garbage";
+  const std::pair<TlsClientSettings, std::string> cases[] = {
+      {bad_ca, "the CA certificates: "},
+      {missing_ca, "the CA certificates /nonexistent/ca.pem: "},
+      {missing_cert, "the client certificate /nonexistent/cert.pem: "},
+      {bad_cert, "the client certificate: "},
+  };
+  for (const auto& [settings, says] : cases) {
+    auto ctx = MakeTlsClientContext(settings);
+    ASSERT_FALSE(ctx.ok()) << says;
+    EXPECT_THAT(ctx.status().message(), HasSubstr(says));
+  }
 }
 
 }  // namespace

@@ -15,14 +15,20 @@ uint32_t Admission::share(const std::string& client) const {
   return share_of_ ? std::min(share_of_(client), limit_) : limit_;
 }
 
-std::string Admission::ExecutionRefusal(const std::string& client) const {
+Admission::Refusal Admission::WhyRefused(const std::string& client) const {
   const uint32_t mine = share(client);
-  if (mine == 0) {
+  if (mine == 0) return Refusal::kForbidden;
+  return !client.empty() && running_of(client) >= mine ? Refusal::kAtShare : Refusal::kFull;
+}
+
+std::string Admission::ExecutionRefusal(const std::string& client) const {
+  const Refusal why = WhyRefused(client);
+  if (why == Refusal::kForbidden) {
     return "API key '" + client + "' may not run executions (executions=0 on its line in " +
            "API_KEYS_FILE)";
   }
-  if (!client.empty() && running_of(client) >= mine) {
-    return "API key '" + client + "' runs " + std::to_string(mine) +
+  if (why == Refusal::kAtShare) {
+    return "API key '" + client + "' runs " + std::to_string(share(client)) +
            " executions, its share of this replica (executions= on its line in API_KEYS_FILE, "
            "else MAX_EXECUTIONS_PER_KEY); retry when one ends";
   }

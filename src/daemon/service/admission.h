@@ -56,8 +56,13 @@ class Admission {
   size_t queued() const { return queued_; }
   uint32_t running_of(const std::string& client) const;
   uint32_t share(const std::string& client) const;
-  // Why `client` got no execution permit, for the 403 (share 0) or 429 it is answered.
-  int RefusalStatus(const std::string& client) const { return share(client) == 0 ? 403 : 429; }
+  // Why `client` got no permit: its share is 0 (403), it holds its share, or every slot is taken.
+  enum class Refusal { kForbidden, kAtShare, kFull };
+  Refusal WhyRefused(const std::string& client) const;
+  int RefusalStatus(const std::string& client) const {
+    return WhyRefused(client) == Refusal::kForbidden ? 403 : 429;
+  }
+  // The detail of a refused execution (one-off, session call, tool or agent run).
   std::string ExecutionRefusal(const std::string& client) const;
 
  private:

@@ -104,11 +104,6 @@ std::string JudgeRun(const ProgramResult& r, int64_t timeout_ms) {
 
 boost::asio::awaitable<std::variant<llm::Reply, ApiError>> SolveLoop::Ask(
     const std::vector<llm::Message>& conversation, const std::string& client) {
-  if (model_calls_ != nullptr && model_calls_->share(client) == 0) {
-    co_return ApiError{403, "API key '" + client +
-                                "' may not call the model (model_calls=0 on its line in "
-                                "API_KEYS_FILE)"};
-  }
   // Held for the model request only, not while the program runs.
   auto admit = [&]() -> boost::asio::awaitable<std::optional<Admission::Permit>> {
     if (model_calls_ == nullptr) co_return std::nullopt;
@@ -116,9 +111,15 @@ boost::asio::awaitable<std::variant<llm::Reply, ApiError>> SolveLoop::Ask(
   };
   std::optional<Admission::Permit> permit = co_await admit();
   if (model_calls_ != nullptr && !permit) {
-    const uint32_t share = model_calls_->share(client);
-    if (model_calls_->running_of(client) >= share) {
-      co_return ApiError{429, "API key '" + client + "' has " + std::to_string(share) +
+    const Admission::Refusal why = model_calls_->WhyRefused(client);
+    if (why == Admission::Refusal::kForbidden) {
+      co_return ApiError{403, "API key '" + client +
+                                  "' may not call the model (model_calls=0 on its line in "
+                                  "API_KEYS_FILE)"};
+    }
+    if (why == Admission::Refusal::kAtShare) {
+      co_return ApiError{429, "API key '" + client + "' has " +
+                                  std::to_string(model_calls_->share(client)) +
                                   " model calls in flight, its share (model_calls= on its line "
                                   "in API_KEYS_FILE, else MAX_MODEL_CALLS_PER_KEY); retry later"};
     }
