@@ -1,25 +1,16 @@
 #include "docker/engine_client.h"
 
-#include <openssl/ssl.h>
-#include <openssl/x509_vfy.h>
 #include <unistd.h>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/basic_stream.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http.hpp>
-#include <limits>
+#include <algorithm>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/beast/http/field.hpp>
+#include <functional>
 #include <variant>
 
+#include "core/http_connection.h"
 #include "core/json.h"
 #include "core/tls_client.h"
-#include "core/tls_peer.h"
 
 namespace ci::docker {
 namespace {
@@ -27,13 +18,7 @@ namespace {
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace ssl = asio::ssl;
-using asio::use_awaitable;
 using boost::system::error_code;
-using UnixStream = beast::basic_stream<asio::local::stream_protocol>;
-using TcpStream = beast::tcp_stream;
-using TlsStream = ssl::stream<beast::tcp_stream>;
-// Every call is one std::visit over these; the code below is written once for all three.
-using AnyStream = std::variant<UnixStream, TcpStream, TlsStream>;
 
 constexpr uint64_t kMaxBody = 64ull << 20;  // container lists and inspects stay far below
 
@@ -58,7 +43,7 @@ std::string Why(const Endpoint& ep, const error_code& ec) {
 
 // The TLS settings of DOCKER_TLS_VERIFY / DOCKER_TLS (wire-protocols.md B, core/tls_client.h):
 // the client certificate cert.pem + key.pem when present (required with verification); with
-// verification, the daemon's certificate checked against ca.pem (its host: SetPeerName).
+// verification, the daemon's certificate checked against ca.pem (its host: Connect).
 Result<std::shared_ptr<ssl::context>> LoadTls(const Endpoint& ep) {
   std::string ca = ep.cert_path + "/ca.pem", cert = ep.cert_path + "/cert.pem",
               key = ep.cert_path + "/key.pem";
@@ -87,65 +72,54 @@ Result<std::shared_ptr<ssl::context>> LoadTls(const Endpoint& ep) {
   return ctx;
 }
 
-// SNI for a host name (not for an address), and with verification the certificate must name the
-// DOCKER_HOST host (DNS name or IP address SAN), as the docker CLI checks.
-Status SetPeerName(TlsStream& t, const Endpoint& ep) {
-  if (!SetTlsPeer(t.native_handle(), ep.host, ep.tls_verify)) {
-    return Status::Error(Where(ep) + ": cannot set up TLS for host '" + ep.host + "'");
-  }
-  return Status();
-}
-
-std::string HandshakeFailure(TlsStream& t, const Endpoint& ep, const error_code& ec) {
-  if (ec == beast::error::timeout) return Where(ep) + ": TLS handshake: no answer in time";
-  long verify = ::SSL_get_verify_result(t.native_handle());
-  if (ep.tls_verify && verify != X509_V_OK) {
-    return Where(ep) +
-           ": the daemon's certificate did not verify: " + ::X509_verify_cert_error_string(verify) +
-           " (CA " + ep.cert_path + "/ca.pem, host " + ep.host + ")";
-  }
-  return Where(ep) + ": TLS handshake failed: " + Why(ep, ec);
-}
-
 // The Engine does not answer (stopped, restarting, not started yet): a request can be retried
 // later, so the API answers 503 with Retry-After rather than 500.
 Status Unreachable(std::string message) {
   return Status::Unavailable("docker engine unreachable", std::move(message));
 }
 
-asio::awaitable<Result<AnyStream>> Connect(asio::any_io_executor ex, const Endpoint& ep,
-                                           std::shared_ptr<ssl::context>& tls,
-                                           std::chrono::milliseconds timeout) {
-  error_code ec;
+Status OpenFailure(const Endpoint& ep, const net::Failure& f) {
+  switch (f.step) {
+    case net::Step::kTlsSetup:
+      return Status::Error(Where(ep) + ": cannot set up TLS for host '" + ep.host + "'");
+    case net::Step::kResolve:
+      return Unreachable(Where(ep) + ": resolve: " + f.ec.message());
+    case net::Step::kHandshake:
+      if (f.timed_out) return Status::Error(Where(ep) + ": TLS handshake: no answer in time");
+      if (ep.tls_verify && !f.verify_error.empty()) {
+        return Status::Error(Where(ep) +
+                             ": the daemon's certificate did not verify: " + f.verify_error +
+                             " (CA " + ep.cert_path + "/ca.pem, host " + ep.host + ")");
+      }
+      return Status::Error(Where(ep) + ": TLS handshake failed: " + Why(ep, f.ec));
+    default:
+      return Unreachable(Where(ep) + ": connect: " + f.ec.message());
+  }
+}
+
+// A connection to the Engine, its deadline `timeout` from now; with TLS, the daemon's
+// certificate must name the DOCKER_HOST host (DNS name or IP address SAN), as the docker CLI
+// checks.
+asio::awaitable<Result<net::Connection>> Connect(asio::any_io_executor ex, const Endpoint& ep,
+                                                 std::shared_ptr<ssl::context>& tls,
+                                                 std::chrono::milliseconds timeout) {
+  net::Peer peer;
   if (ep.kind == Endpoint::Kind::kUnix) {
-    UnixStream s(ex);
-    s.expires_after(timeout);
-    asio::local::stream_protocol::endpoint target(ep.socket_path);
-    co_await s.async_connect(target, asio::redirect_error(use_awaitable, ec));
-    if (ec) co_return Unreachable(Where(ep) + ": connect: " + ec.message());
-    co_return AnyStream(std::move(s));
+    peer.unix_path = ep.socket_path;
+  } else {
+    if (ep.tls && !tls) {  // once per client; a failure is retried by the next call
+      auto loaded = LoadTls(ep);
+      if (!loaded.ok()) co_return loaded.status();
+      tls = *loaded;
+    }
+    peer.host = ep.host;
+    peer.port = ep.port;
+    if (ep.tls) peer.tls = tls;
+    peer.verify = ep.tls_verify;
   }
-  if (ep.tls && !tls) {  // once per client; a failure is retried by the next call
-    auto loaded = LoadTls(ep);
-    if (!loaded.ok()) co_return loaded.status();
-    tls = *loaded;
-  }
-  asio::ip::tcp::resolver resolver(ex);
-  std::string port = std::to_string(ep.port);
-  auto results =
-      co_await resolver.async_resolve(ep.host, port, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Unreachable(Where(ep) + ": resolve: " + ec.message());
-  TcpStream s(ex);
-  s.expires_after(timeout);  // also bounds the TLS handshake
-  co_await s.async_connect(results, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Unreachable(Where(ep) + ": connect: " + ec.message());
-  if (!ep.tls) co_return AnyStream(std::move(s));
-  TlsStream t(std::move(s), *tls);
-  Status named = SetPeerName(t, ep);
-  if (!named.ok()) co_return named;
-  co_await t.async_handshake(ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(HandshakeFailure(t, ep, ec));
-  co_return AnyStream(std::move(t));
+  auto connected = co_await net::Connection::Open(ex, peer, net::Clock::now() + timeout);
+  if (auto* f = std::get_if<net::Failure>(&connected)) co_return OpenFailure(ep, *f);
+  co_return std::move(std::get<net::Connection>(connected));
 }
 
 http::request<http::string_body> MakeRequest(http::verb verb, const std::string& target,
@@ -161,177 +135,94 @@ http::request<http::string_body> MakeRequest(http::verb verb, const std::string&
   return req;
 }
 
-// Writes the request; the deadline set here also bounds the answer's headers that follow.
-template <typename Stream>
-asio::awaitable<Status> Send(Stream& s, http::request<http::string_body>& req,
-                             std::chrono::milliseconds timeout, const std::string& what,
-                             const Endpoint& ep) {
-  error_code ec;
-  beast::get_lowest_layer(s).expires_after(timeout);
-  co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(what + ": sending: " + Why(ep, ec));
-  co_return Status();
-}
-
-template <typename Stream>
-asio::awaitable<Result<Response>> Exchange(Stream& s, http::request<http::string_body>& req,
-                                           std::chrono::milliseconds timeout, std::string what,
-                                           const Endpoint& ep) {
-  if (Status sent = co_await Send(s, req, timeout, what, ep); !sent.ok()) co_return sent;
-  error_code ec;
-  beast::flat_buffer buf;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(kMaxBody);
-  if (req.method() == http::verb::head) parser.skip(true);
-  co_await http::async_read(s, buf, parser, asio::redirect_error(use_awaitable, ec));
-  if (ec) {
-    if (ec == beast::error::timeout) {
+// Writes the request and reads the whole answer, both within `timeout`.
+asio::awaitable<Result<Response>> Exchange(net::Connection& c,
+                                           const http::request<http::string_body>& req,
+                                           std::chrono::milliseconds timeout,
+                                           const std::string& what, const Endpoint& ep) {
+  c.ExpiresAfter(timeout);
+  auto exchanged = co_await c.Exchange(req, kMaxBody);
+  c.Close();
+  if (auto* f = std::get_if<net::Failure>(&exchanged)) {
+    if (f->step == net::Step::kSend) co_return Status::Error(what + ": sending: " + Why(ep, f->ec));
+    if (f->timed_out) {
       co_return Status::Error(what + ": no answer within " + std::to_string(timeout.count()) +
                               " ms");
     }
-    co_return Status::Error(what + ": reading the answer: " + Why(ep, ec));
+    co_return Status::Error(what + ": reading the answer: " + Why(ep, f->ec));
   }
+  net::Reply& msg = std::get<net::Reply>(exchanged);
   Response r;
-  auto& msg = parser.get();
   r.status = static_cast<int>(msg.result_int());
   r.body = std::move(msg.body());
   if (auto it = msg.find("Api-Version"); it != msg.end()) r.api_version = std::string(it->value());
-  error_code ignored;
-  beast::get_lowest_layer(s).socket().shutdown(asio::socket_base::shutdown_both, ignored);
   co_return r;
 }
 
-template <typename Stream>
+// The raw stream of an exec start, over the connection the Engine hijacked.
 class HijackedStream final : public RawStream {
  public:
-  HijackedStream(Stream s, beast::flat_buffer leftover)
-      : s_(std::move(s)), leftover_(std::move(leftover)) {
-    beast::get_lowest_layer(s_).expires_never();
-  }
+  explicit HijackedStream(net::Connection c) : c_(std::move(c)) { c_.ExpiresNever(); }
 
   asio::awaitable<size_t> ReadSome(asio::mutable_buffer buf, error_code& ec) override {
-    ec = {};
-    if (leftover_.size() > 0) {
-      size_t n = asio::buffer_copy(buf, leftover_.data());
-      leftover_.consume(n);
-      co_return n;
-    }
-    size_t n = co_await s_.async_read_some(buf, asio::redirect_error(use_awaitable, ec));
-    // A TLS peer closing without close_notify after the output is the end as well.
-    if (ec == asio::error::eof || ec == ssl::error::stream_truncated) ec = {};
-    co_return ec ? 0 : n;
+    co_return co_await c_.ReadSome(buf, ec);
   }
 
   asio::awaitable<Status> WriteAll(std::string_view data) override {
-    error_code ec;
-    co_await asio::async_write(s_, asio::buffer(data.data(), data.size()),
-                               asio::redirect_error(use_awaitable, ec));
+    const error_code ec = co_await c_.WriteAll(data);
     if (ec) co_return Status::Error("writing to the exec stream: " + ec.message());
     co_return Status();
   }
 
-  // On the socket under TLS too (see the header): TLS's own close_notify cannot be sent without
-  // waiting for the peer's, which would end the output.
-  void ShutdownSend() override {
-    error_code ignored;
-    beast::get_lowest_layer(s_).socket().shutdown(asio::socket_base::shutdown_send, ignored);
-  }
-
-  void Close() override {
-    error_code ignored;
-    auto& socket = beast::get_lowest_layer(s_).socket();
-    socket.shutdown(asio::socket_base::shutdown_both, ignored);
-    socket.close(ignored);
-  }
+  void ShutdownSend() override { c_.ShutdownSend(); }
+  void Close() override { c_.Close(); }
 
  private:
-  Stream s_;
-  beast::flat_buffer leftover_;
+  net::Connection c_;
 };
 
-template <typename Stream>
-asio::awaitable<Result<std::unique_ptr<RawStream>>> Upgrade(Stream& s,
-                                                            http::request<http::string_body>& req,
-                                                            std::chrono::milliseconds timeout,
-                                                            std::string what, const Endpoint& ep) {
-  if (Status sent = co_await Send(s, req, timeout, what, ep); !sent.ok()) co_return sent;
-  error_code ec;
-  beast::flat_buffer buf;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(kMaxBody);
-  co_await http::async_read_header(s, buf, parser, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(what + ": reading the answer: " + Why(ep, ec));
-  int status = static_cast<int>(parser.get().result_int());
-  if (status != 101 && status != 200) {
-    // An error before the hijack is an ordinary response with a {"message"} body.
-    co_await http::async_read(s, buf, parser, asio::redirect_error(use_awaitable, ec));
-    Response r;
-    r.status = status;
-    r.body = parser.get().body();
-    co_return HttpError(what, r);
-  }
-  std::unique_ptr<RawStream> raw =
-      std::make_unique<HijackedStream<Stream>>(std::move(s), std::move(buf));
-  co_return raw;
-}
-
-// Reads a streamed answer's body as it arrives and splits it into lines (StreamLines).
-template <typename Stream, typename Request>
-asio::awaitable<Result<Response>> ReadLines(Stream& s, Request& req, const LineSink& on_line,
+// A streamed answer's body as it arrives, split into lines (StreamLines, UploadFile).
+template <typename Request>
+asio::awaitable<Result<Response>> ReadLines(net::Connection& c, Request& req,
+                                            const LineSink& on_line,
                                             std::chrono::milliseconds total,
                                             std::chrono::milliseconds idle, std::string what) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + total;
   // Each wait is bounded by the idle timeout and by what is left of the total.
-  auto arm = [&] {
+  const std::function<void()> arm = [&] {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    beast::get_lowest_layer(s).expires_after(
-        std::max(std::chrono::milliseconds(1), std::min(left, idle)));
+    c.ExpiresAfter(std::max(std::chrono::milliseconds(1), std::min(left, idle)));
   };
-  auto failed = [&](const char* doing, const error_code& ec) {
-    if (ec == beast::error::timeout) {
+  auto failed = [&](const char* doing, const net::Failure& f) {
+    if (f.timed_out) {
       if (Clock::now() >= deadline) {
         return Status::Error(what + ": not finished within " + std::to_string(total.count()) +
                              " ms");
       }
       return Status::Error(what + ": nothing received for " + std::to_string(idle.count()) + " ms");
     }
-    return Status::Error(what + ": " + doing + ": " + ec.message());
+    return Status::Error(what + ": " + doing + ": " + f.ec.message());
   };
-  error_code ec;
-  // Piece by piece, so a large body (an image's tar) is bounded by the idle timeout per write.
-  http::request_serializer<typename Request::body_type> serializer(req);
-  while (!serializer.is_done()) {
-    arm();
-    co_await http::async_write_some(s, serializer, asio::redirect_error(use_awaitable, ec));
-    if (ec) co_return failed("sending", ec);
+  // The body piece by piece, so a large one (an image's tar) is bounded by the idle timeout per
+  // write.
+  if (auto f = co_await c.Start(req, arm)) {
+    co_return failed(f->step == net::Step::kSend ? "sending" : "reading the answer", *f);
   }
-  beast::flat_buffer buf;
-  http::response_parser<http::buffer_body> parser;
-  // Not boost::none: Boost 1.74 compares a Content-Length against it as "over the limit".
-  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  arm();
-  co_await http::async_read_header(s, buf, parser, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return failed("reading the answer", ec);
   Response r;
-  r.status = static_cast<int>(parser.get().result_int());
-  if (auto it = parser.get().find("Api-Version"); it != parser.get().end()) {
+  r.status = static_cast<int>(c.header().result_int());
+  if (auto it = c.header().find("Api-Version"); it != c.header().end()) {
     r.api_version = std::string(it->value());
   }
   constexpr size_t kMaxErrorBody = 1 << 20;
-  std::string chunk(64 << 10, '\0');
   std::string line;
   bool cut = false;  // the current line passed kMaxStreamLine: the rest of it is dropped
   bool stopped = false;
-  while (!parser.is_done() && !stopped) {
-    parser.get().body().data = chunk.data();
-    parser.get().body().size = chunk.size();
-    parser.get().body().more = true;
+  while (!c.body_done() && !stopped) {
     arm();
-    co_await http::async_read_some(s, buf, parser, asio::redirect_error(use_awaitable, ec));
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) co_return failed("reading the answer", ec);
-    std::string_view got(chunk.data(), chunk.size() - parser.get().body().size);
+    auto read = co_await c.ReadBody();
+    if (auto* f = std::get_if<net::Failure>(&read)) co_return failed("reading the answer", *f);
+    std::string_view got = std::get<std::string_view>(read);
     if (!r.ok()) {
       r.body.append(got.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, r.body.size())));
       continue;
@@ -352,8 +243,7 @@ asio::awaitable<Result<Response>> ReadLines(Stream& s, Request& req, const LineS
     }
   }
   if (r.ok() && !stopped && !line.empty()) on_line(line);
-  error_code ignored;
-  beast::get_lowest_layer(s).socket().shutdown(asio::socket_base::shutdown_both, ignored);
+  c.Close();
   co_return r;
 }
 
@@ -385,11 +275,7 @@ asio::awaitable<Status> EngineClient::Negotiate() {
   if (!conn.ok()) co_return conn.status();
   auto req = MakeRequest(http::verb::get, target, {});
   std::string what = Where(endpoint_) + ": GET /_ping";
-  Result<Response> r = Status::Error("unreachable");
-  // One call for any transport; the awaitable is a named local (GCC 12, see CONTRIBUTING.md).
-  auto op = std::visit(
-      [&](auto& stream) { return Exchange(stream, req, timeout_, what, endpoint_); }, *conn);
-  r = co_await std::move(op);
+  Result<Response> r = co_await Exchange(*conn, req, timeout_, what, endpoint_);
   if (!r.ok()) co_return r.status();
   if (!r->ok()) co_return HttpError(what, *r);
   if (!endpoint_.api_version.empty()) {
@@ -422,11 +308,7 @@ asio::awaitable<Result<Response>> EngineClient::Request(std::string_view method_
   http::verb verb = http::string_to_verb(method);
   std::string target = endpoint_.base_path + "/v" + api_version_ + path;
   auto req = MakeRequest(verb, target, std::move(json_body));
-  Result<Response> r = Status::Error("unreachable");
-  auto op = std::visit(
-      [&](auto& stream) { return Exchange(stream, req, timeout, what, endpoint_); }, *conn);
-  r = co_await std::move(op);
-  co_return r;
+  co_return co_await Exchange(*conn, req, timeout, what, endpoint_);
 }
 
 asio::awaitable<Result<Response>> EngineClient::StreamLines(std::string_view method_view,
@@ -441,11 +323,7 @@ asio::awaitable<Result<Response>> EngineClient::StreamLines(std::string_view met
   if (!conn.ok()) co_return conn.status();
   std::string target = endpoint_.base_path + "/v" + api_version_ + path;
   auto req = MakeRequest(http::string_to_verb(method), target, {});
-  Result<Response> r = Status::Error("unreachable");
-  auto op = std::visit(
-      [&](auto& stream) { return ReadLines(stream, req, on_line, total, idle, what); }, *conn);
-  r = co_await std::move(op);
-  co_return r;
+  co_return co_await ReadLines(*conn, req, on_line, total, idle, what);
 }
 
 asio::awaitable<Result<Response>> EngineClient::UploadFile(
@@ -465,11 +343,7 @@ asio::awaitable<Result<Response>> EngineClient::UploadFile(
   req.prepare_payload();
   auto conn = co_await Connect(ex_, endpoint_, tls_, std::min(timeout_, total));
   if (!conn.ok()) co_return conn.status();
-  Result<Response> r = Status::Error("unreachable");
-  auto op = std::visit(
-      [&](auto& stream) { return ReadLines(stream, req, on_line, total, idle, what); }, *conn);
-  r = co_await std::move(op);
-  co_return r;
+  co_return co_await ReadLines(*conn, req, on_line, total, idle, what);
 }
 
 asio::awaitable<Result<std::unique_ptr<RawStream>>> EngineClient::Hijack(
@@ -483,11 +357,25 @@ asio::awaitable<Result<std::unique_ptr<RawStream>>> EngineClient::Hijack(
   auto req = MakeRequest(http::verb::post, target, std::move(json_body));
   req.set(http::field::connection, "Upgrade");
   req.set(http::field::upgrade, "tcp");
-  Result<std::unique_ptr<RawStream>> r = Status::Error("unreachable");
-  auto op = std::visit(
-      [&](auto& stream) { return Upgrade(stream, req, timeout_, what, endpoint_); }, *conn);
-  r = co_await std::move(op);
-  co_return r;
+  conn->ExpiresAfter(timeout_);
+  if (auto f = co_await conn->Start(req, {})) {
+    if (f->step == net::Step::kSend)
+      co_return Status::Error(what + ": sending: " + Why(endpoint_, f->ec));
+    co_return Status::Error(what + ": reading the answer: " + Why(endpoint_, f->ec));
+  }
+  const int status = static_cast<int>(conn->header().result_int());
+  if (status != 101 && status != 200) {
+    // An error before the hijack is an ordinary response with a {"message"} body.
+    Response r{status, {}, {}};
+    while (!conn->body_done() && r.body.size() < (1 << 20)) {
+      auto read = co_await conn->ReadBody();
+      if (std::holds_alternative<net::Failure>(read)) break;
+      r.body.append(std::get<std::string_view>(read));
+    }
+    conn->Close();
+    co_return HttpError(what, r);
+  }
+  co_return std::unique_ptr<RawStream>(std::make_unique<HijackedStream>(std::move(*conn)));
 }
 
 }  // namespace ci::docker

@@ -1,7 +1,7 @@
 // HTTP/1.1 to the Docker Engine API (wire-protocols.md A.0): one connection per call over the
 // unix socket, tcp or tcp + TLS (client certificate, wire-protocols.md B), the API version
-// negotiated from /_ping, a deadline on every call, and hijacked connections for exec start. The
-// only translation unit of src/docker/ that uses Beast (and OpenSSL).
+// negotiated from /_ping, a deadline on every call, and hijacked connections for exec start.
+// Connections are core/http_connection.h's; the only translation unit of src/docker/ using Beast.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>

@@ -1,10 +1,5 @@
 #include "k8s/api_client.h"
 
-#include <openssl/ssl.h>
-#include <openssl/x509_vfy.h>
-
-#include <array>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -13,13 +8,11 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
-#include <cstdint>
-#include <limits>
 #include <utility>
 
+#include "core/http_connection.h"
 #include "core/json.h"
 #include "core/tls_client.h"
-#include "core/tls_peer.h"
 #include "k8s/exec_protocol.h"
 
 namespace ci::k8s {
@@ -31,7 +24,7 @@ namespace ssl = asio::ssl;
 namespace websocket = beast::websocket;
 using asio::use_awaitable;
 using boost::system::error_code;
-using TlsStream = ssl::stream<beast::tcp_stream>;
+using net::TlsStream;
 
 constexpr size_t kMaxBody = 64 << 20;  // a pod list is large; nothing we read is larger
 
@@ -51,48 +44,41 @@ Result<std::shared_ptr<ssl::context>> MakeTls(const KubeConfig& c) {
   return ctx;
 }
 
-// SNI for a name (not an address); with verification the certificate must carry server_name as
-// a DNS or an IP SAN.
-Status SetPeerName(TlsStream& t, const KubeConfig& c) {
-  const std::string& name = c.server.server_name.empty() ? c.server.host : c.server.server_name;
-  if (!SetTlsPeer(t.native_handle(), name, !c.server.skip_verify)) {
-    return Status::Error(Where(c) + ": cannot set up TLS for '" + name + "'");
+// What a failed connection says: the server, the step, and for a refused certificate why and
+// which kubeconfig trusted what.
+Status OpenFailure(const KubeConfig& c, const net::Failure& f) {
+  switch (f.step) {
+    case net::Step::kTlsSetup: {
+      const std::string& name = c.server.server_name.empty() ? c.server.host : c.server.server_name;
+      return Status::Error(Where(c) + ": cannot set up TLS for '" + name + "'");
+    }
+    case net::Step::kResolve:
+      return Status::Error(Where(c) + ": resolve: " + f.ec.message());
+    case net::Step::kHandshake:
+      if (f.timed_out) return Status::Error(Where(c) + ": TLS handshake: no answer in time");
+      if (!c.server.skip_verify && !f.verify_error.empty()) {
+        return Status::Error(Where(c) + ": the server's certificate did not verify: " +
+                             f.verify_error + " (from " + c.origin + ")");
+      }
+      return Status::Error(Where(c) + ": TLS handshake failed: " + f.ec.message());
+    default:
+      return Status::Error(Where(c) + ": connect: " + f.ec.message());
   }
-  return Status();
 }
 
-std::string HandshakeFailure(TlsStream& t, const KubeConfig& c, const error_code& ec) {
-  if (ec == beast::error::timeout) return Where(c) + ": TLS handshake: no answer in time";
-  long verify = ::SSL_get_verify_result(t.native_handle());
-  if (!c.server.skip_verify && verify != X509_V_OK) {
-    return Where(c) +
-           ": the server's certificate did not verify: " + ::X509_verify_cert_error_string(verify) +
-           " (from " + c.origin + ")";
+// What a failed call says once connected.
+Status CallFailure(const KubeConfig& c, std::string_view what, const net::Failure& f,
+                   std::chrono::milliseconds timeout) {
+  const std::string prefix = Where(c) + ": " + std::string(what);
+  if (f.step == net::Step::kSend) return Status::Error(prefix + ": sending: " + f.ec.message());
+  if (f.timed_out) {
+    return Status::Error(prefix + ": no answer within " + std::to_string(timeout.count()) + " ms");
   }
-  return Where(c) + ": TLS handshake failed: " + ec.message();
-}
-
-asio::awaitable<Result<TlsStream>> Connect(asio::any_io_executor ex, const KubeConfig& c,
-                                           ssl::context& tls, std::chrono::milliseconds timeout) {
-  error_code ec;
-  asio::ip::tcp::resolver resolver(ex);
-  const std::string port = std::to_string(c.server.port);
-  auto results =
-      co_await resolver.async_resolve(c.server.host, port, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(Where(c) + ": resolve: " + ec.message());
-  beast::tcp_stream s(ex);
-  s.expires_after(timeout);  // also bounds the TLS handshake
-  co_await s.async_connect(results, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(Where(c) + ": connect: " + ec.message());
-  TlsStream t(std::move(s), tls);
-  if (Status named = SetPeerName(t, c); !named.ok()) co_return named;
-  co_await t.async_handshake(ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(HandshakeFailure(t, c, ec));
-  co_return std::move(t);
+  return Status::Error(prefix + ": reading: " + f.ec.message());
 }
 
 struct Opened {
-  TlsStream stream;
+  net::Connection connection;
   std::string authorization;  // the header's value for this call ("" for none)
 };
 
@@ -108,9 +94,16 @@ asio::awaitable<Result<Opened>> Open(asio::any_io_executor ex, const KubeConfig&
   }
   Result<std::string> authorization = c.credentials.Authorization();
   if (!authorization.ok()) co_return authorization.status();
-  auto connected = co_await Connect(ex, c, *tls, timeout);
-  if (!connected.ok()) co_return connected.status();
-  co_return Opened{std::move(connected).value(), std::move(authorization).value()};
+  net::Peer peer;
+  peer.host = c.server.host;
+  peer.port = c.server.port;
+  peer.tls = tls;
+  peer.tls_name = c.server.server_name;  // SNI for a name; verified as a DNS or an IP SAN
+  peer.verify = !c.server.skip_verify;
+  auto connected = co_await net::Connection::Open(ex, peer, net::Clock::now() + timeout);
+  if (auto* f = std::get_if<net::Failure>(&connected)) co_return OpenFailure(c, *f);
+  co_return Opened{std::move(std::get<net::Connection>(connected)),
+                   std::move(authorization).value()};
 }
 
 class WebSocketExec final : public ExecConnection {
@@ -177,18 +170,11 @@ http::request<http::string_body> MakeRequest(const KubeConfig& c, std::string_vi
   return req;
 }
 
-// A response body read as it arrives (buffer_body: the parser fills our buffer with whatever the
-// socket gave, chunk framing removed), split into lines.
+// A response body read as it arrives, split into lines.
 class HttpLineStream final : public LineStream {
  public:
-  using Parser = http::response_parser<http::buffer_body>;
-  HttpLineStream(TlsStream s, beast::flat_buffer buf, std::unique_ptr<Parser> parser,
-                 std::chrono::milliseconds read_timeout, std::string what)
-      : s_(std::move(s)),
-        buf_(std::move(buf)),
-        parser_(std::move(parser)),
-        read_timeout_(read_timeout),
-        what_(std::move(what)) {}
+  HttpLineStream(net::Connection c, std::chrono::milliseconds read_timeout, std::string what)
+      : c_(std::move(c)), read_timeout_(read_timeout), what_(std::move(what)) {}
 
   asio::awaitable<Result<std::optional<std::string>>> Next() override {
     for (;;) {
@@ -199,7 +185,7 @@ class HttpLineStream final : public LineStream {
         if (line.empty() || line == "\r") continue;
         co_return std::optional<std::string>(std::move(line));
       }
-      if (parser_->is_done()) {
+      if (c_.body_done()) {
         if (pending_.empty()) co_return std::optional<std::string>();
         co_return std::optional<std::string>(std::exchange(pending_, std::string()));
       }
@@ -211,44 +197,35 @@ class HttpLineStream final : public LineStream {
 
   // Appends what the next read gives to pending_ (possibly nothing: a chunk header only).
   asio::awaitable<Status> ReadSome() {
-    parser_->get().body().data = chunk_.data();
-    parser_->get().body().size = chunk_.size();
-    beast::get_lowest_layer(s_).expires_after(read_timeout_);
-    error_code ec;
-    co_await http::async_read_some(s_, buf_, *parser_, asio::redirect_error(use_awaitable, ec));
-    if (ec == http::error::need_buffer) ec = {};  // our buffer is full: take it, read on
-    if (ec == beast::error::timeout) {
-      co_return Status::Error(what_ + ": no data within " + std::to_string(read_timeout_.count()) +
-                              " ms");
+    c_.ExpiresAfter(read_timeout_);
+    auto got = co_await c_.ReadBody();
+    if (auto* f = std::get_if<net::Failure>(&got)) {
+      if (f->timed_out) {
+        co_return Status::Error(what_ + ": no data within " +
+                                std::to_string(read_timeout_.count()) + " ms");
+      }
+      co_return Status::Error(what_ + ": reading: " + f->ec.message());
     }
-    if (ec) co_return Status::Error(what_ + ": reading: " + ec.message());
-    pending_.append(chunk_.data(), chunk_.size() - parser_->get().body().size);
+    pending_.append(std::get<std::string_view>(got));
     co_return Status();
   }
 
   // The rest of the body (a refusal's Status), at most `limit` bytes.
   asio::awaitable<Result<std::string>> ReadAll(size_t limit) {
-    while (!parser_->is_done() && pending_.size() <= limit) {
+    while (!c_.body_done() && pending_.size() <= limit) {
       Status s = co_await ReadSome();
       if (!s.ok()) co_return s;
     }
     co_return std::exchange(pending_, std::string());
   }
 
-  void Close() override {
-    error_code ignored;
-    beast::get_lowest_layer(s_).socket().shutdown(asio::socket_base::shutdown_both, ignored);
-    beast::get_lowest_layer(s_).close();
-  }
+  void Close() override { c_.Close(); }
 
  private:
   static constexpr size_t kMaxLine = 16 << 20;
-  TlsStream s_;
-  beast::flat_buffer buf_;
-  std::unique_ptr<Parser> parser_;
+  net::Connection c_;
   std::chrono::milliseconds read_timeout_;
   std::string what_;
-  std::array<char, 16384> chunk_{};
   std::string pending_;
 };
 
@@ -280,55 +257,31 @@ asio::awaitable<Result<ApiResponse>> ApiClient::Request(std::string_view method,
                                                         std::string_view json_body) {
   auto opened = co_await Open(ex_, config_, tls_, timeout_);
   if (!opened.ok()) co_return opened.status();
-  TlsStream s = std::move(opened->stream);
-  const std::string& authorization = opened->authorization;
-
+  net::Connection& c = opened->connection;
   const std::string what = std::string(method) + " " + std::string(path);
-  auto req = MakeRequest(config_, method, path, authorization, json_body);
-  error_code ec;
-  beast::get_lowest_layer(s).expires_after(timeout_);
-  co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(Where(config_) + ": " + what + ": sending: " + ec.message());
-  beast::flat_buffer buf;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(kMaxBody);
-  co_await http::async_read(s, buf, parser, asio::redirect_error(use_awaitable, ec));
-  if (ec == beast::error::timeout) {
-    co_return Status::Error(Where(config_) + ": " + what + ": no answer within " +
-                            std::to_string(timeout_.count()) + " ms");
+  auto req = MakeRequest(config_, method, path, opened->authorization, json_body);
+  c.ExpiresAfter(timeout_);
+  auto exchanged = co_await c.Exchange(req, kMaxBody);
+  c.Close();
+  if (auto* f = std::get_if<net::Failure>(&exchanged)) {
+    co_return CallFailure(config_, what, *f, timeout_);
   }
-  if (ec) co_return Status::Error(Where(config_) + ": " + what + ": reading: " + ec.message());
-  ApiResponse r;
-  r.status = static_cast<int>(parser.get().result_int());
-  r.body = std::move(parser.get().body());
-  error_code ignored;
-  beast::get_lowest_layer(s).socket().shutdown(asio::socket_base::shutdown_both, ignored);
-  co_return r;
+  net::Reply& reply = std::get<net::Reply>(exchanged);
+  co_return ApiResponse{static_cast<int>(reply.result_int()), std::move(reply.body())};
 }
 
 asio::awaitable<Result<std::unique_ptr<LineStream>>> ApiClient::Watch(
     std::string_view path, std::chrono::milliseconds read_timeout) {
   auto opened = co_await Open(ex_, config_, tls_, timeout_);
   if (!opened.ok()) co_return opened.status();
-  TlsStream s = std::move(opened->stream);
+  net::Connection& c = opened->connection;
   const std::string what = std::string("watch ").append(path);
   auto req = MakeRequest(config_, "GET", path, opened->authorization, "");
-  error_code ec;
-  beast::get_lowest_layer(s).expires_after(timeout_);
-  co_await http::async_write(s, req, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return Status::Error(Where(config_) + ": " + what + ": sending: " + ec.message());
-  beast::flat_buffer buf;
-  auto parser = std::make_unique<HttpLineStream::Parser>();
-  parser->body_limit(std::numeric_limits<std::uint64_t>::max());  // a watch has no end size
-  co_await http::async_read_header(s, buf, *parser, asio::redirect_error(use_awaitable, ec));
-  if (ec == beast::error::timeout) {
-    co_return Status::Error(Where(config_) + ": " + what + ": no answer within " +
-                            std::to_string(timeout_.count()) + " ms");
-  }
-  if (ec) co_return Status::Error(Where(config_) + ": " + what + ": reading: " + ec.message());
-  const int status = static_cast<int>(parser->get().result_int());
-  auto stream = std::make_unique<HttpLineStream>(std::move(s), std::move(buf), std::move(parser),
-                                                 read_timeout, Where(config_) + ": " + what);
+  c.ExpiresAfter(timeout_);
+  if (auto f = co_await c.Start(req, {})) co_return CallFailure(config_, what, *f, timeout_);
+  const int status = static_cast<int>(c.header().result_int());
+  auto stream =
+      std::make_unique<HttpLineStream>(std::move(c), read_timeout, Where(config_) + ": " + what);
   if (status < 200 || status >= 300) {
     auto body = co_await stream->ReadAll(1 << 20);
     stream->Close();
@@ -341,7 +294,7 @@ asio::awaitable<Result<std::unique_ptr<ExecConnection>>> ApiClient::Exec(std::st
   auto opened = co_await Open(ex_, config_, tls_, timeout_);
   if (!opened.ok()) co_return opened.status();
 
-  websocket::stream<TlsStream> ws(std::move(opened->stream));
+  websocket::stream<TlsStream> ws(opened->connection.ReleaseTls());
   const std::string auth = opened->authorization;
   ws.set_option(websocket::stream_base::decorator([auth](websocket::request_type& req) {
     req.set(http::field::user_agent, "code-interpreter/" CI_VERSION);

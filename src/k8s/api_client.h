@@ -2,8 +2,8 @@
 // connection per call, TLS 1.2+ from the KubeConfig's ApiServer (CA or the system's trust store,
 // the server's name checked as a DNS or IP SAN, an optional client certificate), the
 // Authorization header computed per request (a rotated token is sent at once), a deadline on
-// every call, and exec as a WebSocket (v5.channel.k8s.io, else v4). The only translation unit of
-// src/k8s/ that uses Beast and OpenSSL.
+// every call, and exec as a WebSocket (v5.channel.k8s.io, else v4). Connections are
+// core/http_connection.h's; the only translation unit of src/k8s/ that uses Beast.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>

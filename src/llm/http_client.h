@@ -1,7 +1,6 @@
 // A small HTTP/1.1 client for talking to a model server: one POST per connection, http:// or
 // https:// (TLS 1.2+, always verified against the system's trust store and the URL's host), the
-// whole exchange bounded by one deadline, the answer's body capped. The only translation unit of
-// src/llm/ that uses Beast and OpenSSL.
+// whole exchange bounded by one deadline, the answer's body capped; over core/http_connection.h.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
