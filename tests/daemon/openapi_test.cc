@@ -1,7 +1,7 @@
 // docs/openapi.json, as compiled into the binary, against the route table it describes
-// (ApiHandlers::Routes()) and the answers the dispatcher and the shared handler steps give
-// (handlers.cc): every route documented and nothing else, and every operation listing the
-// statuses those steps can answer, in the error shape.
+// (ApiHandlers::Routes() and McpFront::Routes()) and the answers the dispatcher and the shared
+// handler steps give (handlers.cc): every route documented and nothing else, and every operation
+// listing the statuses those steps can answer, in the error shape.
 #include "daemon/api/openapi.h"
 
 #include <gtest/gtest.h>
@@ -10,12 +10,22 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/json.h"
 #include "daemon/api/handlers.h"
+#include "daemon/mcp/mcp_front.h"
 
 namespace ci::daemon {
 namespace {
+
+// What the daemon's REST and MCP fronts serve: what docs/openapi.json describes.
+std::vector<RouteSpec> ServedRoutes() {
+  std::vector<RouteSpec> out;
+  for (const auto& r : ApiHandlers::Routes()) out.push_back({r.method, r.pattern});
+  for (const RouteSpec& r : McpFront::Routes()) out.push_back(r);
+  return out;
+}
 
 using rapidjson::Value;
 
@@ -37,7 +47,7 @@ class OpenApiTest : public ::testing::Test {
   }
 
   // The operation of a route: paths[pattern][lowercase method], or nullptr.
-  const Value* Operation(const ApiHandlers::Route& r) const {
+  const Value* Operation(const RouteSpec& r) const {
     std::string method(r.method);
     std::transform(method.begin(), method.end(), method.begin(), ::tolower);
     std::string pattern(r.pattern);
@@ -82,7 +92,7 @@ TEST_F(OpenApiTest, IsOpenApi31OfThisVersion) {
 
 TEST_F(OpenApiTest, DocumentsEveryRouteAndNothingElse) {
   std::set<std::string> routes, documented;
-  for (const auto& r : ApiHandlers::Routes()) {
+  for (const RouteSpec& r : ServedRoutes()) {
     std::string method(r.method);
     std::transform(method.begin(), method.end(), method.begin(), ::tolower);
     routes.insert(method + " " + std::string(r.pattern));
@@ -118,7 +128,7 @@ TEST_F(OpenApiTest, EveryReferenceResolves) {
 // The dispatcher's own answers (ApiHandlers::Handle) and those of the steps every handler of a
 // kind shares (ReadJsonBody, the parsers' 422): a route's operation must list them.
 TEST_F(OpenApiTest, EveryOperationListsTheDispatchersAnswers) {
-  for (const auto& r : ApiHandlers::Routes()) {
+  for (const RouteSpec& r : ServedRoutes()) {
     SCOPED_TRACE(std::string(r.method) + " " + std::string(r.pattern));
     const Value* op = Operation(r);
     if (op == nullptr) continue;  // DocumentsEveryRouteAndNothingElse names it
@@ -168,7 +178,7 @@ TEST_F(OpenApiTest, EveryOperationListsTheDispatchersAnswers) {
 }
 
 TEST_F(OpenApiTest, ErrorsHaveTheErrorShapeAndRetryAfterWhereSent) {
-  for (const auto& r : ApiHandlers::Routes()) {
+  for (const RouteSpec& r : ServedRoutes()) {
     SCOPED_TRACE(std::string(r.method) + " " + std::string(r.pattern));
     const Value* op = Operation(r);
     if (op == nullptr) continue;  // DocumentsEveryRouteAndNothingElse names it

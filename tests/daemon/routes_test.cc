@@ -6,6 +6,7 @@
 #include <string>
 
 #include "daemon/api/handlers.h"
+#include "daemon/mcp/mcp_front.h"
 
 namespace ci::daemon {
 namespace {
@@ -49,6 +50,10 @@ TEST(RouteTable, EveryMethodAndPatternIsServedOnce) {
   for (const auto& r : ApiHandlers::Routes()) {
     EXPECT_TRUE(r.pattern.starts_with("/")) << r.pattern;
     EXPECT_NE(r.handler, nullptr) << r.pattern;
+    EXPECT_TRUE(seen.insert(std::string(r.method) + " " + std::string(r.pattern)).second)
+        << r.method << " " << r.pattern;
+  }
+  for (const RouteSpec& r : McpFront::Routes()) {
     EXPECT_TRUE(seen.insert(std::string(r.method) + " " + std::string(r.pattern)).second)
         << r.method << " " << r.pattern;
   }

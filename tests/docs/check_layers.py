@@ -4,6 +4,8 @@
 - src/runtime/ is a folder per process, each including only the folders before it in LAYERS
   (src/runtime/README.md): the code of a sandbox's init cannot reach into the daemon's.
 - No backend includes another backend's folder (BACKENDS): what two share lives below them.
+- No API front includes another front's folder (FRONTS, in src/daemon/): what they share is
+  daemon/front/ and the service layer under it.
 
 Usage: check_layers.py REPO_ROOT. Prints one line per offending include; exit 1 when any.
 """
@@ -13,6 +15,7 @@ import sys
 
 LAYERS = ["kernel", "wire", "init", "parent", "daemon"]
 BACKENDS = ["runtime", "docker", "k8s"]
+FRONTS = ["api", "mcp"]
 INCLUDE = re.compile(r'^#include "([a-z0-9_]+)/(?:([a-z0-9_]+)/)?[^"]+"', re.M)
 
 
@@ -40,6 +43,12 @@ def check(root):
                 if top in BACKENDS and top != backend:
                     problems.append(f"{os.path.relpath(path, root)}: includes {top}/, another "
                                     "backend")
+    for front in FRONTS:
+        for path in sources(os.path.join(root, "src", "daemon", front)):
+            for top, sub in INCLUDE.findall(open(path).read()):
+                if top == "daemon" and sub in FRONTS and sub != front:
+                    problems.append(f"{os.path.relpath(path, root)}: includes daemon/{sub}/, "
+                                    "another API front")
     return problems
 
 

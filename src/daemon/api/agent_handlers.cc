@@ -68,7 +68,7 @@ asio::awaitable<void> ApiHandlers::SolveStreamRoute(HttpExchange& ex, const std:
 }
 
 asio::awaitable<void> ApiHandlers::Solve(HttpExchange& ex, bool stream) {
-  std::optional<std::string> body = co_await ReadJsonBody(ex);
+  std::optional<std::string> body = co_await ReadBody(ex);
   if (!body) co_return;
   auto request = ParseSolveRequest(*body, config_.max_exec_timeout_ms);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));

@@ -33,7 +33,7 @@ asio::awaitable<void> ApiHandlers::ExecuteStreamRoute(HttpExchange& ex, const st
 }
 
 asio::awaitable<void> ApiHandlers::Execute(HttpExchange& ex, bool stream) {
-  std::optional<std::string> body = co_await ReadJsonBody(ex);
+  std::optional<std::string> body = co_await ReadBody(ex);
   if (!body) co_return;
   auto request = ParseExecuteRequest(*body, config_.max_exec_timeout_ms);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));

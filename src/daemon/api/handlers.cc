@@ -1,35 +1,21 @@
 #include "daemon/api/handlers.h"
 
-#include "core/header_text.h"
 #include "daemon/api/responses.h"
 #include "daemon/api/routes.h"
+#include "daemon/front/request_steps.h"
 
 namespace ci::daemon {
 namespace {
 
-// application/json, any case, parameters allowed ("application/json; charset=utf-8").
-bool IsJsonContentType(std::string_view type) {
-  return EqualsIgnoringCase(TrimHeaderSpace(type.substr(0, type.find(';'))), "application/json");
-}
-
 bool IsSessionRoute(std::string_view pattern) { return pattern.starts_with("/v1/sessions"); }
 bool IsSessionId(std::string_view id) { return id.starts_with("code-session-"); }
-
-// RFC 6750: a challenge on every 401, with invalid_token when a key was given but is not one.
-HttpResponse Unauthorized(const Caller& caller) {
-  HttpResponse r = ErrorResponse(401, caller.error);
-  r.headers.emplace_back("WWW-Authenticate", caller.wrong_key
-                                                 ? "Bearer realm=\"code-interpreter\", "
-                                                   "error=\"invalid_token\""
-                                                 : "Bearer realm=\"code-interpreter\"");
-  return r;
-}
 
 }  // namespace
 
 ApiHandlers::ApiHandlers(const Config& config, Executor& executor, FileStore& store,
                          ExecutionService& service, SessionManager& sessions, Admission& admission,
-                         Admission& model_calls, KeyQuotas& quotas, Metrics& metrics)
+                         Admission& model_calls, KeyQuotas& quotas, Metrics& metrics,
+                         ProgramRunner& runner, SandboxTools& tools)
     : config_(config),
       executor_(executor),
       store_(store),
@@ -39,13 +25,8 @@ ApiHandlers::ApiHandlers(const Config& config, Executor& executor, FileStore& st
       model_calls_(model_calls),
       quotas_(quotas),
       metrics_(metrics),
-      browsers_{config.allowed_origins, config.allowed_hosts, true, config.host} {}
-
-void ApiHandlers::SetApiKeys(ApiKeys* keys) {
-  keys_ = keys;
-  browsers_.check_host = keys == nullptr;  // a key is what a rebound page lacks
-  if (keys != nullptr) keys->OnLoad([this](const std::vector<ApiKey>& k) { quotas_.Set(k); });
-}
+      runner_(runner),
+      tools_(tools) {}
 
 std::span<const ApiHandlers::Route> ApiHandlers::Routes() {
   static const Route kRoutes[] = {
@@ -71,18 +52,11 @@ std::span<const ApiHandlers::Route> ApiHandlers::Routes() {
       {"GET", "/v1/tools", &ApiHandlers::Tools},
       {"POST", "/v1/agent/solve", &ApiHandlers::SolveBatchRoute},
       {"POST", "/v1/agent/solve/stream", &ApiHandlers::SolveStreamRoute},
-      {"POST", "/mcp", &ApiHandlers::Mcp},
-      {"GET", "/mcp", &ApiHandlers::Mcp},
-      {"DELETE", "/mcp", &ApiHandlers::Mcp},
   };
   return kRoutes;
 }
 
 asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
-  ex.client.clear();  // a kept-alive connection's previous request was someone's
-  if (std::optional<std::string> refused = RefuseBrowserRequest(ex.head(), browsers_)) {
-    co_return co_await ex.Respond(ErrorResponse(403, *refused));
-  }
   const std::string& path = ex.head().path;
   const std::string& method = ex.head().method;
   const Route* route = nullptr;
@@ -104,11 +78,7 @@ asio::awaitable<void> ApiHandlers::Handle(HttpExchange& ex) {
         501, "Sessions are not supported by the '" + std::string(executor_.name()) + "' backend."));
   }
   if (route == nullptr) co_return co_await ex.Respond(MethodNotAllowed(allowed));
-  if (keys_ != nullptr && NeedsKey(route->pattern)) {
-    Caller caller = keys_->Authenticate(ex.head().Header("authorization"));
-    if (!caller.ok()) co_return co_await ex.Respond(Unauthorized(caller));
-    ex.client = std::move(caller.name);
-  }
+  if (NeedsKey(route->pattern) && !co_await Authenticate(keys_, ex)) co_return;
   // A malformed session id is a session that does not exist, in the sessions' own words.
   if (route->pattern.find("{session_id}") != std::string_view::npos && !IsSessionId(value)) {
     co_return co_await ex.Respond(ApiErrorResponse(SessionManager::NotFound(value)));
@@ -129,31 +99,8 @@ HttpResponse ApiHandlers::ApiErrorResponse(const ApiError& e) const {
   return r;
 }
 
-asio::awaitable<std::optional<std::string>> ApiHandlers::ReadJsonBody(HttpExchange& ex) {
-  const uint64_t limit = config_.max_request_body_mb << 20;
-  BodyChunk body = co_await ReadWholeBody(ex, limit);
-  if (body.error == BodyError::kTooLarge) {
-    co_await ex.Respond(ErrorResponse(
-        413,
-        "Request body exceeds maximum of " + std::to_string(config_.max_request_body_mb) + " MB"));
-    co_return std::nullopt;
-  }
-  if (body.error != BodyError::kNone) {
-    co_await ex.Respond(ErrorResponse(400, "Invalid request body: incomplete body"));
-    co_return std::nullopt;
-  }
-  // No page can send a JSON content type without the CORS preflight the daemon never answers.
-  const std::string_view type = ex.head().Header("content-type").value_or("");
-  if (!body.data.empty() && !IsJsonContentType(type)) {
-    // Named first: GCC 12 destroys a ?: result inside a co_await expression twice.
-    const std::string got = type.empty() ? std::string("none") : "'" + std::string(type) + "'";
-    co_await ex.Respond(ErrorResponse(415,
-                                      "Unsupported Media Type: the body must be JSON sent with "
-                                      "'Content-Type: application/json' (got " +
-                                          got + ")"));
-    co_return std::nullopt;
-  }
-  co_return std::move(body.data);
+asio::awaitable<std::optional<std::string>> ApiHandlers::ReadBody(HttpExchange& ex) {
+  co_return co_await ReadJsonBody(ex, config_.max_request_body_mb);
 }
 
 asio::awaitable<std::optional<Admission::Permit>> ApiHandlers::Admit(HttpExchange& ex,

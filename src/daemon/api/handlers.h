@@ -1,6 +1,7 @@
-// The REST API of docs/api.md: one route table (Routes()) and one handler set per resource
-// (health_handlers.cc, execute_handlers.cc, file_handlers.cc, session_handlers.cc,
-// agent_handlers.cc, mcp_handlers.cc). Handlers speak HttpExchange, never Beast.
+// The REST front (docs/api.md, the onyx-compatible API): one route table (Routes()) and one
+// handler set per resource (health_handlers.cc, execute_handlers.cc, file_handlers.cc,
+// session_handlers.cc, agent_handlers.cc). Handlers speak HttpExchange, never Beast. It claims
+// every request no other front does, answering 404 for paths it does not serve.
 #pragma once
 
 #include <chrono>
@@ -18,9 +19,8 @@
 #include "daemon/auth/key_quotas.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
-#include "daemon/http/browser_guard.h"
+#include "daemon/front/front.h"
 #include "daemon/http/http_exchange.h"
-#include "daemon/mcp/mcp_server.h"
 #include "daemon/service/admission.h"
 #include "daemon/service/execution_service.h"
 #include "daemon/service/metrics.h"
@@ -32,18 +32,20 @@
 
 namespace ci::daemon {
 
-class ApiHandlers {
+class ApiHandlers final : public Front {
  public:
   // `admission` admits executions, `model_calls` the agent loop's model requests; `quotas` is
-  // each API key's share of them and of sessions, files and MCP sessions.
+  // each API key's share; `runner` runs the tools' programs, `tools` are the sandbox tools
+  // (shared with MCP).
   ApiHandlers(const Config& config, Executor& executor, FileStore& store, ExecutionService& service,
               SessionManager& sessions, Admission& admission, Admission& model_calls,
-              KeyQuotas& quotas, Metrics& metrics);
-  asio::awaitable<void> Handle(HttpExchange& ex);
+              KeyQuotas& quotas, Metrics& metrics, ProgramRunner& runner, SandboxTools& tools);
+  bool Claims(const HttpRequestHead&) const override { return true; }
+  asio::awaitable<void> Handle(HttpExchange& ex) override;
   // The cached result of the background backend check, served by /health.
   void SetHealth(Status status) { health_ = std::move(status); }
   // Requests then need a key (docs/api.md "API keys"); nullptr: none do.
-  void SetApiKeys(ApiKeys* keys);
+  void SetApiKeys(ApiKeys* keys) override { keys_ = keys; }
   // What /health says of the deployment (bootstrap's report, read at each request: a nested
   // dockerd's pid and restarts change).
   void SetDeployment(std::function<DeploymentInfo()> deployment) {
@@ -109,8 +111,6 @@ class ApiHandlers {
   asio::awaitable<void> SolveStreamRoute(HttpExchange& ex, const std::string&);
   asio::awaitable<void> Solve(HttpExchange& ex, bool stream);
   asio::awaitable<void> SolveStream(HttpExchange& ex, const SolveRequest& request);
-  // The MCP endpoint, every method (mcp_handlers.cc).
-  asio::awaitable<void> Mcp(HttpExchange& ex, const std::string&);
 
   // Shared by the handlers (handlers.cc).
   // An execution slot, or nullopt after answering 429.
@@ -119,8 +119,8 @@ class ApiHandlers {
   void Finish(Operation op, Outcome outcome, std::chrono::steady_clock::time_point admitted_at);
   // {"detail"} with the status; a 503 (no capacity) carries Retry-After.
   HttpResponse ApiErrorResponse(const ApiError& e) const;
-  // The body within the request size limit, or nullopt after answering 413/400.
-  asio::awaitable<std::optional<std::string>> ReadJsonBody(HttpExchange& ex);
+  // The body within the request size limit, or nullopt after answering (request_steps.h).
+  asio::awaitable<std::optional<std::string>> ReadBody(HttpExchange& ex);
 
   const Config& config_;
   Executor& executor_;
@@ -133,13 +133,10 @@ class ApiHandlers {
   Metrics& metrics_;
   Status health_;
   ApiKeys* keys_ = nullptr;
-  BrowserPolicy browsers_;  // from the config; whether Host is checked follows the keys
   std::function<DeploymentInfo()> deployment_;
-  ProgramRunner runner_{service_, &admission_};  // the tools' programs
-  std::unique_ptr<SolveLoop> solver_;            // with a model only
-  SandboxTools tools_{runner_, nullptr};
-  McpServer mcp_{tools_, CI_VERSION, config_.max_mcp_sessions,
-                 [this](const std::string& client) { return quotas_.For(client).mcp_sessions; }};
+  ProgramRunner& runner_;
+  SandboxTools& tools_;
+  std::unique_ptr<SolveLoop> solver_;  // with a model only
   // Whether a request to `pattern` needs a key (when keys are set): all but the probes.
   bool NeedsKey(std::string_view pattern) const;
 };

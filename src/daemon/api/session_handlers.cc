@@ -10,7 +10,7 @@
 namespace ci::daemon {
 
 asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex, const std::string&) {
-  std::optional<std::string> body = co_await ReadJsonBody(ex);
+  std::optional<std::string> body = co_await ReadBody(ex);
   if (!body) co_return;
   auto request = ParseSessionCreateRequest(*body);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
@@ -46,7 +46,7 @@ asio::awaitable<void> ApiHandlers::DeleteSession(HttpExchange& ex, const std::st
 }
 
 asio::awaitable<void> ApiHandlers::SessionBash(HttpExchange& ex, const std::string& id) {
-  std::optional<std::string> body = co_await ReadJsonBody(ex);
+  std::optional<std::string> body = co_await ReadBody(ex);
   if (!body) co_return;
   auto request = ParseBashRequest(*body, config_.max_exec_timeout_ms);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
@@ -85,7 +85,7 @@ asio::awaitable<void> ApiHandlers::SessionExecuteStream(HttpExchange& ex, const 
 
 asio::awaitable<void> ApiHandlers::SessionExecute(HttpExchange& ex, const std::string& id,
                                                   bool stream) {
-  std::optional<std::string> body = co_await ReadJsonBody(ex);
+  std::optional<std::string> body = co_await ReadBody(ex);
   if (!body) co_return;
   auto request = ParseExecuteRequest(*body, config_.max_exec_timeout_ms);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
@@ -126,7 +126,7 @@ asio::awaitable<void> ApiHandlers::SessionFiles(HttpExchange& ex, const std::str
 }
 
 asio::awaitable<void> ApiHandlers::SessionStageFiles(HttpExchange& ex, const std::string& id) {
-  std::optional<std::string> body = co_await ReadJsonBody(ex);
+  std::optional<std::string> body = co_await ReadBody(ex);
   if (!body) co_return;
   auto request = ParseStageFilesRequest(*body);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));

@@ -37,14 +37,25 @@ Daemon::Daemon(asio::io_context& io, const Config& config, Executor& executor, F
       metrics_(config.max_concurrent_executions),
       sessions_(io.get_executor(), config, executor, store, service_.spec(),
                 [this](const std::string& client) { return quotas_.For(client).sessions; }),
+      runner_(service_, &admission_),
+      tools_(runner_, nullptr),
       handlers_(config, executor, store, service_, sessions_, admission_, model_calls_, quotas_,
-                metrics_),
-      server_(io, ServerOptions(config),
-              [this](HttpExchange& ex) { return handlers_.Handle(ex); }) {
+                metrics_, runner_, tools_),
+      mcp_(config, service_, tools_,
+           [this](const std::string& client) { return quotas_.For(client).mcp_sessions; }),
+      // The REST front last: it claims what the others do not.
+      router_({&mcp_, &handlers_},
+              BrowserPolicy{config.allowed_origins, config.allowed_hosts, true, config.host}),
+      server_(io, ServerOptions(config), [this](HttpExchange& ex) { return router_.Handle(ex); }) {
   store_.SetShares([this](const std::string& client) { return quotas_.For(client).file_bytes; });
   metrics_.CountSessionsWith([this] { return sessions_.count(); });
   metrics_.ReadWarmPoolsWith([this] { return pool_.stats(); });
   metrics_.ReadBackendWith([&executor] { return executor.metrics(); });
+}
+
+void Daemon::SetApiKeys(ApiKeys* keys) {
+  router_.SetApiKeys(keys);
+  if (keys != nullptr) keys->OnLoad([this](const std::vector<ApiKey>& k) { quotas_.Set(k); });
 }
 
 void Daemon::Start() {

@@ -1,6 +1,7 @@
 // The daemon's parts wired together once, for `serve` and for the tests that run the daemon
 // against a fake executor (tests/daemon/fake_daemon.h): warm pool, execution service, admission,
-// metrics, sessions, the API handlers and the HTTP server, on one io_context.
+// metrics, sessions, the API fronts (REST, MCP) behind the router and the HTTP server, on one
+// io_context.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -12,7 +13,9 @@
 #include "daemon/auth/key_quotas.h"
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
+#include "daemon/front/router.h"
 #include "daemon/http/http_server.h"
+#include "daemon/mcp/mcp_front.h"
 #include "daemon/service/admission.h"
 #include "daemon/service/execution_service.h"
 #include "daemon/service/metrics.h"
@@ -31,6 +34,8 @@ class Daemon {
     return listening_fd >= 0 ? server_.Adopt(listening_fd) : server_.Listen();
   }
   void Start();
+  // Requests then need a key of `keys` (each key's share follows the file); nullptr: none do.
+  void SetApiKeys(ApiKeys* keys);
   ~Daemon() { store_.SetShares({}); }  // the shares read quotas_
 
   // Stops accepting, lets running executions finish for `grace`, kills what is left, ends every
@@ -55,7 +60,11 @@ class Daemon {
   Admission model_calls_;
   Metrics metrics_;
   SessionManager sessions_;
-  ApiHandlers handlers_;
+  ProgramRunner runner_;  // the tools' programs
+  SandboxTools tools_;
+  ApiHandlers handlers_;  // the REST front
+  McpFront mcp_;
+  Router router_;
   HttpServer server_;
 };
 

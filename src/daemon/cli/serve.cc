@@ -184,7 +184,7 @@ int Serve() {
   std::unique_ptr<llm::Provider> model;
   if (model_config->configured()) model = llm::MakeProvider(io.get_executor(), *model_config);
   Daemon daemon(io, resolved, *executor, **store, std::move(seccomp).value());
-  daemon.handlers().SetApiKeys(keys.get());
+  daemon.SetApiKeys(keys.get());
   daemon.handlers().SetModel(model.get());
   daemon.handlers().SetDeployment([&booted] { return booted->Info(); });
   ExecutionService& service = daemon.service();
