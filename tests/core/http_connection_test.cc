@@ -91,15 +91,21 @@ Connection Opened(Outcome<Connection>& o) {
   return std::move(std::get<Connection>(o));
 }
 
-TEST(HttpConnection, ExchangesOverAUnixSocket) {
-  ScriptedPeer server("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhello");
-  Outcome<Reply> reply = RunIo([&](auto ex) -> asio::awaitable<Outcome<Reply>> {
+// One GET with a 100-byte body cap, its answer awaited for `read_for`.
+Outcome<Reply> ExchangeWith(const ScriptedPeer& server, std::chrono::milliseconds read_for) {
+  return RunIo([&](auto ex) -> asio::awaitable<Outcome<Reply>> {
     auto o = co_await Connection::Open(ex, server.peer(), Clock::now() + 5s);
     Connection c = Opened(o);
+    c.ExpiresAfter(read_for);
     auto r = co_await c.Exchange(Get(), 100);
     c.Close();
     co_return r;
   });
+}
+
+TEST(HttpConnection, ExchangesOverAUnixSocket) {
+  ScriptedPeer server("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhello");
+  Outcome<Reply> reply = ExchangeWith(server, 5s);
   ASSERT_TRUE(std::holds_alternative<Reply>(reply));
   EXPECT_EQ(std::get<Reply>(reply).result_int(), 200u);
   EXPECT_EQ(std::get<Reply>(reply).body(), "hello");
@@ -109,27 +115,14 @@ TEST(HttpConnection, ExchangesOverAUnixSocket) {
 
 TEST(HttpConnection, ABodyOverTheCapIsTooLargeNotRead) {
   ScriptedPeer server("HTTP/1.1 200 OK\r\nContent-Length: 101\r\n\r\n");
-  Outcome<Reply> reply = RunIo([&](auto ex) -> asio::awaitable<Outcome<Reply>> {
-    auto o = co_await Connection::Open(ex, server.peer(), Clock::now() + 5s);
-    Connection c = Opened(o);
-    auto r = co_await c.Exchange(Get(), 100);
-    c.Close();
-    co_return r;
-  });
+  Outcome<Reply> reply = ExchangeWith(server, 5s);
   ASSERT_TRUE(std::holds_alternative<Failure>(reply));
   EXPECT_EQ(std::get<Failure>(reply).step, Step::kTooLarge);
 }
 
 TEST(HttpConnection, ASilentPeerTimesOutReading) {
   ScriptedPeer server("");
-  Outcome<Reply> reply = RunIo([&](auto ex) -> asio::awaitable<Outcome<Reply>> {
-    auto o = co_await Connection::Open(ex, server.peer(), Clock::now() + 5s);
-    Connection c = Opened(o);
-    c.ExpiresAfter(200ms);
-    auto r = co_await c.Exchange(Get(), 100);
-    c.Close();
-    co_return r;
-  });
+  Outcome<Reply> reply = ExchangeWith(server, 200ms);
   ASSERT_TRUE(std::holds_alternative<Failure>(reply));
   EXPECT_EQ(std::get<Failure>(reply).step, Step::kRead);
   EXPECT_TRUE(std::get<Failure>(reply).timed_out);
