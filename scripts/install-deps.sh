@@ -7,7 +7,7 @@
 #   go      `language: go`: the toolchain and its standard library compiled once (scripts/go-std.sh)
 #   docker  the Docker backend: a dockerd, and mmdebstrap for the executor image
 #   tests   everything the test suites use (all the groups above, GoogleTest, the VM's qemu, the
-#           MCP SDK client from npm)
+#           MCP and E2B SDK clients from npm)
 #
 # --packages-only: Debian's packages, without compiling Go's library or running npm. Idempotent:
 # a second run installs nothing.
@@ -79,12 +79,14 @@ fi
 $packages_only && exit 0
 # Go's standard library compiled once for the sandboxes (nothing to do when it is up to date).
 if $want_go; then $SUDO "$(dirname "$0")/go-std.sh"; fi
-# The official MCP TypeScript SDK for tests/mcp/mcp_client.mjs, at the versions of its
-# package-lock.json; only when the lock is newer than what node_modules holds.
-mcp_client_dir="$(dirname "$0")/../tests/mcp"
-if $want_npm &&
-  [ "$mcp_client_dir/package-lock.json" -nt "$mcp_client_dir/node_modules/.package-lock.json" ]
-then
-  echo "installing: the MCP SDK client (npm ci in tests/mcp)" >&2
-  (cd "$mcp_client_dir" && npm ci --no-audit --no-fund >&2)
-fi
+# The official clients the tests drive, at the versions of their package-lock.json: the MCP
+# TypeScript SDK (tests/mcp) and E2B's SDKs (tests/e2b); only when a lock is newer than what its
+# node_modules holds.
+for client_dir in "$(dirname "$0")/../tests/mcp" "$(dirname "$0")/../tests/e2b"; do
+  if $want_npm &&
+    [ "$client_dir/package-lock.json" -nt "$client_dir/node_modules/.package-lock.json" ]
+  then
+    echo "installing: the SDK clients of $(basename "$client_dir") (npm ci)" >&2
+    (cd "$client_dir" && npm ci --no-audit --no-fund >&2)
+  fi
+done

@@ -83,7 +83,7 @@ docker_images() {
 }
 
 rm -f build/meson-logs/lane-* build/meson-logs/testlog.*  # an earlier run's, not this one's
-await go-std-and-npm || echo "warning: Go's standard library or the MCP client is missing" >&2
+await go-std-and-npm || echo "warning: Go's standard library or an SDK client (tests/mcp, tests/e2b) is missing" >&2
 if [ $# -gt 0 ]; then  # the suites asked for (the VM tests build their image if it is missing)
   docker_images
   phase meson-test meson test -C build --print-errorlogs --no-rebuild "$@"

@@ -153,7 +153,8 @@ class ExecSandbox final : public Sandbox {
     }
     const std::vector<std::string> argv =
         ProgramArgv({c_.prestart_argv, {}, false, "", c_.cpu_time_sec, c_.run_limits});
-    auto started = co_await c_.api->Exec(argv, ExecStdin{true, std::nullopt});
+    const ExecStdin open_stdin{true, std::nullopt};  // named: GCC 12 (check_coroutines.py)
+    auto started = co_await c_.api->Exec(argv, open_stdin);
     if (!started.ok()) {
       spdlog::warn("{}: the program could not start ahead: {}", c_.short_id(),
                    started.status().message());

@@ -199,6 +199,11 @@ asio::awaitable<std::optional<Failure>> Connection::Start(
   co_return co_await StartImpl(req, before_each_write);
 }
 
+asio::awaitable<std::optional<Failure>> Connection::Start(http::request<http::string_body>& req) {
+  static const std::function<void()> kUnchanged;
+  co_return co_await StartImpl(req, kUnchanged);
+}
+
 const http::response<http::buffer_body>& Connection::header() const { return parser_->get(); }
 
 bool Connection::body_done() const { return parser_->is_done(); }

@@ -88,6 +88,8 @@ class Connection {
                                                 const std::function<void()>& before_each_write);
   asio::awaitable<std::optional<Failure>> Start(http::request<http::file_body>& req,
                                                 const std::function<void()>& before_each_write);
+  // Start with the deadline left as it is.
+  asio::awaitable<std::optional<Failure>> Start(http::request<http::string_body>& req);
   const http::response<http::buffer_body>& header() const;
   // The next bytes of the body as they arrived (possibly none: a chunk header only), valid until
   // the next call; body_done() once the server ended the body.

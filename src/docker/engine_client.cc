@@ -358,7 +358,7 @@ asio::awaitable<Result<std::unique_ptr<RawStream>>> EngineClient::Hijack(
   req.set(http::field::connection, "Upgrade");
   req.set(http::field::upgrade, "tcp");
   conn->ExpiresAfter(timeout_);
-  if (auto f = co_await conn->Start(req, {})) {
+  if (auto f = co_await conn->Start(req)) {
     if (f->step == net::Step::kSend)
       co_return Status::Error(what + ": sending: " + Why(endpoint_, f->ec));
     co_return Status::Error(what + ": reading the answer: " + Why(endpoint_, f->ec));

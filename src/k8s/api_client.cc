@@ -278,7 +278,7 @@ asio::awaitable<Result<std::unique_ptr<LineStream>>> ApiClient::Watch(
   const std::string what = std::string("watch ").append(path);
   auto req = MakeRequest(config_, "GET", path, opened->authorization, "");
   c.ExpiresAfter(timeout_);
-  if (auto f = co_await c.Start(req, {})) co_return CallFailure(config_, what, *f, timeout_);
+  if (auto f = co_await c.Start(req)) co_return CallFailure(config_, what, *f, timeout_);
   const int status = static_cast<int>(c.header().result_int());
   auto stream =
       std::make_unique<HttpLineStream>(std::move(c), read_timeout, Where(config_) + ": " + what);

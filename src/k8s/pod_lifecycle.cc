@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/json.h"
+#include "core/rfc3339.h"
 #include "k8s/pod_fields.h"
 #include "k8s/pod_spec.h"
 
@@ -591,36 +592,6 @@ asio::awaitable<ReapResult> ReapPods(ApiClient& api, std::string_view ns_view,
     }
   }
   co_return result;
-}
-
-int64_t ParseRfc3339(std::string_view text) {
-  // YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)
-  const std::string s(text);
-  struct tm tm {};
-  int consumed = 0;
-  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6 ||
-      consumed != 19) {
-    return -1;
-  }
-  size_t i = 19;
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
-  }
-  int64_t offset = 0;
-  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z') && i + 1 == s.size()) {
-    offset = 0;
-  } else if (i + 6 == s.size() && (s[i] == '+' || s[i] == '-') && s[i + 3] == ':') {
-    int64_t hh = 0, mm = 0;
-    if (!ParseInt64(s.substr(i + 1, 2), hh) || !ParseInt64(s.substr(i + 4, 2), mm)) return -1;
-    offset = (s[i] == '+' ? 1 : -1) * (hh * 3600 + mm * 60);
-  } else {
-    return -1;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<int64_t>(timegm(&tm)) - offset;
 }
 
 }  // namespace ci::k8s

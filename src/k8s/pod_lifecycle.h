@@ -100,8 +100,5 @@ boost::asio::awaitable<ReapResult> ReapPods(ApiClient& api, std::string_view ns,
 
 // The reaper's list path (the selector URL-encoded).
 std::string ReapListPath(std::string_view ns);
-// "2026-12-01T15:15:34Z" -> unix seconds; -1 when it is not that form. Fractions and
-// offsets are accepted (metav1.Time is whole seconds, Z).
-int64_t ParseRfc3339(std::string_view text);
 
 }  // namespace ci::k8s

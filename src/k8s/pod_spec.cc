@@ -6,6 +6,7 @@
 
 #include "container/sandbox_shell.h"
 #include "core/json.h"
+#include "core/rfc3339.h"
 
 namespace ci::k8s {
 namespace {
@@ -170,15 +171,6 @@ std::string BytesQuantity(uint64_t bytes) {
     if (bytes != 0 && bytes % size == 0) return std::to_string(bytes / size) + suffix;
   }
   return std::to_string(bytes);
-}
-
-std::string Rfc3339(int64_t unix_seconds) {
-  time_t t = static_cast<time_t>(unix_seconds);
-  struct tm tm {};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string UnixSecondsText(double unix_seconds) {

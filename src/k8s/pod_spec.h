@@ -156,7 +156,5 @@ inline constexpr const char* kProcMasksDowngrade = "host facts masked in /proc";
 std::string BytesQuantity(uint64_t bytes);
 // 1700000000.25 -> "1700000000.25" (a session's times in its annotations, round-tripping).
 std::string UnixSecondsText(double unix_seconds);
-// 1700000000 -> "2023-11-14T22:13:20Z".
-std::string Rfc3339(int64_t unix_seconds);
 
 }  // namespace ci::k8s

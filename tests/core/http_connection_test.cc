@@ -163,7 +163,7 @@ TEST(HttpConnection, ABodyComesInThePiecesItArrivesIn) {
     auto o = co_await Connection::Open(ex, server.peer(), Clock::now() + 5s);
     Connection c = Opened(o);
     auto req = Get();
-    auto f = co_await c.Start(req, {});
+    auto f = co_await c.Start(req);
     EXPECT_FALSE(f.has_value());
     EXPECT_EQ(c.header().result_int(), 200u);
     std::string all;
@@ -184,7 +184,7 @@ TEST(HttpConnection, AnUpgradedConnectionStartsWithTheBytesPastTheHeader) {
     auto o = co_await Connection::Open(ex, server.peer(), Clock::now() + 5s);
     Connection c = Opened(o);
     auto req = Get();
-    auto f = co_await c.Start(req, {});
+    auto f = co_await c.Start(req);
     EXPECT_FALSE(f.has_value());
     EXPECT_EQ(c.header().result_int(), 101u);
     c.ExpiresNever();

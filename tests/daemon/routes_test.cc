@@ -1,4 +1,4 @@
-#include "daemon/api/routes.h"
+#include "daemon/front/routes.h"
 
 #include <gtest/gtest.h>
 

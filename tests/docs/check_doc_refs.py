@@ -27,7 +27,7 @@ SCANNED = ("src", "tests", "policies", "scripts", "packaging", "docs")
 SCANNED_FILES = ("README.md", "meson.build", "meson_options.txt")
 TEXT_SUFFIXES = (".h", ".cc", ".py", ".sh", ".md", ".build", ".txt", ".json", ".service", ".in",
                  ".cfg", ".toml", ".yaml", ".yml", "")
-DESIGN_DOCS = ("agent", "api", "architecture", "configuration", "deployment", "performance",
+DESIGN_DOCS = ("agent", "api", "architecture", "configuration", "deployment", "e2b", "performance",
                "security", "testing", "wire-protocols")
 HERE = os.path.dirname(os.path.realpath(__file__))  # the checker and its test: examples only
 

@@ -15,7 +15,7 @@ import sys
 
 LAYERS = ["kernel", "wire", "init", "parent", "daemon"]
 BACKENDS = ["runtime", "docker", "k8s"]
-FRONTS = ["api", "mcp"]
+FRONTS = ["api", "mcp", "e2b"]
 INCLUDE = re.compile(r'^#include "([a-z0-9_]+)/(?:([a-z0-9_]+)/)?[^"]+"', re.M)
 
 

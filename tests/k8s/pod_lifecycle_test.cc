@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/json.h"
+#include "core/rfc3339.h"
 #include "k8s/pod_spec.h"
 
 namespace ci::k8s {

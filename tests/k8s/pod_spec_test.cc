@@ -11,6 +11,7 @@
 #include "common/golden.h"
 #include "core/json.h"
 #include "core/policies.h"
+#include "core/rfc3339.h"
 
 namespace ci::k8s {
 namespace {

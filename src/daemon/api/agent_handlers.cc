@@ -3,7 +3,7 @@
 #include "core/json.h"
 #include "daemon/api/handlers.h"
 #include "daemon/api/request_parsing.h"
-#include "daemon/api/routes.h"
+#include "daemon/front/routes.h"
 #include "daemon/api/sse_stream.h"
 #include "daemon/http/sse.h"
 #include "daemon/service/output_buffer.h"

@@ -1,7 +1,7 @@
 #include "daemon/api/handlers.h"
 
 #include "daemon/api/responses.h"
-#include "daemon/api/routes.h"
+#include "daemon/front/routes.h"
 #include "daemon/front/request_steps.h"
 
 namespace ci::daemon {

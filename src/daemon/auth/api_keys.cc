@@ -206,6 +206,18 @@ Caller ApiKeys::Authenticate(std::optional<std::string_view> authorization) {
     return {"", "Unsupported authorization: send 'Authorization: Bearer <key>'", false};
   }
   v.remove_prefix(kScheme.size());
+  return Match(v);
+}
+
+Caller ApiKeys::AuthenticateKey(std::optional<std::string_view> key, std::string_view header) {
+  ReloadIfChanged();
+  if (!key || key->empty()) {
+    return {"", "Missing API key: send '" + std::string(header) + ": <key>'", false};
+  }
+  return Match(*key);
+}
+
+Caller ApiKeys::Match(std::string_view v) const {
   while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
   while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
   const auto digest = Sha256(v);

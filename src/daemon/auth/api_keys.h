@@ -66,6 +66,8 @@ class ApiKeys {
 
   // `authorization` is the request's Authorization header (nullopt: none).
   Caller Authenticate(std::optional<std::string_view> authorization);
+  // The key itself, as E2B's X-API-KEY header carries it (nullopt: none); errors name `header`.
+  Caller AuthenticateKey(std::optional<std::string_view> key, std::string_view header);
   size_t count() const { return keys_.size(); }
   // Called with the keys now and after every re-read that changed them (the limits follow).
   void OnLoad(std::function<void(const std::vector<ApiKey>&)> listener);
@@ -73,6 +75,8 @@ class ApiKeys {
  private:
   ApiKeys(std::string path, Clock clock) : path_(std::move(path)), clock_(std::move(clock)) {}
   void ReloadIfChanged();
+  // The key `v` (surrounding spaces ignored) compared with every key in constant time.
+  Caller Match(std::string_view v) const;
 
   std::string path_;
   Clock clock_;

@@ -43,8 +43,9 @@ Daemon::Daemon(asio::io_context& io, const Config& config, Executor& executor, F
                 metrics_, runner_, tools_),
       mcp_(config, service_, tools_,
            [this](const std::string& client) { return quotas_.For(client).mcp_sessions; }),
+      e2b_(config, sessions_, service_.spec()),
       // The REST front last: it claims what the others do not.
-      router_({&mcp_, &handlers_},
+      router_({&mcp_, &e2b_, &handlers_},
               BrowserPolicy{config.allowed_origins, config.allowed_hosts, true, config.host}),
       server_(io, ServerOptions(config), [this](HttpExchange& ex) { return router_.Handle(ex); }) {
   store_.SetShares([this](const std::string& client) { return quotas_.For(client).file_bytes; });

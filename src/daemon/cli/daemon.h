@@ -15,6 +15,7 @@
 #include "daemon/files/file_store.h"
 #include "daemon/front/router.h"
 #include "daemon/http/http_server.h"
+#include "daemon/e2b/e2b_front.h"
 #include "daemon/mcp/mcp_front.h"
 #include "daemon/service/admission.h"
 #include "daemon/service/execution_service.h"
@@ -64,6 +65,7 @@ class Daemon {
   SandboxTools tools_;
   ApiHandlers handlers_;  // the REST front
   McpFront mcp_;
+  E2bFront e2b_;
   Router router_;
   HttpServer server_;
 };

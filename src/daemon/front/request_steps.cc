@@ -34,15 +34,16 @@ boost::asio::awaitable<bool> Authenticate(ApiKeys* keys, HttpExchange& ex) {
 }
 
 boost::asio::awaitable<std::optional<std::string>> ReadJsonBody(HttpExchange& ex,
-                                                                uint64_t limit_mb) {
+                                                                uint64_t limit_mb,
+                                                                ErrorShape error) {
   BodyChunk body = co_await ReadWholeBody(ex, limit_mb << 20);
   if (body.error == BodyError::kTooLarge) {
     co_await ex.Respond(
-        ErrorResponse(413, "Request body exceeds maximum of " + std::to_string(limit_mb) + " MB"));
+        error(413, "Request body exceeds maximum of " + std::to_string(limit_mb) + " MB"));
     co_return std::nullopt;
   }
   if (body.error != BodyError::kNone) {
-    co_await ex.Respond(ErrorResponse(400, "Invalid request body: incomplete body"));
+    co_await ex.Respond(error(400, "Invalid request body: incomplete body"));
     co_return std::nullopt;
   }
   // No page can send a JSON content type without the CORS preflight the daemon never answers.
@@ -58,7 +59,7 @@ boost::asio::awaitable<std::optional<std::string>> ReadJsonBody(HttpExchange& ex
       detail.append("'").append(type).append("'");
     }
     detail.append(")");
-    co_await ex.Respond(ErrorResponse(415, detail));
+    co_await ex.Respond(error(415, detail));
     co_return std::nullopt;
   }
   co_return std::move(body.data);

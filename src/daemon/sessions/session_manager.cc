@@ -136,6 +136,7 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   s->summary.client = client;
   s->summary.created_at = UnixNow();
   s->summary.expires_at = s->summary.created_at + static_cast<double>(ttl_seconds);
+  s->hard_end = s->summary.expires_at;
   SandboxSpec spec = spec_;
   spec.session_expires_at = static_cast<int64_t>(s->summary.expires_at) + 1;
   spec.session = {s->id, s->summary.created_at, s->summary.expires_at, client};
@@ -178,6 +179,7 @@ asio::awaitable<SessionManager::SessionPtr> SessionManager::Find(const std::stri
   auto s = std::make_shared<Session>(ex_);
   s->id = id;
   s->summary = {id, identity.created_at, identity.expires_at, identity.client};
+  s->hard_end = identity.expires_at;
   s->sandbox = std::move((*found)->sandbox);
   // Its interpreter, if it has one, is attached to by the first Python call (the relay finds
   // it); the files it knows are those of its first listing.
@@ -187,10 +189,13 @@ asio::awaitable<SessionManager::SessionPtr> SessionManager::Find(const std::stri
 }
 
 asio::awaitable<void> SessionManager::ExpireAt(SessionPtr s) {
-  auto left = std::chrono::duration<double>(s->summary.expires_at - UnixNow());
-  s->expiry.expires_after(std::chrono::duration_cast<std::chrono::milliseconds>(left));
   boost::system::error_code ec;
-  co_await s->expiry.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  do {  // again when SetExpiry moved the end (it cancels the wait)
+    auto left = std::chrono::duration<double>(s->summary.expires_at - UnixNow());
+    s->expiry.expires_after(std::chrono::duration_cast<std::chrono::milliseconds>(left));
+    ec = {};
+    co_await s->expiry.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  } while (ec == asio::error::operation_aborted && !s->ended);
   if (ec || s->ended) co_return;
   spdlog::info("session {} expired", ShortId(s->id));
   co_await End(s);
@@ -233,6 +238,20 @@ asio::awaitable<bool> SessionManager::Delete(const std::string& id, const std::s
   co_await End(s);
   spdlog::info("session {} deleted", ShortId(id));
   co_return true;
+}
+
+asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::SetExpiry(
+    const std::string& id, const std::string& client, double expires_at) {
+  SessionPtr s = co_await Find(id, client);
+  if (!s) co_return NotFound(id);
+  if (expires_at > s->hard_end) {
+    co_return ApiError{409, "Session " + id + " can live until " +
+                                std::to_string(static_cast<int64_t>(s->hard_end)) +
+                                " (unix time) at most: its sandbox ends then by itself."};
+  }
+  s->summary.expires_at = expires_at;
+  s->expiry.cancel();  // ExpireAt waits again, for the new end
+  co_return s->summary;
 }
 
 asio::awaitable<std::vector<SessionSummary>> SessionManager::List(const std::string& client) {

@@ -70,6 +70,11 @@ class SessionManager {
   asio::awaitable<bool> Exists(const std::string& id, const std::string& client);
   // false: no such session
   asio::awaitable<bool> Delete(const std::string& id, const std::string& client);
+  // Moves the session's end to `expires_at` (unix seconds): sooner, or later up to the end it was
+  // created with (its sandbox ends then by itself: 409 past it). The new end is this replica's.
+  asio::awaitable<std::variant<SessionSummary, ApiError>> SetExpiry(const std::string& id,
+                                                                    const std::string& client,
+                                                                    double expires_at);
   // This replica's sessions and those the backend holds for any replica (kubernetes).
   asio::awaitable<std::vector<SessionSummary>> List(const std::string& client);
 
@@ -103,6 +108,7 @@ class SessionManager {
     std::string id;
     std::unique_ptr<Sandbox> sandbox;
     SessionSummary summary;
+    double hard_end = 0;  // when the sandbox ends by itself (SandboxSpec::session_expires_at)
     asio::steady_timer expiry;
     AsyncEvent idle;  // notified when a call ends
     bool busy = false;

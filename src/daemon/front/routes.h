@@ -1,5 +1,5 @@
-// Path patterns of the route table (handlers.cc): literal segments, and `{name}` segments that
-// match one non-empty segment, handed to the handler percent-decoded.
+// Path patterns of the fronts' route tables (api/handlers.cc, e2b/): literal segments, and
+// `{name}` segments that match one non-empty segment, handed to the handler percent-decoded.
 #pragma once
 
 #include <optional>

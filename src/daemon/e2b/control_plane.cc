@@ -1,0 +1,310 @@
+#include "daemon/e2b/control_plane.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "core/json.h"
+#include "core/random.h"
+#include "core/rfc3339.h"
+#include "daemon/e2b/control_requests.h"
+#include "daemon/front/request_steps.h"
+#include "daemon/front/routes.h"
+
+namespace ci::daemon::e2b {
+namespace {
+
+// What the SDK checks a sandbox's envd against (its feature gates); this server's sandbox plane
+// answers as envd of this version.
+constexpr std::string_view kEnvdVersion = "0.5.7";
+// Deprecated, required by the Python SDK: E2B sends this constant.
+constexpr std::string_view kClientId = "6532622b";
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+HttpResponse NotFound(const std::string& id) {
+  return ErrorBody(404, "sandbox '" + id + "' not found");
+}
+
+// 204: what the SDK takes for "done" without parsing a body.
+HttpResponse NoContent() {
+  HttpResponse r;
+  r.status = 204;
+  r.content_type.clear();
+  return r;
+}
+
+HttpResponse FromApiError(const ApiError& e) {
+  HttpResponse r = ErrorBody(e.status, e.detail);
+  if (e.status == 429 || e.status == 503) r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+void WriteMap(JsonWriter& w, std::string_view key, const std::map<std::string, std::string>& m) {
+  w.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()));
+  w.StartObject();
+  for (const auto& [k, v] : m) WriteField(w, k, v);
+  w.EndObject();
+}
+
+bool MetadataMatches(const std::map<std::string, std::string>& want,
+                     const std::map<std::string, std::string>& has) {
+  return std::all_of(want.begin(), want.end(), [&](const auto& kv) {
+    auto it = has.find(kv.first);
+    return it != has.end() && it->second == kv.second;
+  });
+}
+
+}  // namespace
+
+HttpResponse ErrorBody(int status, std::string_view message) {
+  return JsonResponse(status, JsonText([&](JsonWriter& w) {
+                        w.StartObject();
+                        w.Key("code");
+                        w.Int(status);
+                        WriteField(w, "message", message);
+                        w.EndObject();
+                      }));
+}
+
+ControlPlane::ControlPlane(SessionManager& sessions, const SandboxSpec& spec)
+    : sessions_(sessions), spec_(spec) {}
+
+bool ControlPlane::Claims(std::string_view path) {
+  for (std::string_view root : {"/sandboxes", "/v2/sandboxes"}) {
+    if (path == root || (path.starts_with(root) && path[root.size()] == '/')) return true;
+  }
+  return false;
+}
+
+boost::asio::awaitable<const ControlPlane::Sandbox*> ControlPlane::Find(const std::string& id,
+                                                                        const std::string& client) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end() || it->second.client != client) co_return nullptr;
+  if (!co_await sessions_.Exists(id, client)) {
+    sandboxes_.erase(id);  // its session ended: at its timeout, or deleted through /v1/sessions
+    co_return nullptr;
+  }
+  co_return &sandboxes_.at(id);
+}
+
+boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max_body_mb) {
+  const std::string& method = ex.head().method;
+  const std::string& path = ex.head().path;
+  std::string body;
+  if (method == "POST") {
+    std::optional<std::string> read = co_await ReadJsonBody(ex, max_body_mb, ErrorBody);
+    if (!read) co_return;
+    body = std::move(*read);
+  }
+  if (path == "/sandboxes" || path == "/v2/sandboxes") {
+    if (method == "POST") co_return co_await Create(ex, body);
+    if (method == "GET") co_return co_await List(ex, path == "/v2/sandboxes");
+    co_return co_await ex.Respond(ErrorBody(405, "use GET or POST on " + path));
+  }
+  struct Route {
+    std::string_view method, pattern;
+  };
+  static constexpr Route kRoutes[] = {
+      {"GET", "/sandboxes/{id}"},
+      {"DELETE", "/sandboxes/{id}"},
+      {"POST", "/sandboxes/{id}/timeout"},
+      {"POST", "/sandboxes/{id}/connect"},
+      {"POST", "/v2/sandboxes/{id}/connect"},
+      {"POST", "/sandboxes/{id}/resume"},
+      {"POST", "/sandboxes/{id}/pause"},
+  };
+  const Route* route = nullptr;
+  std::string id;
+  for (const Route& r : kRoutes) {
+    if (auto v = MatchPath(r.pattern, path); v && r.method == method) {
+      route = &r;
+      id = std::move(*v);
+    }
+  }
+  if (route == nullptr) {
+    co_return co_await ex.Respond(ErrorBody(404, method + " " + path + " is not part of the API"));
+  }
+  auto found = co_await Find(id, ex.client);
+  if (found == nullptr) co_return co_await ex.Respond(NotFound(id));
+  Sandbox& s = sandboxes_.at(id);
+  const std::string_view pattern = route->pattern;
+  if (method == "GET") co_return co_await ex.Respond(JsonResponse(200, DetailJson(s, false)));
+  if (method == "DELETE") {
+    sandboxes_.erase(id);
+    co_await sessions_.Delete(id, ex.client);
+    spdlog::info("e2b sandbox {} killed", id);
+    co_return co_await ex.Respond(NoContent());
+  }
+  if (pattern.ends_with("/timeout")) co_return co_await SetTimeout(ex, s, body);
+  if (pattern.ends_with("/connect")) co_return co_await Connect(ex, s, body);
+  if (pattern.ends_with("/resume")) {
+    co_return co_await ex.Respond(ErrorBody(409, "sandbox '" + id + "' is already running"));
+  }
+  co_await ex.Respond(ErrorBody(501, "pausing sandboxes is not supported by this server yet"));
+}
+
+boost::asio::awaitable<void> ControlPlane::Create(HttpExchange& ex, const std::string& body) {
+  Result<NewSandbox> request = ParseNewSandbox(body);
+  if (!request.ok()) co_return co_await ex.Respond(ErrorBody(400, request.status().message()));
+  const std::string token = RandomHex(16);
+  if (token.empty()) co_return co_await ex.Respond(ErrorBody(500, "no randomness for a token"));
+  // The session may live kMaxTimeoutSec; the sandbox's own timeout ends it sooner (MoveEnd).
+  std::vector<StagedFile> no_files;  // named: GCC 12 and temporaries in co_await expressions
+  auto created = co_await sessions_.Create(std::move(no_files), kMaxTimeoutSec, ex.client);
+  if (auto* e = std::get_if<ApiError>(&created)) co_return co_await ex.Respond(FromApiError(*e));
+  const SessionSummary& session = std::get<SessionSummary>(created);
+  Sandbox s;
+  s.id = session.id;
+  s.template_id = request->template_id;
+  s.client = ex.client;
+  s.metadata = std::move(request->metadata);
+  s.env_vars = std::move(request->env_vars);
+  s.access_token = token;
+  s.started_at = session.created_at;
+  s.end_at = session.expires_at;
+  Sandbox& stored = sandboxes_[s.id] = std::move(s);
+  if (auto refused = co_await MoveEnd(stored, UnixNow() + double(request->timeout_sec))) {
+    sandboxes_.erase(session.id);
+    co_await sessions_.Delete(session.id, ex.client);
+    co_return co_await ex.Respond(std::move(*refused));
+  }
+  spdlog::info("e2b sandbox {} created (template {}, timeout {} s)", stored.id, stored.template_id,
+               request->timeout_sec);
+  co_await ex.Respond(JsonResponse(201, SandboxJson(stored)));
+}
+
+boost::asio::awaitable<std::optional<HttpResponse>> ControlPlane::MoveEnd(Sandbox& s,
+                                                                          double end_at) {
+  auto moved = co_await sessions_.SetExpiry(s.id, s.client, end_at);
+  if (auto* e = std::get_if<ApiError>(&moved)) {
+    if (e->status == 409) {
+      co_return ErrorBody(400, "a sandbox lives at most " + std::to_string(kMaxTimeoutSec) +
+                                   " s from its creation; sandbox '" + s.id + "' ends at " +
+                                   Rfc3339(static_cast<int64_t>(s.started_at) + kMaxTimeoutSec) +
+                                   " at the latest");
+    }
+    co_return FromApiError(*e);
+  }
+  s.end_at = end_at;
+  co_return std::nullopt;
+}
+
+boost::asio::awaitable<void> ControlPlane::Connect(HttpExchange& ex, Sandbox& s,
+                                                   const std::string& body) {
+  auto timeout = ParseTimeout(body, false);
+  if (!timeout.ok()) co_return co_await ex.Respond(ErrorBody(400, timeout.status().message()));
+  // Connecting only extends the sandbox's life (E2B's rule), up to its longest.
+  const double latest = s.started_at + double(kMaxTimeoutSec);
+  const double wanted = UnixNow() + double(timeout->value_or(kDefaultTimeoutSec));
+  if (wanted > s.end_at) {
+    if (auto refused = co_await MoveEnd(s, std::min(wanted, latest))) {
+      co_return co_await ex.Respond(std::move(*refused));
+    }
+  }
+  co_await ex.Respond(JsonResponse(200, SandboxJson(s)));
+}
+
+boost::asio::awaitable<void> ControlPlane::SetTimeout(HttpExchange& ex, Sandbox& s,
+                                                      const std::string& body) {
+  auto timeout = ParseTimeout(body, true);
+  if (!timeout.ok()) co_return co_await ex.Respond(ErrorBody(400, timeout.status().message()));
+  if (auto refused = co_await MoveEnd(s, UnixNow() + double(**timeout))) {
+    co_return co_await ex.Respond(std::move(*refused));
+  }
+  co_await ex.Respond(NoContent());
+}
+
+boost::asio::awaitable<void> ControlPlane::List(HttpExchange& ex, bool paged) {
+  Result<ListQuery> query = ParseListQuery(ex.head().target);
+  if (!query.ok()) co_return co_await ex.Respond(ErrorBody(400, query.status().message()));
+  std::vector<SessionSummary> live = co_await sessions_.List(ex.client);
+  std::vector<const Sandbox*> mine;
+  std::erase_if(sandboxes_, [&](const auto& entry) {
+    const Sandbox& s = entry.second;
+    if (s.client != ex.client) return false;
+    const bool alive = std::any_of(live.begin(), live.end(),
+                                   [&](const SessionSummary& l) { return l.id == s.id; });
+    if (alive && query->running && MetadataMatches(query->metadata, s.metadata)) {
+      mine.push_back(&s);
+    }
+    return !alive;
+  });
+  std::sort(mine.begin(), mine.end(), [](const Sandbox* a, const Sandbox* b) {
+    return std::tie(a->started_at, a->id) < std::tie(b->started_at, b->id);
+  });
+  size_t from = 0;
+  if (!query->next_token.empty()) {
+    auto it = std::find_if(mine.begin(), mine.end(),
+                           [&](const Sandbox* s) { return s->id == query->next_token; });
+    if (it == mine.end()) {
+      co_return co_await ex.Respond(
+          ErrorBody(400, "'nextToken' names no sandbox of this listing any more"));
+    }
+    from = static_cast<size_t>(it - mine.begin()) + 1;
+  }
+  const size_t to = paged ? std::min(mine.size(), from + query->limit) : mine.size();
+  std::string json = "[";
+  for (size_t i = from; i < to; ++i) {
+    if (i > from) json += ",";
+    json += DetailJson(*mine[i], true);
+  }
+  json += "]";
+  HttpResponse r = JsonResponse(200, std::move(json));
+  if (to < mine.size()) r.headers.emplace_back("X-Next-Token", mine[to - 1]->id);
+  r.headers.emplace_back("X-Total-Running", std::to_string(mine.size()));
+  co_await ex.Respond(std::move(r));
+}
+
+std::string ControlPlane::SandboxJson(const Sandbox& s) const {
+  return JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    WriteField(w, "sandboxID", s.id);
+    WriteField(w, "templateID", s.template_id);
+    WriteField(w, "clientID", kClientId);
+    WriteField(w, "envdVersion", kEnvdVersion);
+    WriteField(w, "envdAccessToken", s.access_token);
+    WriteField(w, "trafficAccessToken", s.access_token);
+    w.Key("domain");
+    w.Null();
+    w.EndObject();
+  });
+}
+
+std::string ControlPlane::DetailJson(const Sandbox& s, bool listed) const {
+  const unsigned cores = spec_.limits.cpu_percent > 0
+                             ? (spec_.limits.cpu_percent + 99) / 100
+                             : std::max(1u, std::thread::hardware_concurrency());
+  return JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    WriteField(w, "sandboxID", s.id);
+    WriteField(w, "templateID", s.template_id);
+    WriteField(w, "clientID", kClientId);
+    WriteField(w, "startedAt", Rfc3339(static_cast<int64_t>(s.started_at)));
+    WriteField(w, "endAt", Rfc3339(static_cast<int64_t>(std::ceil(s.end_at))));
+    w.Key("cpuCount");
+    w.Uint(cores);
+    w.Key("memoryMB");
+    w.Uint64(spec_.limits.memory_bytes >> 20);
+    w.Key("diskSizeMB");
+    w.Uint64(spec_.limits.workspace_bytes >> 20);
+    WriteField(w, "state", "running");
+    WriteField(w, "envdVersion", kEnvdVersion);
+    WriteMap(w, "metadata", s.metadata);
+    if (!listed) {
+      WriteField(w, "envdAccessToken", s.access_token);
+      w.Key("domain");
+      w.Null();
+      w.Key("allowInternetAccess");
+      w.Bool(false);
+    }
+    w.EndObject();
+  });
+}
+
+}  // namespace ci::daemon::e2b

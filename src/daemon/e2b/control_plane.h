@@ -1,0 +1,57 @@
+// E2B's control plane (docs/e2b.md "Control plane"): create, connect, kill, set the timeout, get
+// the info of and list sandboxes, each sandbox a session of SessionManager owned by the caller's
+// API key (another key's is a 404). A sandbox ends at its timeout whether or not anyone calls.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "core/sandbox_spec.h"
+#include "daemon/http/http_exchange.h"
+#include "daemon/sessions/session_manager.h"
+
+namespace ci::daemon::e2b {
+
+// {"code": status, "message": ...}: the error body every E2B SDK reads.
+HttpResponse ErrorBody(int status, std::string_view message);
+
+class ControlPlane {
+ public:
+  // `spec` is the sessions' sandbox (what getInfo reports of a sandbox's size).
+  ControlPlane(SessionManager& sessions, const SandboxSpec& spec);
+
+  static bool Claims(std::string_view path);
+  // Answers a request Claims took; ex.client is the caller.
+  boost::asio::awaitable<void> Handle(HttpExchange& ex, uint64_t max_body_mb);
+
+  // The live sandbox `id` of `client`, or nullptr (the sandbox plane's check).
+  struct Sandbox {
+    std::string id;
+    std::string template_id;
+    std::string client;
+    std::map<std::string, std::string> metadata;
+    std::map<std::string, std::string> env_vars;
+    std::string access_token;  // envdAccessToken and trafficAccessToken
+    double started_at = 0;     // unix seconds
+    double end_at = 0;
+  };
+  boost::asio::awaitable<const Sandbox*> Find(const std::string& id, const std::string& client);
+
+ private:
+  boost::asio::awaitable<void> Create(HttpExchange& ex, const std::string& body);
+  boost::asio::awaitable<void> Connect(HttpExchange& ex, Sandbox& s, const std::string& body);
+  boost::asio::awaitable<void> SetTimeout(HttpExchange& ex, Sandbox& s, const std::string& body);
+  boost::asio::awaitable<void> List(HttpExchange& ex, bool paged);
+  // Moves the sandbox's end (and its session's) to `end_at`; an error answer when it cannot.
+  boost::asio::awaitable<std::optional<HttpResponse>> MoveEnd(Sandbox& s, double end_at);
+  std::string SandboxJson(const Sandbox& s) const;
+  std::string DetailJson(const Sandbox& s, bool listed) const;
+
+  SessionManager& sessions_;
+  const SandboxSpec& spec_;
+  std::map<std::string, Sandbox> sandboxes_;  // by id; those whose session ended are dropped
+};
+
+}  // namespace ci::daemon::e2b

@@ -1,0 +1,27 @@
+// The E2B front (docs/e2b.md): E2B's control plane, so that E2B's official SDKs work against the
+// daemon with E2B_API_URL and E2B_SANDBOX_URL pointing at it. The key is X-API-KEY's (or a
+// bearer key), errors are E2B's {"code", "message"}.
+#pragma once
+
+#include "daemon/config/config.h"
+#include "daemon/e2b/control_plane.h"
+#include "daemon/front/front.h"
+
+namespace ci::daemon {
+
+class E2bFront final : public Front {
+ public:
+  E2bFront(const Config& config, SessionManager& sessions, const SandboxSpec& spec);
+
+  bool Claims(const HttpRequestHead& head) const override;
+  boost::asio::awaitable<void> Handle(HttpExchange& ex) override;
+  void SetApiKeys(ApiKeys* keys) override { keys_ = keys; }
+
+ private:
+  const Config& config_;
+  SessionManager& sessions_;
+  e2b::ControlPlane control_;
+  ApiKeys* keys_ = nullptr;
+};
+
+}  // namespace ci::daemon

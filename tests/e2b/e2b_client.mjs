@@ -1,0 +1,101 @@
+// E2B's official JS SDK (the pinned `e2b`) against the daemon's E2B front, one scenario per run:
+// `node e2b_client.mjs <scenario> [args...]` with E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY
+// set. Prints one JSON object per step; tests/e2e/test_e2b.py asserts on them.
+import { Sandbox } from 'e2b'
+
+const print = (o) => console.log(JSON.stringify(o))
+const failure = (e) => ({ error: e.constructor.name, message: String(e.message) })
+const info = (i) => ({
+  sandboxId: i.sandboxId, templateId: i.templateId, metadata: i.metadata, state: i.state,
+  startedAt: i.startedAt.toISOString(), endAt: i.endAt.toISOString(), cpuCount: i.cpuCount,
+  memoryMB: i.memoryMB, envdVersion: i.envdVersion,
+})
+async function attempt(step, f) {
+  try {
+    print({ step, ...(await f()) })
+  } catch (e) {
+    print({ step, ...failure(e) })
+  }
+}
+const ids = async (query) => (await Sandbox.list({ query }).nextItems()).map((s) => s.sandboxId)
+
+const scenarios = {
+  // create, info, list by metadata, timeout, connect from a second client, kill twice.
+  async lifecycle(tag) {
+    const sbx = await Sandbox.create('base', { metadata: { tag, 'a b': 'c&d' }, timeoutMs: 120_000 })
+    print({ step: 'create', sandboxId: sbx.sandboxId })
+    await attempt('info', async () => info(await sbx.getInfo()))
+    await attempt('list', async () => ({ ids: await ids({ metadata: { tag } }) }))
+    await attempt('list_escaped', async () => ({ ids: await ids({ metadata: { 'a b': 'c&d' } }) }))
+    await attempt('list_other_tag', async () => ({ ids: await ids({ metadata: { tag: 'x' } }) }))
+    await attempt('set_timeout', async () => {
+      await sbx.setTimeout(30_000)
+      return info(await sbx.getInfo())
+    })
+    await attempt('connect', async () => {
+      const second = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 60_000 })
+      return { sandboxId: second.sandboxId, ...info(await second.getInfo()) }
+    })
+    await attempt('kill', async () => ({ killed: await Sandbox.kill(sbx.sandboxId) }))
+    await attempt('kill_again', async () => ({ killed: await Sandbox.kill(sbx.sandboxId) }))
+    await attempt('info_after', async () => info(await Sandbox.getInfo(sbx.sandboxId)))
+    await attempt('connect_after', async () => (await Sandbox.connect(sbx.sandboxId)).sandboxId)
+  },
+  // Another key's view of sandbox `id`.
+  async foreign(id) {
+    await attempt('info', async () => info(await Sandbox.getInfo(id)))
+    await attempt('connect', async () => ({ id: (await Sandbox.connect(id)).sandboxId }))
+    await attempt('set_timeout', async () => ({ ok: await Sandbox.setTimeout(id, 5_000) }))
+    await attempt('list', async () => ({ ids: await ids() }))
+    await attempt('kill', async () => ({ killed: await Sandbox.kill(id) }))
+  },
+  // A sandbox with `tag` and a 1 h timeout, left running (printed).
+  async keep(tag) {
+    const sbx = await Sandbox.create('base', { metadata: { tag }, timeoutMs: 3_600_000 })
+    print({ step: 'create', sandboxId: sbx.sandboxId })
+  },
+  // A sandbox that ends by itself: nobody calls until it is gone.
+  async expires() {
+    const sbx = await Sandbox.create('base', { timeoutMs: 2_000 })
+    const created = Date.now()
+    print({ step: 'create', sandboxId: sbx.sandboxId, ...info(await sbx.getInfo()) })
+    await new Promise((r) => setTimeout(r, 2_500))
+    for (;;) {
+      try {
+        await Sandbox.getInfo(sbx.sandboxId)
+      } catch (e) {
+        print({ step: 'gone', after_ms: Date.now() - created, ...failure(e) })
+        return
+      }
+      if (Date.now() - created > 60_000) return print({ step: 'still_there' })
+      await new Promise((r) => setTimeout(r, 200))
+    }
+  },
+  // Options this server cannot honour, each refused by name.
+  async refused() {
+    await attempt('internet', async () => (await Sandbox.create('base', { allowInternetAccess: true })).sandboxId)
+    await attempt('template', async () => (await Sandbox.create('no-such-template')).sandboxId)
+    await attempt('auto_pause', async () => (await Sandbox.create('base', { lifecycle: { onTimeout: 'pause' } })).sandboxId)
+    await attempt('too_long', async () => (await Sandbox.create('base', { timeoutMs: 90_000_000 })).sandboxId)
+  },
+  // Three sandboxes listed two per page.
+  async paging(tag) {
+    const made = []
+    for (let i = 0; i < 3; i++) made.push((await Sandbox.create('base', { metadata: { tag }, timeoutMs: 60_000 })).sandboxId)
+    print({ step: 'create', ids: made })
+    const pages = Sandbox.list({ query: { metadata: { tag } }, limit: 2 })
+    const all = []
+    while (pages.hasNext) all.push((await pages.nextItems()).map((s) => s.sandboxId))
+    print({ step: 'pages', pages: all })
+    for (const id of made) await Sandbox.kill(id)
+  },
+}
+
+const [scenario, ...args] = process.argv.slice(2)
+try {
+  await scenarios[scenario](...args)
+  print({ end: true })
+} catch (e) {
+  print({ step: 'uncaught', ...failure(e), stack: String(e.stack) })
+  process.exitCode = 1
+}
