@@ -1,8 +1,8 @@
 #include "daemon/api/handlers.h"
 
 #include "daemon/api/responses.h"
-#include "daemon/front/routes.h"
 #include "daemon/front/request_steps.h"
+#include "daemon/front/routes.h"
 
 namespace ci::daemon {
 namespace {

@@ -33,8 +33,7 @@ boost::asio::awaitable<bool> Authenticate(ApiKeys* keys, HttpExchange& ex) {
   co_return true;
 }
 
-boost::asio::awaitable<std::optional<std::string>> ReadJsonBody(HttpExchange& ex,
-                                                                uint64_t limit_mb,
+boost::asio::awaitable<std::optional<std::string>> ReadJsonBody(HttpExchange& ex, uint64_t limit_mb,
                                                                 ErrorShape error) {
   BodyChunk body = co_await ReadWholeBody(ex, limit_mb << 20);
   if (body.error == BodyError::kTooLarge) {

@@ -21,8 +21,7 @@ boost::asio::awaitable<bool> Authenticate(ApiKeys* keys, HttpExchange& ex);
 using ErrorShape = HttpResponse (*)(int status, std::string_view message);
 
 // The body within `limit_mb`, sent as application/json when not empty; nullopt after answering.
-boost::asio::awaitable<std::optional<std::string>> ReadJsonBody(HttpExchange& ex,
-                                                                uint64_t limit_mb,
+boost::asio::awaitable<std::optional<std::string>> ReadJsonBody(HttpExchange& ex, uint64_t limit_mb,
                                                                 ErrorShape error = ErrorResponse);
 
 }  // namespace ci::daemon
