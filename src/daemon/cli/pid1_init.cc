@@ -22,9 +22,14 @@ int ExitCodeOf(int status) {
 
 [[noreturn]] void Supervise(pid_t child, const sigset_t& waited) {
   for (;;) {
-    int sig = ::sigwaitinfo(&waited, nullptr);
+    siginfo_t info{};
+    int sig = ::sigwaitinfo(&waited, &info);
     if (sig < 0) continue;  // EINTR (a stop/continue): nothing arrived
     if (sig != SIGCHLD) {
+      // Who sent it, for the log: pid 0 is outside this PID namespace (docker stop, the host).
+      std::fprintf(stderr, "code-interpreter init: signal %d (%s) from pid %d uid %u; passed on\n",
+                   sig, ::strsignal(sig), static_cast<int>(info.si_pid),
+                   static_cast<unsigned>(info.si_uid));
       ::kill(child, sig);
       continue;
     }
