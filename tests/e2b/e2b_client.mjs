@@ -78,6 +78,15 @@ const scenarios = {
     await attempt('auto_pause', async () => (await Sandbox.create('base', { lifecycle: { onTimeout: 'pause' } })).sandboxId)
     await attempt('too_long', async () => (await Sandbox.create('base', { timeoutMs: 90_000_000 })).sandboxId)
   },
+  // The sandbox plane so far: health, and a clear refusal of what is not there yet.
+  async sandbox_plane() {
+    const sbx = await Sandbox.create('base', { timeoutMs: 60_000 })
+    await attempt('running', async () => ({ running: await sbx.isRunning() }))
+    await attempt('command', async () => ({ result: await sbx.commands.run('true') }))
+    await attempt('read', async () => ({ text: await sbx.files.read('/home/user/x') }))
+    await Sandbox.kill(sbx.sandboxId)
+    await attempt('running_after_kill', async () => ({ running: await sbx.isRunning() }))
+  },
   // Three sandboxes listed two per page.
   async paging(tag) {
     const made = []

@@ -115,6 +115,48 @@ class E2bControlPlaneTest(E2bCase):
             self.assertEqual(self.api().delete(f"/sandboxes/{sid}").status, 204)
 
 
+class E2bSandboxPlaneTest(E2bCase):
+    def test_health_and_what_is_not_there_yet(self):
+        s = self.sdk("sandbox_plane")
+        self.assertEqual(s["running"].get("running"), True, s["running"])
+        self.assertEqual(s["running_after_kill"].get("running"), False, s["running_after_kill"])
+        for step in ("command", "read"):
+            self.assertIn("error", s[step], s[step])
+            self.assertIn("not implemented by this server yet", s[step]["message"], s[step])
+
+    def test_the_token_is_the_key(self):
+        r = self.api().post_json("/v2/sandboxes", {"templateID": "base", "timeout": 60})
+        self.assertEqual(r.status, 201, r.body)
+        sid, token = r.json["sandboxID"], r.json["envdAccessToken"]
+        try:
+            plane = Client(self.host, self.port)  # no API key: the token alone
+            def call(method, path, token_header, body=None, ctype="application/json"):
+                headers = {"E2b-Sandbox-Id": sid, "Content-Type": ctype, **token_header}
+                return plane.request(method, path, body=body, headers=headers)
+            self.assertEqual(call("GET", "/health", {"X-Access-Token": token}).status, 204)
+            self.assertEqual(call("GET", "/health", {"E2B-Traffic-Access-Token": token}).status,
+                             204)
+            for wrong in ({}, {"X-Access-Token": token[:-1]}, {"X-Access-Token": token + "0"},
+                          {"X-Access-Token": "0" * len(token)}):
+                self.assertEqual(call("GET", "/health", wrong).status, 502, wrong)
+                r = call("POST", "/process.Process/List", wrong, b"{}")
+                self.assertEqual((r.status, r.json["code"]), (404, "not_found"), wrong)
+            r = call("POST", "/process.Process/Start", {"X-Access-Token": token}, b"\0\0\0\0\2{}",
+                     "application/connect+json")
+            # A streaming RPC's error is its stream's end: [0x02][u32 length][JSON].
+            self.assertEqual((r.status, r.body[:1]), (200, b"\2"), r.body)
+            end = json.loads(r.body[5:5 + int.from_bytes(r.body[1:5], "big")])
+            self.assertEqual(end["error"]["code"], "unimplemented", end)
+            r = call("POST", "/process.Process/List", {"X-Access-Token": token}, b"{}")
+            self.assertEqual((r.status, r.json["code"]), (501, "unimplemented"), r.body)
+            r = call("GET", "/files?path=%2Fhome%2Fuser%2Fa", {"X-Access-Token": token})
+            self.assertEqual((r.status, r.json["code"]), (501, 501), r.body)
+            # Without the header, /health is the daemon's own.
+            self.assertEqual(plane.get("/health").status, 200)
+        finally:
+            self.assertEqual(self.api().delete(f"/sandboxes/{sid}").status, 204)
+
+
 class E2bWireTest(E2bCase):
     """What the SDK never sends: each a clear E2B error ({"code", "message"}), the daemon up."""
 

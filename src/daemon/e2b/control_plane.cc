@@ -31,14 +31,6 @@ HttpResponse NotFound(const std::string& id) {
   return ErrorBody(404, "sandbox '" + id + "' not found");
 }
 
-// 204: what the SDK takes for "done" without parsing a body.
-HttpResponse NoContent() {
-  HttpResponse r;
-  r.status = 204;
-  r.content_type.clear();
-  return r;
-}
-
 HttpResponse FromApiError(const ApiError& e) {
   HttpResponse r = ErrorBody(e.status, e.detail);
   if (e.status == 429 || e.status == 503) r.headers.emplace_back("Retry-After", "1");
@@ -61,6 +53,13 @@ bool MetadataMatches(const std::map<std::string, std::string>& want,
 }
 
 }  // namespace
+
+HttpResponse NoContent() {
+  HttpResponse r;
+  r.status = 204;
+  r.content_type.clear();
+  return r;
+}
 
 HttpResponse ErrorBody(int status, std::string_view message) {
   return JsonResponse(status, JsonText([&](JsonWriter& w) {
@@ -91,6 +90,20 @@ boost::asio::awaitable<const ControlPlane::Sandbox*> ControlPlane::Find(const st
     co_return nullptr;
   }
   co_return &sandboxes_.at(id);
+}
+
+boost::asio::awaitable<const ControlPlane::Sandbox*> ControlPlane::FindByToken(
+    const std::string& id, std::string_view token) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) co_return nullptr;
+  const std::string& want = it->second.access_token;
+  unsigned char differ = want.size() == token.size() ? 0 : 1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    differ |= static_cast<unsigned char>(want[i] ^ (i < token.size() ? token[i] : 0));
+  }
+  if (differ != 0) co_return nullptr;
+  const std::string client = it->second.client;
+  co_return co_await Find(id, client);
 }
 
 boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max_body_mb) {

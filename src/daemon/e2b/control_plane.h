@@ -16,6 +16,8 @@ namespace ci::daemon::e2b {
 
 // {"code": status, "message": ...}: the error body every E2B SDK reads.
 HttpResponse ErrorBody(int status, std::string_view message);
+// 204 without a body: what the SDK takes for "done" without parsing one.
+HttpResponse NoContent();
 
 class ControlPlane {
  public:
@@ -38,6 +40,8 @@ class ControlPlane {
     double end_at = 0;
   };
   boost::asio::awaitable<const Sandbox*> Find(const std::string& id, const std::string& client);
+  // The live sandbox `id` whose access token is `token` (compared in constant time), or nullptr.
+  boost::asio::awaitable<const Sandbox*> FindByToken(const std::string& id, std::string_view token);
 
  private:
   boost::asio::awaitable<void> Create(HttpExchange& ex, const std::string& body);

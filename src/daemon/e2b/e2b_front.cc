@@ -1,15 +1,19 @@
 #include "daemon/e2b/e2b_front.h"
 
+#include "daemon/e2b/sandbox_plane.h"
+
 namespace ci::daemon {
 
 E2bFront::E2bFront(const Config& config, SessionManager& sessions, const SandboxSpec& spec)
     : config_(config), sessions_(sessions), control_(sessions, spec) {}
 
 bool E2bFront::Claims(const HttpRequestHead& head) const {
-  return e2b::ControlPlane::Claims(head.path);
+  return e2b::IsSandboxPlane(head) || e2b::ControlPlane::Claims(head.path);
 }
 
 boost::asio::awaitable<void> E2bFront::Handle(HttpExchange& ex) {
+  // The sandbox plane authenticates by the sandbox's own token, not by an API key.
+  if (e2b::IsSandboxPlane(ex.head())) co_return co_await e2b::HandleSandboxPlane(ex, control_);
   if (keys_ != nullptr) {
     // X-API-KEY as E2B's SDKs send it; a bearer key as the daemon's other fronts take it.
     std::optional<std::string_view> key = ex.head().Header("x-api-key");

@@ -1,6 +1,7 @@
-// The E2B front (docs/e2b.md): E2B's control plane, so that E2B's official SDKs work against the
-// daemon with E2B_API_URL and E2B_SANDBOX_URL pointing at it. The key is X-API-KEY's (or a
-// bearer key), errors are E2B's {"code", "message"}.
+// The E2B front (docs/e2b.md): E2B's control plane and sandbox plane, so that E2B's official SDKs
+// work against the daemon with E2B_API_URL and E2B_SANDBOX_URL pointing at it. The control
+// plane's key is X-API-KEY's (or a bearer key), the sandbox plane's the sandbox's access token;
+// errors are E2B's {"code", "message"}.
 #pragma once
 
 #include "daemon/config/config.h"
