@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """No braced temporary inside a co_await expression (CONTRIBUTING.md, toolchain traps): GCC 12
 destroys such a temporary twice, which crashed the daemon on a request (free(): invalid
-pointer). Flagged: `Type{...}`, `({...`, `, {...` between `co_await` and the statement's end.
+pointer). Flagged: `type{...}`, `({...`, `, {...` between `co_await` and the statement's end.
 Name the value first, as a local, and pass that.
 
 Usage: check_coroutines.py REPO_ROOT. Prints one line per offending statement; exit 1 when any.
@@ -10,7 +10,7 @@ import os
 import re
 import sys
 
-BRACED = re.compile(r"\b[A-Z]\w*(?:<[^;{}]*>)?\{|[(,]\s*\{")
+BRACED = re.compile(r"\b[A-Za-z_][\w:]*(?:<[^;{}]*>)?\{|[(,]\s*\{")
 COMMENT = re.compile(r"//[^\n]*")
 STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
 
