@@ -999,6 +999,18 @@ class E2ETestCase(unittest.TestCase):
             self.fail(f"{reason} (CI_E2E_NO_SKIP=1 turns this skip into a failure)")
         self.skipTest(reason)
 
+    def require_node_client(self, what, package_json):
+        """Node.js and the npm package `package_json` belongs to (tests/<folder>/node_modules/...),
+        or skip_or_fail naming how to install them."""
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        folder = os.path.relpath(package_json.split("/node_modules/")[0], repo)
+        if shutil.which("node") is None:
+            self.skip_or_fail(f"no node on PATH for {what} (scripts/install-deps.sh installs "
+                              "Node.js)")
+        if not os.path.isfile(package_json):
+            self.skip_or_fail(f"{what} is not installed in {folder}/node_modules (run `npm ci` in "
+                              f"{folder}; scripts/install-deps.sh does)")
+
     # -- requests with assertions --------------------------------------------------------------
 
     def execute(self, code, path="/v1/execute", expect_status=200, **fields):

@@ -9,7 +9,6 @@ Without Node.js or the SDK the SDK's cases skip, and fail under CI_E2E_NO_SKIP=1
 
 import json
 import os
-import shutil
 import subprocess
 import uuid
 
@@ -31,12 +30,7 @@ class E2bCase(E2ETestCase):
 
     def sdk(self, scenario, *args, key=ALICE):
         """The steps e2b_client.mjs printed for `scenario`, by name ("end" once it finished)."""
-        if shutil.which("node") is None:
-            self.skip_or_fail("no node on PATH for the E2B SDK (scripts/install-deps.sh installs "
-                              "Node.js)")
-        if not os.path.isfile(SDK_PACKAGE):
-            self.skip_or_fail("the E2B SDK is not installed in tests/e2b/node_modules (run "
-                              "`npm ci` in tests/e2b; scripts/install-deps.sh does)")
+        self.require_node_client("the E2B SDK", SDK_PACKAGE)
         env = dict(os.environ, E2B_API_URL=self.base_url(), E2B_SANDBOX_URL=self.base_url(),
                    E2B_API_KEY=key)
         proc = subprocess.run(["node", SDK_CLIENT, scenario, *args], capture_output=True,

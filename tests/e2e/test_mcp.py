@@ -7,7 +7,6 @@ Without Node.js or the SDK the client's cases skip, and fail under CI_E2E_NO_SKI
 
 import json
 import os
-import shutil
 import subprocess
 
 from harness import Client, E2ETestCase
@@ -55,12 +54,7 @@ class McpCase(E2ETestCase):
     def sdk(self, *actions, headers=None):
         """Runs the SDK client with `actions` (see mcp_client.mjs) and asserts it connected
         when it is given the headers it needs. Returns the SdkRun."""
-        if shutil.which("node") is None:
-            self.skip_or_fail("no node on PATH for the MCP SDK client (scripts/install-deps.sh "
-                              "installs Node.js)")
-        if not os.path.isfile(SDK_PACKAGE):
-            self.skip_or_fail("the MCP SDK is not installed in tests/mcp/node_modules (run "
-                              "`npm ci` in tests/mcp; scripts/install-deps.sh does)")
+        self.require_node_client("the MCP SDK client", SDK_PACKAGE)
         argv = ["node", SDK_CLIENT, self.mcp_url()]
         for name, value in (headers or {}).items():
             argv += ["--header", f"{name}: {value}"]
