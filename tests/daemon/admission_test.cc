@@ -95,6 +95,40 @@ TEST(Admission, AKeyHoldsAtMostItsShare) {
                                               "done 1", "run 3", "done 3", "done 2"}));
 }
 
+// A share raised while a key's requests wait (the key file read again): they run at once, not
+// when one of the key's running ones ends.
+TEST(Admission, ARaisedShareServesTheWaitersAtOnce) {
+  asio::io_context io;
+  uint32_t alice_share = 1;
+  Admission admission(io.get_executor(), 4, 1000ms,
+                      [&](const std::string&) { return alice_share; });
+  std::vector<std::string> events;
+  for (int id : {1, 2, 3}) {
+    asio::co_spawn(
+        io,
+        [&, id]() -> asio::awaitable<void> {
+          co_await Sleep(std::chrono::milliseconds(id));
+          auto permit = co_await admission.Acquire("alice");
+          events.push_back((permit ? "run " : "reject ") + std::to_string(id));
+          co_await Sleep(200ms);
+        },
+        asio::detached);
+  }
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        co_await Sleep(20ms);
+        events.push_back("share 3");
+        alice_share = 3;
+        admission.SharesChanged();
+        co_await Sleep(10ms);
+        events.push_back("running " + std::to_string(admission.running()));
+      },
+      asio::detached);
+  io.run();
+  EXPECT_EQ(events, (std::vector<std::string>{"run 1", "share 3", "run 2", "run 3", "running 3"}));
+}
+
 TEST(Admission, ATimedOutWaiterLeavesTheTurns) {
   auto events = Simulate(
       1, 30ms, {{1, 0ms, 100ms, "alice"}, {2, 10ms, 10ms, "bob"}, {3, 80ms, 10ms, "carol"}});

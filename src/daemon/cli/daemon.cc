@@ -56,7 +56,12 @@ Daemon::Daemon(asio::io_context& io, const Config& config, Executor& executor, F
 
 void Daemon::SetApiKeys(ApiKeys* keys) {
   router_.SetApiKeys(keys);
-  if (keys != nullptr) keys->OnLoad([this](const std::vector<ApiKey>& k) { quotas_.Set(k); });
+  if (keys == nullptr) return;
+  keys->OnLoad([this](const std::vector<ApiKey>& k) {
+    quotas_.Set(k);
+    admission_.SharesChanged();
+    model_calls_.SharesChanged();
+  });
 }
 
 void Daemon::Start() {

@@ -73,26 +73,31 @@ boost::asio::awaitable<std::optional<Admission::Permit>> Admission::Acquire(
 void Admission::Release(const std::string& client) {
   --running_;
   if (--running_by_[client] == 0) running_by_.erase(client);
-  // The slot goes to the oldest waiter of the first client in turn that is under its share;
-  // that client goes to the back of the turns while it has more waiters.
-  auto next_client = std::find_if(turns_.begin(), turns_.end(), [this](const std::string& c) {
-    return running_of(c) < share(c);
-  });
-  if (next_client == turns_.end()) return;
-  const std::string chosen = std::move(*next_client);
-  turns_.erase(next_client);
-  std::deque<std::shared_ptr<Waiter>>& queue = waiting_[chosen];
-  std::shared_ptr<Waiter> next = std::move(queue.front());
-  queue.pop_front();
-  --queued_;
-  if (queue.empty()) {
-    waiting_.erase(chosen);
-  } else {
-    turns_.push_back(chosen);
+  GrantFreeSlots();
+}
+
+void Admission::GrantFreeSlots() {
+  while (running_ < limit_) {
+    // The chosen client goes to the back of the turns while it has more waiters.
+    auto next_client = std::find_if(turns_.begin(), turns_.end(), [this](const std::string& c) {
+      return running_of(c) < share(c);
+    });
+    if (next_client == turns_.end()) return;
+    const std::string chosen = std::move(*next_client);
+    turns_.erase(next_client);
+    std::deque<std::shared_ptr<Waiter>>& queue = waiting_[chosen];
+    std::shared_ptr<Waiter> next = std::move(queue.front());
+    queue.pop_front();
+    --queued_;
+    if (queue.empty()) {
+      waiting_.erase(chosen);
+    } else {
+      turns_.push_back(chosen);
+    }
+    Take(chosen);
+    next->granted = true;
+    next->timer.cancel();
   }
-  Take(chosen);
-  next->granted = true;
-  next->timer.cancel();
 }
 
 }  // namespace ci::daemon

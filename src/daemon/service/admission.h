@@ -64,6 +64,9 @@ class Admission {
   }
   // The detail of a refused execution (one-off, session call, tool or agent run).
   std::string ExecutionRefusal(const std::string& client) const;
+  // The shares changed (the key file was read again): free slots go to the waiters now within
+  // theirs, rather than when a slot next frees.
+  void SharesChanged() { GrantFreeSlots(); }
 
  private:
   struct Waiter {
@@ -73,6 +76,8 @@ class Admission {
   };
   void Release(const std::string& client);
   void Take(const std::string& client);
+  // Each free slot to the oldest waiter of the first client in turn that is under its share.
+  void GrantFreeSlots();
 
   boost::asio::any_io_executor ex_;
   uint32_t limit_;
