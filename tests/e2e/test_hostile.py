@@ -727,3 +727,80 @@ class OverloadTest(E2ETestCase):
             self.assertEqual(self.metric(after, name, operation=op, outcome="ok") -
                              self.metric(before, name, operation=op, outcome="ok"), done, op)
         self.assertHealthy()
+
+
+class E2bFrontTest(E2ETestCase):
+    """The E2B front (docs/e2b.md) under the same attacks as the REST API: JSON nested too deep,
+    wide or long on every E2B route that reads a body; ids and headers that are not ids; more
+    sandboxes than the replica holds; bodies over the limits. Each a 4xx in E2B's shape, and the
+    daemon serves on."""
+
+    daemon_env = {"MAX_SESSIONS": "2"}
+
+    def e2b(self, method, path, body=None, headers=None):
+        hdrs = {"X-API-KEY": "anything", "Content-Type": "application/json", **(headers or {})}
+        return self.client.request(method, path, body=body, headers=hdrs)
+
+    def create(self):
+        r = self.e2b("POST", "/v2/sandboxes", b'{"templateID": "base", "timeout": 120}')
+        self.assertEqual(r.status, 201, r)
+        sid = r.json["sandboxID"]
+        self.addCleanup(self.e2b, "DELETE", f"/sandboxes/{sid}")
+        return sid
+
+    def assertE2bError(self, r, low=400, high=499):
+        self.assertTrue(low <= r.status <= high, r)
+        self.assertEqual(r.json["code"], r.status, r)
+        self.assertIsInstance(r.json["message"], str)
+
+    def test_json_bombs_on_every_route_with_a_body(self):
+        sid = self.create()
+        routes = ["/v2/sandboxes", "/sandboxes", f"/sandboxes/{sid}/timeout",
+                  f"/sandboxes/{sid}/connect", f"/v2/sandboxes/{sid}/connect"]
+        deep = b"[" * 200000 + b"]" * 200000
+        wide = b"[" + b",".join([b"[[1]]"] * 100000) + b"]"
+        long = b'"' + b"a" * (4 << 20) + b'"'
+        for path in routes:
+            for body in (deep, b'{"templateID": "base", "timeout": ' + deep + b"}"):
+                r = self.e2b("POST", path, body)
+                self.assertE2bError(r)
+                self.assertIn("nested deeper than 128 levels", r.json["message"], r)
+            for part in (wide, long):
+                r = self.e2b("POST", path, b'{"templateID": "base", "x": ' + part + b"}")
+                self.assertLess(r.status, 500, r)
+                if r.status == 201:  # a create that ignored the extra field: end it
+                    self.e2b("DELETE", f"/sandboxes/{r.json['sandboxID']}")
+        self.assertHealthy()
+
+    def test_ids_and_headers_that_are_not_ids(self):
+        self.create()
+        for sid in ("..%2F..%2Fv1%2Ffiles", "%00", "a" * 4096, "code-session-" + "0" * 32,
+                    "%2e%2e"):
+            self.assertE2bError(self.e2b("GET", f"/sandboxes/{sid}"), 404, 404)
+            self.assertE2bError(self.e2b("DELETE", f"/sandboxes/{sid}"), 404, 404)
+            r = self.e2b("GET", "/health", headers={"E2b-Sandbox-Id": sid, "X-Access-Token": sid})
+            self.assertEqual(r.status, 502, r)
+        r = self.e2b("GET", "/health", headers={"E2b-Sandbox-Id": "x" * 6000})
+        self.assertEqual(r.status, 502, r)
+        self.assertHealthy()
+
+    def test_more_sandboxes_than_the_replica_holds_and_bodies_over_the_limits(self):
+        self.create()
+        self.create()
+        r = self.e2b("POST", "/v2/sandboxes", b'{"templateID": "base"}')
+        self.assertE2bError(r, 503, 503)
+        self.assertTrue(r.header("Retry-After"), r)
+        meta = {f"k{i}": "v" for i in range(65)}
+        for body in ({"templateID": "base", "metadata": meta},
+                     {"templateID": "base", "metadata": {"k": "v" * 4097}},
+                     {"templateID": "base", "envVars": {"A" * 257: "x"}}):
+            self.assertE2bError(self.e2b("POST", "/v2/sandboxes", json.dumps(body).encode()), 400,
+                                400)
+        head = (b"POST /v2/sandboxes HTTP/1.1\r\nHost: localhost\r\nX-API-KEY: x\r\n"
+                b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b" " * (1 << 20)
+        framed = b"%x\r\n" % len(chunk) + chunk + b"\r\n"
+        r, note = self.client.raw_request(head, (framed for _ in range(128)))
+        self.assertIsNotNone(r, f"no answer ({note})")
+        self.assertE2bError(r, 413, 413)
+        self.assertHealthy()
