@@ -804,3 +804,24 @@ class E2bFrontTest(E2ETestCase):
         self.assertIsNotNone(r, f"no answer ({note})")
         self.assertE2bError(r, 413, 413)
         self.assertHealthy()
+
+    def test_kill_racing_every_other_call(self):
+        # Each call that waits on a session looks its sandbox up again afterwards: a kill landing
+        # meanwhile makes it a 404, never a use of what the kill freed.
+        for _ in range(5):
+            r = self.e2b("POST", "/v2/sandboxes", b'{"templateID": "base", "timeout": 60}')
+            self.assertEqual(r.status, 201, r)
+            sid = r.json["sandboxID"]
+            calls = [("POST", f"/sandboxes/{sid}/timeout", b'{"timeout": 30}'),
+                     ("POST", f"/v2/sandboxes/{sid}/connect", b'{"timeout": 90}'),
+                     ("GET", f"/sandboxes/{sid}", None), ("GET", "/v2/sandboxes", None),
+                     ("DELETE", f"/sandboxes/{sid}", None)] * 4
+            statuses = []
+            threads = [threading.Thread(target=lambda c=c: statuses.append(
+                self.e2b(c[0], c[1], c[2]).status)) for c in calls]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            self.assertTrue(set(statuses) <= {200, 204, 404}, statuses)
+        self.assertHealthy()

@@ -85,11 +85,15 @@ boost::asio::awaitable<const ControlPlane::Sandbox*> ControlPlane::Find(const st
                                                                         const std::string& client) {
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end() || it->second.client != client) co_return nullptr;
-  if (!co_await sessions_.Exists(id, client)) {
-    sandboxes_.erase(id);  // its session ended: at its timeout, or deleted through /v1/sessions
+  const bool alive = co_await sessions_.Exists(id, client);
+  // Looked up again: another request may have killed it meanwhile.
+  it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) co_return nullptr;
+  if (!alive) {
+    sandboxes_.erase(it);  // its session ended: at its timeout, or deleted through /v1/sessions
     co_return nullptr;
   }
-  co_return &sandboxes_.at(id);
+  co_return &it->second;
 }
 
 boost::asio::awaitable<const ControlPlane::Sandbox*> ControlPlane::FindByToken(
@@ -143,19 +147,18 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
   if (route == nullptr) {
     co_return co_await ex.Respond(ErrorBody(404, method + " " + path + " is not part of the API"));
   }
-  auto found = co_await Find(id, ex.client);
+  const Sandbox* found = co_await Find(id, ex.client);
   if (found == nullptr) co_return co_await ex.Respond(NotFound(id));
-  Sandbox& s = sandboxes_.at(id);
   const std::string_view pattern = route->pattern;
-  if (method == "GET") co_return co_await ex.Respond(JsonResponse(200, DetailJson(s, false)));
+  if (method == "GET") co_return co_await ex.Respond(JsonResponse(200, DetailJson(*found, false)));
   if (method == "DELETE") {
     sandboxes_.erase(id);
     co_await sessions_.Delete(id, ex.client);
     spdlog::info("e2b sandbox {} killed", id);
     co_return co_await ex.Respond(NoContent());
   }
-  if (pattern.ends_with("/timeout")) co_return co_await SetTimeout(ex, s, body);
-  if (pattern.ends_with("/connect")) co_return co_await Connect(ex, s, body);
+  if (pattern.ends_with("/timeout")) co_return co_await SetTimeout(ex, id, body);
+  if (pattern.ends_with("/connect")) co_return co_await Connect(ex, id, body);
   if (pattern.ends_with("/resume")) {
     co_return co_await ex.Respond(ErrorBody(409, "sandbox '" + id + "' is already running"));
   }
@@ -181,53 +184,64 @@ boost::asio::awaitable<void> ControlPlane::Create(HttpExchange& ex, const std::s
   s.access_token = token;
   s.started_at = session.created_at;
   s.end_at = session.expires_at;
-  Sandbox& stored = sandboxes_[s.id] = std::move(s);
-  if (auto refused = co_await MoveEnd(stored, UnixNow() + double(request->timeout_sec))) {
-    sandboxes_.erase(session.id);
-    co_await sessions_.Delete(session.id, ex.client);
+  const std::string id = s.id;
+  sandboxes_[id] = std::move(s);
+  if (auto refused = co_await MoveEnd(id, ex.client, UnixNow() + double(request->timeout_sec))) {
+    sandboxes_.erase(id);
+    co_await sessions_.Delete(id, ex.client);
     co_return co_await ex.Respond(std::move(*refused));
   }
-  spdlog::info("e2b sandbox {} created (template {}, timeout {} s)", stored.id, stored.template_id,
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) co_return co_await ex.Respond(NotFound(id));
+  spdlog::info("e2b sandbox {} created (template {}, timeout {} s)", id, it->second.template_id,
                request->timeout_sec);
-  co_await ex.Respond(JsonResponse(201, SandboxJson(stored)));
+  co_await ex.Respond(JsonResponse(201, SandboxJson(it->second)));
 }
 
-boost::asio::awaitable<std::optional<HttpResponse>> ControlPlane::MoveEnd(Sandbox& s,
+boost::asio::awaitable<std::optional<HttpResponse>> ControlPlane::MoveEnd(const std::string& id,
+                                                                          const std::string& client,
                                                                           double end_at) {
-  auto moved = co_await sessions_.SetExpiry(s.id, s.client, end_at);
+  auto moved = co_await sessions_.SetExpiry(id, client, end_at);
+  auto it = sandboxes_.find(id);  // again: another request may have killed it meanwhile
+  if (it == sandboxes_.end()) co_return NotFound(id);
   if (auto* e = std::get_if<ApiError>(&moved)) {
     if (e->status == 409) {
-      co_return ErrorBody(400, "a sandbox lives at most " + std::to_string(kMaxTimeoutSec) +
-                                   " s from its creation; sandbox '" + s.id + "' ends at " +
-                                   Rfc3339(static_cast<int64_t>(s.started_at) + kMaxTimeoutSec) +
-                                   " at the latest");
+      co_return ErrorBody(
+          400, "a sandbox lives at most " + std::to_string(kMaxTimeoutSec) +
+                   " s from its creation; sandbox '" + id + "' ends at " +
+                   Rfc3339(static_cast<int64_t>(it->second.started_at) + kMaxTimeoutSec) +
+                   " at the latest");
     }
     co_return FromApiError(*e);
   }
-  s.end_at = end_at;
+  it->second.end_at = end_at;
   co_return std::nullopt;
 }
 
-boost::asio::awaitable<void> ControlPlane::Connect(HttpExchange& ex, Sandbox& s,
+boost::asio::awaitable<void> ControlPlane::Connect(HttpExchange& ex, const std::string& id,
                                                    const std::string& body) {
   auto timeout = ParseTimeout(body, false);
   if (!timeout.ok()) co_return co_await ex.Respond(ErrorBody(400, timeout.status().message()));
+  auto found = sandboxes_.find(id);
+  if (found == sandboxes_.end()) co_return co_await ex.Respond(NotFound(id));
   // Connecting only extends the sandbox's life (E2B's rule), up to its longest.
-  const double latest = s.started_at + double(kMaxTimeoutSec);
+  const double latest = found->second.started_at + double(kMaxTimeoutSec);
   const double wanted = UnixNow() + double(timeout->value_or(kDefaultTimeoutSec));
-  if (wanted > s.end_at) {
-    if (auto refused = co_await MoveEnd(s, std::min(wanted, latest))) {
+  if (wanted > found->second.end_at) {
+    if (auto refused = co_await MoveEnd(id, ex.client, std::min(wanted, latest))) {
       co_return co_await ex.Respond(std::move(*refused));
     }
   }
-  co_await ex.Respond(JsonResponse(200, SandboxJson(s)));
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) co_return co_await ex.Respond(NotFound(id));
+  co_await ex.Respond(JsonResponse(200, SandboxJson(it->second)));
 }
 
-boost::asio::awaitable<void> ControlPlane::SetTimeout(HttpExchange& ex, Sandbox& s,
+boost::asio::awaitable<void> ControlPlane::SetTimeout(HttpExchange& ex, const std::string& id,
                                                       const std::string& body) {
   auto timeout = ParseTimeout(body, true);
   if (!timeout.ok()) co_return co_await ex.Respond(ErrorBody(400, timeout.status().message()));
-  if (auto refused = co_await MoveEnd(s, UnixNow() + double(**timeout))) {
+  if (auto refused = co_await MoveEnd(id, ex.client, UnixNow() + double(**timeout))) {
     co_return co_await ex.Respond(std::move(*refused));
   }
   co_await ex.Respond(NoContent());

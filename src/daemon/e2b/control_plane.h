@@ -45,11 +45,17 @@ class ControlPlane {
 
  private:
   boost::asio::awaitable<void> Create(HttpExchange& ex, const std::string& body);
-  boost::asio::awaitable<void> Connect(HttpExchange& ex, Sandbox& s, const std::string& body);
-  boost::asio::awaitable<void> SetTimeout(HttpExchange& ex, Sandbox& s, const std::string& body);
+  // By id, never by reference: a request waiting on a session may find its sandbox killed by
+  // another meanwhile (each looks it up again after every wait).
+  boost::asio::awaitable<void> Connect(HttpExchange& ex, const std::string& id,
+                                       const std::string& body);
+  boost::asio::awaitable<void> SetTimeout(HttpExchange& ex, const std::string& id,
+                                          const std::string& body);
   boost::asio::awaitable<void> List(HttpExchange& ex, bool paged);
   // Moves the sandbox's end (and its session's) to `end_at`; an error answer when it cannot.
-  boost::asio::awaitable<std::optional<HttpResponse>> MoveEnd(Sandbox& s, double end_at);
+  boost::asio::awaitable<std::optional<HttpResponse>> MoveEnd(const std::string& id,
+                                                              const std::string& client,
+                                                              double end_at);
   std::string SandboxJson(const Sandbox& s) const;
   std::string DetailJson(const Sandbox& s, bool listed) const;
 
