@@ -243,7 +243,7 @@ asio::awaitable<bool> SessionManager::Delete(const std::string& id, const std::s
 asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::SetExpiry(
     const std::string& id, const std::string& client, double expires_at) {
   SessionPtr s = co_await Find(id, client);
-  if (!s) co_return NotFound(id);
+  if (!s || s->ended) co_return NotFound(id);
   if (expires_at > s->hard_end) {
     co_return ApiError{409, "Session " + id + " can live until " +
                                 std::to_string(static_cast<int64_t>(s->hard_end)) +
