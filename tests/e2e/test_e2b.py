@@ -207,7 +207,14 @@ class E2bWireTest(E2bCase):
                               400, "at most")
             self.assertEqual(api.post_json(f"/sandboxes/{sid}/timeout", {"timeout": 30}).status,
                              204)
-            self.assert_error(api.post_json(f"/sandboxes/{sid}/pause", {}), 501, "pausing")
+            self.assert_error(api.post_json(f"/sandboxes/{sid}/pause", {}), 501, "pause")
+            for method, what in (("GET", "metrics"), ("PUT", "network"), ("POST", "fork"),
+                                 ("POST", "snapshots")):
+                body = None if method == "GET" else b"{}"
+                r = api.request(method, f"/sandboxes/{sid}/{what}", body=body,
+                                headers={"Content-Type": "application/json"})
+                self.assert_error(r, 501, what)
+            self.assert_error(api.get("/sandboxes/code-session-nope/metrics"), 404, "not found")
             self.assert_error(api.post_json(f"/sandboxes/{sid}/resume", {}), 409, "running")
         finally:
             self.assertEqual(api.delete(f"/sandboxes/{sid}").status, 204)

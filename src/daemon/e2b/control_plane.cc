@@ -135,6 +135,11 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
       {"POST", "/v2/sandboxes/{id}/connect"},
       {"POST", "/sandboxes/{id}/resume"},
       {"POST", "/sandboxes/{id}/pause"},
+      // E2B's, not this server's yet: 501 for a live sandbox, never the SDK's "not found".
+      {"GET", "/sandboxes/{id}/metrics"},
+      {"PUT", "/sandboxes/{id}/network"},
+      {"POST", "/sandboxes/{id}/fork"},
+      {"POST", "/sandboxes/{id}/snapshots"},
   };
   const Route* route = nullptr;
   std::string id;
@@ -150,8 +155,10 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
   const Sandbox* found = co_await Find(id, ex.client);
   if (found == nullptr) co_return co_await ex.Respond(NotFound(id));
   const std::string_view pattern = route->pattern;
-  if (method == "GET") co_return co_await ex.Respond(JsonResponse(200, DetailJson(*found, false)));
-  if (method == "DELETE") {
+  if (pattern == "/sandboxes/{id}" && method == "GET") {
+    co_return co_await ex.Respond(JsonResponse(200, DetailJson(*found, false)));
+  }
+  if (pattern == "/sandboxes/{id}") {  // DELETE
     sandboxes_.erase(id);
     co_await sessions_.Delete(id, ex.client);
     spdlog::info("e2b sandbox {} killed", id);
@@ -162,7 +169,10 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
   if (pattern.ends_with("/resume")) {
     co_return co_await ex.Respond(ErrorBody(409, "sandbox '" + id + "' is already running"));
   }
-  co_await ex.Respond(ErrorBody(501, "pausing sandboxes is not supported by this server yet"));
+  const std::string_view what = pattern.substr(pattern.rfind('/') + 1);
+  co_await ex.Respond(ErrorBody(501, "sandboxes' " + std::string(what) + " (E2B's " + method + " " +
+                                         std::string(pattern) +
+                                         ") is not supported by this server yet"));
 }
 
 boost::asio::awaitable<void> ControlPlane::Create(HttpExchange& ex, const std::string& body) {
