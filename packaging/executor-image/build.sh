@@ -32,8 +32,8 @@ MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 CACHE_DIR="${CACHE_DIR:-/var/cache/code-interpreter}"
 PACKAGES=(python3 python3-numpy python3-pandas python3-matplotlib python3-openpyxl
           golang-go bash tar coreutils)
-# 65532 is the sandbox uid/gid (SandboxSpec); the image does not need a passwd entry for it, but
-# tools that print the user name are friendlier with one.
+# 65532 is the sandbox uid/gid (SandboxSpec), user `user`; the image does not need a passwd entry
+# for it, but tools that print the user name are friendlier with one.
 SANDBOX_ID=65532
 DOCKER="${DOCKER:-/usr/bin/docker}"
 
@@ -47,7 +47,7 @@ AGENT_WIRE="$(sed -n 's/.*kWireVersion = \([0-9]*\);.*/\1/p' "$REPO/src/agent/ag
 [ -n "$AGENT_WIRE" ] || { echo "no kWireVersion in src/agent/agent_wire.h" >&2; exit 1; }
 
 GO_STD="$REPO/scripts/go-std.sh"
-base_key="$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" "recipe-v3" "$(sha256sum <"$GO_STD")" |
+base_key="$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" "recipe-v4" "$(sha256sum <"$GO_STD")" |
   sha256sum | cut -c1-16)"
 base="$CACHE_DIR/executor-base-$base_key.tar"
 mkdir -p "$CACHE_DIR"
@@ -87,11 +87,13 @@ if [ ! -s "$base" ] || [ ! -s "$base.end" ] || [ "${FORCE:-0}" = 1 ]; then
   echo "bootstrapping $SUITE minbase with: ${PACKAGES[*]}" >&2
   include="$(IFS=,; echo "${PACKAGES[*]}")"
   "$REPO/scripts/debian-root.sh" "$SUITE" "$MIRROR" "$root" "$include" >&2
-  mkdir -p "$root/workspace"
+  mkdir -p "$root/workspace" "$root/home"
   chmod 0755 "$root/workspace"
-  grep -q "^sandbox:" "$root/etc/passwd" ||
-    echo "sandbox:x:$SANDBOX_ID:$SANDBOX_ID:sandbox:/tmp:/usr/sbin/nologin" >>"$root/etc/passwd"
-  grep -q "^sandbox:" "$root/etc/group" || echo "sandbox:x:$SANDBOX_ID:" >>"$root/etc/group"
+  # The sandbox user's home (E2B's /home/user) is the workspace under a second name.
+  ln -sfn /workspace "$root/home/user"
+  grep -q "^user:" "$root/etc/passwd" ||
+    echo "user:x:$SANDBOX_ID:$SANDBOX_ID:user:/home/user:/bin/bash" >>"$root/etc/passwd"
+  grep -q "^user:" "$root/etc/group" || echo "user:x:$SANDBOX_ID:" >>"$root/etc/group"
   # Go (`language: go`): the standard library compiled without cgo where the sandbox's build
   # looks for it (scripts/go-std.sh, by the image's own toolchain: the paths and build ids must
   # be the image's). Debian's precompiled copy (built with cgo) is then never used: removed.

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "container/exec_process.h"
 #include "container/interpreter_relay.h"
 #include "container/sandbox_counters.h"
 #include "container/sandbox_shell.h"
@@ -74,7 +75,8 @@ asio::awaitable<void> WriteProgramStdin(std::shared_ptr<ProgramRun> run,
 }
 
 asio::awaitable<void> KillFromAnExec(Container c, std::string background) {
-  Status k = co_await KillSandboxProcesses(c, c.session ? &background : nullptr);
+  const std::string* spared = c.session ? &background : nullptr;
+  Status k = co_await KillSandboxProcesses(c, spared);
   if (!k.ok()) spdlog::warn("{}: {}", c.short_id(), k.message());
 }
 
@@ -174,6 +176,23 @@ class ExecSandbox final : public Sandbox {
     if (payload.call) co_return co_await ServeCall(std::move(payload), std::move(sink));
     if (payload.background) co_return co_await StartBackground(payload);
     co_return co_await RunProgram(std::move(payload), std::move(sink));
+  }
+
+  asio::awaitable<Result<std::unique_ptr<SandboxProcess>>> Spawn(ProcessSpec spec) override {
+    if (killed_) co_return Status::Error("sandbox killed");
+    if (!c_.session) co_return Status::Error("processes need a session sandbox");
+    auto started = co_await StartExecProcess(c_, std::move(spec));
+    if (started.ok()) background_.push_back((*started)->pid());  // spared by the runs' kills
+    co_return started;
+  }
+
+  asio::awaitable<Status> Signal(uint32_t pid, int signal) override {
+    if (killed_) co_return Status::Error("sandbox killed");
+    CaptureOptions o;
+    o.hold = Hold();
+    auto sent = co_await CaptureExec(c_, SignalArgv(pid, signal), o);
+    if (!sent.ok()) co_return sent.status().Context("signalling the process");
+    co_return sent->read;
   }
 
   asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override {

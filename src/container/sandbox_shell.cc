@@ -77,6 +77,21 @@ std::vector<std::string> BackgroundStartArgv(const std::vector<std::string>& pro
   return argv;
 }
 
+std::vector<std::string> ProcessStartArgv(const std::string& cwd,
+                                          const std::vector<std::string>& env,
+                                          const std::vector<std::string>& program) {
+  std::vector<std::string> argv = {"/bin/bash",  "-c", std::string(programs::kProcessStart),
+                                   "ci-process", cwd,  std::to_string(env.size())};
+  argv.insert(argv.end(), env.begin(), env.end());
+  argv.insert(argv.end(), program.begin(), program.end());
+  return argv;
+}
+
+std::vector<std::string> SignalArgv(uint32_t pid, int signal) {
+  return {"/bin/bash", "-c", "kill -s \"$0\" -- \"-$1\" 2>/dev/null; exit 0",
+          std::to_string(signal), std::to_string(pid)};
+}
+
 // kill(-1) never reaches the namespace's init, nor the caller. PID 1 is our `sleep` (no
 // docker-init, see container_config.cc), so the container and its tmpfs workspace survive for
 // Collect. No pkill needed in the image: the shell's kill builtin does it.

@@ -62,6 +62,15 @@ std::vector<std::string> InlineFilesArgv(const std::string& wrapper,
 // A session's background program: started in a session of its own, its pid printed.
 std::vector<std::string> BackgroundStartArgv(const std::vector<std::string>& program);
 
+// A session's process (core/executor.h ProcessSpec): prints "pid N" (or "error: ...") on its
+// stdout first, then runs the program in `cwd` with exactly `env`.
+std::vector<std::string> ProcessStartArgv(const std::string& cwd,
+                                          const std::vector<std::string>& env,
+                                          const std::vector<std::string>& program);
+
+// Signals the process group `pid` (a session's process) as the sandbox user; it ended: no error.
+std::vector<std::string> SignalArgv(uint32_t pid, int signal);
+
 // Kills every process of the sandbox user but PID 1; in a session (`background` = the background
 // programs' pids) those programs' sessions are spared.
 std::vector<std::string> KillArgv(const std::string* background);

@@ -102,6 +102,34 @@ struct Collection {
 
 // What the isolation layer saw, read after the sandbox is gone (cgroup events and peaks).
 
+// A process started in a session sandbox beside its runs (E2B's processes): in a session of its
+// own, spared by the runs' kills like a background program, alive until it exits or the sandbox
+// ends. Its pid is the sandbox's (as `ps` inside shows it).
+struct ProcessSpec {
+  std::vector<std::string> argv;  // argv[0] is looked up in the PATH of `env`
+  std::vector<std::string> env;   // the whole environment ("KEY=value")
+  std::string cwd;
+  bool stdin = false;  // false: it reads EOF at once
+};
+
+struct ProcessEnd {
+  std::optional<int> exit_code;  // it exited
+  std::optional<int> signal;     // a signal killed it
+  std::string error;             // neither is known: why (the sandbox ended under it)
+};
+
+class SandboxProcess {
+ public:
+  virtual ~SandboxProcess() = default;
+  virtual uint32_t pid() const = 0;
+  // Streams its output to `sink` until it ended and its output did (output of what it left
+  // behind is waited for a moment, not to its end); once.
+  virtual asio::awaitable<ProcessEnd> Wait(OutputSink sink) = 0;
+  // EPIPE-like failures once it closed its stdin or ended are errors of this call only.
+  virtual asio::awaitable<Status> WriteStdin(std::string data) = 0;
+  virtual void CloseStdin() = 0;
+};
+
 // An execution sandbox serves one Run; a session sandbox (SandboxSpec::session_expires_at) serves
 // Runs one after the other, and Collect at any point between them. When a program ends or times
 // out, every process it left behind is killed; only background programs (RunPayload::background)
@@ -121,6 +149,16 @@ class Sandbox {
   // Immediate, non-blocking kill of everything (client gone, daemon shutting down). Run/Collect
   // in flight then complete with an error; Destroy must still be awaited.
   virtual void Kill() = 0;
+  // Session sandboxes: starts a process (ProcessSpec) between runs, and signals its process
+  // group by its pid (ok when it has already ended and was reaped: nothing to signal).
+  virtual asio::awaitable<Result<std::unique_ptr<SandboxProcess>>> Spawn(ProcessSpec spec) {
+    (void)spec;
+    co_return Status::Error("this backend's sandboxes do not start processes");
+  }
+  virtual asio::awaitable<Status> Signal(uint32_t pid, int signal) {
+    (void)pid, (void)signal;
+    co_return Status::Error("this backend's sandboxes do not start processes");
+  }
   // False once the sandbox is known to be gone while idle (its init exited): a warm pool then
   // replaces it instead of handing it out. Non-blocking; true when a backend cannot tell.
   virtual bool Alive() const { return true; }

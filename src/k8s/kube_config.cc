@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "k8s/base64.h"
+#include "core/base64.h"
 #include "k8s/config_file.h"
 
 namespace ci::k8s {

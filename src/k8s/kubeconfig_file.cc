@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "k8s/base64.h"
+#include "core/base64.h"
 #include "k8s/config_file.h"
 #include "k8s/kube_config.h"
 #include "k8s/yaml_tree.h"

@@ -25,11 +25,19 @@ class CheckCoroutinesTest(unittest.TestCase):
                      "co_await g(std::vector<int>{1});"):
             self.assertEqual(len(self.found(code)), 1, code)
 
+    def test_conditional_operators_are_found(self):
+        for code in ("Result<Frame> r = ok ? co_await Read(sd) : sent;",
+                     "co_await ex.Respond(streaming ? StreamError(c) : Error(c));",
+                     "co_await Wait(closed ? kBackoff : std::chrono::seconds(1));"):
+            self.assertEqual(len(self.found(code)), 1, code)
+
     def test_named_values_strings_and_comments_pass(self):
         for code in ("HttpResponse r{204};\nco_await ex.Respond(std::move(r));",
                      "co_await ex.Respond(ErrorBody(400, \"use {x} or (, {y})\"));",
                      "co_await f(x);  // not f(X{1})\nint y{2};",
-                     "if (auto f = co_await c.Start(req)) { return; }"):
+                     "if (auto f = co_await c.Start(req)) { return; }",
+                     "if (auto f = co_await c.Start(req)) { return f ? 1 : 2; }",
+                     "co_await ex.Respond(ErrorBody(400, \"why? because\"));"):
             self.assertEqual(self.found(code), [], code)
 
 

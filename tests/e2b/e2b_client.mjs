@@ -78,14 +78,87 @@ const scenarios = {
     await attempt('auto_pause', async () => (await Sandbox.create('base', { lifecycle: { onTimeout: 'pause' } })).sandboxId)
     await attempt('too_long', async () => (await Sandbox.create('base', { timeoutMs: 90_000_000 })).sandboxId)
   },
-  // The sandbox plane so far: health, and a clear refusal of what is not there yet.
+  // The sandbox plane's health, and a clear refusal of what is not there yet.
   async sandbox_plane() {
     const sbx = await Sandbox.create('base', { timeoutMs: 60_000 })
     await attempt('running', async () => ({ running: await sbx.isRunning() }))
-    await attempt('command', async () => ({ result: await sbx.commands.run('true') }))
     await attempt('read', async () => ({ text: await sbx.files.read('/home/user/x') }))
     await Sandbox.kill(sbx.sandboxId)
     await attempt('running_after_kill', async () => ({ running: await sbx.isRunning() }))
+  },
+  // Commands: exit codes, env and cwd, streamed output; a background process listed, fed stdin,
+  // connected to from a second client and killed; a command past its timeout.
+  async commands() {
+    const sbx = await Sandbox.create('base', { timeoutMs: 120_000, envs: { FROM_CREATE: 'c' } })
+    const result = (r) => ({ exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr, error: r.error })
+    const run = async (cmd, opts) => {
+      try {
+        return result(await sbx.commands.run(cmd, opts))
+      } catch (e) {
+        return { ...(e.exitCode !== undefined ? result(e) : {}), ...failure(e) }
+      }
+    }
+    await attempt('run', () => run('echo out; echo err >&2; pwd; echo $USER $HOME $FROM_CREATE $MINE', { envs: { MINE: 'm' } }))
+    await attempt('cwd', () => run('pwd; echo x > made; ls', { cwd: '/tmp' }))
+    await attempt('relative_cwd', () => run('mkdir -p sub && cd sub && pwd'))
+    await attempt('exit_code', () => run('echo before; exit 3'))
+    await attempt('no_cwd', () => run('pwd', { cwd: '/no/such/dir' }))
+    await attempt('root', () => run('id', { user: 'root' }))
+    await attempt('streams', async () => {
+      const out = []
+      const err = []
+      await sbx.commands.run('for i in 1 2 3; do echo $i; sleep 0.2; done; echo e >&2', {
+        onStdout: (d) => out.push(d), onStderr: (d) => err.push(d),
+      })
+      return { out, err }
+    })
+    const bg = await sbx.commands.run('read line; echo got:$line; exec sleep 600', { background: true, stdin: true, timeoutMs: 0 })
+    print({ step: 'background', pid: bg.pid })
+    await attempt('list', async () => ({ processes: (await sbx.commands.list()).map((p) => ({ pid: p.pid, cmd: p.cmd, args: p.args })) }))
+    await attempt('stdin', async () => {
+      await sbx.commands.sendStdin(bg.pid, 'abc\n')
+      for (let i = 0; i < 100 && !bg.stdout.includes('got:'); i++) await new Promise((r) => setTimeout(r, 50))
+      return { stdout: bg.stdout }
+    })
+    await attempt('connect', async () => {
+      const second = await Sandbox.connect(sbx.sandboxId)
+      const handle = await second.commands.connect(bg.pid)
+      const listed = (await second.commands.list()).map((p) => p.pid)
+      await handle.disconnect()
+      return { pid: handle.pid, listed }
+    })
+    await attempt('kill', async () => ({ killed: await sbx.commands.kill(bg.pid) }))
+    await attempt('killed', async () => {
+      try {
+        return result(await bg.wait())
+      } catch (e) {
+        return { ...failure(e), exitCode: e.exitCode, stdout: e.stdout }
+      }
+    })
+    await attempt('kill_again', async () => ({ killed: await sbx.commands.kill(bg.pid) }))
+    await attempt('list_after', async () => ({ pids: (await sbx.commands.list()).map((p) => p.pid) }))
+    await attempt('timeout', async () => {
+      const t0 = Date.now()
+      const r = await run('sleep 30', { timeoutMs: 1_000 })
+      return { ...r, ms: Date.now() - t0 }
+    })
+    await attempt('list_end', async () => {  // the kill at the lifetime is the daemon's, meanwhile
+      let pids = []
+      for (let i = 0; i < 100; i++) {
+        pids = (await sbx.commands.list()).map((p) => p.pid)
+        if (pids.length === 0) break
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      return { pids }
+    })
+    await Sandbox.kill(sbx.sandboxId)
+  },
+  // A sandbox with a background process (`sleep 600`), both left running (printed).
+  async keep_process() {
+    const sbx = await Sandbox.create('base', { timeoutMs: 300_000 })
+    const bg = await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 })
+    await bg.disconnect()
+    print({ step: 'create', sandboxId: sbx.sandboxId, pid: bg.pid })
   },
   // Three sandboxes listed two per page.
   async paging(tag) {

@@ -806,7 +806,9 @@ class FakeCluster:
             raise RuntimeError(f"no agent at {agent} for the fake's images (ninja builds it)")
         self.server = FakeServer(os.path.join(self.tmpdir, "state"), "--verbose",
                                  "--seccomp-root", seccomp_root,
-                                 "--image-file", f"{FAKE_IMAGE_AGENT}={agent}", log=self.log)
+                                 "--image-file", f"{FAKE_IMAGE_AGENT}={agent}",
+                                 # as packaging/executor-image/build.sh makes it
+                                 "--image-link", "/home/user=/workspace", log=self.log)
         self.stopped = False
 
     def start(self):

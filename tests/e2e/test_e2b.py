@@ -109,14 +109,29 @@ class E2bControlPlaneTest(E2bCase):
             self.assertEqual(self.api().delete(f"/sandboxes/{sid}").status, 204)
 
 
+def envelope(message, flags=0):
+    """One Connect envelope: [flags u8][length u32 big-endian][message]."""
+    data = message if isinstance(message, bytes) else json.dumps(message).encode()
+    return bytes([flags]) + len(data).to_bytes(4, "big") + data
+
+
+def envelopes(body):
+    """A Connect stream's envelopes as (flags, JSON) pairs."""
+    out = []
+    while body:
+        n = int.from_bytes(body[1:5], "big")
+        out.append((body[0], json.loads(body[5:5 + n])))
+        body = body[5 + n:]
+    return out
+
+
 class E2bSandboxPlaneTest(E2bCase):
     def test_health_and_what_is_not_there_yet(self):
         s = self.sdk("sandbox_plane")
         self.assertEqual(s["running"].get("running"), True, s["running"])
         self.assertEqual(s["running_after_kill"].get("running"), False, s["running_after_kill"])
-        for step in ("command", "read"):
-            self.assertIn("error", s[step], s[step])
-            self.assertIn("not implemented by this server yet", s[step]["message"], s[step])
+        self.assertIn("error", s["read"], s["read"])
+        self.assertIn("not implemented by this server yet", s["read"]["message"], s["read"])
 
     def test_the_token_is_the_key(self):
         r = self.api().post_json("/v2/sandboxes", {"templateID": "base", "timeout": 60})
@@ -135,18 +150,138 @@ class E2bSandboxPlaneTest(E2bCase):
                 self.assertEqual(call("GET", "/health", wrong).status, 502, wrong)
                 r = call("POST", "/process.Process/List", wrong, b"{}")
                 self.assertEqual((r.status, r.json["code"]), (404, "not_found"), wrong)
-            r = call("POST", "/process.Process/Start", {"X-Access-Token": token}, b"\0\0\0\0\2{}",
+            r = call("POST", "/process.Process/Start", {"X-Access-Token": token}, envelope({}),
                      "application/connect+json")
             # A streaming RPC's error is its stream's end: [0x02][u32 length][JSON].
-            self.assertEqual((r.status, r.body[:1]), (200, b"\2"), r.body)
-            end = json.loads(r.body[5:5 + int.from_bytes(r.body[1:5], "big")])
-            self.assertEqual(end["error"]["code"], "unimplemented", end)
+            self.assertEqual(r.status, 200, r.body)
+            [(flags, end)] = envelopes(r.body)
+            self.assertEqual((flags, end["error"]["code"]), (2, "invalid_argument"), end)
             r = call("POST", "/process.Process/List", {"X-Access-Token": token}, b"{}")
-            self.assertEqual((r.status, r.json["code"]), (501, "unimplemented"), r.body)
+            self.assertEqual((r.status, r.json), (200, {"processes": []}), r.body)
             r = call("GET", "/files?path=%2Fhome%2Fuser%2Fa", {"X-Access-Token": token})
             self.assertEqual((r.status, r.json["code"]), (501, 501), r.body)
             # Without the header, /health is the daemon's own.
             self.assertEqual(plane.get("/health").status, 200)
+        finally:
+            self.assertEqual(self.api().delete(f"/sandboxes/{sid}").status, 204)
+
+
+class E2bProcessTest(E2bCase):
+    """envd's process.Process: through the SDK, and what the SDK never sends."""
+
+    def test_commands(self):
+        s = self.sdk("commands")
+        self.assertEqual(s["run"], {"step": "run", "exitCode": 0, "stderr": "err\n",
+                                    "stdout": "out\n/home/user\nuser /home/user c m\n"})
+        self.assertEqual(s["cwd"]["stdout"], "/tmp\nmade\n")
+        self.assertEqual(s["relative_cwd"]["stdout"], "/home/user/sub\n")
+        self.assertEqual((s["exit_code"]["error"], s["exit_code"]["exitCode"],
+                          s["exit_code"]["stdout"]), ("CommandExitError", 3, "before\n"))
+        self.assertEqual(s["no_cwd"]["error"], "InvalidArgumentError", s["no_cwd"])
+        self.assertIn("/no/such/dir", s["no_cwd"]["message"])
+        self.assertIn("permission_denied", s["root"]["message"])
+        self.assertEqual((s["streams"]["out"], s["streams"]["err"]), (["1\n", "2\n", "3\n"],
+                                                                        ["e\n"]))
+        pid = s["background"]["pid"]
+        self.assertEqual(s["list"]["processes"], [
+            {"pid": pid, "cmd": "/bin/bash",
+             "args": ["-l", "-c", "read line; echo got:$line; exec sleep 600"]}])
+        self.assertEqual(s["stdin"]["stdout"], "got:abc\n")
+        self.assertEqual(s["connect"], {"step": "connect", "pid": pid, "listed": [pid]})
+        self.assertEqual(s["kill"]["killed"], True)
+        self.assertEqual((s["killed"]["error"], s["killed"]["exitCode"]), ("CommandExitError", -1))
+        self.assertEqual(s["kill_again"]["killed"], False)
+        self.assertEqual(s["list_after"]["pids"], [])
+        # Connect-Timeout-Ms is the process's lifetime: it is killed, and the client gives up.
+        self.assertEqual(s["timeout"]["error"], "TimeoutError", s["timeout"])
+        self.assertLess(s["timeout"]["ms"], 10_000)
+        self.assertEqual(s["list_end"]["pids"], [])
+
+    def plane(self, sid, token):
+        plane = Client(self.host, self.port)
+
+        def call(method, body, streaming=False):
+            headers = {"E2b-Sandbox-Id": sid, "X-Access-Token": token,
+                       "Content-Type": "application/connect+json" if streaming
+                       else "application/json"}
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            return plane.request("POST", f"/process.Process/{method}", body=data,
+                                 headers=headers)
+        return call
+
+    def test_a_process_outlives_session_calls_and_their_kills(self):
+        s = self.sdk("keep_process")
+        sid, pid = s["create"]["sandboxId"], s["create"]["pid"]
+        token = self.api().get(f"/sandboxes/{sid}").json["envdAccessToken"]
+        call = self.plane(sid, token)
+        try:
+            # The same sandbox as a session of the key: a call past its timeout kills what it
+            # started, and spares the E2B process.
+            onyx = Client(self.host, self.port, headers={"Authorization": f"Bearer {ALICE}"})
+            r = onyx.post_json(f"/v1/sessions/{sid}/bash", {"cmd": "sleep 30 & sleep 30",
+                                                            "timeout_ms": 500})
+            self.assertEqual(r.status, 200, r.body)
+            r = call("List", {})
+            self.assertEqual([p["pid"] for p in r.json["processes"]], [pid], r.body)
+            r = onyx.post_json(f"/v1/sessions/{sid}/bash", {"cmd": f"kill -0 {pid} && echo alive"})
+            self.assertIn("alive", r.json["stdout"], r.body)
+            r = call("SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGTERM"})
+            self.assertEqual((r.status, r.json), (200, {}), r.body)
+        finally:
+            self.assertEqual(self.api().delete(f"/sandboxes/{sid}").status, 204)
+
+    def test_what_the_sdk_never_sends(self):
+        r = self.api().post_json("/v2/sandboxes", {"templateID": "base", "timeout": 60})
+        sid, token = r.json["sandboxID"], r.json["envdAccessToken"]
+        call = self.plane(sid, token)
+        start = {"process": {"cmd": "/bin/true"}}
+        try:
+            for body, says in ((envelope(start, flags=1), "compressed"),
+                               (envelope(start)[:-1], "bytes"),
+                               (envelope(start) * 2, "one message"),
+                               (envelope(start, flags=2), "flags"),
+                               (b"\0\0", "envelope"),
+                               (envelope(b"{"), "not JSON"),
+                               (envelope([1]), "object"),
+                               (envelope({"process": {"cmd": 5}}), "process.cmd"),
+                               (envelope({"process": {"cmd": "x", "args": "y"}}), "process.args"),
+                               (envelope({"process": {"cmd": "x", "envs": {"A=B": "c"}}}), "A=B"),
+                               (envelope({"process": {"cmd": "x"}, "pty": {}}), "PTY")):
+                with self.subTest(says=says):
+                    r = call("Start", body, streaming=True)
+                    self.assertEqual(r.status, 200, r.body)
+                    [(flags, end)] = envelopes(r.body)
+                    self.assertEqual(flags, 2)
+                    self.assertIn(says, end["error"]["message"])
+            for method, body, status, code, says in (
+                    ("List", b"{", 400, "invalid_argument", "not JSON"),
+                    ("SendInput", {"process": {"pid": 999999}, "input": {"stdin": "eA=="}}, 404,
+                     "not_found", "999999"),
+                    ("SendInput", {"process": {"pid": 1}, "input": {"stdin": "%%%"}}, 400,
+                     "invalid_argument", "base64"),
+                    ("SendSignal", {"process": {"tag": "nope"}, "signal": "SIGNAL_SIGKILL"}, 404,
+                     "not_found", "nope"),
+                    ("SendSignal", {"process": {"pid": 2}, "signal": "SIGNAL_UNSPECIFIED"}, 400,
+                     "invalid_argument", "signal"),
+                    ("SendSignal", {"process": {}}, 400, "invalid_argument", "pid nor a tag"),
+                    ("CloseStdin", {"process": {"pid": "x"}}, 400, "invalid_argument", "pid"),
+                    ("Update", {}, 501, "unimplemented", "PTY"),
+                    ("Frobnicate", {}, 501, "unimplemented", "Frobnicate")):
+                with self.subTest(method=method, says=says):
+                    r = call(method, body)
+                    self.assertEqual((r.status, r.json["code"]), (status, code), r.body)
+                    self.assertIn(says, r.json["message"])
+            r = call("Connect", envelope({"process": {"pid": 999999}}), streaming=True)
+            self.assertEqual(envelopes(r.body)[0][1]["error"]["code"], "not_found", r.body)
+            # The stream of a quick process: its start, its output, its end, the end of stream.
+            r = call("Start", envelope({"process": {"cmd": "/bin/sh", "args": ["-c", "echo hi"]}}),
+                     streaming=True)
+            events = envelopes(r.body)
+            self.assertEqual(events[-1], (2, {}), r.body)
+            self.assertIn("start", events[0][1]["event"])
+            self.assertEqual(events[1][1]["event"], {"data": {"stdout": "aGkK"}})
+            self.assertEqual(events[-2][1]["event"]["end"],
+                             {"exitCode": 0, "exited": True, "status": "exit status 0"})
         finally:
             self.assertEqual(self.api().delete(f"/sandboxes/{sid}").status, 204)
 

@@ -80,7 +80,8 @@ class FakeApiServer:
         self.token = args.token or secrets.token_hex(16)
         self.store = Store(args.watch_history)
         self.node = Node(self.store, args.state_dir, args.pod_pids_limit, args.seccomp_root,
-                         args.pod_network, dict(args.image_file or []))
+                         args.pod_network, dict(args.image_file or []),
+                         dict(args.image_link or []))
         self.namespaces = set(args.namespace or ["default"]) | {"default", "kube-system"}
         self.restricted = set(args.restricted or [])
         self.denied = set(args.deny or [])  # "verb:resource", e.g. "create:pods"
@@ -520,6 +521,16 @@ def image_file(text):
     return inside, os.path.abspath(host)
 
 
+def image_link(text):
+    """--image-link's PATH=TARGET: a symbolic link every image carries (outside IMAGE_DIRS)."""
+    inside, sep, target = text.partition("=")
+    top = inside.split("/")[1] if inside.startswith("/") else ""
+    if not sep or not top or top in IMAGE_DIRS or not target:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: want /PATH=TARGET, PATH outside /{', /'.join(IMAGE_DIRS)}")
+    return inside, target
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
@@ -551,6 +562,9 @@ def main():
     p.add_argument("--image-file", action="append", type=image_file, metavar="PATH=HOST_FILE",
                    help="a file every image carries at PATH besides the host's /usr, /etc, /opt "
                         "and /var (repeatable), e.g. the agent of the executor image")
+    p.add_argument("--image-link", action="append", type=image_link, metavar="PATH=TARGET",
+                   help="a symbolic link every image carries at PATH (repeatable), e.g. the "
+                        "executor image's /home/user -> /workspace")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
     if os.geteuid() != 0:

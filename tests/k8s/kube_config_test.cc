@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "k8s/base64.h"
+#include "core/base64.h"
 #include "scratch_dir.h"
 
 namespace ci::k8s {

@@ -37,7 +37,7 @@ show("cgroup", open("/proc/self/cgroup").read().replace("\n", ";"))
 show("cwd", os.getcwd()); show("home", os.environ.get("HOME"))
 show("sys", os.listdir("/sys")); show("masked", [open(p).read() for p in ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sysrq-trigger") if os.path.exists(p)])
 show("marker", os.path.exists(os.environ["MARKER"]))
-show("passwd", open("/etc/passwd").read().count("sandbox:x:65532:65532"))
+show("passwd", open("/etc/passwd").read().count("user:x:65532:65532"))
 show("devnull", open("/dev/null", "w").write("x"))
 )PY";
 

@@ -27,8 +27,8 @@ PYTHON_PACKAGES = ["python3-minimal", "python3.11-minimal", "libpython3.11-minim
                    "libpython3.11-stdlib"]
 # The sandbox user, for what looks its name up (the full image has it too).
 ETC = {"passwd": "root:x:0:0:root:/root:/bin/bash\n"
-                 "sandbox:x:65532:65532:sandbox:/tmp:/usr/sbin/nologin\n",
-       "group": "root:x:0:\nsandbox:x:65532:\n"}
+                 "user:x:65532:65532:user:/home/user:/bin/bash\n",
+       "group": "root:x:0:\nuser:x:65532:\n"}
 SKIP = ("/usr/share/doc/", "/usr/share/man/", "/usr/share/info/", "/usr/share/locale/",
         "/usr/share/lintian/", "/usr/share/bash-completion/")
 TOP_LINKS = ("bin", "sbin", "lib", "lib64")  # symlinks into /usr on a merged-/usr system

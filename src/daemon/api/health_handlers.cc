@@ -56,7 +56,8 @@ asio::awaitable<void> ApiHandlers::Ready(HttpExchange& ex, const std::string&) {
                       ? **result
                       : Status::Error("backend check did not answer within " +
                                       std::to_string(config_.backend_check_timeout_sec) + " s");
-  co_await ex.Respond(JsonResponse(status.ok() ? 200 : 503, HealthJson(Info(status))));
+  const int code = status.ok() ? 200 : 503;
+  co_await ex.Respond(JsonResponse(code, HealthJson(Info(status))));
 }
 
 asio::awaitable<void> ApiHandlers::MetricsText(HttpExchange& ex, const std::string&) {

@@ -5,7 +5,11 @@
 namespace ci::daemon {
 
 E2bFront::E2bFront(const Config& config, SessionManager& sessions, const SandboxSpec& spec)
-    : config_(config), sessions_(sessions), control_(sessions, spec) {}
+    : config_(config),
+      sessions_(sessions),
+      spec_(spec),
+      control_(sessions, spec),
+      processes_(sessions) {}
 
 bool E2bFront::Claims(const HttpRequestHead& head) const {
   return e2b::IsSandboxPlane(head) || e2b::ControlPlane::Claims(head.path);
@@ -13,7 +17,10 @@ bool E2bFront::Claims(const HttpRequestHead& head) const {
 
 boost::asio::awaitable<void> E2bFront::Handle(HttpExchange& ex) {
   // The sandbox plane authenticates by the sandbox's own token, not by an API key.
-  if (e2b::IsSandboxPlane(ex.head())) co_return co_await e2b::HandleSandboxPlane(ex, control_);
+  if (e2b::IsSandboxPlane(ex.head())) {
+    co_return co_await e2b::HandleSandboxPlane(ex, control_, processes_, spec_,
+                                               config_.max_request_body_mb << 20);
+  }
   if (keys_ != nullptr) {
     // X-API-KEY as E2B's SDKs send it; a bearer key as the daemon's other fronts take it.
     std::optional<std::string_view> key = ex.head().Header("x-api-key");

@@ -6,6 +6,7 @@
 
 #include "daemon/config/config.h"
 #include "daemon/e2b/control_plane.h"
+#include "daemon/e2b/process_table.h"
 #include "daemon/front/front.h"
 
 namespace ci::daemon {
@@ -21,7 +22,9 @@ class E2bFront final : public Front {
  private:
   const Config& config_;
   SessionManager& sessions_;
+  const SandboxSpec& spec_;
   e2b::ControlPlane control_;
+  e2b::ProcessTable processes_;
   ApiKeys* keys_ = nullptr;
 };
 

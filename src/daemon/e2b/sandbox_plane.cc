@@ -1,49 +1,33 @@
 #include "daemon/e2b/sandbox_plane.h"
 
 #include "core/json.h"
+#include "daemon/e2b/connect_rpc.h"
+#include "daemon/e2b/process_rpcs.h"
 
 namespace ci::daemon::e2b {
 namespace {
 
-// Connect's error shape, which envd's RPC clients read ({"code": "<name>", "message"}).
-HttpResponse ConnectError(int status, std::string_view code, std::string_view message) {
-  return JsonResponse(status, JsonText([&](JsonWriter& w) {
-                        w.StartObject();
-                        WriteField(w, "code", code);
-                        WriteField(w, "message", message);
-                        w.EndObject();
-                      }));
-}
-
-// Server-streaming RPCs carry their error in the stream's end (Connect's EndStreamResponse,
-// flags 0x02), under 200: a status alone reaches the SDK without the message.
-bool IsStreamingRpc(std::string_view path) {
-  return path == "/process.Process/Start" || path == "/process.Process/Connect" ||
-         path == "/filesystem.Filesystem/WatchDir";
-}
-
-HttpResponse ConnectStreamError(std::string_view code, std::string_view message) {
-  const std::string json = JsonText([&](JsonWriter& w) {
-    w.StartObject();
-    w.Key("error");
-    w.StartObject();
-    WriteField(w, "code", code);
-    WriteField(w, "message", message);
-    w.EndObject();
-    w.EndObject();
-  });
-  HttpResponse r;
-  r.content_type = "application/connect+json";
-  r.body.push_back('\x02');
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    r.body.push_back(static_cast<char>((json.size() >> shift) & 0xff));
-  }
-  r.body += json;
-  return r;
-}
-
 bool IsRpc(std::string_view path) {
-  return path.starts_with("/process.Process/") || path.starts_with("/filesystem.Filesystem/");
+  return IsProcessRpc(path) || path.starts_with("/filesystem.Filesystem/");
+}
+
+bool IsStreamingRpc(std::string_view path) {
+  return IsStreamingProcessRpc(path) || path == "/filesystem.Filesystem/WatchDir";
+}
+
+// What every process of the sandbox starts with: the sandbox's environment, its user's, and the
+// envVars it was created with.
+std::vector<std::string> ProcessEnv(const SandboxSpec& spec, const ControlPlane::Sandbox& s) {
+  std::vector<std::string> env = spec.env.empty() ? DefaultSandboxEnv() : spec.env;
+  std::erase_if(env, [](const std::string& e) { return e.starts_with("HOME="); });
+  env.push_back("HOME=" + std::string(kHome));
+  env.push_back("USER=user");
+  env.push_back("LOGNAME=user");
+  for (const auto& [k, v] : s.env_vars) {
+    std::erase_if(env, [&](const std::string& e) { return e.starts_with(k + "="); });
+    env.push_back(k + "=" + v);
+  }
+  return env;
 }
 
 }  // namespace
@@ -52,7 +36,9 @@ bool IsSandboxPlane(const HttpRequestHead& head) {
   return head.Header("e2b-sandbox-id").has_value();
 }
 
-boost::asio::awaitable<void> HandleSandboxPlane(HttpExchange& ex, ControlPlane& control) {
+boost::asio::awaitable<void> HandleSandboxPlane(HttpExchange& ex, ControlPlane& control,
+                                                ProcessTable& processes, const SandboxSpec& spec,
+                                                uint64_t max_body_bytes) {
   const HttpRequestHead& head = ex.head();
   const std::string id(head.Header("e2b-sandbox-id").value_or(""));
   const std::string_view token =
@@ -67,11 +53,16 @@ boost::asio::awaitable<void> HandleSandboxPlane(HttpExchange& ex, ControlPlane& 
     if (IsStreamingRpc(head.path)) {
       co_return co_await ex.Respond(ConnectStreamError("not_found", message));
     }
-    if (IsRpc(head.path)) co_return co_await ex.Respond(ConnectError(404, "not_found", message));
+    if (IsRpc(head.path)) co_return co_await ex.Respond(ConnectError("not_found", message));
     co_return co_await ex.Respond(ErrorBody(404, message));
   }
   ex.client = s->client;
   if (health) co_return co_await ex.Respond(NoContent());
+  if (IsProcessRpc(head.path)) {
+    const ProcessContext context{s->id, s->client, ProcessEnv(spec, *s), std::string(kHome),
+                                 max_body_bytes};
+    co_return co_await HandleProcessRpc(ex, context, processes);
+  }
   const std::string missing = head.method + " " + head.path +
                               " is not implemented by this server yet: E2B sandboxes run no "
                               "commands, files or code here so far (docs/e2b.md)";
@@ -79,7 +70,7 @@ boost::asio::awaitable<void> HandleSandboxPlane(HttpExchange& ex, ControlPlane& 
     co_return co_await ex.Respond(ConnectStreamError("unimplemented", missing));
   }
   if (IsRpc(head.path)) {
-    co_return co_await ex.Respond(ConnectError(501, "unimplemented", missing));
+    co_return co_await ex.Respond(ConnectError("unimplemented", missing));
   }
   co_await ex.Respond(ErrorBody(501, missing));
 }

@@ -291,8 +291,8 @@ struct Connection : HttpExchange {
           request = {};
           request.request_id = NewRequestId();
           close_after = true;
-          co_await Respond(ErrorResponse(ec == http::error::header_limit ? 431 : 400,
-                                         "Bad request: " + ec.message()));
+          const int status = ec == http::error::header_limit ? 431 : 400;
+          co_await Respond(ErrorResponse(status, "Bad request: " + ec.message()));
         }
         break;
       }
@@ -475,7 +475,8 @@ void HttpServer::Start() {
               continue;
             }
             const bool closed = state->CloseLongestIdle();
-            co_await state->WaitForRoom(closed ? kAcceptBackoff : std::chrono::seconds(1));
+            const auto backoff = closed ? kAcceptBackoff : std::chrono::seconds(1);
+            co_await state->WaitForRoom(backoff);
             continue;
           }
           tcp::socket socket =

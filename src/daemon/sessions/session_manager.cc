@@ -313,6 +313,27 @@ asio::awaitable<std::variant<RunOutcome, ApiError>> SessionManager::Bash(
   co_return std::move(run).value();
 }
 
+asio::awaitable<std::variant<std::unique_ptr<SandboxProcess>, ApiError>> SessionManager::Spawn(
+    const std::string& id, const std::string& client, ProcessSpec spec) {
+  SessionPtr s = co_await Acquire(id, client);
+  if (!s) co_return NotFound(id);
+  auto started = co_await s->sandbox->Spawn(std::move(spec));
+  Release(s);
+  if (s->ended) co_return EndedDuringCall(*s);
+  if (started.ok()) co_return std::move(*started);
+  if (started.status().gone()) co_return co_await EndGone(s, started.status());
+  co_return ApiError{400, started.status().message()};
+}
+
+asio::awaitable<std::optional<ApiError>> SessionManager::Signal(const std::string& id,
+                                                                const std::string& client,
+                                                                uint32_t pid, int signal) {
+  SessionPtr s = co_await Acquire(id, client);
+  if (!s) co_return NotFound(id);
+  Status sent = co_await s->sandbox->Signal(pid, signal);
+  co_return co_await EndCall(s, sent, "signal failed");
+}
+
 asio::awaitable<std::optional<ApiError>> SessionManager::EndCall(const SessionPtr& s,
                                                                  const Status& status,
                                                                  std::string_view what) {

@@ -87,6 +87,12 @@ class SessionManager {
                                                                    const std::string& client,
                                                                    SessionCall call,
                                                                    OutputSink sink);
+  // A process beside the session's calls (core/executor.h ProcessSpec), started between them:
+  // 400 naming why it did not start (no such cwd), 410 when the sandbox is gone.
+  asio::awaitable<std::variant<std::unique_ptr<SandboxProcess>, ApiError>> Spawn(
+      const std::string& id, const std::string& client, ProcessSpec spec);
+  asio::awaitable<std::optional<ApiError>> Signal(const std::string& id, const std::string& client,
+                                                  uint32_t pid, int signal);
   asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> Files(
       const std::string& id, const std::string& client);
   asio::awaitable<std::optional<ApiError>> Stage(const std::string& id, const std::string& client,

@@ -79,6 +79,8 @@ class LocalSandbox final : public Sandbox {
   asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override;
   asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override;
   asio::awaitable<ResourceReport> Destroy() override;
+  asio::awaitable<Result<std::unique_ptr<SandboxProcess>>> Spawn(ProcessSpec spec) override;
+  asio::awaitable<Status> Signal(uint32_t pid, int signal) override;
   void Kill() override;
   bool Alive() const override;
 

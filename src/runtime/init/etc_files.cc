@@ -24,12 +24,12 @@ SysError BuildHostEtc(const Plan& plan, const std::string& newroot) {
   CI_SYS_RETURN_IF_ERROR(
       WriteNewFile(etc + "/passwd",
                    "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-                   "sandbox:x:" +
+                   "user:x:" +
                        uid + ":" + gid +
-                       "::/tmp:/bin/sh\n"
+                       "::/home/user:/bin/bash\n"
                        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"));
   CI_SYS_RETURN_IF_ERROR(
-      WriteNewFile(etc + "/group", "root:x:0:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n"));
+      WriteNewFile(etc + "/group", "root:x:0:\nuser:x:" + gid + ":\nnogroup:x:65534:\n"));
   CI_SYS_RETURN_IF_ERROR(WriteNewFile(etc + "/hosts",
                                       "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n"
                                       "127.0.1.1\t" +

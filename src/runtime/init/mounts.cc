@@ -5,6 +5,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include "core/proc_masks.h"
 #include "runtime/init/mount_util.h"
 
@@ -24,8 +26,19 @@ SysError MountScratch(const Plan& plan, const std::string& newroot) {
                                         ",mode=0755,uid=" + std::to_string(plan.uid) +
                                         ",gid=" + std::to_string(plan.gid),
                                     MS_NOSUID | MS_NODEV));
-  return MountTmpfs(newroot + "/tmp", "size=" + std::to_string(plan.tmp_bytes) + ",mode=1777",
-                    MS_NOSUID | MS_NODEV);
+  CI_SYS_RETURN_IF_ERROR(MountTmpfs(newroot + "/tmp",
+                                    "size=" + std::to_string(plan.tmp_bytes) + ",mode=1777",
+                                    MS_NOSUID | MS_NODEV));
+  // /home/user, the sandbox user's home (E2B's), is the workspace under a second name: the same
+  // files within the same size. An image root whose /home has no user/ gets none.
+  const std::string home = newroot + "/home";
+  if (::mkdir(home.c_str(), 0755) != 0 && errno != EEXIST)
+    return SysFailErr(errno, "mkdir " + home);
+  const std::string user = home + "/user";
+  if (::mkdir(user.c_str(), 0755) != 0 && errno != EEXIST) {
+    return errno == EROFS ? SysOk() : SysFailErr(errno, "mkdir " + user);
+  }
+  return BindWritable(newroot + "/workspace", user);
 }
 
 SysError MountProc(const std::string& newroot) {

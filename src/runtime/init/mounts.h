@@ -11,7 +11,8 @@ namespace ci::runtime {
 
 // Mount events must not propagate back to the host (systemd makes / shared by default).
 SysError MakeMountsPrivate();
-// tmpfs /workspace (owned by the sandbox user) and /tmp (sticky, world-writable).
+// tmpfs /workspace (owned by the sandbox user, and bound at /home/user too) and /tmp (sticky,
+// world-writable).
 SysError MountScratch(const Plan& plan, const std::string& newroot);
 // A proc of the new pid namespace; it only shows the sandbox's own processes.
 SysError MountProc(const std::string& newroot);

@@ -21,6 +21,7 @@
 #include "core/signal_state.h"
 #include "runtime/init/caps.h"
 #include "runtime/init/embedded_python.h"
+#include "runtime/init/processes.h"
 #include "runtime/init/sandbox_init.h"
 #include "runtime/init/service_loop.h"
 #include "runtime/init/userns.h"
@@ -53,17 +54,18 @@ bool NullStdio() {
 // `fd3` >= 0 becomes the program's fd 3: the socket of a program serving calls
 // (session_calls.h) or the ready pipe of a pre-started one (kPrestartReadyFd).
 [[noreturn]] void ExecProgram(const proto::RunRequest& req, const ProgramUser& user, char** argv,
-                              char** envp, int fd3) {
+                              char** envp, int fd3, bool process) {
   // Not init's (SIGPIPE ignored), nor what a daemon under nohup or a script's `cmd &` ignores.
   ResetSignalState();
   if (req.background) {
-    if (::setsid() < 0 || !NullStdio()) ::_exit(126);
+    if (::setsid() < 0 || (!process && !NullStdio())) ::_exit(126);
   } else {
     ::setpgid(0, 0);
-    if (::dup2(kProgramStdinFd, 0) < 0 || ::dup2(kProgramStdoutFd, 1) < 0 ||
-        ::dup2(kProgramStderrFd, 2) < 0) {
-      ::_exit(126);
-    }
+  }
+  if ((!req.background || process) &&
+      (::dup2(kProgramStdinFd, 0) < 0 || ::dup2(kProgramStdoutFd, 1) < 0 ||
+       ::dup2(kProgramStderrFd, 2) < 0)) {
+    ::_exit(126);
   }
   if (fd3 >= 0 && ::dup2(fd3, 3) != 3) ::_exit(126);
   ::close_range(fd3 >= 0 ? 4 : 3, ~0U, 0);
@@ -106,7 +108,7 @@ void Reaped(pid_t w, int st, pid_t program, int* status, bool* have_status,
     *status = st;
     *have_status = true;
   }
-  background->erase(std::remove(background->begin(), background->end(), w), background->end());
+  ChildReaped(w, st, background);
 }
 
 // Dead: a zombie whose threads have all ended. A thread-group leader that ended while its other
@@ -238,21 +240,19 @@ proto::Exited AwaitProgram(pid_t pid, uint64_t cpu_before, int signal_fd,
   return out;
 }
 
-// Forks the program with the run's stdio; -1 when fork failed. Init keeps no copy of the
-// program's stdio: the daemon sees EOF once the program's tree is gone.
-pid_t ForkProgram(const proto::RunRequest& req, const ProgramUser& user, int fd3) {
+}  // namespace
+
+pid_t ForkProgram(const proto::RunRequest& req, const ProgramUser& user, int fd3, bool process) {
   std::vector<char*> argv = CStrings(req.argv);
   std::vector<char*> envp = CStrings(req.env);
   pid_t pid = ::fork();
-  if (pid == 0) ExecProgram(req, user, argv.data(), envp.data(), fd3);
+  if (pid == 0) ExecProgram(req, user, argv.data(), envp.data(), fd3, process);
   ::close(kProgramStdinFd);
   ::close(kProgramStdoutFd);
   ::close(kProgramStderrFd);
   if (pid > 0 && !req.background) ::setpgid(pid, pid);  // both sides, whichever runs first
   return pid;
 }
-
-}  // namespace
 
 proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, int signal_fd,
                          std::vector<pid_t>* background, bool* daemon_gone, int* call_socket) {

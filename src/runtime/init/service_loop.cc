@@ -1,6 +1,7 @@
 #include "runtime/init/service_loop.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "runtime/init/fs_util.h"
+#include "runtime/init/processes.h"
 #include "runtime/init/sandbox_init.h"
 #include "runtime/init/session_calls.h"
 #include "runtime/kernel/unique_fd.h"
@@ -143,6 +145,22 @@ bool InstallPipes(std::vector<int>& fds) {
   return ok;
 }
 
+// Between runs a session's processes (kSpawn) end at any time: each is reaped as it does, so
+// its status pipe tells the daemon at once.
+void AwaitDaemonReaping(int signal_fd, std::vector<pid_t>* background) {
+  struct pollfd fds[2] = {{kServiceFd, POLLIN, 0}, {signal_fd, POLLIN, 0}};
+  for (;;) {
+    ReapEnded(background);
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (::read(signal_fd, &si, sizeof si) == sizeof si) {
+      }
+    }
+    if (fds[0].revents != 0) return;  // a frame, EOF, or an error for ReadFrame
+  }
+}
+
 bool HavePipes() { return ::fcntl(kProgramStdoutFd, F_GETFD) >= 0; }
 
 // Why init does not take a well-formed run request now; empty when it does.
@@ -185,9 +203,10 @@ int ServeDaemon(int64_t session_expires_at, const ProgramUser& user) {
   std::vector<int> fds;
   for (;;) {
     AwaitDaemonWatchingCpu(&server, &background);
+    if (session) AwaitDaemonReaping(sig_fd.get(), &background);
     Msg type;
     if (proto::ReadFrame(kServiceFd, &type, &payload, &fds) != 0) return 0;  // daemon gone: exit
-    if (type != Msg::kPipes) {
+    if (type != Msg::kPipes && type != Msg::kProcessFds) {
       for (int fd : fds) ::close(fd);
       fds.clear();
     }
@@ -196,6 +215,23 @@ int ServeDaemon(int64_t session_expires_at, const ProgramUser& user) {
         if (!InstallPipes(fds) && !Send(Msg::kError, proto::EncodeError("bad pipes message"))) {
           return 1;
         }
+        break;
+      case Msg::kProcessFds:
+        if (!session || !TakeProcessFds(fds)) {
+          if (!Send(Msg::kError, proto::EncodeError("bad process fds message"))) return 1;
+        }
+        break;
+      case Msg::kSpawn:
+        if (!session) {
+          if (!Send(Msg::kError, proto::EncodeError("processes are for session sandboxes"))) {
+            return 1;
+          }
+        } else if (!SpawnProcess(payload, user, &background)) {
+          return 0;
+        }
+        break;
+      case Msg::kSignal:
+        if (!SignalProcess(payload)) return 0;
         break;
       case Msg::kFileBegin:
         stager.Begin(payload);

@@ -36,6 +36,13 @@ proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, 
                          std::vector<pid_t>* background, bool* daemon_gone,
                          int* call_socket = nullptr);
 
+// Forks req.argv with the run's stdio (fds 5/6/7, closed here afterwards: the daemon sees EOF
+// once the program's tree is gone); -1 when fork failed. `fd3` >= 0 becomes its fd 3. A
+// background request's program gets a session of its own and /dev/null for stdio, or with
+// `process` (kSpawn) the run's stdio; neither gets RLIMIT_CPU.
+pid_t ForkProgram(const proto::RunRequest& req, const ProgramUser& user, int fd3,
+                  bool process = false);
+
 // A program started ahead of its run (RunRequest::prestart), waiting on its stdin for the go line.
 struct Prestarted {
   pid_t pid = 0;                 // 0: none (or it could not be forked)

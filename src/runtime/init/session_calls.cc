@@ -16,6 +16,7 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/init/processes.h"
 #include "runtime/init/sandbox_init.h"
 #include "runtime/init/service_loop.h"
 #include "runtime/kernel/proc_file.h"
@@ -132,6 +133,7 @@ void AwaitDaemonWatchingCpu(SessionInterpreter* server, std::vector<pid_t>* back
       KillServer(server, background);
       return;
     }
+    ReapEnded(background);  // a process (kSpawn) that ended is told within the poll's period
     struct pollfd p = {kServiceFd, POLLIN, 0};
     if (::poll(&p, 1, kIdlePollMs) != 0) return;  // a frame, EOF, or an error for ReadFrame
   }
@@ -141,10 +143,7 @@ proto::Exited ServeCall(const proto::RunRequest& req, int signal_fd, SessionInte
                         std::vector<pid_t>* background, bool* daemon_gone) {
   proto::Exited out;
   const uint64_t limit_ms = uint64_t{req.cpu_time_sec} * 1000;
-  int reaped = 0;  // a server that died since the last run is seen as gone, not written to
-  for (pid_t w; (w = ::waitpid(-1, &reaped, WNOHANG)) > 0;) {
-    background->erase(std::remove(background->begin(), background->end(), w), background->end());
-  }
+  ReapEnded(background);  // a server that died since the last run is seen as gone
   bool serving = Serving(*server, *background);
   if (!serving) EndServer(server, background, false, nullptr, nullptr);  // gone: forget its fd
   server->idle_ms += Since(server->window_start_ms);
@@ -188,6 +187,7 @@ proto::Exited ServeCall(const proto::RunRequest& req, int signal_fd, SessionInte
       }
       int st = 0;
       for (pid_t w; (w = ::waitpid(-1, &st, WNOHANG)) > 0;) {
+        ChildReaped(w, st, background);
         if (w != server->pid) continue;
         status = st;
         have_status = true;

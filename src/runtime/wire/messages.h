@@ -79,6 +79,24 @@ void Fields(V& v, M& m) {
   v("cpu_before_ms", m.cpu_before_ms);
 }
 
+struct Spawned {     // kSpawned
+  uint32_t pid = 0;  // in the sandbox's pid namespace
+};
+template <typename V, json::Message<Spawned> M>
+void Fields(V& v, M& m) {
+  v("pid", m.pid);
+}
+
+struct SignalRequest {  // kSignal
+  uint32_t pid = 0;
+  int signal = 0;
+};
+template <typename V, json::Message<SignalRequest> M>
+void Fields(V& v, M& m) {
+  v("pid", m.pid);
+  v("signal", m.signal);
+}
+
 struct FileHeader {  // kFileBegin
   std::string path;  // relative to /workspace
   uint64_t size = 0;

@@ -79,6 +79,16 @@ const char* MsgName(Msg type) {
       return "prestart_ended";
     case Msg::kInit:
       return "init";
+    case Msg::kProcessFds:
+      return "process_fds";
+    case Msg::kSpawn:
+      return "spawn";
+    case Msg::kSpawned:
+      return "spawned";
+    case Msg::kSignal:
+      return "signal";
+    case Msg::kSignalled:
+      return "signalled";
   }
   return "unknown";
 }

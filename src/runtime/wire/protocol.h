@@ -38,6 +38,12 @@ enum class Msg : uint8_t {
                         // three fds attached to this empty frame (SCM_RIGHTS)
   kPrestartEnded = 24,  // init -> daemon: answers a resume; the prestarted program ended before
                         // its run ({message}): the sandbox is of no use
+  kProcessFds = 25,     // daemon -> init (sessions): the next process's stdin, stdout, stderr and
+                        // status pipe, as four fds attached to this empty frame
+  kSpawn = 26,          // daemon -> init: start a process ({argv, env, cwd}) with them
+  kSpawned = 27,        // init -> daemon: {pid}; its end comes on its status pipe (an Exited)
+  kSignal = 28,         // daemon -> init: {pid, signal} to a process started so
+  kSignalled = 29,      // init -> daemon: done (or it had ended already)
 };
 
 constexpr size_t kHeaderSize = 5;

@@ -127,7 +127,8 @@ class PodWorker:
                     f'reference "{c["image"]}": {c["image"]}: not found')}}
                 continue
             sandbox = Container(pod, c, self.pod_dir, cgroup, self.node.seccomp_root,
-                                self.node.pod_network == "isolated", self.node.image_files)
+                                self.node.pod_network == "isolated", self.node.image_files,
+                                self.node.image_links)
             try:
                 sandbox.start()
                 self.containers[c["name"]] = sandbox
@@ -220,7 +221,7 @@ class PodWorker:
 
 class Node:
     def __init__(self, store, state_dir, pod_pids_limit=1024, seccomp_root=None,
-                 pod_network="isolated", image_files=None):
+                 pod_network="isolated", image_files=None, image_links=None):
         self.store = store
         self.state_dir = state_dir
         self.pod_pids_limit = pod_pids_limit  # the kubelet's podPidsLimit; -1: unlimited
@@ -231,6 +232,7 @@ class Node:
         self.pod_network = pod_network
         # What every image carries besides the host's directories: image path -> host file.
         self.image_files = image_files or {}
+        self.image_links = image_links or {}  # image path -> symbolic link target
         # This server's own directory of pod cgroups (random: several fakes may run at once).
         self.cgroup_parents = cgroups.instance_dirs(secrets.token_hex(4))
         self.workers = {}  # pod uid -> PodWorker

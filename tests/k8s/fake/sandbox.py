@@ -161,7 +161,7 @@ def unmount_volumes(pod_dir):
 
 class Container:
     def __init__(self, pod, container, pod_dir, cgroup, seccomp_root="/var/lib/kubelet/seccomp",
-                 isolated_network=True, image_files=None):
+                 isolated_network=True, image_files=None, image_links=None):
         self.pod = pod
         self.seccomp_root = seccomp_root  # the kubelet's seccomp directory
         self.seccomp_fd = None  # a memfd with the container's BPF filter
@@ -187,6 +187,7 @@ class Container:
         # with `stdin: true`; attached clients write to it, and with `stdinOnce: true` the first
         # attach's end closes it.
         self.image_files = image_files or {}  # image path -> host file, over the host's dirs
+        self.image_links = image_links or {}  # image path -> symbolic link target
         self.stdin = None
         self.stdin_lock = threading.Lock()
         self.listeners = []
@@ -284,6 +285,11 @@ class Container:
             argv += ["--ro-bind", host, inside]
         for entry in EMPTY_DIRS:
             argv += ["--dir", "/" + entry]
+        for inside, target in sorted(self.image_links.items()):
+            parents = inside.split("/")[1:-1]
+            for i in range(len(parents)):
+                argv += ["--perms", "0755", "--dir", "/" + "/".join(parents[:i + 1])]
+            argv += ["--symlink", target, inside]
         argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--dir", "/tmp"]
         argv += masked_proc_args()
         # --dir: bwrap would make the parents of a mount point 0700, unreadable for the uid.

@@ -1,12 +1,12 @@
-// Standard base64 (RFC 4648, padded) over OpenSSL's block coder: kubeconfig *-data fields and the
-// basic-auth header.
+// Standard base64 (RFC 4648, padded) over OpenSSL's block coder: kubeconfig *-data fields, the
+// basic-auth header, the bytes of E2B's Connect messages.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
 
-namespace ci::k8s {
+namespace ci {
 
 std::string Base64Encode(std::string_view bytes);
 
@@ -14,4 +14,4 @@ std::string Base64Encode(std::string_view bytes);
 // that is not padded base64 gives nullopt.
 std::optional<std::string> Base64Decode(std::string_view text);
 
-}  // namespace ci::k8s
+}  // namespace ci

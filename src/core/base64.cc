@@ -1,10 +1,10 @@
-#include "k8s/base64.h"
+#include "core/base64.h"
 
 #include <openssl/evp.h>
 
 #include <cctype>
 
-namespace ci::k8s {
+namespace ci {
 
 std::string Base64Encode(std::string_view bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
@@ -35,4 +35,4 @@ std::optional<std::string> Base64Decode(std::string_view text) {
   return out;
 }
 
-}  // namespace ci::k8s
+}  // namespace ci
