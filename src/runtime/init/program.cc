@@ -245,12 +245,26 @@ proto::Exited AwaitProgram(pid_t pid, uint64_t cpu_before, int signal_fd,
 pid_t ForkProgram(const proto::RunRequest& req, const ProgramUser& user, int fd3, bool process) {
   std::vector<char*> argv = CStrings(req.argv);
   std::vector<char*> envp = CStrings(req.env);
+  // A program in a session of its own is spared by the next run's kill only once its setsid()
+  // is done: init waits for the child to close its end of this pipe (ExecProgram's close_range,
+  // after the setsid, or its exec or exit) before it says the program started.
+  int setsid_done[2] = {-1, -1};
+  if (req.background && ::pipe2(setsid_done, O_CLOEXEC) != 0) return -1;
   pid_t pid = ::fork();
   if (pid == 0) ExecProgram(req, user, argv.data(), envp.data(), fd3, process);
   ::close(kProgramStdinFd);
   ::close(kProgramStdoutFd);
   ::close(kProgramStderrFd);
   if (pid > 0 && !req.background) ::setpgid(pid, pid);  // both sides, whichever runs first
+  if (req.background) {
+    ::close(setsid_done[1]);
+    char byte;
+    for (ssize_t n = 1; pid > 0 && n != 0;) {
+      n = ::read(setsid_done[0], &byte, 1);
+      if (n < 0 && errno != EINTR) break;
+    }
+    ::close(setsid_done[0]);
+  }
   return pid;
 }
 
