@@ -805,6 +805,113 @@ class E2bFrontTest(E2ETestCase):
         self.assertE2bError(r, 413, 413)
         self.assertHealthy()
 
+    def sandbox(self):
+        """A new sandbox and a caller of its process.Process RPCs (its token, its id)."""
+        r = self.e2b("POST", "/v2/sandboxes", b'{"templateID": "base", "timeout": 120}')
+        self.assertEqual(r.status, 201, r)
+        sid, token = r.json["sandboxID"], r.json["envdAccessToken"]
+        self.addCleanup(self.e2b, "DELETE", f"/sandboxes/{sid}")
+
+        def rpc(method, body, streaming=False, headers=None, timeout=60):
+            hdrs = {"E2b-Sandbox-Id": sid, "X-Access-Token": token,
+                    "Content-Type": "application/connect+json" if streaming
+                    else "application/json", **(headers or {})}
+            if streaming:
+                body = b"\0" + len(body).to_bytes(4, "big") + body
+            return self.client.request("POST", f"/process.Process/{method}", body=body,
+                                       headers=hdrs, timeout=timeout)
+        return sid, rpc
+
+    def test_process_rpcs_under_json_bombs_and_oversized_bodies(self):
+        _, rpc = self.sandbox()
+        deep = b"[" * 200000 + b"]" * 200000
+        for method in ("List", "SendInput", "CloseStdin", "SendSignal", "Update"):
+            for body in (deep, b'{"process": ' + deep + b"}"):
+                r = rpc(method, body)
+                self.assertTrue(400 <= r.status < 502, r)
+                self.assertIsInstance(r.json["code"], str, r)
+        for method in ("Start", "Connect"):
+            r = rpc(method, b'{"process": ' + deep + b"}", streaming=True)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.body[:1], b"\2", r)
+            self.assertIn(b"invalid_argument", r.body)
+        r = rpc("SendInput", b'{"input": {"stdin": "' + b"A" * (20 << 20) + b'"}}')
+        self.assertEqual((r.status, r.json["code"]), (429, "resource_exhausted"), r)
+        self.assertHealthy()
+
+    def test_a_pid_is_its_own_sandboxs(self):
+        a, rpc_a = self.sandbox()
+        _, rpc_b = self.sandbox()
+        done = []
+        t = threading.Thread(target=lambda: done.append(rpc_a(
+            "Start", b'{"process": {"cmd": "/bin/sleep", "args": ["60"]}}', streaming=True)))
+        t.start()
+        pids = []
+        wait_until(lambda: pids.extend(p["pid"] for p in rpc_a("List", b"{}").json["processes"])
+                   or pids, 30, interval=0.05)
+        self.assertEqual(len(pids), 1, pids)
+        pid = pids[0]
+        for method, body in (("SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"}),
+                             ("SendInput", {"process": {"pid": pid}, "input": {"stdin": "eA=="}}),
+                             ("CloseStdin", {"process": {"pid": pid}})):
+            r = rpc_b(method, json.dumps(body).encode())
+            self.assertEqual((r.status, r.json["code"]), (404, "not_found"), r)
+        r = rpc_b("Connect", json.dumps({"process": {"pid": pid}}).encode(), streaming=True)
+        self.assertIn(b"not_found", r.body)
+        self.assertEqual(rpc_b("List", b"{}").json, {"processes": []})
+        # Still a's, still running, until a's own kill.
+        self.assertEqual([p["pid"] for p in rpc_a("List", b"{}").json["processes"]], [pid])
+        r = rpc_a("SendSignal", json.dumps({"process": {"pid": pid},
+                                            "signal": "SIGNAL_SIGKILL"}).encode())
+        self.assertEqual(r.status, 200, r)
+        t.join(30)
+        self.assertIn(b"signal: killed", done[0].body)
+        self.assertHealthy()
+
+    def test_a_client_that_does_not_read_the_output(self):
+        sid, rpc = self.sandbox()
+        r = self.e2b("GET", f"/sandboxes/{sid}")
+        token = r.json["envdAccessToken"]
+        body = json.dumps({"process": {"cmd": "/bin/sh", "args": [
+            "-c", "head -c 100000000 /dev/zero | tr '\\0' x"]}}).encode()
+        body = b"\0" + len(body).to_bytes(4, "big") + body
+        head = (b"POST /process.Process/Start HTTP/1.1\r\nHost: localhost\r\n"
+                b"E2b-Sandbox-Id: " + sid.encode() + b"\r\nX-Access-Token: " + token.encode() +
+                b"\r\nContent-Type: application/connect+json\r\nContent-Length: " +
+                str(len(body)).encode() + b"\r\n\r\n")
+        rss_before = self.daemon.vm_rss_kb() if self.daemon else None
+        s = socket.create_connection((self.client.host, self.client.port))
+        try:
+            s.sendall(head + body)
+            time.sleep(3)  # the process writes 100 MB; nobody reads the stream
+            if rss_before is not None:
+                grown_mb = (self.daemon.vm_rss_kb() - rss_before) / 1024
+                self.assertLess(grown_mb, 64, "the daemon buffered what the client did not read")
+            self.assertHealthy()
+        finally:
+            s.close()
+        self.assertHealthy()
+
+    def test_kill_racing_process_streams(self):
+        sid, rpc = self.sandbox()
+        ends = []
+        start = b'{"process": {"cmd": "/bin/sh", "args": ["-c", "echo up; sleep 60"]}}'
+        threads = [threading.Thread(target=lambda: ends.append(rpc("Start", start,
+                                                                    streaming=True)))
+                   for _ in range(6)]
+        for t in threads:
+            t.start()
+        wait_until(lambda: len(rpc("List", b"{}").json.get("processes", [])) == 6, 30,
+                   interval=0.05)
+        self.assertEqual(self.e2b("DELETE", f"/sandboxes/{sid}").status, 204)
+        for t in threads:
+            t.join(30)
+        self.assertEqual(len(ends), 6)
+        for r in ends:
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.body[-7:], b"\2\0\0\0\2{}", r.body[-200:])
+        self.assertHealthy()
+
     def test_kill_racing_every_other_call(self):
         # Each call that waits on a session looks its sandbox up again afterwards: a kill landing
         # meanwhile makes it a 404, never a use of what the kill freed.

@@ -2,8 +2,9 @@
 
 #include <rapidjson/document.h>
 
+#include <cctype>
 #include <csignal>
-#include <cstdlib>
+#include <cstdint>
 
 #include "core/base64.h"
 #include "core/json.h"
@@ -40,10 +41,11 @@ Status StringField(const Value& v, const char* name, const char* where, std::str
 // uint32 in proto3 JSON: a number, or a decimal string.
 Result<uint32_t> Uint32Field(const Value& v, const char* where) {
   if (v.IsUint()) return v.GetUint();
-  if (v.IsString()) {
-    char* end = nullptr;
-    const unsigned long n = std::strtoul(v.GetString(), &end, 10);
-    if (end != v.GetString() && *end == '\0' && n <= 0xffffffffUL) return static_cast<uint32_t>(n);
+  if (v.IsString() && v.GetStringLength() > 0 && v.GetStringLength() <= 10) {
+    uint64_t n = 0;
+    const std::string_view digits(v.GetString(), v.GetStringLength());
+    for (char c : digits) n = c >= '0' && c <= '9' ? n * 10 + (c - '0') : ~uint64_t{0};
+    if (n <= 0xffffffffULL) return static_cast<uint32_t>(n);
   }
   return Status::Error(std::string(where) + " must be an unsigned 32-bit number");
 }
@@ -133,11 +135,12 @@ Result<InputRequest> ParseInputRequest(std::string_view json) {
     data = Member(*input, "pty");
     out.pty = data != nullptr;
   }
+  const std::string field = out.pty ? "input.pty" : "input.stdin";
   if (data == nullptr || !data->IsString()) {
-    return Status::Error("input.stdin must be the bytes to write, in base64");
+    return Status::Error(field + " must be the bytes to write, in base64");
   }
   auto bytes = DecodeProtoBytes(std::string_view(data->GetString(), data->GetStringLength()));
-  if (!bytes) return Status::Error("input.stdin is not base64");
+  if (!bytes) return Status::Error(field + " is not base64");
   out.bytes = std::move(*bytes);
   return out;
 }
@@ -167,8 +170,13 @@ Result<SignalRequest> ParseSignalRequest(std::string_view json) {
 Result<std::optional<std::string>> BasicAuthUser(std::optional<std::string_view> header) {
   if (!header) return std::optional<std::string>();
   std::string_view h = *header;
-  if (!h.starts_with("Basic ")) return Status::Error("Authorization must be Basic base64(user:)");
-  auto decoded = Base64Decode(h.substr(6));
+  const size_t space = h.find(' ');
+  std::string scheme(h.substr(0, space));
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (space == std::string_view::npos || scheme != "basic") {
+    return Status::Error("Authorization must be Basic base64(user:)");
+  }
+  auto decoded = Base64Decode(h.substr(space + 1));
   if (!decoded) return Status::Error("Authorization's credentials are not base64");
   return std::optional<std::string>(decoded->substr(0, decoded->find(':')));
 }
