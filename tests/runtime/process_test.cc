@@ -13,21 +13,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class ProcessTest : public SandboxTest {
+class ProcessTest : public SessionSandboxTest {
  protected:
-  void SetUp() override {
-    SandboxTest::SetUp();
-    SandboxSpec spec = DefaultSpec();
-    spec.session_expires_at = static_cast<int64_t>(std::time(nullptr)) + 600;
-    auto prepared = Await(executor_->Prepare(spec));
-    ASSERT_TRUE(prepared.ok()) << prepared.status().message();
-    sandbox_ = std::move(prepared.value());
-  }
-  void TearDown() override {
-    if (sandbox_) Await(sandbox_->Destroy());
-    SandboxTest::TearDown();
-  }
-
   std::unique_ptr<SandboxProcess> Spawn(const std::string& script, bool stdin = false,
                                         std::string cwd = "/home/user") {
     ProcessSpec spec;
@@ -59,8 +46,6 @@ class ProcessTest : public SandboxTest {
     EXPECT_TRUE(r.ok()) << r.status().message();
     return out;
   }
-
-  std::unique_ptr<Sandbox> sandbox_;
 };
 
 TEST_F(ProcessTest, StdinOutputAndExitCode) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -175,6 +176,20 @@ std::vector<std::string> CgroupsLeakedSince(const std::vector<std::string>& befo
     left = std::move(both);
   }
   return left;
+}
+
+void SessionSandboxTest::SetUp() {
+  SandboxTest::SetUp();
+  SandboxSpec spec = DefaultSpec();
+  spec.session_expires_at = static_cast<int64_t>(std::time(nullptr)) + 600;
+  auto prepared = Await(executor_->Prepare(spec));
+  ASSERT_TRUE(prepared.ok()) << prepared.status().message();
+  sandbox_ = std::move(prepared.value());
+}
+
+void SessionSandboxTest::TearDown() {
+  if (sandbox_) Await(sandbox_->Destroy());
+  SandboxTest::TearDown();
 }
 
 }  // namespace ci::testing_support

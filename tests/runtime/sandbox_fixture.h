@@ -69,6 +69,14 @@ class SandboxTest : public ::testing::Test {
   std::unique_ptr<Executor> executor_;
 };
 
+// A session sandbox (10 minutes) made for each test, destroyed after it.
+class SessionSandboxTest : public SandboxTest {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+  std::unique_ptr<Sandbox> sandbox_;
+};
+
 // Host-side observations for leak checks.
 // A file's contents, "" when it cannot be read: a /proc file whose process exits meanwhile fails
 // the read with ESRCH (istreambuf_iterator would throw).

@@ -14,21 +14,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class SessionTest : public SandboxTest {
+class SessionTest : public SessionSandboxTest {
  protected:
-  void SetUp() override {
-    SandboxTest::SetUp();
-    SandboxSpec spec = DefaultSpec();
-    spec.session_expires_at = static_cast<int64_t>(std::time(nullptr)) + 600;
-    auto prepared = Await(executor_->Prepare(spec));
-    ASSERT_TRUE(prepared.ok()) << prepared.status().message();
-    sandbox_ = std::move(prepared.value());
-  }
-  void TearDown() override {
-    if (sandbox_) Await(sandbox_->Destroy());
-    SandboxTest::TearDown();
-  }
-
   struct Call {
     Result<RunOutcome> outcome = Status::Error("not run");
     std::string out, err;
@@ -40,8 +27,6 @@ class SessionTest : public SandboxTest {
     }));
     return c;
   }
-
-  std::unique_ptr<Sandbox> sandbox_;
 };
 
 TEST_F(SessionTest, WorkspaceAndTmpPersistButProcessesDoNot) {

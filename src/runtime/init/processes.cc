@@ -1,5 +1,6 @@
 #include "runtime/init/processes.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -29,29 +30,22 @@ bool ReplyError(const std::string& message) {
   return ReplyFrame(Msg::kError, proto::EncodeError(message));
 }
 
-// fds arrive on the lowest free numbers: moved above the program's stdio first, then placed.
-bool InstallProcessFds(std::vector<int>& fds) {
-  bool ok = fds.size() == 4;
-  for (int& fd : fds) {
-    int high = ::fcntl(fd, F_DUPFD_CLOEXEC, kProgramStderrFd + 1);
-    ::close(fd);
-    fd = high;
-    ok = ok && high >= 0;
-  }
-  const int targets[] = {kProgramStdinFd, kProgramStdoutFd, kProgramStderrFd};
-  for (size_t i = 0; ok && i < 3; ++i) ok = ::dup2(fds[i], targets[i]) == targets[i];
-  if (pending_status_fd >= 0) ::close(pending_status_fd);
-  pending_status_fd = ok ? fds[3] : -1;
-  for (size_t i = 0; i < fds.size(); ++i) {
-    if (!ok || i < 3) ::close(fds[i]);
-  }
-  fds.clear();
-  return ok;
-}
-
 }  // namespace
 
-bool TakeProcessFds(std::vector<int>& fds) { return InstallProcessFds(fds); }
+bool TakeProcessFds(std::vector<int>& fds) {
+  if (pending_status_fd >= 0) ::close(pending_status_fd);
+  pending_status_fd = -1;
+  if (fds.size() != 4) {
+    for (int fd : fds) ::close(fd);
+    fds.clear();
+    return false;
+  }
+  // Above the program's stdio first: it may have arrived on 5..7, which the others take.
+  pending_status_fd = ::fcntl(fds[3], F_DUPFD_CLOEXEC, kProgramStderrFd + 1);
+  ::close(fds[3]);
+  fds.pop_back();
+  return InstallProgramStdio(fds) && pending_status_fd >= 0;
+}
 
 bool SpawnProcess(std::string_view payload, const ProgramUser& user,
                   std::vector<pid_t>* background) {

@@ -128,23 +128,6 @@ void ArmExpiry(int64_t expires_at) {
   ::alarm(static_cast<unsigned>(left));
 }
 
-// kPipes: the three descriptors become the next program's stdio (fds 5/6/7). They arrive on the
-// lowest free numbers, often 5..7 themselves in any order, so they are first moved out of the way.
-bool InstallPipes(std::vector<int>& fds) {
-  bool ok = fds.size() == 3;
-  for (int& fd : fds) {
-    int high = ::fcntl(fd, F_DUPFD_CLOEXEC, kProgramStderrFd + 1);
-    ::close(fd);
-    fd = high;
-    ok = ok && high >= 0;
-  }
-  const int targets[] = {kProgramStdinFd, kProgramStdoutFd, kProgramStderrFd};
-  for (size_t i = 0; ok && i < 3; ++i) ok = ::dup2(fds[i], targets[i]) == targets[i];
-  for (int fd : fds) ::close(fd);
-  fds.clear();
-  return ok;
-}
-
 // Between runs a session's processes (kSpawn) end at any time: each is reaped as it does, so
 // its status pipe tells the daemon at once.
 void AwaitDaemonReaping(int signal_fd, std::vector<pid_t>* background) {
@@ -177,6 +160,23 @@ std::string Refusal(const proto::RunRequest& req, bool ran, bool session,
 }
 
 }  // namespace
+
+// kPipes: the three descriptors become the next program's stdio (fds 5/6/7). They arrive on the
+// lowest free numbers, often 5..7 themselves in any order, so they are first moved out of the way.
+bool InstallProgramStdio(std::vector<int>& fds) {
+  bool ok = fds.size() == 3;
+  for (int& fd : fds) {
+    int high = ::fcntl(fd, F_DUPFD_CLOEXEC, kProgramStderrFd + 1);
+    ::close(fd);
+    fd = high;
+    ok = ok && high >= 0;
+  }
+  const int targets[] = {kProgramStdinFd, kProgramStdoutFd, kProgramStderrFd};
+  for (size_t i = 0; ok && i < 3; ++i) ok = ::dup2(fds[i], targets[i]) == targets[i];
+  for (int fd : fds) ::close(fd);
+  fds.clear();
+  return ok;
+}
 
 int ServeDaemon(int64_t session_expires_at, const ProgramUser& user) {
   ArmExpiry(session_expires_at);
@@ -212,7 +212,8 @@ int ServeDaemon(int64_t session_expires_at, const ProgramUser& user) {
     }
     switch (type) {
       case Msg::kPipes:
-        if (!InstallPipes(fds) && !Send(Msg::kError, proto::EncodeError("bad pipes message"))) {
+        if (!InstallProgramStdio(fds) &&
+            !Send(Msg::kError, proto::EncodeError("bad pipes message"))) {
           return 1;
         }
         break;

@@ -36,6 +36,10 @@ proto::Exited RunProgram(const proto::RunRequest& req, const ProgramUser& user, 
                          std::vector<pid_t>* background, bool* daemon_gone,
                          int* call_socket = nullptr);
 
+// kPipes: the three descriptors (closed here) become the next program's stdio, fds 5/6/7; false
+// when they are not three or cannot be placed.
+bool InstallProgramStdio(std::vector<int>& fds);
+
 // Forks req.argv with the run's stdio (fds 5/6/7, closed here afterwards: the daemon sees EOF
 // once the program's tree is gone); -1 when fork failed. `fd3` >= 0 becomes its fd 3. A
 // background request's program gets a session of its own and /dev/null for stdio, or with
