@@ -10,6 +10,7 @@
 
 #include "container/cgroup_probe.h"
 #include "container/sandbox_counters.h"
+#include "core/unix_time.h"
 
 namespace ci::container {
 namespace {
@@ -88,9 +89,7 @@ class AgentContainer final : public ContainerApi,
 
   asio::awaitable<Status> Recycle() {
     ++executions_;
-    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+    const int64_t now = UnixSeconds();
     if (!client_) co_return Status::Error("it ran no program");
     if (executions_ >= recycling_.max_executions) co_return Status::Error("served its share");
     if (now > recycling_.expires_at - kExpiryMarginSec) co_return Status::Error("expires soon");

@@ -12,6 +12,7 @@
 #include "container/exec_sandbox.h"
 #include "container/recycle_bin.h"
 #include "container/sandbox_shell.h"
+#include "core/unix_time.h"
 #include "docker/agent_attach.h"
 #include "docker/engine_client.h"
 #include "docker/engine_container.h"
@@ -48,9 +49,7 @@ class DockerExecutor final : public Executor {
     image_ = std::make_shared<ImageWatch>(ex, client_, io);
     reaper_->client = client_;
     reaper_->owner = OwnerHere();
-    reaper_->started_at = std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
+    reaper_->started_at = UnixSeconds();
   }
 
   std::string_view name() const override { return "docker"; }
@@ -286,16 +285,12 @@ class DockerExecutor final : public Executor {
     o.extra = opts_.extra;
     o.extra.labels[kOwnerLabel] = reaper_->owner;
     o.cmd = container::ContainerInitArgv(std::nullopt);  // PID 1 (sandbox_shell.h)
-    o.expires_at = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch() + opts_.container_ttl)
-                       .count();
+    o.expires_at = UnixSeconds() +
+                   std::chrono::duration_cast<std::chrono::seconds>(opts_.container_ttl).count();
     if (spec.session_expires_at != 0) {
       // A session ends by itself at its expiry, daemon or not: PID 1 sleeps until then (the
       // container stops; the reaper or the daemon removes it).
-      int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
-      int64_t left = std::max<int64_t>(1, spec.session_expires_at - now);
+      int64_t left = std::max<int64_t>(1, spec.session_expires_at - UnixSeconds());
       o.cmd = container::ContainerInitArgv(left);
       o.component = "session";
       o.expires_at = spec.session_expires_at;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/unix_time.h"
 #include "docker/container_config.h"
 
 namespace ci::docker {
@@ -57,9 +58,7 @@ asio::awaitable<void> Reap(std::shared_ptr<ReaperState> st) {
     st->running = false;
     co_return;
   }
-  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
+  const int64_t now = UnixSeconds();
   std::vector<std::pair<std::string, std::string>> doomed;  // id, reason
   for (const auto& c : doc.GetArray()) {
     if (!c.IsObject() || !c.HasMember("Id") || !c["Id"].IsString()) continue;

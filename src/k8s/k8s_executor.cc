@@ -15,6 +15,7 @@
 #include "core/random.h"
 #include "core/short_id.h"
 #include "core/sleep.h"
+#include "core/unix_time.h"
 #include "k8s/api_client.h"
 #include "k8s/attach_transport.h"
 #include "k8s/exec_protocol.h"
@@ -35,12 +36,6 @@ constexpr int kDeleteAttempts = 3;
 constexpr auto kReapPeriod = 60s;
 // From the attach to the agent's answer to its hello.
 constexpr auto kAgentReadyTimeout = 10s;
-
-int64_t UnixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Pod deletions in flight, each pod once: Destroy and Kill both ask for it.
 struct Removals {
@@ -82,7 +77,7 @@ class K8sExecutor final : public Executor {
         opts_(std::move(opts)),
         client_(std::make_shared<ApiClient>(ex, opts_.connection, opts_.api_timeout)),
         instance_(InstanceId(opts_.pods)),
-        started_at_(UnixNow()) {
+        started_at_(UnixSeconds()) {
     removals_->client = client_;
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
@@ -195,7 +190,7 @@ class K8sExecutor final : public Executor {
  private:
   PodOptions OptionsFor(const SandboxSpec& spec) const {
     PodRequest r;
-    r.now = UnixNow();
+    r.now = UnixSeconds();
     r.instance_id = instance_;
     r.owner_description = owner_description_;
     r.daemon_namespace = opts_.connection.Namespace();
@@ -266,7 +261,7 @@ class K8sExecutor final : public Executor {
 
   asio::awaitable<void> Reap() {
     reaper_.running = true;
-    ReapRequest req{instance_, started_at_, UnixNow(), OwnerGoneHere};
+    ReapRequest req{instance_, started_at_, UnixSeconds(), OwnerGoneHere};
     ReapResult result = co_await ReapPods(*client_, opts_.pods.namespace_, req);
     for (const auto& d : result.deleted)
       spdlog::info("reaper: deleted pod {} ({})", d.name, d.reason);

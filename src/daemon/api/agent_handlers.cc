@@ -4,6 +4,7 @@
 #include "daemon/api/handlers.h"
 #include "daemon/api/request_parsing.h"
 #include "daemon/api/sse_stream.h"
+#include "daemon/front/request_steps.h"
 #include "daemon/front/routes.h"
 #include "daemon/http/sse.h"
 #include "daemon/service/output_buffer.h"
@@ -68,7 +69,7 @@ asio::awaitable<void> ApiHandlers::SolveStreamRoute(HttpExchange& ex, const std:
 }
 
 asio::awaitable<void> ApiHandlers::Solve(HttpExchange& ex, bool stream) {
-  std::optional<std::string> body = co_await ReadBody(ex);
+  std::optional<std::string> body = co_await ReadJsonBody(ex, config_.max_request_body_mb);
   if (!body) co_return;
   auto request = ParseSolveRequest(*body, config_.max_exec_timeout_ms);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));

@@ -4,6 +4,7 @@
 #include "daemon/api/request_parsing.h"
 #include "daemon/api/responses.h"
 #include "daemon/api/sse_stream.h"
+#include "daemon/front/request_steps.h"
 #include "daemon/http/sse.h"
 #include "daemon/service/output_buffer.h"
 #include "daemon/service/verdict.h"
@@ -33,7 +34,7 @@ asio::awaitable<void> ApiHandlers::ExecuteStreamRoute(HttpExchange& ex, const st
 }
 
 asio::awaitable<void> ApiHandlers::Execute(HttpExchange& ex, bool stream) {
-  std::optional<std::string> body = co_await ReadBody(ex);
+  std::optional<std::string> body = co_await ReadJsonBody(ex, config_.max_request_body_mb);
   if (!body) co_return;
   auto request = ParseExecuteRequest(*body, config_.max_exec_timeout_ms);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));

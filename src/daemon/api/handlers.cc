@@ -99,10 +99,6 @@ HttpResponse ApiHandlers::ApiErrorResponse(const ApiError& e) const {
   return r;
 }
 
-asio::awaitable<std::optional<std::string>> ApiHandlers::ReadBody(HttpExchange& ex) {
-  co_return co_await ReadJsonBody(ex, config_.max_request_body_mb);
-}
-
 asio::awaitable<std::optional<Admission::Permit>> ApiHandlers::Admit(HttpExchange& ex,
                                                                      Operation op) {
   auto queued_at = std::chrono::steady_clock::now();

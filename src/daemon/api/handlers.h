@@ -119,8 +119,6 @@ class ApiHandlers final : public Front {
   void Finish(Operation op, Outcome outcome, std::chrono::steady_clock::time_point admitted_at);
   // {"detail"} with the status; a 503 (no capacity) carries Retry-After.
   HttpResponse ApiErrorResponse(const ApiError& e) const;
-  // The body within the request size limit, or nullopt after answering (request_steps.h).
-  asio::awaitable<std::optional<std::string>> ReadBody(HttpExchange& ex);
 
   const Config& config_;
   Executor& executor_;

@@ -4,13 +4,14 @@
 #include "daemon/api/handlers.h"
 #include "daemon/api/request_parsing.h"
 #include "daemon/api/responses.h"
+#include "daemon/front/request_steps.h"
 #include "daemon/service/output_buffer.h"
 #include "daemon/service/verdict.h"
 
 namespace ci::daemon {
 
 asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex, const std::string&) {
-  std::optional<std::string> body = co_await ReadBody(ex);
+  std::optional<std::string> body = co_await ReadJsonBody(ex, config_.max_request_body_mb);
   if (!body) co_return;
   auto request = ParseSessionCreateRequest(*body);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
@@ -46,7 +47,7 @@ asio::awaitable<void> ApiHandlers::DeleteSession(HttpExchange& ex, const std::st
 }
 
 asio::awaitable<void> ApiHandlers::SessionBash(HttpExchange& ex, const std::string& id) {
-  std::optional<std::string> body = co_await ReadBody(ex);
+  std::optional<std::string> body = co_await ReadJsonBody(ex, config_.max_request_body_mb);
   if (!body) co_return;
   auto request = ParseBashRequest(*body, config_.max_exec_timeout_ms);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
@@ -85,7 +86,7 @@ asio::awaitable<void> ApiHandlers::SessionExecuteStream(HttpExchange& ex, const 
 
 asio::awaitable<void> ApiHandlers::SessionExecute(HttpExchange& ex, const std::string& id,
                                                   bool stream) {
-  std::optional<std::string> body = co_await ReadBody(ex);
+  std::optional<std::string> body = co_await ReadJsonBody(ex, config_.max_request_body_mb);
   if (!body) co_return;
   auto request = ParseExecuteRequest(*body, config_.max_exec_timeout_ms);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
@@ -126,7 +127,7 @@ asio::awaitable<void> ApiHandlers::SessionFiles(HttpExchange& ex, const std::str
 }
 
 asio::awaitable<void> ApiHandlers::SessionStageFiles(HttpExchange& ex, const std::string& id) {
-  std::optional<std::string> body = co_await ReadBody(ex);
+  std::optional<std::string> body = co_await ReadJsonBody(ex, config_.max_request_body_mb);
   if (!body) co_return;
   auto request = ParseStageFilesRequest(*body);
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));

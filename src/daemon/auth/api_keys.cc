@@ -1,7 +1,6 @@
 #include "daemon/auth/api_keys.h"
 
 #include <fmt/format.h>
-#include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -13,6 +12,8 @@
 #include <set>
 #include <sstream>
 #include <type_traits>
+
+#include "daemon/auth/secrets_equal.h"
 
 namespace ci::daemon {
 namespace {
@@ -217,6 +218,14 @@ Caller ApiKeys::AuthenticateKey(std::optional<std::string_view> key, std::string
   return Match(*key);
 }
 
+namespace {
+
+std::string_view AsText(const std::array<unsigned char, 32>& digest) {
+  return {reinterpret_cast<const char*>(digest.data()), digest.size()};
+}
+
+}  // namespace
+
 Caller ApiKeys::Match(std::string_view v) const {
   while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
   while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
@@ -224,7 +233,7 @@ Caller ApiKeys::Match(std::string_view v) const {
   // Every key is compared, whatever matched: the time does not depend on which key (if any).
   size_t match = keys_.size();
   for (size_t i = 0; i < keys_.size(); ++i) {
-    const bool equal = CRYPTO_memcmp(digest.data(), keys_[i].digest.data(), digest.size()) == 0;
+    const bool equal = SecretsEqual(AsText(digest), AsText(keys_[i].digest));
     match = equal ? i : match;
   }
   if (match == keys_.size()) return {"", "Invalid API key", true};

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "core/sleep.h"
+#include "core/unix_time.h"
 #include "daemon/api/handlers.h"
 #include "daemon/backends/backends.h"
 #include "daemon/backends/seccomp_profile.h"
@@ -37,8 +38,7 @@ using asio::use_awaitable;
 asio::awaitable<void> SweepFiles(FileStore& store, const Config& config) {
   auto period = std::chrono::seconds(std::clamp<uint64_t>(config.file_ttl_sec / 4, 1, 60));
   for (;;) {
-    double now =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const double now = UnixNow();
     if (size_t n = store.SweepOlderThan(static_cast<double>(config.file_ttl_sec), now)) {
       spdlog::info("file sweep: deleted {} file(s) older than {} s", n, config.file_ttl_sec);
     }

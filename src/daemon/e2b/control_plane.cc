@@ -10,6 +10,8 @@
 #include "core/json.h"
 #include "core/random.h"
 #include "core/rfc3339.h"
+#include "core/unix_time.h"
+#include "daemon/auth/secrets_equal.h"
 #include "daemon/e2b/control_requests.h"
 #include "daemon/front/request_steps.h"
 #include "daemon/front/routes.h"
@@ -22,10 +24,6 @@ namespace {
 constexpr std::string_view kEnvdVersion = "0.5.7";
 // Deprecated, required by the Python SDK: E2B sends this constant.
 constexpr std::string_view kClientId = "6532622b";
-
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 HttpResponse NotFound(const std::string& id) {
   return ErrorBody(404, "sandbox '" + id + "' not found");
@@ -54,12 +52,6 @@ bool MetadataMatches(const std::map<std::string, std::string>& want,
 
 }  // namespace
 
-HttpResponse NoContent() {
-  HttpResponse r;
-  r.status = 204;
-  r.content_type.clear();
-  return r;
-}
 
 HttpResponse ErrorBody(int status, std::string_view message) {
   return JsonResponse(status, JsonText([&](JsonWriter& w) {
@@ -100,12 +92,7 @@ boost::asio::awaitable<const ControlPlane::Sandbox*> ControlPlane::FindByToken(
     const std::string& id, std::string_view token) {
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) co_return nullptr;
-  const std::string& want = it->second.access_token;
-  unsigned char differ = want.size() == token.size() ? 0 : 1;
-  for (size_t i = 0; i < want.size(); ++i) {
-    differ |= static_cast<unsigned char>(want[i] ^ (i < token.size() ? token[i] : 0));
-  }
-  if (differ != 0) co_return nullptr;
+  if (!SecretsEqual(it->second.access_token, token)) co_return nullptr;
   const std::string client = it->second.client;
   co_return co_await Find(id, client);
 }

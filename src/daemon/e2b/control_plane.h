@@ -16,8 +16,6 @@ namespace ci::daemon::e2b {
 
 // {"code": status, "message": ...}: the error body every E2B SDK reads.
 HttpResponse ErrorBody(int status, std::string_view message);
-// 204 without a body: what the SDK takes for "done" without parsing one.
-HttpResponse NoContent();
 
 class ControlPlane {
  public:

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/random.h"
+#include "core/unix_time.h"
 
 namespace ci::daemon {
 namespace {
@@ -35,11 +36,6 @@ constexpr std::string_view kUploadPrefix = "upload-";
 // How stale the count may be when a file is adopted: collected outputs come in bursts, and a
 // recount per file would read the whole directory once per output.
 constexpr double kRecountEverySec = 1;
-
-double NowSeconds() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
 
 double SteadySeconds() {
   using namespace std::chrono;
@@ -362,7 +358,7 @@ Result<std::unique_ptr<FileStore>> FileStore::Open(const std::string& dir, uint6
   if (!claim.ok()) return claim.status();
   std::unique_ptr<FileStore> store(
       new FileStore(abs, std::move(claim->owner), claim->lock_fd, quota_bytes));
-  store->RemoveLeftovers(NowSeconds());
+  store->RemoveLeftovers(UnixNow());
   {
     // What is already stored, by this or any other replica, counts against the quota.
     std::lock_guard lock(store->mu_);
@@ -674,7 +670,7 @@ Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::str
   }
   meta.filename = filename.empty() ? "unnamed" : std::move(filename);
   meta.size_bytes = size;
-  meta.upload_time = NowSeconds();
+  meta.upload_time = UnixNow();
   meta.data_path = DataPath(meta.file_id);
   meta.owner = owner_;
   meta.client = std::move(client);

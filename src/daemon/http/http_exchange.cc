@@ -36,6 +36,7 @@ HttpResponse MethodNotAllowed(std::string allow) {
 HttpResponse NoContent() {
   HttpResponse r;
   r.status = 204;
+  r.content_type.clear();  // no body, no type (E2B's SDK would try to parse one)
   return r;
 }
 

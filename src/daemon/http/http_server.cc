@@ -150,7 +150,7 @@ struct Connection : HttpExchange {
   void Prepare(Response& res, const HttpResponse& r) {
     res.result(r.status);
     res.set(http::field::server, "code-interpreter");
-    res.set(http::field::content_type, r.content_type);
+    if (!r.content_type.empty()) res.set(http::field::content_type, r.content_type);
     res.set("X-Request-Id", request.request_id);
     for (const auto& [k, v] : r.headers) res.set(k, v);
     res.keep_alive(KeepAlive());

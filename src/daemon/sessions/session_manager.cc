@@ -15,6 +15,7 @@
 #include "core/random.h"
 #include "core/short_id.h"
 #include "core/sleep.h"
+#include "core/unix_time.h"
 #include "daemon/files/workspace_paths.h"
 #include "daemon/service/output_buffer.h"
 #include "daemon/sessions/python_session.h"
@@ -26,18 +27,6 @@ using namespace std::chrono_literals;
 
 constexpr std::string_view kIdPrefix = "code-session-";
 ApiError Internal() { return {500, "Internal Server Error"}; }  // the log says why
-
-int64_t UnixNanos() {
-  struct timespec ts {};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-double UnixNow() {
-  struct timespec ts {};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
 
 Result<std::string> NewSessionId() {
   std::string hex = RandomHex(16);
