@@ -52,7 +52,6 @@ bool MetadataMatches(const std::map<std::string, std::string>& want,
 
 }  // namespace
 
-
 HttpResponse ErrorBody(int status, std::string_view message) {
   return JsonResponse(status, JsonText([&](JsonWriter& w) {
                         w.StartObject();
