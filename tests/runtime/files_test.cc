@@ -60,7 +60,7 @@ TEST_F(FilesTest, StagedFilesAreVisibleAndOutputsCollected) {
   limits.dest_dir = dir_ / "out";
   Execution ex = Execute(DefaultSpec(), std::move(p), limits);
   ASSERT_TRUE(ex.outcome && ex.outcome->ok()) << ex.outcome->status().message();
-  EXPECT_THAT(ex.out, ::testing::StartsWith("x,y\nA\n-rw-r--r-- 1 sandbox sandbox"));
+  EXPECT_THAT(ex.out, ::testing::StartsWith("x,y\nA\n-rw-r--r-- 1 user user"));
   ASSERT_TRUE(ex.collection && ex.collection->ok()) << ex.collection->status().message();
   EXPECT_FALSE((*ex.collection)->truncated);
   EXPECT_THAT(Contents(**ex.collection),
