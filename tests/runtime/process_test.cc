@@ -130,6 +130,44 @@ TEST_F(ProcessTest, ManyAtOnceEachWithItsOwnOutput) {
   }
 }
 
+// Past the sandbox's pids limit a start is refused as such (the caller's 429, not its 400): the
+// fork fails (a pids cgroup), or, where the limit is RLIMIT_NPROC (rootless), the kernel refuses
+// the exec after the user switch and the process ends at once with 127 and EAGAIN's message.
+// Once some end, the next starts.
+TEST_F(ProcessTest, ThePidsLimitRefusesAStartByName) {
+  std::vector<std::unique_ptr<SandboxProcess>> started;
+  Status refused;
+  for (int i = 0; i < 128 && refused.ok(); ++i) {
+    ProcessSpec spec;
+    spec.argv = {"/bin/sleep", "60"};
+    spec.env = DefaultSandboxEnv();
+    spec.cwd = "/tmp";
+    auto p = Await(sandbox_->Spawn(std::move(spec)));
+    if (p.ok()) started.push_back(std::move(p.value()));
+    if (!p.ok()) refused = p.status();
+  }
+  for (auto& p : started) ASSERT_TRUE(Await(sandbox_->Signal(p->pid(), SIGKILL)).ok());
+  int exec_refused = 0;
+  for (auto& p : started) {
+    Ended e = Wait(*p);
+    if (e.end.exit_code == 127 &&
+        e.err.find("Resource temporarily unavailable") != std::string::npos) {
+      ++exec_refused;
+    } else {
+      EXPECT_EQ(e.end.signal, SIGKILL) << e.err;
+    }
+  }
+  if (refused.ok()) {
+    EXPECT_GT(exec_refused, 0) << started.size() << " processes started, none refused";
+  } else {
+    EXPECT_TRUE(refused.unavailable()) << refused.message();
+    EXPECT_THAT(refused.message(), ::testing::HasSubstr("process limit"));
+  }
+  auto p = Spawn("echo again");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(Wait(*p).out, "again\n");
+}
+
 TEST_F(SandboxTest, AnExecutionSandboxStartsNoProcess) {
   auto prepared = Await(executor_->Prepare(DefaultSpec()));
   ASSERT_TRUE(prepared.ok()) << prepared.status().message();

@@ -311,6 +311,7 @@ asio::awaitable<std::variant<std::unique_ptr<SandboxProcess>, ApiError>> Session
   if (s->ended) co_return EndedDuringCall(*s);
   if (started.ok()) co_return std::move(*started);
   if (started.status().gone()) co_return co_await EndGone(s, started.status());
+  if (started.status().unavailable()) co_return ApiError{429, started.status().message()};
   co_return ApiError{400, started.status().message()};
 }
 

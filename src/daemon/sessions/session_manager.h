@@ -88,7 +88,8 @@ class SessionManager {
                                                                    SessionCall call,
                                                                    OutputSink sink);
   // A process beside the session's calls (core/executor.h ProcessSpec), started between them:
-  // 400 naming why it did not start (no such cwd), 410 when the sandbox is gone.
+  // 400 naming why it did not start (no such cwd), 429 when the sandbox's process limit is
+  // reached, 410 when the sandbox is gone.
   asio::awaitable<std::variant<std::unique_ptr<SandboxProcess>, ApiError>> Spawn(
       const std::string& id, const std::string& client, ProcessSpec spec);
   asio::awaitable<std::optional<ApiError>> Signal(const std::string& id, const std::string& client,

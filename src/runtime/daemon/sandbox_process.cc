@@ -170,6 +170,11 @@ asio::awaitable<Result<std::unique_ptr<SandboxProcess>>> SpawnOnStrand(
   if (reply->type != Msg::kSpawned || !proto::Decode(reply->payload, &spawned)) {
     co_return Status::Error("process start: unexpected reply from init");
   }
+  if (spawned.pid == 0 && spawned.no_room) {
+    co_return Status::Unavailable("process limit",
+                                  "the sandbox's process limit is reached (" + spawned.why + ")");
+  }
+  if (spawned.pid == 0) co_return Status::Error(spawned.why);
   // Only the process holds the far ends now: EOF on them is its tree's end.
   if (!stdin_wanted) in->write.reset();  // it reads EOF at once
   std::unique_ptr<SandboxProcess> process = std::make_unique<LocalProcess>(

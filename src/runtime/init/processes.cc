@@ -54,15 +54,18 @@ bool SpawnProcess(std::string_view payload, const ProgramUser& user,
   if (pending_status_fd < 0) return ReplyError("no stdio for the process (kProcessFds first)");
   struct stat st {};
   if (::stat(req.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return ReplyError("no directory " + req.cwd);
+    return ReplyFrame(Msg::kSpawned, proto::Encode(proto::Spawned{0, "no directory " + req.cwd}));
   }
   req.background = true;
   pid_t pid = ForkProgram(req, user, -1, /*process=*/true);
   const int status_fd = pending_status_fd;
   pending_status_fd = -1;
   if (pid < 0) {
+    const int err = errno;
     ::close(status_fd);
-    return ReplyError(std::string("fork: ") + std::strerror(errno));
+    return ReplyFrame(Msg::kSpawned,
+                      proto::Encode(proto::Spawned{0, std::string("fork: ") + std::strerror(err),
+                                                   err == EAGAIN}));
   }
   background->push_back(pid);  // its pid is its session id (setsid)
   status_pipes[pid] = status_fd;

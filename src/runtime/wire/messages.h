@@ -79,12 +79,16 @@ void Fields(V& v, M& m) {
   v("cpu_before_ms", m.cpu_before_ms);
 }
 
-struct Spawned {     // kSpawned
-  uint32_t pid = 0;  // in the sandbox's pid namespace
+struct Spawned {         // kSpawned
+  uint32_t pid = 0;      // in the sandbox's pid namespace; 0: it did not start, for `why`
+  std::string why{};     // no such directory, or the fork's error
+  bool no_room = false;  // the fork failed for the sandbox's process limit (EAGAIN)
 };
 template <typename V, json::Message<Spawned> M>
 void Fields(V& v, M& m) {
   v("pid", m.pid);
+  v("why", m.why);
+  v("no_room", m.no_room);
 }
 
 struct SignalRequest {  // kSignal
