@@ -56,9 +56,15 @@ class BusyWhileRunning {
 // The program's exec in flight, shared with its detached stdin writer and deadline.
 struct ProgramRun {
   ProgramRun(const asio::any_io_executor& ex, std::shared_ptr<ExecStream> s)
-      : stream(std::move(s)), deadline(ex) {}
+      : stream(std::move(s)), deadline(ex), kill_ended(ex) {
+    kill_ended.expires_at(asio::steady_timer::time_point::max());
+  }
   std::shared_ptr<ExecStream> stream;
   asio::steady_timer deadline;
+  // A session's kill exec in flight: the run ends after it (cancelled when it ends), since the
+  // program's stream ends at its first kills while its later passes would hit the next run.
+  asio::steady_timer kill_ended;
+  bool killing = false;
   bool done = false;
   bool timed_out = false;
   bool sandbox_killed = false;  // the kill exec did not end it: the engine killed everything
@@ -92,7 +98,10 @@ asio::awaitable<void> KillAtDeadline(std::shared_ptr<ProgramRun> run, Container 
   if (ec || run->done) co_return;
   run->timed_out = true;
   if (c.session) {
+    run->killing = true;
     co_await KillFromAnExec(c, std::move(background));
+    run->killing = false;
+    run->kill_ended.cancel();
   } else {
     asio::co_spawn(c.ex, KillFromAnExec(c, ""), asio::detached);
   }
@@ -299,6 +308,10 @@ class ExecSandbox final : public Sandbox {
     run->deadline.expires_after(payload.timeout);
     asio::co_spawn(c_.ex, KillAtDeadline(run, c_, background), asio::detached);
     ProgramStream streamed = co_await StreamToSink(*run->stream, sink);
+    if (run->killing) {
+      boost::system::error_code ec;
+      co_await run->kill_ended.async_wait(asio::redirect_error(use_awaitable, ec));
+    }
     run->done = true;
     run->deadline.cancel();
     run->stream->Close();

@@ -196,7 +196,9 @@ TEST_F(DockerSessionTest, ForkBombTimeoutSparesTheBackgroundProgram) {
   Call check = Run(Shell(kSleepersBesidesPid1));
   ASSERT_TRUE(check.outcome.ok()) << check.outcome.status().message();
   EXPECT_EQ(check.out, "1\n") << "the background sleep; " << check.err << " exit "
-                              << check.outcome->exit_code.value_or(-1);
+                              << check.outcome->exit_code.value_or(-1) << " signal "
+                              << check.outcome->signal.value_or(-1) << " timed out "
+                              << check.outcome->timed_out << " took " << check.outcome->duration_ms;
 }
 
 TEST_F(DockerSessionTest, ManyRunsInOneContainerAndCollectBetween) {
