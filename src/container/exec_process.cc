@@ -22,18 +22,26 @@ class ExecProcess final : public SandboxProcess {
 
   uint32_t pid() const override { return pid_; }
 
-  asio::awaitable<ProcessEnd> Wait(OutputSink sink) override {
-    if (!early_stdout_.empty()) sink(StreamKind::kStdout, early_stdout_);
-    if (!early_stderr_.empty()) sink(StreamKind::kStderr, early_stderr_);
-    const ExecOutputSink to_sink = [&sink](ExecOutput kind, std::string_view data) {
-      if (kind != ExecOutput::kSystemError) {
-        sink(kind == ExecOutput::kStdout ? StreamKind::kStdout : StreamKind::kStderr, data);
-      }
+  asio::awaitable<ProcessEnd> Wait(ProcessOutputSink sink) override {
+    if (!early_stdout_.empty()) co_await sink(StreamKind::kStdout, std::move(early_stdout_));
+    if (!early_stderr_.empty()) co_await sink(StreamKind::kStderr, std::move(early_stderr_));
+    // One read of the stream at a time, handed on before the next (the sink's pace).
+    std::vector<std::pair<StreamKind, std::string>> chunks;
+    const ExecOutputSink collect = [&chunks](ExecOutput kind, std::string_view data) {
+      if (kind == ExecOutput::kSystemError) return;
+      chunks.emplace_back(kind == ExecOutput::kStdout ? StreamKind::kStdout : StreamKind::kStderr,
+                          std::string(data));
     };
     ProcessEnd end;
-    if (Status s = co_await Pump(*stream_, to_sink); !s.ok()) {
-      end.error = s.message();
-      co_return end;
+    for (;;) {
+      Result<bool> more = co_await stream_->Read(collect);
+      for (auto& [kind, data] : chunks) co_await sink(kind, std::move(data));
+      chunks.clear();
+      if (!more.ok()) {
+        end.error = more.status().message();
+        co_return end;
+      }
+      if (!*more) break;
     }
     Result<std::optional<int>> code = co_await stream_->ExitCode();
     if (!code.ok() || !code->has_value()) {

@@ -27,6 +27,9 @@ enum class StreamKind { kStdout, kStderr };
 
 // Called with each chunk as the program writes it. Must not block; may be called many times.
 using OutputSink = std::function<void(StreamKind, std::string_view)>;
+// A process's output: the next chunk is read once the sink's coroutine is done with this one, so
+// a slow consumer holds the process back instead of growing a buffer.
+using ProcessOutputSink = std::function<asio::awaitable<void>(StreamKind, std::string)>;
 
 struct StagedFile {
   std::string workspace_path;  // relative, already validated ("data/in.csv")
@@ -123,8 +126,8 @@ class SandboxProcess {
   virtual ~SandboxProcess() = default;
   virtual uint32_t pid() const = 0;
   // Streams its output to `sink` until it ended and its output did (output of what it left
-  // behind is waited for a moment, not to its end); once.
-  virtual asio::awaitable<ProcessEnd> Wait(OutputSink sink) = 0;
+  // behind is waited for a moment, not to its end, unless the sink holds it); once.
+  virtual asio::awaitable<ProcessEnd> Wait(ProcessOutputSink sink) = 0;
   // EPIPE-like failures once it closed its stdin or ended are errors of this call only.
   virtual asio::awaitable<Status> WriteStdin(std::string data) = 0;
   virtual void CloseStdin() = 0;

@@ -33,8 +33,9 @@ class ProcessTest : public SessionSandboxTest {
   };
   Ended Wait(SandboxProcess& p) {
     Ended e;
-    e.end = Await(p.Wait([&](StreamKind k, std::string_view d) {
+    e.end = Await(p.Wait([&](StreamKind k, std::string d) -> asio::awaitable<void> {
       (k == StreamKind::kStdout ? e.out : e.err).append(d);
+      co_return;
     }));
     return e;
   }

@@ -180,9 +180,10 @@ asio::awaitable<std::variant<WatcherPtr, RpcError>> ProcessTable::Start(
 }
 
 asio::awaitable<void> ProcessTable::Run(EntryPtr e) {
-  OutputSink sink = [e](StreamKind kind, std::string_view bytes) {
+  ProcessOutputSink sink = [e](StreamKind kind, std::string bytes) -> asio::awaitable<void> {
     std::string event = DataEvent(kind, bytes);
     for (const WatcherPtr& w : e->watchers) Queue(*w, event);
+    co_return;
   };
   ProcessEnd end = co_await e->process->Wait(std::move(sink));
   e->ended = true;

@@ -17,8 +17,8 @@ namespace {
 
 using proto::Msg;
 
-// How long output is waited for after the process ended: what it left behind may hold its
-// pipes open for as long as it lives.
+// How long output is waited for after the process ended while none comes: what it left behind
+// may hold its pipes open for as long as it lives.
 constexpr auto kOutputAfterEnd = std::chrono::milliseconds(500);
 
 class LocalProcess final : public SandboxProcess {
@@ -36,7 +36,7 @@ class LocalProcess final : public SandboxProcess {
 
   uint32_t pid() const override { return pid_; }
 
-  asio::awaitable<ProcessEnd> Wait(OutputSink sink) override {
+  asio::awaitable<ProcessEnd> Wait(ProcessOutputSink sink) override {
     auto task = WaitOnStrand(std::move(sink));
     co_return co_await OnStrand<ProcessEnd>(strand_, std::move(task));
   }
@@ -56,25 +56,31 @@ class LocalProcess final : public SandboxProcess {
  private:
   struct Pumps {
     explicit Pumps(const Strand& s) : event(s) {}
-    asio::steady_timer event;  // cancelled: something finished
+    asio::steady_timer event;  // cancelled: output came, or a pump finished
     int open_outputs = 2;
+    int in_sink = 0;  // pumps whose chunk the sink still holds
   };
 
   asio::awaitable<void> Pump(std::shared_ptr<Pumps> p, asio::posix::stream_descriptor& pipe,
-                             StreamKind kind, OutputSink sink) {
+                             StreamKind kind, ProcessOutputSink sink) {
     std::vector<char> buf(64 << 10);
     for (;;) {
       boost::system::error_code ec;
       size_t n = co_await pipe.async_read_some(asio::buffer(buf),
                                                asio::redirect_error(asio::use_awaitable, ec));
-      if (n > 0) sink(kind, std::string_view(buf.data(), n));
+      if (n > 0) {
+        ++p->in_sink;
+        co_await sink(kind, std::string(buf.data(), n));
+        --p->in_sink;
+        p->event.cancel();
+      }
       if (ec) break;
     }
     --p->open_outputs;
     p->event.cancel();
   }
 
-  asio::awaitable<ProcessEnd> WaitOnStrand(OutputSink sink) {
+  asio::awaitable<ProcessEnd> WaitOnStrand(ProcessOutputSink sink) {
     auto p = std::make_shared<Pumps>(strand_);
     asio::co_spawn(strand_, Pump(p, stdout_, StreamKind::kStdout, sink), asio::detached);
     asio::co_spawn(strand_, Pump(p, stderr_, StreamKind::kStderr, sink), asio::detached);
@@ -96,11 +102,12 @@ class LocalProcess final : public SandboxProcess {
     } else {
       end.error = "the sandbox ended while the process ran";
     }
-    p->event.expires_after(kOutputAfterEnd);
     while (p->open_outputs > 0) {
       boost::system::error_code ec;
+      p->event.expires_after(kOutputAfterEnd);
       co_await p->event.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      if (!ec) break;  // the bound passed: what holds the pipes is not waited for
+      // None came for that long (and the sink holds none): what holds the pipes is not waited for.
+      if (!ec && p->in_sink == 0) break;
     }
     boost::system::error_code ec;
     stdout_.cancel(ec);
