@@ -48,4 +48,13 @@ bool ParseJson(std::string_view text, rapidjson::Document& doc, std::string& why
   return true;
 }
 
+Result<rapidjson::Document> ParseJsonObject(std::string_view text, std::string_view what) {
+  rapidjson::Document doc;
+  std::string why;
+  if (text.empty()) text = "{}";
+  if (!ParseJson(text, doc, why)) return Status::Error(std::string(what) + " is not JSON: " + why);
+  if (!doc.IsObject()) return Status::Error(std::string(what) + " must be a JSON object");
+  return doc;
+}
+
 }  // namespace ci

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/random.h"
+#include "core/status.h"
 
 namespace ci {
 
@@ -54,6 +55,8 @@ bool JsonNestsTooDeep(std::string_view text);
 // Parses UTF-8 JSON, validating the encoding and refusing nesting deeper than kMaxJsonDepth. On
 // failure returns false and sets `why`.
 bool ParseJson(std::string_view text, rapidjson::Document& doc, std::string& why);
+// ParseJson of what must be an object ("" reads as {}); errors begin with `what` ("the body").
+Result<rapidjson::Document> ParseJsonObject(std::string_view text, std::string_view what);
 
 }  // namespace ci
 

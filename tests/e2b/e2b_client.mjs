@@ -160,6 +160,61 @@ const scenarios = {
     await bg.disconnect()
     print({ step: 'create', sandboxId: sbx.sandboxId, pid: bg.pid })
   },
+  // Files both ways (multipart, octet-stream, gzip, a stream, several at once, empty, binary),
+  // the Filesystem RPCs, a watch, and the errors the SDK types.
+  async files() {
+    const sbx = await Sandbox.create('base', { timeoutMs: 300_000 })
+    const f = sbx.files
+    const entry = (e) => ({ name: e.name, type: e.type, path: e.path, size: e.size, owner: e.owner,
+      permissions: e.permissions, modified: e.modifiedTime instanceof Date })
+    const events = []
+    const watch = await f.watchDir('/home/user', (e) => events.push({ name: e.name, type: e.type }),
+      { recursive: true })
+    await attempt('write', async () => ({ info: await f.write('notes/a.txt', 'hello\n') }))
+    await attempt('read', async () => ({ text: await f.read('/home/user/notes/a.txt') }))
+    await attempt('read_run', async () => ({ out: (await sbx.commands.run('cat notes/a.txt; id -un')).stdout }))
+    const bytes = new Uint8Array(3 << 20).map((_, i) => (i * 7 + 3) % 256)
+    await attempt('write_octet', async () => ({ info: await f.write('big.bin', bytes.buffer, { useOctetStream: true }) }))
+    await attempt('read_bytes', async () => {
+      const got = await f.read('big.bin', { format: 'bytes' })
+      return { size: got.length, same: got.every((b, i) => b === bytes[i]) }
+    })
+    await attempt('write_gzip', async () => ({ info: await f.write('z.txt', 'zipped '.repeat(1000), { gzip: true }) }))
+    await attempt('read_gzip', async () => ({ size: (await f.read('z.txt')).length }))
+    await attempt('write_stream', async () => {
+      const stream = new ReadableStream({ start(c) { for (let i = 0; i < 4; i++) c.enqueue(new TextEncoder().encode(`part ${i}\n`)); c.close() } })
+      return { info: await f.write('streamed.txt', stream) }
+    })
+    await attempt('read_stream', async () => {
+      const chunks = []
+      for await (const c of await f.read('streamed.txt', { format: 'stream' })) chunks.push(Buffer.from(c))
+      return { text: Buffer.concat(chunks).toString() }
+    })
+    await attempt('write_many', async () => ({ infos: await f.write([{ path: 'm/1.txt', data: 'one' }, { path: '/tmp/2.txt', data: new Blob(['two']) }]) }))
+    await attempt('write_empty', async () => ({ info: await f.write('empty.txt', '') }))
+    await attempt('read_empty', async () => ({ text: await f.read('empty.txt'), bytes: (await f.read('empty.txt', { format: 'bytes' })).length }))
+    await attempt('list', async () => ({ entries: (await f.list('/home/user')).map(entry) }))
+    await attempt('list_depth', async () => ({ names: (await f.list('/home/user', { depth: 2 })).map((e) => e.path) }))
+    await attempt('info', async () => entry(await f.getInfo('notes/a.txt')))
+    await attempt('exists', async () => ({ yes: await f.exists('notes/a.txt'), no: await f.exists('nope') }))
+    await attempt('make_dir', async () => ({ made: await f.makeDir('d1/d2'), again: await f.makeDir('d1/d2') }))
+    await attempt('rename', async () => entry(await f.rename('notes/a.txt', 'moved/b.txt')))
+    await attempt('remove', async () => {
+      await f.remove('d1')
+      return { exists: await f.exists('d1') }
+    })
+    await attempt('read_missing', async () => ({ text: await f.read('nope.txt') }))
+    await attempt('list_missing', async () => ({ entries: await f.list('/nope') }))
+    await attempt('remove_missing', async () => ({ removed: await f.remove('/home/user/nope') }))
+    await attempt('read_dir', async () => ({ text: await f.read('/home/user') }))
+    await attempt('write_outside', async () => ({ info: await f.write('/etc/passwd', 'x') }))
+    await attempt('write_over_dir', async () => ({ info: await f.write('moved', 'x') }))
+    await attempt('list_as_root', async () => ({ entries: await f.list('/', { user: 'root' }) }))
+    await new Promise((r) => setTimeout(r, 500))
+    await watch.stop()
+    print({ step: 'watch', events })
+    await Sandbox.kill(sbx.sandboxId)
+  },
   // Three sandboxes listed two per page.
   async paging(tag) {
     const made = []

@@ -75,19 +75,10 @@ bool IsSet(const rapidjson::Value& doc, const char* name) {
   return true;
 }
 
-Result<rapidjson::Document> ParseObject(std::string_view body) {
-  rapidjson::Document doc;
-  std::string why;
-  if (body.empty()) body = "{}";
-  if (!ParseJson(body, doc, why)) return Status::Error("the body is not JSON: " + why);
-  if (!doc.IsObject()) return Status::Error("the body must be a JSON object");
-  return doc;
-}
-
 }  // namespace
 
 Result<NewSandbox> ParseNewSandbox(std::string_view body) {
-  auto parsed = ParseObject(body);
+  auto parsed = ParseJsonObject(body, "the body");
   if (!parsed.ok()) return parsed.status();
   const rapidjson::Document& doc = *parsed;
   NewSandbox r;
@@ -129,7 +120,7 @@ Result<NewSandbox> ParseNewSandbox(std::string_view body) {
 }
 
 Result<std::optional<int64_t>> ParseTimeout(std::string_view body, bool required) {
-  auto parsed = ParseObject(body);
+  auto parsed = ParseJsonObject(body, "the body");
   if (!parsed.ok()) return parsed.status();
   auto t = parsed->FindMember("timeout");
   if (t == parsed->MemberEnd() || t->value.IsNull()) {

@@ -18,8 +18,13 @@ bool E2bFront::Claims(const HttpRequestHead& head) const {
 boost::asio::awaitable<void> E2bFront::Handle(HttpExchange& ex) {
   // The sandbox plane authenticates by the sandbox's own token, not by an API key.
   if (e2b::IsSandboxPlane(ex.head())) {
-    co_return co_await e2b::HandleSandboxPlane(ex, control_, processes_, spec_,
-                                               config_.max_request_body_mb << 20);
+    const e2b::SandboxPlane plane{control_,
+                                  processes_,
+                                  sessions_,
+                                  spec_,
+                                  config_.max_request_body_mb << 20,
+                                  config_.max_file_size_mb << 20};
+    co_return co_await e2b::HandleSandboxPlane(ex, plane);
   }
   if (keys_ != nullptr) {
     // X-API-KEY as E2B's SDKs send it; a bearer key as the daemon's other fronts take it.

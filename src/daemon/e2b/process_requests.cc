@@ -9,46 +9,12 @@
 #include "core/base64.h"
 #include "core/json.h"
 #include "daemon/e2b/connect_rpc.h"
+#include "daemon/e2b/proto_json.h"
 
 namespace ci::daemon::e2b {
 namespace {
 
 using Value = rapidjson::Value;
-
-Result<rapidjson::Document> ParseMessage(std::string_view json) {
-  rapidjson::Document doc;
-  std::string why;
-  if (json.empty()) json = "{}";
-  if (!ParseJson(json, doc, why)) return Status::Error("the message is not JSON: " + why);
-  if (!doc.IsObject()) return Status::Error("the message must be a JSON object");
-  return doc;
-}
-
-// A member that is there and not null.
-const Value* Member(const Value& v, const char* name) {
-  auto it = v.FindMember(name);
-  return it == v.MemberEnd() || it->value.IsNull() ? nullptr : &it->value;
-}
-
-Status StringField(const Value& v, const char* name, const char* where, std::string* out) {
-  const Value* m = Member(v, name);
-  if (m == nullptr) return Status();
-  if (!m->IsString()) return Status::Error(std::string(where) + "." + name + " must be a string");
-  out->assign(m->GetString(), m->GetStringLength());
-  return Status();
-}
-
-// uint32 in proto3 JSON: a number, or a decimal string.
-Result<uint32_t> Uint32Field(const Value& v, const char* where) {
-  if (v.IsUint()) return v.GetUint();
-  if (v.IsString() && v.GetStringLength() > 0 && v.GetStringLength() <= 10) {
-    uint64_t n = 0;
-    const std::string_view digits(v.GetString(), v.GetStringLength());
-    for (char c : digits) n = c >= '0' && c <= '9' ? n * 10 + (c - '0') : ~uint64_t{0};
-    if (n <= 0xffffffffULL) return static_cast<uint32_t>(n);
-  }
-  return Status::Error(std::string(where) + " must be an unsigned 32-bit number");
-}
 
 Result<ProcessSelector> Selector(const Value& doc) {
   const Value* p = Member(doc, "process");
@@ -70,7 +36,7 @@ Result<ProcessSelector> Selector(const Value& doc) {
 }  // namespace
 
 Result<StartRequest> ParseStartRequest(std::string_view json) {
-  auto parsed = ParseMessage(json);
+  auto parsed = ParseJsonObject(json, "the message");
   if (!parsed.ok()) return parsed.status();
   const rapidjson::Document& doc = *parsed;
   StartRequest out;
@@ -113,16 +79,18 @@ Result<StartRequest> ParseStartRequest(std::string_view json) {
   return out;
 }
 
-Status CheckListRequest(std::string_view json) { return ParseMessage(json).status(); }
+Status CheckListRequest(std::string_view json) {
+  return ParseJsonObject(json, "the message").status();
+}
 
 Result<ProcessSelector> ParseSelectorRequest(std::string_view json) {
-  auto parsed = ParseMessage(json);
+  auto parsed = ParseJsonObject(json, "the message");
   if (!parsed.ok()) return parsed.status();
   return Selector(*parsed);
 }
 
 Result<InputRequest> ParseInputRequest(std::string_view json) {
-  auto parsed = ParseMessage(json);
+  auto parsed = ParseJsonObject(json, "the message");
   if (!parsed.ok()) return parsed.status();
   InputRequest out;
   auto which = Selector(*parsed);
@@ -146,7 +114,7 @@ Result<InputRequest> ParseInputRequest(std::string_view json) {
 }
 
 Result<SignalRequest> ParseSignalRequest(std::string_view json) {
-  auto parsed = ParseMessage(json);
+  auto parsed = ParseJsonObject(json, "the message");
   if (!parsed.ok()) return parsed.status();
   SignalRequest out;
   auto which = Selector(*parsed);
@@ -179,6 +147,17 @@ Result<std::optional<std::string>> BasicAuthUser(std::optional<std::string_view>
   auto decoded = Base64Decode(h.substr(space + 1));
   if (!decoded) return Status::Error("Authorization's credentials are not base64");
   return std::optional<std::string>(decoded->substr(0, decoded->find(':')));
+}
+
+std::optional<RpcError> RefusedUser(std::optional<std::string_view> header) {
+  auto user = BasicAuthUser(header);
+  if (!user.ok()) return RpcError{"invalid_argument", user.status().message()};
+  if (*user && **user != kUser) {
+    return RpcError{"permission_denied", "user '" + **user +
+                                             "' does not exist here: sandboxes run as '" +
+                                             std::string(kUser) + "' (leave the user unset)"};
+  }
+  return std::nullopt;
 }
 
 }  // namespace ci::daemon::e2b

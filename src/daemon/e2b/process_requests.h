@@ -42,4 +42,10 @@ Result<SignalRequest> ParseSignalRequest(std::string_view json);
 // An error when it is not Basic or not base64.
 Result<std::optional<std::string>> BasicAuthUser(std::optional<std::string_view> header);
 
+// The one user of these sandboxes (docs/e2b.md "Sandboxes").
+inline constexpr std::string_view kUser = "user";
+// Why a request's Authorization is refused (malformed: invalid_argument; another user than
+// kUser: permission_denied); nullopt when it names kUser or no one.
+std::optional<RpcError> RefusedUser(std::optional<std::string_view> header);
+
 }  // namespace ci::daemon::e2b

@@ -18,8 +18,6 @@ using namespace std::chrono_literals;
 constexpr std::string_view kService = "/process.Process/";
 // envd's keepalive period when the client names none (Keepalive-Ping-Interval, in seconds).
 constexpr auto kDefaultKeepalive = 90s;
-// The one user of these sandboxes (docs/e2b.md "Sandboxes").
-constexpr std::string_view kUser = "user";
 
 std::chrono::seconds KeepaliveOf(const HttpRequestHead& head) {
   auto h = head.Header("keepalive-ping-interval");
@@ -94,14 +92,8 @@ asio::awaitable<void> Start(HttpExchange& ex, const ProcessContext& c, ProcessTa
     co_return co_await ex.Respond(ConnectStreamError(
         "unimplemented", "PTYs are not offered by this server: start the process without pty"));
   }
-  auto user = BasicAuthUser(ex.head().Header("authorization"));
-  if (!user.ok()) {
-    co_return co_await ex.Respond(ConnectStreamError("invalid_argument", user.status().message()));
-  }
-  if (*user && **user != kUser) {
-    co_return co_await ex.Respond(ConnectStreamError(
-        "permission_denied", "user '" + **user + "' does not exist here: processes run as '" +
-                                 std::string(kUser) + "' (leave the user unset)"));
+  if (auto refused = RefusedUser(ex.head().Header("authorization"))) {
+    co_return co_await ex.Respond(ConnectStreamError(refused->code, refused->message));
   }
   ProcessSpec spec;
   spec.argv.push_back(req->config.cmd);

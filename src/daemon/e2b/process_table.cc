@@ -100,6 +100,8 @@ void Queue(ProcessWatcher& w, std::string event) {
   w.wake.cancel();
 }
 
+}  // namespace
+
 RpcError RpcErrorOf(const ApiError& e) {
   switch (e.status) {
     case 404:
@@ -115,8 +117,6 @@ RpcError RpcErrorOf(const ApiError& e) {
       return {"internal", e.detail};
   }
 }
-
-}  // namespace
 
 std::string ProcessTable::StartEvent(uint32_t pid) {
   return EventJson([&](JsonWriter& w) {

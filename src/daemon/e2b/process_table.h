@@ -36,6 +36,9 @@ struct RpcError {
   std::string message;
 };
 
+// The Connect error of a session's refusal (404/410 not_found, 429 resource_exhausted...).
+RpcError RpcErrorOf(const ApiError& e);
+
 // One stream's view of a process: the messages (ProcessEvent JSON) it has yet to send.
 struct ProcessWatcher {
   explicit ProcessWatcher(const boost::asio::any_io_executor& ex) : wake(ex) {}

@@ -2,17 +2,17 @@
 
 #include "core/json.h"
 #include "daemon/e2b/connect_rpc.h"
+#include "daemon/e2b/file_transfer.h"
+#include "daemon/e2b/filesystem_rpcs.h"
 #include "daemon/e2b/process_rpcs.h"
 
 namespace ci::daemon::e2b {
 namespace {
 
-bool IsRpc(std::string_view path) {
-  return IsProcessRpc(path) || path.starts_with("/filesystem.Filesystem/");
-}
+bool IsRpc(std::string_view path) { return IsProcessRpc(path) || IsFilesystemRpc(path); }
 
 bool IsStreamingRpc(std::string_view path) {
-  return IsStreamingProcessRpc(path) || path == "/filesystem.Filesystem/WatchDir";
+  return IsStreamingProcessRpc(path) || IsStreamingFilesystemRpc(path);
 }
 
 // What every process of the sandbox starts with: the sandbox's environment, its user's, and the
@@ -36,14 +36,12 @@ bool IsSandboxPlane(const HttpRequestHead& head) {
   return head.Header("e2b-sandbox-id").has_value();
 }
 
-boost::asio::awaitable<void> HandleSandboxPlane(HttpExchange& ex, ControlPlane& control,
-                                                ProcessTable& processes, const SandboxSpec& spec,
-                                                uint64_t max_body_bytes) {
+boost::asio::awaitable<void> HandleSandboxPlane(HttpExchange& ex, const SandboxPlane& plane) {
   const HttpRequestHead& head = ex.head();
   const std::string id(head.Header("e2b-sandbox-id").value_or(""));
   const std::string_view token =
       head.Header("x-access-token").value_or(head.Header("e2b-traffic-access-token").value_or(""));
-  const ControlPlane::Sandbox* s = co_await control.FindByToken(id, token);
+  const ControlPlane::Sandbox* s = co_await plane.control.FindByToken(id, token);
   const bool health = head.path == "/health" && head.method == "GET";
   if (s == nullptr) {
     // The SDK reads 502 from /health as "not running"; elsewhere the sandbox is not found (an
@@ -59,13 +57,19 @@ boost::asio::awaitable<void> HandleSandboxPlane(HttpExchange& ex, ControlPlane& 
   ex.client = s->client;
   if (health) co_return co_await ex.Respond(NoContent());
   if (IsProcessRpc(head.path)) {
-    const ProcessContext context{s->id, s->client, ProcessEnv(spec, *s), std::string(kHome),
-                                 max_body_bytes};
-    co_return co_await HandleProcessRpc(ex, context, processes);
+    const ProcessContext context{s->id, s->client, ProcessEnv(plane.spec, *s), std::string(kHome),
+                                 plane.max_body_bytes};
+    co_return co_await HandleProcessRpc(ex, context, plane.processes);
   }
+  const FileContext files{&plane.sessions, s->id, s->client, ProcessEnv(plane.spec, *s)};
+  if (IsFilesystemRpc(head.path)) {
+    co_return co_await HandleFilesystemRpc(ex, files, plane.max_body_bytes);
+  }
+  if (IsFileTransfer(head))
+    co_return co_await HandleFileTransfer(ex, files, plane.max_upload_bytes);
   const std::string missing = head.method + " " + head.path +
                               " is not implemented by this server yet: E2B sandboxes run no "
-                              "commands, files or code here so far (docs/e2b.md)";
+                              "code contexts here so far (docs/e2b.md)";
   if (IsStreamingRpc(head.path)) {
     co_return co_await ex.Respond(ConnectStreamError("unimplemented", missing));
   }

@@ -1,8 +1,9 @@
 // E2B's sandbox plane (docs/e2b.md "Sandbox plane"): what the SDK sends to a sandbox's envd and
 // code interpreter, routed by the E2b-Sandbox-Id header to one URL (E2B_SANDBOX_URL) and
 // authenticated by the sandbox's access token (X-Access-Token, or E2B-Traffic-Access-Token),
-// never by an API key: `GET /health` and envd's process.Process (process_rpcs.h); the rest
-// answers 501 naming what is not there yet, in the shape its caller reads (Connect's for RPCs).
+// never by an API key: `GET /health`, envd's process.Process (process_rpcs.h), its
+// filesystem.Filesystem (filesystem_rpcs.h) and /files (file_transfer.h); the rest answers 501
+// naming what is not there yet, in the shape its caller reads (Connect's for RPCs).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -18,8 +19,16 @@ bool IsSandboxPlane(const HttpRequestHead& head);
 // The home of the sandbox's user `user`, where processes start and relative paths begin.
 inline constexpr std::string_view kHome = "/home/user";
 
-boost::asio::awaitable<void> HandleSandboxPlane(HttpExchange& ex, ControlPlane& control,
-                                                ProcessTable& processes, const SandboxSpec& spec,
-                                                uint64_t max_body_bytes);
+// What the sandbox plane serves from, and its bounds.
+struct SandboxPlane {
+  ControlPlane& control;
+  ProcessTable& processes;
+  SessionManager& sessions;
+  const SandboxSpec& spec;
+  uint64_t max_body_bytes;    // an RPC's request
+  uint64_t max_upload_bytes;  // a POST /files body
+};
+
+boost::asio::awaitable<void> HandleSandboxPlane(HttpExchange& ex, const SandboxPlane& plane);
 
 }  // namespace ci::daemon::e2b
