@@ -146,7 +146,7 @@ def op_list(path, depth):
                 if level < depth and e.is_dir(follow_symlinks=False):
                     walk(e.path, level + 1)
 
-    walk(real, 1)
+    walk(top, 1)  # entries named under the path asked for, as the user sees it
     answer({"entries": entries})
 
 

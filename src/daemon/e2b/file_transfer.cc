@@ -1,5 +1,11 @@
 #include "daemon/e2b/file_transfer.h"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cctype>
 #include <csignal>
 
@@ -105,11 +111,39 @@ asio::awaitable<void> Download(HttpExchange& ex, const FileContext& c, const std
   if (!gone && sent == size) co_await ex.EndStream();
 }
 
-// One file of an upload: its helper, fed as the body arrives.
-struct Upload {
-  std::unique_ptr<SandboxProcess> helper;
-  bool write_failed = false;  // it stopped reading (it failed): its answer says why
+// One file of an upload: its helper, fed as the body arrives while its output is read (it
+// answers early when it fails, and a container's exec may not take more input then).
+struct UploadState {
+  explicit UploadState(const asio::any_io_executor& ex) : ended(ex) {
+    ended.expires_at(asio::steady_timer::time_point::max());
+  }
+  std::shared_ptr<SandboxProcess> helper;
+  std::string out;
+  bool answered = false;  // its line came: no more input is written
+  std::optional<std::variant<std::string, RpcError>> answer;
+  asio::steady_timer ended;  // cancelled once `answer` is set
 };
+using Upload = std::shared_ptr<UploadState>;
+
+asio::awaitable<void> AwaitAnswer(Upload u) {
+  ProcessOutputSink sink = [u](StreamKind kind, std::string data) -> asio::awaitable<void> {
+    if (kind != StreamKind::kStdout || u->out.size() > (1 << 20)) co_return;
+    u->out += data;
+    if (!u->answered && u->out.find('\n') != std::string::npos) {
+      u->answered = true;
+      u->helper->CloseStdin();  // unblocks a write it no longer reads
+    }
+  };
+  ProcessEnd end = co_await u->helper->Wait(std::move(sink));
+  const size_t eol = u->out.find('\n');
+  if (eol == std::string::npos) {
+    u->answer = RpcError{"internal", "the upload ended without an answer" +
+                                         (end.error.empty() ? std::string() : ": " + end.error)};
+  } else {
+    u->answer = ParseFileAnswer(std::string_view(u->out).substr(0, eol));
+  }
+  u->ended.cancel();
+}
 
 asio::awaitable<std::variant<Upload, RpcError>> BeginUpload(const FileContext& c,
                                                             const std::string& path,
@@ -121,26 +155,32 @@ asio::awaitable<std::variant<Upload, RpcError>> BeginUpload(const FileContext& c
   std::vector<std::string> args = {"write", path, std::move(encoding)};
   auto started = co_await StartFileHelper(c, std::move(args), true);
   if (auto* e = std::get_if<RpcError>(&started)) co_return *e;
-  co_return Upload{std::move(std::get<0>(started))};
+  auto u = std::make_shared<UploadState>(co_await asio::this_coro::executor);
+  u->helper = std::move(std::get<0>(started));
+  asio::co_spawn(u->ended.get_executor(), AwaitAnswer(u), asio::detached);
+  co_return u;
 }
 
-asio::awaitable<void> Feed(Upload& u, std::string data) {
-  if (u.write_failed || data.empty()) co_return;
-  Status written = co_await u.helper->WriteStdin(std::move(data));
-  u.write_failed = !written.ok();
+asio::awaitable<void> Feed(const Upload& u, std::string data) {
+  if (u->answered || data.empty()) co_return;
+  Status written = co_await u->helper->WriteStdin(std::move(data));
+  if (!written.ok()) u->answered = true;  // it stopped reading: its answer says why
+}
+
+asio::awaitable<std::variant<std::string, RpcError>> EndUpload(const Upload& u) {
+  u->helper->CloseStdin();
+  while (!u->answer) {
+    boost::system::error_code ec;
+    co_await u->ended.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return *u->answer;
 }
 
 // An upload cut short: SIGTERM, on which the helper drops its temporary file and the old file
 // stays as it was.
-asio::awaitable<void> AbandonUpload(const FileContext& c, Upload& u) {
-  (void)co_await c.sessions->Signal(c.sandbox, c.client, u.helper->pid(), SIGTERM);
-  u.helper->CloseStdin();
-  (void)co_await FinishFileHelper(*u.helper, 1 << 20);
-}
-
-asio::awaitable<std::variant<std::string, RpcError>> EndUpload(Upload& u) {
-  u.helper->CloseStdin();
-  co_return co_await FinishFileHelper(*u.helper, 1 << 20);
+asio::awaitable<void> AbandonUpload(const FileContext& c, const Upload& u) {
+  (void)co_await c.sessions->Signal(c.sandbox, c.client, u->helper->pid(), SIGTERM);
+  (void)co_await EndUpload(u);
 }
 
 // What a body read failed with, as the client is told.
@@ -168,7 +208,7 @@ asio::awaitable<void> UploadOctetStream(HttpExchange& ex, const FileContext& c,
   }
   auto begun = co_await BeginUpload(c, path, encoding);
   if (auto* e = std::get_if<RpcError>(&begun)) co_return co_await ex.Respond(Refusal(*e));
-  Upload& u = std::get<Upload>(begun);
+  const Upload u = std::get<Upload>(begun);
   for (;;) {
     BodyChunk chunk = co_await ex.ReadBodyChunk(max_bytes);
     if (chunk.error != BodyError::kNone) {
@@ -178,7 +218,7 @@ asio::awaitable<void> UploadOctetStream(HttpExchange& ex, const FileContext& c,
     }
     if (chunk.data.empty()) break;
     co_await Feed(u, std::move(chunk.data));
-    if (u.write_failed) break;
+    if (u->answered) break;
   }
   auto answer = co_await EndUpload(u);
   if (auto* e = std::get_if<RpcError>(&answer)) co_return co_await ex.Respond(Refusal(*e));
@@ -217,7 +257,7 @@ asio::awaitable<void> UploadMultipart(HttpExchange& ex, const FileContext& c,
          in_file = false;
          return {};
        }});
-  std::optional<Upload> current;
+  Upload current;
   std::vector<std::string> written;
   std::optional<HttpResponse> failure;
   for (bool body_ended = false; !body_ended && !failure;) {
@@ -237,12 +277,12 @@ asio::awaitable<void> UploadMultipart(HttpExchange& ex, const FileContext& c,
         if (auto* refused = std::get_if<RpcError>(&begun)) {
           failure = Refusal(*refused);
         } else {
-          current.emplace(std::move(std::get<Upload>(begun)));
+          current = std::get<Upload>(begun);
         }
       } else if (e.kind == PartEvent::kData) {
-        co_await Feed(*current, std::move(e.text));
+        co_await Feed(current, std::move(e.text));
       } else {
-        auto answer = co_await EndUpload(*current);
+        auto answer = co_await EndUpload(current);
         current.reset();
         if (auto* refused = std::get_if<RpcError>(&answer)) {
           failure = Refusal(*refused);
@@ -253,7 +293,7 @@ asio::awaitable<void> UploadMultipart(HttpExchange& ex, const FileContext& c,
     }
     events.clear();
   }
-  if (current) co_await AbandonUpload(c, *current);  // a part cut short
+  if (current) co_await AbandonUpload(c, current);  // a part cut short
   if (failure) co_return co_await ex.Respond(std::move(*failure));
   if (written.empty()) {
     co_return co_await ex.Respond(ErrorBody(400, "the form has no part named 'file'"));
