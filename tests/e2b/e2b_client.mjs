@@ -172,7 +172,7 @@ const scenarios = {
       { recursive: true })
     await attempt('write', async () => ({ info: await f.write('notes/a.txt', 'hello\n') }))
     await attempt('read', async () => ({ text: await f.read('/home/user/notes/a.txt') }))
-    await attempt('read_run', async () => ({ out: (await sbx.commands.run('cat notes/a.txt; id -un')).stdout }))
+    await attempt('read_run', async () => ({ out: (await sbx.commands.run('cat notes/a.txt; [ -O notes/a.txt ] && echo mine')).stdout }))
     const bytes = new Uint8Array(3 << 20).map((_, i) => (i * 7 + 3) % 256)
     await attempt('write_octet', async () => ({ info: await f.write('big.bin', bytes.buffer, { useOctetStream: true }) }))
     await attempt('read_bytes', async () => {

@@ -296,7 +296,7 @@ class E2bFileTest(E2bCase):
         self.assertEqual(s["write"]["info"], {"path": f"{home}/notes/a.txt", "name": "a.txt",
                                               "type": "file"})
         self.assertEqual(s["read"]["text"], "hello\n")
-        self.assertEqual(s["read_run"]["out"], "hello\nuser\n")  # the same file, the same user
+        self.assertEqual(s["read_run"]["out"], "hello\nmine\n")  # the same file, the same user
         self.assertEqual((s["read_bytes"]["size"], s["read_bytes"]["same"]), (3 << 20, True))
         self.assertEqual(s["read_gzip"]["size"], 7000)
         self.assertEqual(s["read_stream"]["text"], "part 0\npart 1\npart 2\npart 3\n")
@@ -306,10 +306,12 @@ class E2bFileTest(E2bCase):
         listed = {e["name"]: e for e in s["list"]["entries"]}
         self.assertEqual(sorted(listed), ["big.bin", "empty.txt", "m", "notes", "streamed.txt",
                                           "z.txt"])
+        # The owner's name is the sandbox's passwd's: the fake Kubernetes API server's pods
+        # have the host's, without `user`.
+        self.assertIn(listed["big.bin"].pop("owner"), ("user", "65532"))
         self.assertEqual(listed["big.bin"], {"name": "big.bin", "type": "file",
                                              "path": f"{home}/big.bin", "size": 3 << 20,
-                                             "owner": "user", "permissions": "-rw-r--r--",
-                                             "modified": True})
+                                             "permissions": "-rw-r--r--", "modified": True})
         self.assertEqual((listed["m"]["type"], listed["m"]["permissions"][0]), ("dir", "d"))
         self.assertIn(f"{home}/m/1.txt", s["list_depth"]["names"])
         self.assertEqual((s["info"]["path"], s["info"]["size"]), (f"{home}/notes/a.txt", 6))
