@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 
 from harness import (Client, Daemon, E2ETestCase, host_processes_matching, unique_sleep_arg,
@@ -931,4 +932,126 @@ class E2bFrontTest(E2ETestCase):
             for t in threads:
                 t.join(60)
             self.assertTrue(set(statuses) <= {200, 204, 404}, statuses)
+        self.assertHealthy()
+
+    def files(self, sid):
+        """A caller of the sandbox's /files and filesystem.Filesystem (raw HTTP)."""
+        token = self.e2b("GET", f"/sandboxes/{sid}").json["envdAccessToken"]
+
+        def call(method, path, body=b"", headers=None, timeout=60):
+            hdrs = {"E2b-Sandbox-Id": sid, "X-Access-Token": token, **(headers or {})}
+            return self.client.request(method, path, body=body, headers=hdrs, timeout=timeout)
+        return token, call
+
+    def test_file_paths_and_links_cannot_name_the_host(self):
+        # A file of the daemon's host, and links to it planted in the sandbox: every way of
+        # naming it reads the sandbox's own tree (nothing there), never the host's file.
+        secret = f"/tmp/ci-host-secret-{uuid.uuid4().hex}"
+        with open(secret, "w") as f:
+            f.write("host secret")
+        self.addCleanup(os.unlink, secret)
+        sid, rpc = self.sandbox()
+        plant = (f"ln -s {secret} /home/user/s; ln -s /proc/1/root{secret} /home/user/p; "
+                 f"ln -s / /home/user/root; echo planted")
+        r = rpc("Start", json.dumps({"process": {"cmd": "/bin/sh", "args": ["-c", plant]}})
+                .encode(), streaming=True)
+        self.assertIn(b"cGxhbnRlZAo", r.body)  # "planted\n"
+        _, call = self.files(sid)
+        names = ["s", "p", f"root{secret}", f"../../..{secret}", f"/proc/self/root{secret}",
+                 f"/proc/1/cwd/../../..{secret}", secret]
+        for name in names:
+            r = call("GET", "/files?path=" + urllib.parse.quote(name, safe=""))
+            self.assertNotIn(b"host secret", r.body, name)
+            self.assertIn(r.status, (403, 404), (name, r))  # 403: init's /proc/1/root
+            for method, body in (("Stat", {"path": name}), ("ListDir", {"path": name})):
+                r = call("POST", f"/filesystem.Filesystem/{method}", json.dumps(body).encode(),
+                         {"Content-Type": "application/json"})
+                self.assertNotIn(b"host secret", r.body, name)
+        # A write through a link replaces the link in the sandbox; the host's file is untouched.
+        r = call("POST", "/files?path=s", b"overwritten", {"Content-Type":
+                                                           "application/octet-stream"})
+        self.assertEqual(r.status, 200, r)
+        with open(secret) as f:
+            self.assertEqual(f.read(), "host secret")
+        self.assertEqual(call("GET", "/files?path=s").body, b"overwritten")
+        self.assertHealthy()
+
+    def test_file_rpcs_under_json_bombs_huge_paths_and_many_watches(self):
+        sid, _ = self.sandbox()
+        _, call = self.files(sid)
+        rpc = {"Content-Type": "application/json"}
+        stream = {"Content-Type": "application/connect+json"}
+        deep = b"[" * 200000 + b"]" * 200000
+        for method in ("Stat", "ListDir", "MakeDir", "Move", "Remove"):
+            for body in (deep, b'{"path": ' + deep + b"}"):
+                r = call("POST", f"/filesystem.Filesystem/{method}", body, rpc)
+                self.assertEqual((r.status, r.json["code"]), (400, "invalid_argument"), r)
+        r = call("POST", "/filesystem.Filesystem/WatchDir",
+                 b"\0" + len(deep).to_bytes(4, "big") + deep, stream)
+        self.assertEqual(r.body[:1], b"\2", r)
+        # A path longer than the kernel takes: a clear error, not a crash.
+        for path in ("a" * (1 << 20), "/".join(["d"] * 40000)):
+            r = call("POST", "/filesystem.Filesystem/Stat", json.dumps({"path": path}).encode(),
+                     rpc)
+            self.assertTrue(400 <= r.status < 600, r)
+            self.assertIsInstance(r.json["code"], str, r)
+            r = call("GET", "/files?path=" + path[:60000])
+            self.assertTrue(400 <= r.status < 600, r)
+        # More watches than the sandbox has pids for: each a stream or a clear refusal; once the
+        # clients leave, their helpers are gone and the sandbox serves again.
+        body = json.dumps({"path": "/home/user"}).encode()
+        body = b"\0" + len(body).to_bytes(4, "big") + body
+        socks = []
+        for _ in range(80):
+            s = socket.create_connection((self.client.host, self.client.port))
+            token = self.e2b("GET", f"/sandboxes/{sid}").json["envdAccessToken"]
+            s.sendall(b"POST /filesystem.Filesystem/WatchDir HTTP/1.1\r\nHost: localhost\r\n"
+                      b"E2b-Sandbox-Id: " + sid.encode() + b"\r\nX-Access-Token: " +
+                      token.encode() + b"\r\nContent-Type: application/connect+json\r\n"
+                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            socks.append(s)
+        for s in socks:
+            s.settimeout(30)
+            head = s.recv(1 << 16)
+            self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+            s.close()
+        wait_until(lambda: call("POST", "/filesystem.Filesystem/Stat", b'{"path": "/"}',
+                                rpc).status == 200, 30, interval=0.2)
+        self.assertHealthy()
+
+    def test_transfers_at_the_clients_pace_and_cut_short(self):
+        sid, rpc = self.sandbox()
+        _, call = self.files(sid)
+        token = self.e2b("GET", f"/sandboxes/{sid}").json["envdAccessToken"]
+        r = rpc("Start", b'{"process": {"cmd": "/bin/sh", "args": ["-c", '
+                b'"head -c 60000000 /dev/zero > /home/user/big"]}}', streaming=True)
+        self.assertEqual(r.status, 200, r)
+        head = (b"E2b-Sandbox-Id: " + sid.encode() + b"\r\nX-Access-Token: " + token.encode() +
+                b"\r\n")
+        # A download nobody reads: the helper waits, the daemon does not buffer the file.
+        rss_before = self.daemon.vm_rss_kb() if self.daemon else None
+        s = socket.create_connection((self.client.host, self.client.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(b"GET /files?path=big HTTP/1.1\r\nHost: localhost\r\n" + head + b"\r\n")
+        time.sleep(3)
+        if rss_before is not None:
+            grown_mb = (self.daemon.vm_rss_kb() - rss_before) / 1024
+            self.assertLess(grown_mb, 32, "the daemon buffered what the client did not read")
+        s.close()
+        # An upload cut short (the client leaves mid-body): the old file stays, no temporary.
+        self.assertEqual(call("POST", "/files?path=keep", b"old",
+                              {"Content-Type": "application/octet-stream"}).status, 200)
+        s = socket.create_connection((self.client.host, self.client.port))
+        s.sendall(b"POST /files?path=keep HTTP/1.1\r\nHost: localhost\r\n" + head +
+                  b"Content-Type: application/octet-stream\r\nContent-Length: 10000000\r\n"
+                  b"\r\n" + b"n" * 300000)
+        time.sleep(0.5)
+        s.close()
+        def settled():
+            names = [e["name"] for e in call("POST", "/filesystem.Filesystem/ListDir",
+                                             b'{"path": "/home/user"}',
+                                             {"Content-Type": "application/json"}).json["entries"]]
+            return names == ["big", "keep"]
+        wait_until(settled, 30, interval=0.2)
+        self.assertEqual(call("GET", "/files?path=keep").body, b"old")
         self.assertHealthy()

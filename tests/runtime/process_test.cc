@@ -123,6 +123,24 @@ TEST_F(ProcessTest, AMissingDirectoryIsRefusedAndTheSandboxServesOn) {
   EXPECT_EQ(RunShell("echo run"), "run\n");
 }
 
+// A start larger than a frame to init may carry is refused in the daemon: init, which would
+// take such a frame for a hostile peer's and exit, never sees it.
+TEST_F(ProcessTest, AStartTooLargeForInitIsRefusedAndTheSandboxServesOn) {
+  ProcessSpec spec;
+  spec.argv = {"/bin/true"};
+  spec.env = DefaultSandboxEnv();
+  for (int i = 0; i < 20; ++i)
+    spec.env.push_back("X" + std::to_string(i) + "=" + std::string(100000, 'x'));
+  spec.cwd = "/tmp";
+  auto refused = Await(sandbox_->Spawn(std::move(spec)));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("MiB"));
+  auto p = Spawn("echo ok");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(Wait(*p).out, "ok\n");
+  EXPECT_EQ(RunShell("echo run"), "run\n");
+}
+
 TEST_F(ProcessTest, ManyAtOnceEachWithItsOwnOutput) {
   std::vector<std::unique_ptr<SandboxProcess>> ps;
   for (int i = 0; i < 8; ++i) ps.push_back(Spawn("sleep 0.1; echo " + std::to_string(i)));

@@ -23,6 +23,24 @@
 namespace ci::daemon {
 namespace {
 
+// What execve would refuse (E2BIG), refused on every backend before the sandbox is asked: one
+// argument or environment entry over MAX_ARG_STRLEN, or all of them over 1 MiB.
+std::optional<std::string> OverKernelLimits(const ProcessSpec& spec) {
+  constexpr size_t kMaxString = 128 << 10, kMaxTotal = 1 << 20;
+  size_t total = spec.cwd.size();
+  for (const auto* list : {&spec.argv, &spec.env}) {
+    for (const std::string& s : *list) {
+      if (s.size() >= kMaxString) {
+        return "an argument or environment entry is longer than 128 KiB (the kernel's limit)";
+      }
+      total += s.size() + 1;
+    }
+  }
+  if (total > kMaxTotal) return std::string("the arguments and environment exceed 1 MiB");
+  if (spec.cwd.size() >= 4096) return std::string("the cwd is longer than 4 KiB (PATH_MAX)");
+  return std::nullopt;
+}
+
 using namespace std::chrono_literals;
 
 constexpr std::string_view kIdPrefix = "code-session-";
@@ -304,6 +322,7 @@ asio::awaitable<std::variant<RunOutcome, ApiError>> SessionManager::Bash(
 
 asio::awaitable<std::variant<std::unique_ptr<SandboxProcess>, ApiError>> SessionManager::Spawn(
     const std::string& id, const std::string& client, ProcessSpec spec) {
+  if (auto why = OverKernelLimits(spec)) co_return ApiError{400, *why};
   SessionPtr s = co_await Acquire(id, client);
   if (!s) co_return NotFound(id);
   auto started = co_await s->sandbox->Spawn(std::move(spec));

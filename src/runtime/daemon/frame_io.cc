@@ -41,6 +41,12 @@ asio::awaitable<Result<Frame>> ReadFrameAsync(asio::posix::stream_descriptor& sd
 
 asio::awaitable<Status> WriteFrameAsync(asio::posix::stream_descriptor& sd, proto::Msg type,
                                         std::string_view payload) {
+  // init takes a larger frame for a hostile peer's and exits: refused here, the sandbox lives.
+  if (payload.size() > proto::kMaxPayload) {
+    co_return Status::Error(std::string(proto::MsgName(type)) + " is larger than the " +
+                            std::to_string(proto::kMaxPayload >> 20) +
+                            " MiB a frame to init carries");
+  }
   unsigned char header[proto::kHeaderSize];
   proto::EncodeHeader(type, static_cast<uint32_t>(payload.size()), header);
   const std::array<asio::const_buffer, 2> buffers = {asio::buffer(header),

@@ -150,6 +150,12 @@ asio::awaitable<Result<std::unique_ptr<SandboxProcess>>> SpawnOnStrand(
   if (core->state != SandboxCore::State::kReady) {
     co_return Status::Error("process start: the sandbox is busy with a run, or destroyed");
   }
+  // Checked before kProcessFds: once init has the fds it expects the kSpawn that goes with them.
+  const std::string encoded = proto::Encode(request);
+  if (encoded.size() > proto::kMaxPayload) {
+    co_return Status::Error("process start: its argv, environment and cwd come to more than " +
+                            std::to_string(proto::kMaxPayload >> 20) + " MiB");
+  }
   Result<Pipe> in = MakePipe(), out = MakePipe(), err = MakePipe(), status = MakePipe();
   for (const Result<Pipe>* p : {&in, &out, &err, &status}) {
     if (!p->ok()) co_return p->status();
@@ -160,10 +166,7 @@ asio::awaitable<Result<std::unique_ptr<SandboxProcess>>> SpawnOnStrand(
   Status sent =
       SendFdsFrame(core->service, Msg::kProcessFds,
                    {in->read.get(), out->write.get(), err->write.get(), status->write.get()});
-  if (sent.ok()) {
-    const std::string encoded = proto::Encode(request);
-    sent = co_await WriteFrameAsync(core->service, Msg::kSpawn, encoded);
-  }
+  if (sent.ok()) sent = co_await WriteFrameAsync(core->service, Msg::kSpawn, encoded);
   Result<Frame> reply = sent;
   if (sent.ok()) reply = co_await ReadFrameAsync(core->service);
   core->state = SandboxCore::State::kReady;
