@@ -2,6 +2,7 @@
 // `node e2b_client.mjs <scenario> [args...]` with E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY
 // set. Prints one JSON object per step; tests/e2e/test_e2b.py asserts on them.
 import { Sandbox } from 'e2b'
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 
 const print = (o) => console.log(JSON.stringify(o))
 const failure = (e) => ({ error: e.constructor.name, message: String(e.message) })
@@ -214,6 +215,56 @@ const scenarios = {
     await watch.stop()
     print({ step: 'watch', events })
     await Sandbox.kill(sbx.sandboxId)
+  },
+  // runCode (@e2b/code-interpreter): state between cells, the last expression, a DataFrame's
+  // HTML, a matplotlib PNG, an error's traceback, streamed callbacks, env vars, contexts with
+  // their own globals and cwd, a cell past its timeout interrupted with its context kept.
+  async code() {
+    const sbx = await CodeSandbox.create({ timeoutMs: 300_000 })
+    const ex = (e) => ({ text: e.text, stdout: e.logs.stdout, stderr: e.logs.stderr,
+      error: e.error && { name: e.error.name, value: e.error.value, traceback: e.error.traceback },
+      results: e.results.map((r) => ({ main: r.isMainResult, formats: r.formats(), text: r.text,
+        html: r.html && r.html.slice(0, 60), png: r.png && r.png.slice(0, 12) })),
+      count: e.executionCount })
+    await attempt('state', async () => {
+      await sbx.runCode('x = 41')
+      return ex(await sbx.runCode('x + 1'))
+    })
+    await attempt('string', async () => ex(await sbx.runCode('"hi"')))
+    await attempt('dataframe', async () => ex(await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2]})')))
+    await attempt('figure', async () => ex(await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()\nprint("drawn")')))
+    await attempt('error', async () => ex(await sbx.runCode('def f():\n    return 1 / 0\nf()')))
+    await attempt('streams', async () => {
+      const out = [], err = [], results = []
+      await sbx.runCode('import sys, subprocess\nprint("a")\nprint("b", file=sys.stderr)\nsubprocess.run(["echo", "sub"])\ndisplay(7)\n8', {
+        onStdout: (m) => out.push(m.line), onStderr: (m) => err.push(m.line), onResult: (r) => results.push(r.text) })
+      return { out: out.join(''), err: err.join(''), results }
+    })
+    await attempt('env', async () => ex(await sbx.runCode('import os\nos.environ.get("CELL_VAR")', { envs: { CELL_VAR: 'v1' } })))
+    await attempt('env_after', async () => ex(await sbx.runCode('import os\nos.environ.get("CELL_VAR")')))
+    await attempt('context', async () => {
+      const ctx = await sbx.createCodeContext({ cwd: '/tmp' })
+      const own = await sbx.runCode('import os\n(os.getcwd(), "x" in globals())', { context: ctx })
+      const list = (await sbx.listCodeContexts()).map((c) => c.id)
+      await sbx.runCode('y = 5', { context: ctx })
+      await sbx.restartCodeContext(ctx)
+      const restarted = await sbx.runCode('"y" in globals()', { context: ctx })
+      await sbx.removeCodeContext(ctx)
+      const after = (await sbx.listCodeContexts()).map((c) => c.id)
+      let removed
+      try { await sbx.runCode('1', { context: ctx }) } catch (e) { removed = failure(e) }
+      return { id: ctx.id, cwd: ctx.cwd, own: own.text, listed: list.includes(ctx.id),
+        restarted: restarted.text, gone: !after.includes(ctx.id), removed }
+    })
+    await attempt('timeout', async () => {
+      const t0 = Date.now()
+      let timedOut
+      try { await sbx.runCode('import time\nwhile True: time.sleep(0.1)', { timeoutMs: 1500 }) } catch (e) { timedOut = failure(e) }
+      const after = ex(await sbx.runCode('x'))
+      return { timedOut, ms: Date.now() - t0, after }
+    })
+    await attempt('language', async () => ex(await sbx.runCode('1', { language: 'r' })))
+    await CodeSandbox.kill(sbx.sandboxId)
   },
   // Three sandboxes listed two per page.
   async paging(tag) {

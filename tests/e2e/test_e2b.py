@@ -418,6 +418,97 @@ class E2bFileTest(E2bCase):
         return r
 
 
+class E2bCodeTest(E2bCase):
+    """The code interpreter (runCode, contexts) through @e2b/code-interpreter, and raw."""
+
+    def test_run_code_with_state_rich_results_errors_and_contexts(self):
+        s = self.sdk("code")
+        self.assertEqual((s["state"]["text"], s["state"]["results"][0]["main"]), ("42", True))
+        self.assertEqual(s["string"]["text"], "hi")
+        frame = s["dataframe"]["results"][0]
+        self.assertEqual(frame["formats"], ["html"])
+        self.assertIn("<div>", frame["html"])
+        self.assertEqual(s["figure"]["stdout"], ["drawn\n"])
+        [figure] = s["figure"]["results"]
+        self.assertEqual((figure["main"], figure["formats"], figure["png"]),
+                         (False, ["png"], "iVBORw0KGgoA"))  # a PNG's signature, base64
+        error = s["error"]["error"]
+        self.assertEqual((error["name"], error["value"]), ("ZeroDivisionError", "division by zero"))
+        self.assertIn('File "<cell', error["traceback"])
+        self.assertIn("return 1 / 0", error["traceback"])
+        self.assertNotIn("<string>", error["traceback"])  # the driver's frames are cut
+        self.assertEqual(s["streams"], {"step": "streams", "out": "a\nsub\n", "err": "b\n",
+                                        "results": ["7", "8"]})
+        self.assertEqual((s["env"]["text"], s["env_after"]["results"]), ("v1", []))
+        ctx = s["context"]
+        self.assertEqual((ctx["cwd"], ctx["own"], ctx["listed"], ctx["restarted"], ctx["gone"]),
+                         ("/tmp", "('/tmp', False)", True, "False", True))
+        self.assertEqual(ctx["removed"]["error"], "NotFoundError")
+        timeout = s["timeout"]
+        self.assertEqual(timeout["timedOut"]["error"], "TimeoutError")
+        self.assertEqual(timeout["after"]["text"], "41")  # interrupted, the context kept its state
+        self.assertIn("400", s["language"]["message"])
+
+    def test_what_the_sdk_never_sends(self):
+        r = self.api().post_json("/v2/sandboxes", {"templateID": "base", "timeout": 60})
+        sid, token = r.json["sandboxID"], r.json["envdAccessToken"]
+        plane = Client(self.host, self.port)
+        base = {"E2b-Sandbox-Id": sid, "Content-Type": "application/json"}
+        with_token = {**base, "X-Access-Token": token}
+        try:
+            for body, says in ((b"{", "not JSON"), (b"[]", "object"), (b"{}", "'code'"),
+                               (b'{"code": 1}', "'code'"),
+                               (b'{"code": "1", "context_id": "a", "language": "python"}',
+                                "not both"),
+                               (b'{"code": "1", "env_vars": {"A=B": "c"}}', "env_vars"),
+                               (b'{"code": "1", "env_vars": {"A": 1}}', "env_vars"),
+                               (b'{"code": "1", "language": "cobol"}', "cobol")):
+                with self.subTest(says=says):
+                    r = plane.request("POST", "/execute", body=body, headers=with_token)
+                    self.assertEqual(r.status, 400, r.body)
+                    self.assertIn(says, r.body.decode())
+            r = plane.request("POST", "/execute", body=b'{"code": "1", "context_id": "nope"}',
+                              headers=with_token)
+            self.assertEqual((r.status, r.body), (404, b"Context nope not found"))
+            # /execute needs the token; /contexts takes the sandbox id alone, as the SDK sends it,
+            # and a token that is sent must be the sandbox's.
+            r = plane.request("POST", "/execute", body=b'{"code": "1"}', headers=base)
+            self.assertEqual(r.status, 404, r.body)
+            r = plane.request("GET", "/contexts", headers=base)
+            self.assertEqual((r.status, r.json), (200, []), r.body)
+            r = plane.request("GET", "/contexts", headers={**base, "X-Access-Token": "0" * 32})
+            self.assertEqual(r.status, 404, r.body)
+            r = plane.request("GET", "/contexts", headers={**base, "E2b-Sandbox-Id": sid + "0"})
+            self.assertEqual(r.status, 404, r.body)
+            # The stream: one JSON object per line, no blank line, end_of_execution last.
+            cell = json.dumps({"code": "print(1)\n2"}).encode()
+            r = plane.request("POST", "/execute", body=cell, headers=with_token)
+            lines = r.body.decode().split("\n")
+            self.assertEqual(lines[-1], "")
+            types = [json.loads(line)["type"] for line in lines[:-1]]
+            self.assertEqual(types, ["number_of_executions", "stdout", "result",
+                                     "end_of_execution"], r.body)
+            # A cell that writes forged lines on every descriptor it has (the interpreter's own
+            # among them) only fools itself: the cell still ends with its own end, a line that is
+            # not JSON is dropped, and the next cell is served.
+            forged = ('import os\nfor fd in range(1, 12):\n    try:\n        os.write(fd, b\'{"type": '
+                      '"end_of_execution", "nonce": "x"}\\nnot json\\n\')\n    except OSError:\n'
+                      '        pass\n3')
+            r = plane.request("POST", "/execute", body=json.dumps({"code": forged}).encode(),
+                              headers=with_token)
+            self.assertIn(b'"text":"3"', r.body)
+            r = plane.request("POST", "/execute", body=b'{"code": "4"}', headers=with_token)
+            self.assertIn(b'"text":"4"', r.body)
+            for method, path in (("POST", "/contexts/nope/restart"), ("DELETE", "/contexts/nope")):
+                r = plane.request(method, path, headers=base)
+                self.assertEqual((r.status, r.body), (404, b"Context nope not found"))
+            r = plane.request("POST", "/contexts", body=b'{"cwd": "/no/such"}', headers=base)
+            self.assertEqual(r.status, 400, r.body)
+            self.assertIn(b"/no/such", r.body)
+        finally:
+            self.assertEqual(self.api().delete(f"/sandboxes/{sid}").status, 204)
+
+
 class E2bWireTest(E2bCase):
     """What the SDK never sends: each a clear E2B error ({"code", "message"}), the daemon up."""
 

@@ -1,6 +1,7 @@
 #include "daemon/e2b/connect_rpc.h"
 
 #include <array>
+#include <cstdlib>
 #include <utility>
 
 #include "core/base64.h"
@@ -110,6 +111,21 @@ std::optional<std::string> DecodeProtoBytes(std::string_view text) {
   }
   while (standard.size() % 4 != 0) standard.push_back('=');
   return Base64Decode(standard);
+}
+
+std::chrono::seconds KeepaliveInterval(const HttpRequestHead& head) {
+  constexpr std::chrono::seconds kEnvdDefault(90);
+  auto h = head.Header("keepalive-ping-interval");
+  if (!h) return kEnvdDefault;
+  const long n = std::strtol(std::string(*h).c_str(), nullptr, 10);
+  return n > 0 && n <= 3600 ? std::chrono::seconds(n) : kEnvdDefault;
+}
+
+std::chrono::milliseconds ConnectTimeout(const HttpRequestHead& head) {
+  auto h = head.Header("connect-timeout-ms");
+  if (!h) return std::chrono::milliseconds(0);
+  const long long n = std::strtoll(std::string(*h).c_str(), nullptr, 10);
+  return std::chrono::milliseconds(n > 0 ? n : 0);
 }
 
 }  // namespace ci::daemon::e2b

@@ -4,6 +4,7 @@
 // envelope (flags 0x02) that carries the error, if any.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,6 +30,11 @@ HttpResponse ConnectStreamError(std::string_view code, std::string_view message)
 // A streaming call's request: its one envelope's JSON; nullopt with `why` when malformed
 // (compressed, truncated, more than one, or an end-stream flag).
 std::optional<std::string> UnwrapEnvelope(std::string_view body, std::string* why);
+
+// The streaming calls' headers: Keepalive-Ping-Interval (seconds; envd's 90 without it) and
+// Connect-Timeout-Ms, the client's deadline for the call (zero without it: none).
+std::chrono::seconds KeepaliveInterval(const HttpRequestHead& head);
+std::chrono::milliseconds ConnectTimeout(const HttpRequestHead& head);
 
 // proto3 JSON's bytes: standard or URL-safe base64, padding optional.
 std::optional<std::string> DecodeProtoBytes(std::string_view text);

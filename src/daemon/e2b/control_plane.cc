@@ -96,6 +96,13 @@ boost::asio::awaitable<const ControlPlane::Sandbox*> ControlPlane::FindByToken(
   co_return co_await Find(id, client);
 }
 
+boost::asio::awaitable<const ControlPlane::Sandbox*> ControlPlane::FindById(const std::string& id) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) co_return nullptr;
+  const std::string client = it->second.client;
+  co_return co_await Find(id, client);
+}
+
 boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max_body_mb) {
   const std::string& method = ex.head().method;
   const std::string& path = ex.head().path;

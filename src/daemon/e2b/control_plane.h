@@ -40,6 +40,8 @@ class ControlPlane {
   boost::asio::awaitable<const Sandbox*> Find(const std::string& id, const std::string& client);
   // The live sandbox `id` whose access token is `token` (compared in constant time), or nullptr.
   boost::asio::awaitable<const Sandbox*> FindByToken(const std::string& id, std::string_view token);
+  // By its id alone (128 random bits): only where the SDK sends no token (/contexts).
+  boost::asio::awaitable<const Sandbox*> FindById(const std::string& id);
 
  private:
   boost::asio::awaitable<void> Create(HttpExchange& ex, const std::string& body);

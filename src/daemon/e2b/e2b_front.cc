@@ -20,6 +20,7 @@ boost::asio::awaitable<void> E2bFront::Handle(HttpExchange& ex) {
   if (e2b::IsSandboxPlane(ex.head())) {
     const e2b::SandboxPlane plane{control_,
                                   processes_,
+                                  contexts_,
                                   sessions_,
                                   spec_,
                                   config_.max_request_body_mb << 20,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "daemon/config/config.h"
+#include "daemon/e2b/code_contexts.h"
 #include "daemon/e2b/control_plane.h"
 #include "daemon/e2b/process_table.h"
 #include "daemon/front/front.h"
@@ -25,6 +26,7 @@ class E2bFront final : public Front {
   const SandboxSpec& spec_;
   e2b::ControlPlane control_;
   e2b::ProcessTable processes_;
+  e2b::CodeContexts contexts_;
   ApiKeys* keys_ = nullptr;
 };
 

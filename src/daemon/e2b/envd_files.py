@@ -55,27 +55,16 @@ def resolve(path):
     return os.path.normpath(path).replace("//", "/")
 
 
+# Go's FileMode.String() letters for a type, then for the setuid, setgid and sticky bits.
+TYPE_LETTERS = [(stat.S_ISDIR, "d"), (stat.S_ISLNK, "L"), (stat.S_ISFIFO, "p"),
+                (stat.S_ISSOCK, "S"), (stat.S_ISCHR, "Dc"), (stat.S_ISBLK, "D")]
+BIT_LETTERS = [(stat.S_ISUID, "u"), (stat.S_ISGID, "g"), (stat.S_ISVTX, "t")]
+
+
 def permissions(mode):
     """Go's FileMode.String(), as envd reports it."""
-    kind = ""
-    if stat.S_ISDIR(mode):
-        kind = "d"
-    elif stat.S_ISLNK(mode):
-        kind = "L"
-    elif stat.S_ISFIFO(mode):
-        kind = "p"
-    elif stat.S_ISSOCK(mode):
-        kind = "S"
-    elif stat.S_ISCHR(mode):
-        kind = "Dc"
-    elif stat.S_ISBLK(mode):
-        kind = "D"
-    if mode & stat.S_ISUID:
-        kind += "u"
-    if mode & stat.S_ISGID:
-        kind += "g"
-    if mode & stat.S_ISVTX:
-        kind += "t"
+    kind = next((letter for is_kind, letter in TYPE_LETTERS if is_kind(mode)), "")
+    kind += "".join(letter for bit, letter in BIT_LETTERS if mode & bit)
     rwx = "".join(c if mode & (1 << (8 - i)) else "-" for i, c in enumerate("rwxrwxrwx"))
     return (kind or "-") + rwx
 

@@ -15,6 +15,9 @@
 
 namespace ci::daemon::e2b {
 
+// The home of the sandbox's user `user`, where processes start and relative paths begin.
+inline constexpr std::string_view kHome = "/home/user";
+
 // The sandbox a file request is for.
 struct FileContext {
   SessionManager* sessions = nullptr;

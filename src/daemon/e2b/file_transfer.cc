@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "daemon/e2b/control_plane.h"
 #include "daemon/e2b/process_requests.h"
+#include "daemon/e2b/proto_json.h"
 #include "daemon/front/routes.h"
 #include "daemon/http/multipart.h"
 
@@ -76,11 +77,12 @@ asio::awaitable<void> Download(HttpExchange& ex, const FileContext& c, const std
         co_return;
       }
       auto doc = ParseJsonObject(std::get<std::string>(answer), "the read's answer");
-      if (!doc.ok() || !(*doc)["size"].IsUint64()) {
+      const rapidjson::Value* announced = doc.ok() ? Member(*doc, "size") : nullptr;
+      if (announced == nullptr || !announced->IsUint64()) {
         refused = RpcError{"internal", "the read's answer has no size"};
         co_return;
       }
-      size = (*doc)["size"].GetUint64();
+      size = announced->GetUint64();
       data = head.substr(eol + 1);
       began = true;
       if (size == 0) co_return;  // answered below with Content-Length: 0, as the SDK needs

@@ -92,12 +92,6 @@ asio::awaitable<void> Unary(HttpExchange& ex, std::string_view method, const Fil
   co_await ex.Respond(JsonResponse(200, std::move(std::get<std::string>(answer))));
 }
 
-std::chrono::seconds KeepaliveOf(const HttpRequestHead& head) {
-  auto h = head.Header("keepalive-ping-interval");
-  const long n = h ? std::strtol(std::string(*h).c_str(), nullptr, 10) : 0;
-  return std::chrono::seconds(n > 0 && n <= 3600 ? n : 90);  // envd's default: 90 s
-}
-
 // The helper's event lines as WatchDir's messages: {} is a keepalive.
 std::string WatchMessage(std::string_view line) {
   if (line == "{}") return R"({"keepalive":{}})";
@@ -116,7 +110,7 @@ asio::awaitable<void> Watch(HttpExchange& ex, const FileContext& c, std::string_
   if (!path.ok()) {
     co_return co_await ex.Respond(ConnectStreamError("invalid_argument", path.status().message()));
   }
-  const auto keepalive = KeepaliveOf(ex.head());
+  const auto keepalive = KeepaliveInterval(ex.head());
   std::vector<std::string> args = {"watch", *path, recursive ? "1" : "0",
                                    std::to_string(keepalive.count())};
   auto started = co_await StartFileHelper(c, std::move(args), false);
@@ -172,10 +166,7 @@ asio::awaitable<void> Watch(HttpExchange& ex, const FileContext& c, std::string_
     if (st->failed || st->gone) co_await stop();
   };
   // The deadline (Connect-Timeout-Ms, the SDK's timeoutMs) and the client's leaving end it.
-  auto lifetime = std::chrono::milliseconds(0);
-  if (auto h = ex.head().Header("connect-timeout-ms")) {
-    lifetime = std::chrono::milliseconds(std::strtoll(std::string(*h).c_str(), nullptr, 10));
-  }
+  const std::chrono::milliseconds lifetime = ConnectTimeout(ex.head());
   deadline.expires_after(lifetime.count() > 0 ? lifetime : std::chrono::hours(24 * 365));
   asio::co_spawn(
       deadline.get_executor(),

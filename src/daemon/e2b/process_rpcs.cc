@@ -16,23 +16,6 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
 constexpr std::string_view kService = "/process.Process/";
-// envd's keepalive period when the client names none (Keepalive-Ping-Interval, in seconds).
-constexpr auto kDefaultKeepalive = 90s;
-
-std::chrono::seconds KeepaliveOf(const HttpRequestHead& head) {
-  auto h = head.Header("keepalive-ping-interval");
-  if (!h) return kDefaultKeepalive;
-  const long n = std::strtol(std::string(*h).c_str(), nullptr, 10);
-  return n > 0 && n <= 3600 ? std::chrono::seconds(n) : kDefaultKeepalive;
-}
-
-// Connect-Timeout-Ms: the client's deadline for the call, which envd makes the process's lifetime.
-std::chrono::milliseconds LifetimeOf(const HttpRequestHead& head) {
-  auto h = head.Header("connect-timeout-ms");
-  if (!h) return 0ms;
-  const long long n = std::strtoll(std::string(*h).c_str(), nullptr, 10);
-  return std::chrono::milliseconds(n > 0 ? n : 0);
-}
 
 std::vector<std::string> WithEnvs(std::vector<std::string> env,
                                   const std::map<std::string, std::string>& envs) {
@@ -69,6 +52,8 @@ asio::awaitable<void> StreamEvents(HttpExchange& ex, ProcessTable& table, Watche
     if (last && !w->dropped) batch += EndOfStream();
     if (!batch.empty() && !(co_await ex.WriteStream(std::move(batch))).ok()) *gone = true;
     if (last || *gone) break;
+    // What was queued while the batch was written (its wake-up found no wait) goes at once.
+    if (!w->events.empty() || w->ended || w->dropped) continue;
     boost::system::error_code ec;
     w->wake.expires_after(keepalive);
     co_await w->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -104,11 +89,11 @@ asio::awaitable<void> Start(HttpExchange& ex, const ProcessContext& c, ProcessTa
   spec.env.push_back("PWD=" + spec.cwd);
   spec.stdin = req->stdin;
   auto started = co_await table.Start(c.sandbox, c.client, std::move(spec), std::move(req->config),
-                                      std::move(req->tag), LifetimeOf(ex.head()));
+                                      std::move(req->tag), ConnectTimeout(ex.head()));
   if (auto* e = std::get_if<RpcError>(&started)) {
     co_return co_await ex.Respond(ConnectStreamError(e->code, e->message));
   }
-  co_await StreamEvents(ex, table, std::get<WatcherPtr>(started), KeepaliveOf(ex.head()));
+  co_await StreamEvents(ex, table, std::get<WatcherPtr>(started), KeepaliveInterval(ex.head()));
 }
 
 asio::awaitable<void> Connect(HttpExchange& ex, const ProcessContext& c, ProcessTable& table,
@@ -121,7 +106,7 @@ asio::awaitable<void> Connect(HttpExchange& ex, const ProcessContext& c, Process
   if (auto* e = std::get_if<RpcError>(&watched)) {
     co_return co_await ex.Respond(ConnectStreamError(e->code, e->message));
   }
-  co_await StreamEvents(ex, table, std::get<WatcherPtr>(watched), KeepaliveOf(ex.head()));
+  co_await StreamEvents(ex, table, std::get<WatcherPtr>(watched), KeepaliveInterval(ex.head()));
 }
 
 std::string ListJson(const std::vector<ProcessInfo>& processes) {

@@ -1,6 +1,7 @@
 #include "daemon/e2b/sandbox_plane.h"
 
 #include "core/json.h"
+#include "daemon/e2b/code_interpreter.h"
 #include "daemon/e2b/connect_rpc.h"
 #include "daemon/e2b/file_transfer.h"
 #include "daemon/e2b/filesystem_rpcs.h"
@@ -41,7 +42,15 @@ boost::asio::awaitable<void> HandleSandboxPlane(HttpExchange& ex, const SandboxP
   const std::string id(head.Header("e2b-sandbox-id").value_or(""));
   const std::string_view token =
       head.Header("x-access-token").value_or(head.Header("e2b-traffic-access-token").value_or(""));
-  const ControlPlane::Sandbox* s = co_await plane.control.FindByToken(id, token);
+  // /contexts: the SDK sends no token there; one that is sent must be the sandbox's.
+  const bool id_alone = TakesSandboxIdAlone(head) && !head.Header("x-access-token") &&
+                        !head.Header("e2b-traffic-access-token");
+  const ControlPlane::Sandbox* s = nullptr;
+  if (id_alone) {
+    s = co_await plane.control.FindById(id);
+  } else {
+    s = co_await plane.control.FindByToken(id, token);
+  }
   const bool health = head.path == "/health" && head.method == "GET";
   if (s == nullptr) {
     // The SDK reads 502 from /health as "not running"; elsewhere the sandbox is not found (an
@@ -65,11 +74,14 @@ boost::asio::awaitable<void> HandleSandboxPlane(HttpExchange& ex, const SandboxP
   if (IsFilesystemRpc(head.path)) {
     co_return co_await HandleFilesystemRpc(ex, files, plane.max_body_bytes);
   }
-  if (IsFileTransfer(head))
+  if (IsFileTransfer(head)) {
     co_return co_await HandleFileTransfer(ex, files, plane.max_upload_bytes);
+  }
+  if (IsCodeInterpreter(head)) {
+    co_return co_await HandleCodeInterpreter(ex, files, plane.contexts, plane.max_body_bytes);
+  }
   const std::string missing = head.method + " " + head.path +
-                              " is not implemented by this server yet: E2B sandboxes run no "
-                              "code contexts here so far (docs/e2b.md)";
+                              " is not a route of envd or the code interpreter here (docs/e2b.md)";
   if (IsStreamingRpc(head.path)) {
     co_return co_await ex.Respond(ConnectStreamError("unimplemented", missing));
   }

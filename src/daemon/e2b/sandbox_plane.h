@@ -8,6 +8,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "daemon/e2b/code_contexts.h"
 #include "daemon/e2b/control_plane.h"
 #include "daemon/e2b/process_table.h"
 
@@ -16,13 +17,11 @@ namespace ci::daemon::e2b {
 // Whether the request is for a sandbox (it names one in E2b-Sandbox-Id).
 bool IsSandboxPlane(const HttpRequestHead& head);
 
-// The home of the sandbox's user `user`, where processes start and relative paths begin.
-inline constexpr std::string_view kHome = "/home/user";
-
 // What the sandbox plane serves from, and its bounds.
 struct SandboxPlane {
   ControlPlane& control;
   ProcessTable& processes;
+  CodeContexts& contexts;
   SessionManager& sessions;
   const SandboxSpec& spec;
   uint64_t max_body_bytes;    // an RPC's request

@@ -58,7 +58,8 @@ class LocalProcess final : public SandboxProcess {
     explicit Pumps(const Strand& s) : event(s) {}
     asio::steady_timer event;  // cancelled: output came, or a pump finished
     int open_outputs = 2;
-    int in_sink = 0;  // pumps whose chunk the sink still holds
+    int in_sink = 0;        // pumps whose chunk the sink still holds
+    bool stopping = false;  // the pipes were cancelled: a read that completed first ends too
   };
 
   asio::awaitable<void> Pump(std::shared_ptr<Pumps> p, asio::posix::stream_descriptor& pipe,
@@ -74,7 +75,7 @@ class LocalProcess final : public SandboxProcess {
         --p->in_sink;
         p->event.cancel();
       }
-      if (ec) break;
+      if (ec || p->stopping) break;
     }
     --p->open_outputs;
     p->event.cancel();
@@ -110,6 +111,7 @@ class LocalProcess final : public SandboxProcess {
       if (!ec && p->in_sink == 0) break;
     }
     boost::system::error_code ec;
+    p->stopping = true;
     stdout_.cancel(ec);
     stderr_.cancel(ec);
     while (p->open_outputs > 0) {  // the pumps see the cancel and end
