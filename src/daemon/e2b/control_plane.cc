@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "core/random.h"
 #include "core/rfc3339.h"
+#include "core/short_id.h"
 #include "core/unix_time.h"
 #include "daemon/auth/secrets_equal.h"
 #include "daemon/e2b/control_requests.h"
@@ -154,7 +155,7 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
   if (pattern == "/sandboxes/{id}") {  // DELETE
     sandboxes_.erase(id);
     co_await sessions_.Delete(id, ex.client);
-    spdlog::info("e2b sandbox {} killed", id);
+    spdlog::info("e2b sandbox {} killed", ShortId(id));
     co_return co_await ex.Respond(NoContent());
   }
   if (pattern.ends_with("/timeout")) co_return co_await SetTimeout(ex, id, body);
@@ -196,8 +197,8 @@ boost::asio::awaitable<void> ControlPlane::Create(HttpExchange& ex, const std::s
   }
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) co_return co_await ex.Respond(NotFound(id));
-  spdlog::info("e2b sandbox {} created (template {}, timeout {} s)", id, it->second.template_id,
-               request->timeout_sec);
+  spdlog::info("e2b sandbox {} created (template {}, timeout {} s)", ShortId(id),
+               it->second.template_id, request->timeout_sec);
   co_await ex.Respond(JsonResponse(201, SandboxJson(it->second)));
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/base64.h"
 #include "core/json.h"
+#include "core/short_id.h"
 #include "daemon/service/async_event.h"
 
 namespace ci::daemon::e2b {
@@ -207,8 +208,8 @@ asio::awaitable<void> ProcessTable::KillAtLifetime(EntryPtr e, std::chrono::mill
   e->lifetime.expires_after(lifetime);
   co_await e->lifetime.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   if (ec || e->ended) co_return;
-  spdlog::debug("e2b sandbox {}: process {} reached its lifetime ({} ms): killed", e->sandbox,
-                e->pid, lifetime.count());
+  spdlog::debug("e2b sandbox {}: process {} reached its lifetime ({} ms): killed",
+                ShortId(e->sandbox), e->pid, lifetime.count());
   (void)co_await sessions_.Signal(e->sandbox, e->client, e->pid, SIGKILL);
 }
 
