@@ -12,10 +12,11 @@ const info = (i) => ({
   memoryMB: i.memoryMB, envdVersion: i.envdVersion,
 })
 async function attempt(step, f) {
+  const t0 = Date.now()
   try {
-    print({ step, ...(await f()) })
+    print({ step, ...(await f()), took_ms: Date.now() - t0 })
   } catch (e) {
-    print({ step, ...failure(e) })
+    print({ step, ...failure(e), took_ms: Date.now() - t0 })
   }
 }
 const ids = async (query) => (await Sandbox.list({ query }).nextItems()).map((s) => s.sandboxId)
@@ -287,3 +288,6 @@ try {
   print({ step: 'uncaught', ...failure(e), stack: String(e.stack) })
   process.exitCode = 1
 }
+// The SDK leaves its request timer running after an error answer (runCode's 400 or 404): 60 s
+// before Node would exit by itself.
+process.exit()
