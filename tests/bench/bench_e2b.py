@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """E2B's SDK against the daemon's own API on the same backend (issue 32's speed rows), through
 tests/e2b/bench_client.mjs: each round `commands.run('true')` on a live sandbox next to a session
-`bash` call `true`, and `Sandbox.create()` next to `POST /v1/sessions`, both from the same Node
-process. Prints p50/p99 of each and the ratios against their targets (2x).
+`bash` call `true`, `runCode('1+1')` next to a session `execute` of `1+1`, and `Sandbox.create()`
+next to `POST /v1/sessions`, all from the same Node process. Prints p50/p99 of each and the ratios against their targets (2x).
 
   tests/bench/bench_e2b.py --bin build/code-interpreter
   tests/bench/bench_e2b.py --bin build/code-interpreter --env EXECUTOR_BACKEND=docker
@@ -58,6 +58,8 @@ def main():
     for what, ours, bname, base in (
             ("`commands.run('true')` (SDK)", "command", "session `bash` `true` (REST)",
              "session_bash"),
+            ("`runCode('1+1')` (SDK)", "run_code", "session `execute` `1+1` (REST)",
+             "session_execute"),
             ("`Sandbox.create()` (SDK)", "create", "`POST /v1/sessions` (REST)",
              "session_create")):
         o50, o99 = percentile(samples[ours], 50), percentile(samples[ours], 99)

@@ -3,6 +3,7 @@
 // agent), so both pay Node's HTTP. Prints one JSON object: milliseconds per round of each.
 // `node bench_client.mjs ROUNDS WARMUP` with E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY set.
 import { Sandbox } from 'e2b'
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 
 const [rounds, warmup] = process.argv.slice(2).map(Number)
 const base = process.env.E2B_API_URL
@@ -20,8 +21,10 @@ const timed = async (f) => {
 }
 
 const sbx = await Sandbox.create('base', { timeoutMs: 600_000 })
+const code = await CodeSandbox.create({ timeoutMs: 600_000 })
 const session = (await rest('POST', '/v1/sessions', {})).session_id
-const out = { command: [], session_bash: [], create: [], session_create: [] }
+const out = { command: [], session_bash: [], create: [], session_create: [], run_code: [],
+  session_execute: [] }
 for (let i = 0; i < rounds + warmup; i++) {
   const keep = i >= warmup
   const command = await timed(async () => {
@@ -31,6 +34,14 @@ for (let i = 0; i < rounds + warmup; i++) {
   const bash = await timed(async () => {
     const r = await rest('POST', `/v1/sessions/${session}/bash`, { cmd: 'true' })
     if (r.exit_code !== 0) throw new Error(`bash: ${JSON.stringify(r)}`)
+  })
+  const runCode = await timed(async () => {
+    const e = await code.runCode('1+1')
+    if (e.text !== '2') throw new Error(`runCode: ${JSON.stringify(e)}`)
+  })
+  const execute = await timed(async () => {
+    const r = await rest('POST', `/v1/sessions/${session}/execute`, { code: '1+1' })
+    if (r.exit_code !== 0) throw new Error(`execute: ${JSON.stringify(r)}`)
   })
   let made
   const create = await timed(async () => { made = await Sandbox.create('base', { timeoutMs: 60_000 }) })
@@ -43,8 +54,11 @@ for (let i = 0; i < rounds + warmup; i++) {
     out.session_bash.push(bash)
     out.create.push(create)
     out.session_create.push(created)
+    out.run_code.push(runCode)
+    out.session_execute.push(execute)
   }
 }
 await Sandbox.kill(sbx.sandboxId)
+await CodeSandbox.kill(code.sandboxId)
 await rest('DELETE', `/v1/sessions/${session}`)
 console.log(JSON.stringify(out))

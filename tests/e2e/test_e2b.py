@@ -160,8 +160,9 @@ class E2bSandboxPlaneTest(E2bCase):
             self.assertEqual((r.status, r.json), (200, {"processes": []}), r.body)
             r = call("GET", "/files?path=%2Fhome%2Fuser%2Fa", {"X-Access-Token": token})
             self.assertEqual((r.status, r.json["code"]), (404, 404), r.body)
-            r = call("POST", "/execute", {"X-Access-Token": token}, b'{"code": "1"}')
+            r = call("GET", "/frobnicate", {"X-Access-Token": token})
             self.assertEqual((r.status, r.json["code"]), (501, 501), r.body)
+            self.assertIn("/frobnicate", r.json["message"])
             # Without the header, /health is the daemon's own.
             self.assertEqual(plane.get("/health").status, 200)
         finally:

@@ -129,7 +129,8 @@ asio::awaitable<void> CodeContexts::Read(ContextPtr context) {
         continue;
       }
       if (context->cell_done || context->client_gone || !context->sink) continue;
-      if (!co_await context->sink(std::move(line))) {
+      const bool delivered = co_await context->sink(std::move(line));
+      if (!delivered) {
         context->client_gone = true;
         context->cell_ended.cancel();
       }
@@ -148,10 +149,19 @@ asio::awaitable<void> CodeContexts::Read(ContextPtr context) {
   if (!driver_err.empty()) why += ": " + driver_err;
   co_await EndCellWith(context, ErrorLine("ContextDied", "the context's interpreter ended (" + why +
                                                              "); its next cell starts afresh"));
-  if (!end.error.empty()) {  // the sandbox is gone: so is the context
+  // Its sandbox gone, its entry goes too (a container's interpreter may end with an exit code
+  // when its sandbox is removed, so the session is asked).
+  bool sandbox_gone = !end.error.empty();
+  if (!sandbox_gone) {
+    const bool exists =
+        co_await context->where.sessions->Exists(context->where.sandbox, context->where.client);
+    sandbox_gone = !exists;
+  }
+  if (sandbox_gone && context->generation == generation) {
     auto s = by_sandbox_.find(context->where.sandbox);
     if (s != by_sandbox_.end()) {
-      s->second.erase(context->info.id);
+      auto it = s->second.find(context->info.id);
+      if (it != s->second.end() && it->second == context) s->second.erase(it);
       if (s->second.empty()) by_sandbox_.erase(s);
     }
     auto d = default_of_.find(context->where.sandbox);

@@ -88,11 +88,13 @@ asio::awaitable<void> Download(HttpExchange& ex, const FileContext& c, const std
       if (size == 0) co_return;  // answered below with Content-Length: 0, as the SDK needs
       HeaderList headers = {{"Content-Type", "application/octet-stream"},
                             {"Content-Disposition", Disposition(path)}};
-      if (!(co_await ex.BeginStream(200, std::move(headers))).ok()) gone = true;
+      Status began_stream = co_await ex.BeginStream(200, std::move(headers));
+      gone = !began_stream.ok();
     }
     if (data.empty() || gone) co_return;
     sent += data.size();
-    if (!(co_await ex.WriteStream(std::move(data))).ok()) gone = true;
+    Status written = co_await ex.WriteStream(std::move(data));
+    gone = !written.ok();
   };
   ProcessEnd end = co_await helper->Wait(std::move(sink));
   if (refused) co_return co_await ex.Respond(Refusal(*refused));

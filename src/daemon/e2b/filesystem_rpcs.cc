@@ -161,7 +161,8 @@ asio::awaitable<void> Watch(HttpExchange& ex, const FileContext& c, std::string_
       } else {
         batch = Envelope(WatchMessage(line));
       }
-      if (!(co_await ex.WriteStream(std::move(batch))).ok()) st->gone = true;
+      Status written = co_await ex.WriteStream(std::move(batch));
+      if (!written.ok()) st->gone = true;
     }
     if (st->failed || st->gone) co_await stop();
   };
