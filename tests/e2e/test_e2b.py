@@ -10,6 +10,8 @@ Without Node.js or the SDK the SDK's cases skip, and fail under CI_E2E_NO_SKIP=1
 import json
 import os
 import subprocess
+import threading
+import time
 import uuid
 
 from harness import Client, E2ETestCase
@@ -507,6 +509,34 @@ class E2bCodeTest(E2bCase):
             r = plane.request("POST", "/contexts", body=b'{"cwd": "/no/such"}', headers=base)
             self.assertEqual(r.status, 400, r.body)
             self.assertIn(b"/no/such", r.body)
+        finally:
+            self.assertEqual(self.api().delete(f"/sandboxes/{sid}").status, 204)
+
+
+    def test_a_context_restarted_under_a_writing_cell_ends_it_cleanly(self):
+        r = self.api().post_json("/v2/sandboxes", {"templateID": "base", "timeout": 60})
+        sid, token = r.json["sandboxID"], r.json["envdAccessToken"]
+        plane = Client(self.host, self.port)
+        headers = {"E2b-Sandbox-Id": sid, "Content-Type": "application/json",
+                   "X-Access-Token": token}
+        try:
+            ctx = plane.request("POST", "/contexts", body=b"{}", headers=headers).json["id"]
+            loud = json.dumps({"context_id": ctx, "code": "import time\nwhile True:\n"
+                               "    print('x' * 1000)\n    time.sleep(0.001)"}).encode()
+            got = []
+            t = threading.Thread(target=lambda: got.append(plane.request(
+                "POST", "/execute", body=loud, headers=headers, timeout=60)))
+            t.start()
+            time.sleep(1)
+            r = plane.request("POST", f"/contexts/{ctx}/restart", headers=headers)
+            self.assertEqual(r.status, 200, r.body)
+            t.join(60)
+            lines = [json.loads(line) for line in got[0].body.decode().splitlines()]
+            self.assertEqual(lines[-1], {"type": "end_of_execution"})
+            self.assertIn("ContextRestarted", [m.get("name") for m in lines])
+            r = plane.request("POST", "/execute", headers=headers,
+                              body=json.dumps({"context_id": ctx, "code": "1"}).encode())
+            self.assertIn(b'"text":"1"', r.body)
         finally:
             self.assertEqual(self.api().delete(f"/sandboxes/{sid}").status, 204)
 

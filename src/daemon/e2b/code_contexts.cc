@@ -28,7 +28,7 @@ constexpr size_t kMaxLine = 64u << 20;
 constexpr auto kInterruptGrace = 5s;
 
 struct CodeContexts::Context {
-  explicit Context(const asio::any_io_executor& ex) : idle(ex), cell_ended(ex) {
+  explicit Context(const asio::any_io_executor& ex) : idle(ex), sink_idle(ex), cell_ended(ex) {
     cell_ended.expires_at(asio::steady_timer::time_point::max());
   }
   ContextInfo info;
@@ -40,6 +40,8 @@ struct CodeContexts::Context {
   // The cell in flight.
   std::string nonce;
   CellLineSink sink;
+  bool sink_busy = false;  // a line is being written: the next (an end from Restart) waits
+  AsyncEvent sink_idle;
   bool cell_done = true;
   bool client_gone = false;
   asio::steady_timer cell_ended;  // cancelled at its end, or when its client leaves
@@ -60,10 +62,22 @@ std::string ErrorLine(std::string_view name, std::string_view value) {
   });
 }
 
+// One line to the cell's client, one at a time: false when the client is gone.
+asio::awaitable<bool> Deliver(std::shared_ptr<CodeContexts::Context> c, std::string line) {
+  while (c->sink_busy) co_await c->sink_idle.Wait();
+  if (!c->sink || c->client_gone) co_return false;
+  if (c->cell_done) co_return true;  // ended meanwhile (restarted): the line is dropped
+  c->sink_busy = true;
+  const bool delivered = co_await c->sink(std::move(line));
+  c->sink_busy = false;
+  c->sink_idle.Notify();
+  co_return delivered;
+}
+
 // The cell in flight ends (its process ended or was replaced) with this error line.
 asio::awaitable<void> EndCellWith(std::shared_ptr<CodeContexts::Context> c, std::string line) {
   if (c->cell_done) co_return;
-  if (c->sink && !c->client_gone) (void)co_await c->sink(std::move(line));
+  (void)co_await Deliver(c, std::move(line));
   c->cell_done = true;
   c->cell_ended.cancel();
 }
@@ -129,7 +143,7 @@ asio::awaitable<void> CodeContexts::Read(ContextPtr context) {
         continue;
       }
       if (context->cell_done || context->client_gone || !context->sink) continue;
-      const bool delivered = co_await context->sink(std::move(line));
+      const bool delivered = co_await Deliver(context, std::move(line));
       if (!delivered) {
         context->client_gone = true;
         context->cell_ended.cancel();
