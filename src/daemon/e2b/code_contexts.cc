@@ -212,9 +212,9 @@ asio::awaitable<std::optional<RpcError>> CodeContexts::Restart(const FileContext
                                                                const std::string& id) {
   ContextPtr context = Find(c.sandbox, id);
   if (!context) co_return RpcError{"not_found", "Context " + id + " not found"};
+  ++context->generation;  // first: the old reader, seeing its process killed, stands down
   co_await Stop(c, context, SIGKILL);
   context->process.reset();
-  ++context->generation;
   co_await EndCellWith(context, ErrorLine("ContextRestarted", "the context was restarted"));
   co_return co_await Start(c, context);
 }
@@ -226,9 +226,9 @@ asio::awaitable<std::optional<RpcError>> CodeContexts::Remove(const FileContext&
   by_sandbox_[c.sandbox].erase(id);
   if (by_sandbox_[c.sandbox].empty()) by_sandbox_.erase(c.sandbox);
   if (default_of_[c.sandbox] == id) default_of_.erase(c.sandbox);
+  ++context->generation;
   co_await Stop(c, context, SIGKILL);
   context->process.reset();
-  ++context->generation;
   co_await EndCellWith(context, ErrorLine("ContextRemoved", "the context was removed"));
   co_return std::nullopt;
 }
