@@ -219,7 +219,8 @@ const scenarios = {
   },
   // runCode (@e2b/code-interpreter): state between cells, the last expression, a DataFrame's
   // HTML, a matplotlib PNG, an error's traceback, streamed callbacks, env vars, contexts with
-  // their own globals and cwd, a cell past its timeout interrupted with its context kept.
+  // their own globals and cwd, a cell past its timeout interrupted with its context kept;
+  // JavaScript and bash contexts.
   async code() {
     const sbx = await CodeSandbox.create({ timeoutMs: 300_000 })
     const ex = (e) => ({ text: e.text, stdout: e.logs.stdout, stderr: e.logs.stderr,
@@ -265,6 +266,24 @@ const scenarios = {
       return { timedOut, ms: Date.now() - t0, after }
     })
     await attempt('language', async () => ex(await sbx.runCode('1', { language: 'r' })))
+    // JavaScript: its own default context, state and top-level await, console output, errors.
+    await attempt('js', async () => {
+      await sbx.runCode('const base = await Promise.resolve(40)', { language: 'js' })
+      const out = []
+      const value = ex(await sbx.runCode('console.log("from node"); base + 2', { language: 'javascript', onStdout: (m) => out.push(m.line) }))
+      const error = ex(await sbx.runCode('function g() { null.x }\ng()', { language: 'js' }))
+      const python = ex(await sbx.runCode('"base" in globals()'))
+      const ctx = await sbx.createCodeContext({ language: 'js', cwd: '/tmp' })
+      const own = ex(await sbx.runCode('[process.cwd(), typeof base]', { context: ctx }))
+      return { value, out, error, python, own, language: ctx.language }
+    })
+    // bash: variables and functions last between cells, a failing command is an error.
+    await attempt('bash', async () => {
+      await sbx.runCode('n=3; twice() { echo $(( $1 * 2 )); }', { language: 'bash' })
+      const state = ex(await sbx.runCode('twice $n; pwd', { language: 'bash', envs: { ONLY: 'here' } }))
+      const failed = ex(await sbx.runCode('echo $ONLY; ls /nope', { language: 'bash' }))
+      return { state, failed }
+    })
     await CodeSandbox.kill(sbx.sandboxId)
   },
   // Three sandboxes listed two per page.

@@ -452,6 +452,21 @@ class E2bCodeTest(E2bCase):
         self.assertEqual(timeout["timedOut"]["error"], "TimeoutError")
         self.assertEqual(timeout["after"]["text"], "41")  # interrupted, the context kept its state
         self.assertIn("400", s["language"]["message"])
+        js = s["js"]
+        self.assertEqual((js["value"]["text"], js["out"]), ("42", ["from node\n"]))
+        self.assertEqual(js["error"]["error"]["name"], "TypeError")
+        self.assertIn("at g (<cell 3>:1:", js["error"]["error"]["traceback"])
+        self.assertNotIn("[eval]", js["error"]["error"]["traceback"])  # the kernel's frames
+        self.assertEqual(js["python"]["text"], "False")  # one context per language
+        self.assertEqual((js["own"]["text"], js["language"]), ("[ '/tmp', 'undefined' ]",
+                                                               "javascript"))
+        bash = s["bash"]
+        self.assertEqual(("".join(bash["state"]["stdout"]), bash["state"].get("error")),
+                         ("6\n/home/user\n", None))
+        self.assertEqual(bash["failed"]["stdout"], ["\n"])  # ONLY was the last cell's alone
+        self.assertIn("/nope", "".join(bash["failed"]["stderr"]))
+        self.assertEqual(bash["failed"]["error"], {"name": "ExitCode", "value": "2",
+                                                   "traceback": ""})
 
     def test_what_the_sdk_never_sends(self):
         r = self.api().post_json("/v2/sandboxes", {"templateID": "base", "timeout": 60})

@@ -5,6 +5,7 @@ raw HTTP, and with API keys the daemon's authentication applies to /mcp as to ev
 
 Without Node.js or the SDK the client's cases skip, and fail under CI_E2E_NO_SKIP=1."""
 
+import base64
 import json
 import os
 import subprocess
@@ -168,6 +169,17 @@ class McpToolsTest(McpCase):
         self.assertEqual(structured["exit_code"], 0, structured)
         self.assertEqual(structured["verdict"], "ok", structured)
         self.assertIn("42", text)
+
+    def test_a_chart_comes_back_as_image_content(self):
+        """What the program drew reaches the model: a matplotlib figure as MCP image content,
+        after the text, through the SDK (which checks image content against its schema)."""
+        code = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nprint('drawn')"
+        result = self.result(self.call("execute_code", {"code": code}))
+        self.assertIs(result.get("isError"), False, result)
+        [text, image] = result["content"]
+        self.assertEqual((text["type"], text["text"]), ("text", "drawn\n"))
+        self.assertEqual((image["type"], image["mimeType"]), ("image", "image/png"))
+        self.assertEqual(base64.b64decode(image["data"])[:8], b"\x89PNG\r\n\x1a\n")
 
     def test_a_failing_program_is_a_result_not_a_protocol_error(self):
         text, structured = self.execute("print('before')\nraise ValueError('boom')")

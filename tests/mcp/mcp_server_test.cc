@@ -362,8 +362,10 @@ TEST_F(McpServerTest, ASchemaThatIsNotJsonIsAnInternalErrorNamingTheTool) {
 
 TEST_F(McpServerTest, ToolsCallPassesTheArgumentsAndAnswersTheOutcome) {
   std::string session = Open("alice");
-  tools_.outcomes["execute_code"] = {
-      .is_error = false, .text = "42\n", .result_json = R"({"stdout":"42\n","exit_code":0})"};
+  tools_.outcomes["execute_code"] = {.is_error = false,
+                                     .text = "42\n",
+                                     .result_json = R"({"stdout":"42\n","exit_code":0})",
+                                     .images = {{"image/png", "iVBORw0KGgo="}}};
   std::string arguments = R"j({"code":"print(6*7)"})j";
   McpHttpResponse r = Send(
       "POST", Request("tools/call", R"({"name":"execute_code","arguments":)" + arguments + "}"),
@@ -373,14 +375,18 @@ TEST_F(McpServerTest, ToolsCallPassesTheArgumentsAndAnswersTheOutcome) {
   EXPECT_EQ(tools_.calls[0].name, "execute_code");
   EXPECT_EQ(tools_.calls[0].arguments_json, arguments);
   EXPECT_EQ(tools_.calls[0].client, "alice");
-  EXPECT_EQ(Text(result["content"]), R"([{"type":"text","text":"42\n"}])");
+  // The text first, then each image the program made.
+  EXPECT_EQ(Text(result["content"]),
+            R"([{"type":"text","text":"42\n"},)"
+            R"({"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}])");
   EXPECT_EQ(Text(result["structuredContent"]), R"({"stdout":"42\n","exit_code":0})");
   EXPECT_EQ(result["isError"].GetBool(), false);
 }
 
 TEST_F(McpServerTest, ToolsCallWithoutArgumentsPassesAnEmptyObject) {
   std::string session = Open();
-  tools_.outcomes["solve_task"] = {.is_error = false, .text = "done", .result_json = "{}"};
+  tools_.outcomes["solve_task"] = {
+      .is_error = false, .text = "done", .result_json = "{}", .images = {}};
   Result(Post(Request("tools/call", R"({"name":"solve_task"})"), session));
   ASSERT_EQ(tools_.calls.size(), 1u);
   EXPECT_EQ(tools_.calls[0].arguments_json, "{}");
@@ -389,7 +395,7 @@ TEST_F(McpServerTest, ToolsCallWithoutArgumentsPassesAnEmptyObject) {
 TEST_F(McpServerTest, AFailedCallIsAnErrorResultWithoutStructuredContent) {
   std::string session = Open();
   tools_.outcomes["execute_code"] = {
-      .is_error = true, .text = "code: a string is required", .result_json = "{}"};
+      .is_error = true, .text = "code: a string is required", .result_json = "{}", .images = {}};
   rapidjson::Document result = Result(
       Post(Request("tools/call", R"({"name":"execute_code","arguments":{"code":1}})"), session));
   EXPECT_EQ(result["isError"].GetBool(), true);
@@ -398,7 +404,8 @@ TEST_F(McpServerTest, AFailedCallIsAnErrorResultWithoutStructuredContent) {
 }
 
 TEST_F(McpServerTest, OlderProtocolVersionsGetNoStructuredContent) {
-  tools_.outcomes["execute_code"] = {.is_error = false, .text = "ok", .result_json = R"({"a":1})"};
+  tools_.outcomes["execute_code"] = {
+      .is_error = false, .text = "ok", .result_json = R"({"a":1})", .images = {}};
   std::string call = Request("tools/call", R"({"name":"execute_code","arguments":{}})");
   rapidjson::Document result = Result(Post(call, Open("", "2025-03-26")));
   EXPECT_EQ(std::string(result["content"][0]["text"].GetString()), "ok");
@@ -409,7 +416,8 @@ TEST_F(McpServerTest, OlderProtocolVersionsGetNoStructuredContent) {
 
 TEST_F(McpServerTest, AResultThatIsNotAnObjectIsLeftOutOfStructuredContent) {
   std::string session = Open();
-  tools_.outcomes["execute_code"] = {.is_error = false, .text = "ok", .result_json = "[1]"};
+  tools_.outcomes["execute_code"] = {
+      .is_error = false, .text = "ok", .result_json = "[1]", .images = {}};
   rapidjson::Document result =
       Result(Post(Request("tools/call", R"({"name":"execute_code"})"), session));
   EXPECT_FALSE(result.HasMember("structuredContent"));
@@ -459,7 +467,8 @@ TEST_F(McpServerTest, AToolThatThrowsIsAnInternalError) {
 
 TEST_F(McpServerTest, ASessionEndedDuringACallStillGetsTheAnswer) {
   std::string session = Open();
-  tools_.outcomes["execute_code"] = {.is_error = false, .text = "late", .result_json = "{}"};
+  tools_.outcomes["execute_code"] = {
+      .is_error = false, .text = "late", .result_json = "{}", .images = {}};
   tools_.gate = std::make_unique<asio::steady_timer>(io_, asio::steady_timer::time_point::max());
   std::string call = Request("tools/call", R"({"name":"execute_code"})");
   McpHttpRequest request{.method = "POST",

@@ -82,6 +82,10 @@ std::string ExecuteResultJson(const ExecutionResult& result, const OutputSummary
     w.EndArray();
     w.Key("files_truncated");
     w.Bool(result.files_truncated);
+    w.Key("results");
+    w.StartArray();
+    for (const auto& r : result.results) w.RawValue(r.data(), r.size(), rapidjson::kObjectType);
+    w.EndArray();
     WriteField(w, "verdict", VerdictName(output.verdict));
     w.Key("stdout_truncated");
     w.Bool(output.stdout_truncated);

@@ -1,13 +1,13 @@
-# An E2B code context (docs/e2b.md "Code contexts"): a Python interpreter that keeps its globals
-# between cells, run in the sandbox as one of its processes, as its user. Each line on stdin is a
-# cell, {"code", "env_vars", "nonce"}; on the stdout it started with it writes the cell's lines
-# as E2B's /execute streams them (number_of_executions, stdout, stderr, result, error), then
+# An E2B code context (docs/e2b.md "Code contexts"): an interpreter that keeps its state between
+# cells, run in the sandbox as one of its processes, as its user. Each line on stdin is a cell,
+# {"code", "env_vars", "nonce"}; on the stdout it started with it writes the cell's lines as
+# E2B's /execute streams them (number_of_executions, stdout, stderr, result, error), then
 # {"type": "end_of_execution", "nonce"}. The cell's fds 1 and 2 are pipes read by a thread
 # each, so what a subprocess prints comes too. SIGINT interrupts the running cell, not the
-# context. Results are MIME bundles as a notebook makes them: the last expression's value,
-# display() calls, and every open matplotlib figure at the cell's end or at plt.show().
+# context. Python cells run here (results are MIME bundles as a notebook makes them: the last
+# expression's value, display() calls, and every open matplotlib figure at the cell's end or at
+# plt.show()); JavaScript and bash cells run in a child kernel (ChildKernel) that shares fds 1/2.
 import ast
-import base64
 import builtins
 import codecs
 import datetime
@@ -15,22 +15,18 @@ import io
 import json
 import linecache
 import os
+import re
+import shlex
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import traceback
 
 PROTO = os.fdopen(os.dup(1), "wb", buffering=0)
 PROTO_LOCK = threading.Lock()
 MARK = b"\0ci-end-" + os.urandom(8).hex().encode() + b"\0"
-# Representation methods and the result fields they fill (E2B's names).
-REPRS = [("_repr_html_", "html"), ("_repr_markdown_", "markdown"), ("_repr_svg_", "svg"),
-         ("_repr_png_", "png"), ("_repr_jpeg_", "jpeg"), ("_repr_pdf_", "pdf"),
-         ("_repr_latex_", "latex"), ("_repr_json_", "json"), ("_repr_javascript_", "javascript")]
-MIME = {"text/plain": "text", "text/html": "html", "text/markdown": "markdown",
-        "image/svg+xml": "svg", "image/png": "png", "image/jpeg": "jpeg", "application/pdf": "pdf",
-        "text/latex": "latex", "application/json": "json", "application/javascript": "javascript"}
-BINARY = {"png", "jpeg", "pdf"}
 RUNNING = False  # a cell runs: SIGINT interrupts it (between cells it is ignored)
 
 
@@ -109,86 +105,8 @@ class Capture:
         self.drained.wait(10)
 
 
-def bundle(obj):
-    """The value's formats, as E2B's result fields."""
-    out = {}
-    method = getattr(type(obj), "_repr_mimebundle_", None)
-    if method is not None:
-        try:
-            data = obj._repr_mimebundle_()
-            data = data[0] if isinstance(data, tuple) else data
-            for mime, value in (data or {}).items():
-                if mime in MIME:
-                    out[MIME[mime]] = value
-        except Exception:
-            pass
-    for name, key in REPRS:
-        if key in out or getattr(type(obj), name, None) is None:
-            continue
-        try:
-            value = getattr(obj, name)()
-        except Exception:
-            continue
-        value = value[0] if isinstance(value, tuple) else value
-        if value is not None:
-            out[key] = value
-    for key in BINARY & out.keys():
-        if isinstance(out[key], bytes):
-            out[key] = base64.b64encode(out[key]).decode()
-    if "json" in out and isinstance(out["json"], str):
-        try:
-            out["json"] = json.loads(out["json"])
-        except ValueError:
-            del out["json"]
-    if "text" not in out:
-        out["text"] = repr(obj)
-    text = out["text"]
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        out["text"] = text[1:-1]  # as E2B's bridge shows a string
-    return out
-
-
-def display(*objs, **_):
-    for obj in objs:
-        emit_in_order({"type": "result", "is_main_result": False, **bundle(obj)})
-
-
-def show_figures(*_, **__):
-    """Every open matplotlib figure as a PNG result, then closed (plt.show() and a cell's end)."""
-    plt = sys.modules.get("matplotlib.pyplot")
-    if plt is None:
-        return
-    for number in plt.get_fignums():
-        figure = plt.figure(number)
-        png = io.BytesIO()
-        try:
-            figure.savefig(png, format="png", bbox_inches="tight")
-        except Exception as e:
-            emit({"type": "stderr", "text": "figure %d: %s\n" % (number, e), "timestamp": now()})
-            continue
-        emit_in_order({"type": "result", "is_main_result": False, "text": repr(figure),
-                       "png": base64.b64encode(png.getvalue()).decode()})
-    plt.close("all")
-
-
-class InlineBackend:
-    """matplotlib's backend `module://ci_inline`: Agg's, with a show() that sends the figures.
-    A module made on import (matplotlib reads a backend's vars()), so nothing of matplotlib
-    loads until a cell uses it."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "ci_inline":
-            return None
-        import importlib.util
-        return importlib.util.spec_from_loader(name, self)
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        import matplotlib.backends.backend_agg as agg
-        module.__dict__.update({k: v for k, v in vars(agg).items() if not k.startswith("__")})
-        module.show = show_figures
+# Rich results: rich_results.py's source, put here by the daemon.
+RICH = {"__name__": "_ci_rich"}
 
 
 def error(exc):
@@ -217,7 +135,7 @@ def run_cell(code, g, number):
         value = eval(last, g) if last is not None else None
         if value is not None:
             g["_"] = value
-            emit_in_order({"type": "result", "is_main_result": True, **bundle(value)})
+            emit_in_order({"type": "result", "is_main_result": True, **RICH["bundle"](value)})
     except SystemExit as e:
         if e.code not in (None, 0):
             error(e)
@@ -238,27 +156,149 @@ def with_env(env_vars, run):
                 os.environ[k] = v
 
 
-def interrupt(signum, frame):
-    if RUNNING:
+class PythonKernel:
+    def __init__(self, cwd):
+        sys.argv[:] = [""]
+        sys.path.insert(0, cwd)
+        exec(compile(None  # @rich_results.py@
+                     , "<string>", "exec"), RICH)
+        RICH["install"](lambda result: emit_in_order({"type": "result", **result}))
+        self.globals = {"__name__": "__main__", "__builtins__": builtins,
+                        "display": RICH["display"]}
+
+    def run(self, code, env_vars, number):
+        try:
+            with_env(env_vars, lambda: (run_cell(code, self.globals, number), RICH["finish"]()))
+        except KeyboardInterrupt as e:  # landed between the cell and its figures
+            error(e)
+
+    def interrupt(self):
         raise KeyboardInterrupt
 
 
+# The bash kernel's setup: its errors to the captured fd 2 once its startup's complaints about
+# job control are past; a cell's status to the answers' descriptor as the JavaScript kernel's
+# done line. Interactive, so that SIGINT abandons the whole cell, as at a terminal.
+BASH_SETUP = ("exec 2>&{err} {err}>&-; set +o history; "
+              "__ci_done() {{ printf '{{\"type\":\"done\",\"status\":%d}}\\n' \"$1\" >&{ans}; }}\n")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class ChildKernel:
+    """A JavaScript or bash kernel in a child process whose fds 1 and 2 are this one's captured
+    ones: a cell goes to its stdin, its result and error lines come back on a pipe, then its
+    {"type": "done"}. In this one's process group, which the daemon signals; it ends with this
+    process (PR_SET_PDEATHSIG)."""
+
+    def __init__(self, language, cwd, program):
+        self.language, self.cwd, self.program = language, cwd, program
+        self.proc = None
+        self.cells = tempfile.mkdtemp(prefix=".ci-bash-") if language == "bash" else None
+
+    def start(self):
+        import ctypes
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        answers_r, answers_w = os.pipe()
+        err = None
+        if self.language == "bash":
+            err = os.dup(2)
+            argv = ["bash", "--norc", "--noprofile", "--noediting", "-i", "+m"]
+            env = dict(os.environ, PS1="", PS2="", PS4="", PWD=self.cwd)
+            fds = (answers_w, err)
+        else:
+            argv = ["node", "--expose-internals", "-e", self.program, "--", str(answers_w)]
+            env, fds = dict(os.environ, PWD=self.cwd), (answers_w,)
+        try:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL if err else None,
+                cwd=self.cwd, env=env, pass_fds=fds,
+                preexec_fn=lambda: prctl(1, signal.SIGKILL))  # PR_SET_PDEATHSIG
+        finally:
+            os.close(answers_w)
+            if err is not None:
+                os.close(err)
+        self.answers = os.fdopen(answers_r, "rb")
+        self.answers_fd = answers_w  # its number in the child
+        if self.language == "bash":
+            self.send(BASH_SETUP.format(err=err, ans=answers_w))
+
+    def send(self, text):
+        self.proc.stdin.write(text.encode())
+        self.proc.stdin.flush()
+
+    def request(self, code, env_vars, number):
+        if self.language != "bash":
+            return json.dumps({"code": code, "env_vars": env_vars}) + "\n"
+        cell = os.path.join(self.cells, "cell-%d.sh" % number)
+        with open(cell, "w") as f:
+            f.write(code)
+        assign = "".join("%s=%s " % (k, shlex.quote(v)) for k, v in env_vars.items()
+                         if NAME.match(k))
+        # The cell's stdin is empty, and the answers' descriptor closed in what it starts.
+        return "%s. %s </dev/null %d>&-\n__ci_done $?\n" % (
+            assign, shlex.quote(cell), self.answers_fd)
+
+    def run(self, code, env_vars, number):
+        try:
+            if self.proc is None:
+                self.start()
+            self.send(self.request(code, env_vars, number))
+        except OSError as e:
+            self.ended("could not start or reach the %s kernel: %s" % (self.language, e))
+            return
+        for line in self.answers:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if message.get("type") == "done":
+                status = message.get("status", 0)
+                if status:
+                    emit_in_order({"type": "error", "name": "ExitCode", "value": str(status),
+                                   "traceback": ""})
+                return
+            emit_in_order(message)
+        self.ended("the %s kernel ended (status %s); the next cell starts a new one" % (
+            self.language, self.proc.wait()))
+
+    def ended(self, why):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.answers.close()
+        self.proc = None
+        emit_in_order({"type": "error", "name": "KernelDied", "value": why, "traceback": ""})
+
+    def interrupt(self):
+        pass  # SIGINT comes to the whole process group: the kernel and what it runs get it too
+
+
+KERNEL = None
+
+
+def interrupt(signum, frame):
+    if RUNNING:
+        KERNEL.interrupt()
+
+
 def main():
-    global RUNNING
+    global RUNNING, KERNEL
+    language, cwd = sys.argv[1], sys.argv[2]
     signal.signal(signal.SIGINT, interrupt)
-    cwd = sys.argv[1] if len(sys.argv) > 1 else "/home/user"
     os.chdir(cwd)
-    sys.argv[:] = [""]
-    sys.path.insert(0, cwd)
-    sys.meta_path.append(InlineBackend())
-    os.environ["MPLBACKEND"] = "module://ci_inline"
     CAPTURES.extend([Capture(1, "stdout"), Capture(2, "stderr")])
     # Line-buffered: a print() is one write (one stdout line); the rest goes at the cell's end.
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), line_buffering=True)
     sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), line_buffering=True)
-    builtins.display = display
-    g = {"__name__": "__main__", "__builtins__": builtins, "display": display}
-    requests = io.TextIOWrapper(os.fdopen(0, "rb", buffering=0), encoding="utf-8")
+    # Cells arrive on stdin; a cell that reads its stdin finds it empty.
+    requests = io.TextIOWrapper(os.fdopen(os.dup(0), "rb", buffering=0), encoding="utf-8")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    if language == "python":
+        KERNEL = PythonKernel(cwd)
+    else:
+        KERNEL = ChildKernel(language, cwd, sys.argv[3] if len(sys.argv) > 3 else "")
     number = 0
     for line in requests:
         try:
@@ -268,11 +308,7 @@ def main():
         number += 1
         emit({"type": "number_of_executions", "execution_count": number})
         RUNNING = True
-        try:
-            with_env(request.get("env_vars") or {},
-                     lambda: (run_cell(request["code"], g, number), show_figures()))
-        except KeyboardInterrupt as e:  # landed between the cell and its figures
-            error(e)
+        KERNEL.run(request["code"], request.get("env_vars") or {}, number)
         RUNNING = False
         settle()
         emit({"type": "end_of_execution", "nonce": request.get("nonce", "")})

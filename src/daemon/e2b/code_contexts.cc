@@ -16,6 +16,7 @@
 #include "daemon/e2b/e2b_programs.h"
 #include "daemon/e2b/proto_json.h"
 #include "daemon/service/async_event.h"
+#include "daemon/service/python_program.h"
 
 namespace ci::daemon::e2b {
 
@@ -94,11 +95,12 @@ CodeContexts::ContextPtr CodeContexts::Find(const std::string& sandbox,
 
 asio::awaitable<std::optional<RpcError>> CodeContexts::Start(const FileContext& c,
                                                              ContextPtr context) {
-  std::vector<std::string> args = {"-I", "-c", std::string(programs::kCodeContext),
-                                   context->info.cwd};
   ProcessSpec spec;
-  spec.argv = {"python3"};
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  static const std::string program = WithRichResults(programs::kCodeContext);
+  spec.argv = {"python3", "-I", "-c", program, context->info.language, context->info.cwd};
+  if (context->info.language == "javascript") {
+    spec.argv.emplace_back(programs::kJavaScriptKernel);
+  }
   spec.env = c.env;
   spec.cwd = context->info.cwd;
   spec.stdin = true;
@@ -178,7 +180,7 @@ asio::awaitable<void> CodeContexts::Read(ContextPtr context) {
       if (it != s->second.end() && it->second == context) s->second.erase(it);
       if (s->second.empty()) by_sandbox_.erase(s);
     }
-    auto d = default_of_.find(context->where.sandbox);
+    auto d = default_of_.find({context->where.sandbox, context->info.language});
     if (d != default_of_.end() && d->second == context->info.id) default_of_.erase(d);
   }
 }
@@ -225,7 +227,8 @@ asio::awaitable<std::optional<RpcError>> CodeContexts::Remove(const FileContext&
   if (!context) co_return RpcError{"not_found", "Context " + id + " not found"};
   by_sandbox_[c.sandbox].erase(id);
   if (by_sandbox_[c.sandbox].empty()) by_sandbox_.erase(c.sandbox);
-  if (default_of_[c.sandbox] == id) default_of_.erase(c.sandbox);
+  auto d = default_of_.find({c.sandbox, context->info.language});
+  if (d != default_of_.end() && d->second == id) default_of_.erase(d);
   ++context->generation;
   co_await Stop(c, context, SIGKILL);
   context->process.reset();
@@ -235,15 +238,17 @@ asio::awaitable<std::optional<RpcError>> CodeContexts::Remove(const FileContext&
 
 asio::awaitable<std::optional<RpcError>> CodeContexts::Execute(const FileContext& c,
                                                                std::optional<std::string> id,
-                                                               Cell cell, CellLineSink sink,
+                                                               std::string language, Cell cell,
+                                                               CellLineSink sink,
                                                                ClientWatch watch) {
   if (!id) {
-    auto d = default_of_.find(c.sandbox);
+    std::pair<std::string, std::string> key(c.sandbox, language);
+    auto d = default_of_.find(key);
     if (d == default_of_.end()) {
-      std::string language = "python", home(kHome);
+      std::string home(kHome);
       auto made = co_await Create(c, std::move(language), std::move(home));
       if (auto* e = std::get_if<RpcError>(&made)) co_return *e;
-      d = default_of_.emplace(c.sandbox, std::get<ContextInfo>(made).id).first;
+      d = default_of_.emplace(std::move(key), std::get<ContextInfo>(made).id).first;
     }
     id = d->second;
   }

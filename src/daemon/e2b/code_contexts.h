@@ -1,7 +1,8 @@
 // The code contexts of E2B's sandboxes as the code interpreter serves them (docs/e2b.md "Code
-// contexts"): each a Python interpreter (code_context.py) started in the sandbox as one of its
-// processes and kept by sandbox and id; a sandbox's default one is made on its first cell. Cells
-// of one context run one at a time, in order; each streams E2B's /execute lines to its caller.
+// contexts"): each an interpreter (code_context.py: Python, or a JavaScript or bash kernel it
+// runs) started in the sandbox as one of its processes and kept by sandbox and id; a sandbox's
+// default one per language is made on its first cell in that language. Cells of one context run
+// one at a time, in order; each streams E2B's /execute lines to its caller.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -37,7 +38,9 @@ using ClientWatch = std::function<void(std::function<void()>)>;
 class CodeContexts {
  public:
   // Languages offered, as /execute and /contexts name them.
-  static bool Offers(const std::string& language) { return language == "python"; }
+  static bool Offers(const std::string& language) {
+    return language == "python" || language == "javascript" || language == "bash";
+  }
 
   boost::asio::awaitable<std::variant<ContextInfo, RpcError>> Create(const FileContext& c,
                                                                      std::string language,
@@ -47,10 +50,11 @@ class CodeContexts {
                                                           const std::string& id);
   boost::asio::awaitable<std::optional<RpcError>> Remove(const FileContext& c,
                                                          const std::string& id);
-  // Runs the cell in context `id` (nullopt: the sandbox's default one), its lines to `sink`;
-  // an error before the first line (no such context, it could not start).
+  // Runs the cell in context `id` (nullopt: the sandbox's default one for `language`), its
+  // lines to `sink`; an error before the first line (no such context, it could not start).
   boost::asio::awaitable<std::optional<RpcError>> Execute(const FileContext& c,
-                                                          std::optional<std::string> id, Cell cell,
+                                                          std::optional<std::string> id,
+                                                          std::string language, Cell cell,
                                                           CellLineSink sink, ClientWatch watch);
 
   struct Context;
@@ -63,7 +67,8 @@ class CodeContexts {
   boost::asio::awaitable<void> Stop(const FileContext& c, const ContextPtr& context, int signal);
 
   std::map<std::string, std::map<std::string, ContextPtr>> by_sandbox_;
-  std::map<std::string, std::string> default_of_;  // sandbox -> its default context's id
+  // (sandbox, language) -> the id of its default context
+  std::map<std::pair<std::string, std::string>, std::string> default_of_;
 };
 
 }  // namespace ci::daemon::e2b

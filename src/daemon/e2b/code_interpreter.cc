@@ -42,7 +42,8 @@ std::string NormalLanguage(std::string language) {
 std::optional<RpcError> Unoffered(const std::string& language) {
   if (CodeContexts::Offers(language)) return std::nullopt;
   return RpcError{"invalid_argument",
-                  "language '" + language + "' is not offered by this server yet (python is)"};
+                  "language '" + language +
+                      "' is not offered by this server (python, javascript and bash are)"};
 }
 
 struct ExecuteRequest {
@@ -106,8 +107,8 @@ asio::awaitable<void> Execute(HttpExchange& ex, const FileContext& c, CodeContex
     watching = true;
     ex.WatchClient(std::move(on_gone));
   };
-  auto failed = co_await contexts.Execute(c, std::move(req->context_id), std::move(req->cell),
-                                          std::move(sink), std::move(watch));
+  auto failed = co_await contexts.Execute(c, std::move(req->context_id), std::move(req->language),
+                                          std::move(req->cell), std::move(sink), std::move(watch));
   if (watching) co_await ex.UnwatchClient();
   if (failed && !began) co_return co_await ex.Respond(TextRefusal(*failed));
   if (!began) {

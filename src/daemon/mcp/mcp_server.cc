@@ -391,6 +391,13 @@ boost::asio::awaitable<McpServer::RpcAnswer> McpServer::CallTool(const rapidjson
     WriteField(w, "type", "text");
     WriteField(w, "text", outcome.text);
     w.EndObject();
+    for (const auto& image : outcome.images) {
+      w.StartObject();
+      WriteField(w, "type", "image");
+      WriteField(w, "data", image.base64);
+      WriteField(w, "mimeType", image.mime_type);
+      w.EndObject();
+    }
     w.EndArray();
     if (with_structured) {
       w.Key("structuredContent");

@@ -15,6 +15,7 @@
 #include "daemon/files/workspace_paths.h"
 #include "daemon/service/output_buffer.h"
 #include "daemon/service/python_program.h"
+#include "daemon/service/result_bundles.h"
 
 namespace ci::daemon {
 namespace {
@@ -308,6 +309,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   }
   result.run = std::move(run).value();
   result.files_truncated = collection->truncated;
+  result.results = TakeResultBundles(collection->files);
   result.files = SaveOutputs(plan, *collection, collect_dir, &result.files_truncated);
   spdlog::debug("timing: prepare {} ms, run {} ms, collect {} ms, destroy {} ms, save {} ms",
                 (t_prepared - t0) / 1ms, (t_ran - t_prepared) / 1ms, (t_collected - t_ran) / 1ms,

@@ -52,6 +52,7 @@ struct ExecutionResult {
   ResourceReport resources;
   std::vector<OutputFile> files;
   bool files_truncated = false;
+  std::vector<std::string> results;  // rich results, each a JSON object (result_bundles.h)
 };
 
 class ExecutionService {

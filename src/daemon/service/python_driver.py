@@ -10,7 +10,9 @@
 # a notebook cell (mode "interactive": statements in order, then the value of a final top-level
 # expression through sys.displayhook). Names are kept inside a function and the function removes
 # itself, so the user's globals are those of a plain script. Frames of the driver itself
-# ("<string>") are cut from tracebacks so line numbers point at the user's code.
+# ("<string>") are cut from tracebacks so line numbers point at the user's code. Rich results
+# (rich_results.py: display(), matplotlib's figures, a rich last value) go as JSON lines to
+# RESULTS in the workspace, which the daemon takes out of the collected files.
 def _ci_main():
     import os, stat, sys
     g = globals()
@@ -44,6 +46,9 @@ def _ci_main():
         for fd in (null,) + saved:
             os.close(fd)
         os.chdir(here)
+    rich = {'__name__': '_ci_rich'}
+    exec(compile(None  # @rich_results.py@
+                 , '<string>', 'exec'), rich)
     if ready:
         import gc
         gc.freeze()  # what is here now is not the program's: its exit's collection skips it
@@ -64,7 +69,12 @@ def _ci_main():
         hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
         if hard != resource.RLIM_INFINITY:
             resource.setrlimit(resource.RLIMIT_CPU, (min(limit, hard), hard))
-    path = '/workspace/__main__.py'
+    path, results = '/workspace/__main__.py', '/workspace/.ci-results.jsonl'
+
+    def sink(result):
+        with open(results, 'a') as f:
+            f.write(rich['json'].dumps(result, default=str) + '\n')
+    rich['install'](sink)
     g['__file__'] = path
     sys.argv[:] = [path]
     sys.path.insert(0, '/workspace')
@@ -86,9 +96,15 @@ def _ci_main():
     except (SyntaxError, ValueError) as e:
         report(e, None)  # as when Python runs a script: the error, no compiler frames
     try:
-        exec(body, g)
-        if last is not None:
-            sys.displayhook(eval(last, g))
+        try:
+            exec(body, g)
+            if last is not None:
+                value = eval(last, g)
+                sys.displayhook(value)
+                if rich['rich'](value):
+                    sink({'is_main_result': True, **rich['bundle'](value)})
+        finally:
+            rich['finish']()
     except SystemExit:
         raise
     except BaseException as e:

@@ -8,6 +8,11 @@
 
 namespace ci::daemon {
 
+// `program` (Python source) with its placeholder `None  # @rich_results.py@` replaced by
+// rich_results.py's source as a string literal: the one copy of the rich results' code that
+// every program running Python code compiles.
+std::string WithRichResults(std::string_view program);
+
 // The Python driver run with `python3 -c` (exposed for tests).
 std::string_view PythonDriver();
 

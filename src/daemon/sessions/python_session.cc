@@ -1,14 +1,18 @@
 #include "daemon/sessions/python_session.h"
 
 #include "core/json.h"
+#include "daemon/service/python_program.h"
 #include "daemon/sessions/session_programs.h"
 
 namespace ci::daemon {
 
-std::string_view PythonSessionServerSource() { return programs::kSessionServer; }
+std::string_view PythonSessionServerSource() {
+  static const std::string source = WithRichResults(programs::kSessionServer);
+  return source;
+}
 
 std::vector<std::string> PythonSessionServerArgv() {
-  return {"python3", "-c", std::string(programs::kSessionServer)};
+  return {"python3", "-c", std::string(PythonSessionServerSource())};
 }
 
 std::string PythonSessionRequest(std::string_view code, bool last_line_interactive,

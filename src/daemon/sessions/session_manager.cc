@@ -18,6 +18,7 @@
 #include "core/unix_time.h"
 #include "daemon/files/workspace_paths.h"
 #include "daemon/service/output_buffer.h"
+#include "daemon/service/result_bundles.h"
 #include "daemon/sessions/python_session.h"
 
 namespace ci::daemon {
@@ -403,7 +404,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> SessionManager::Execute
   ExecutionResult result;
   if (run.ok()) {
     bool truncated = false;
-    auto snapshot = co_await Snapshot(*s, started_ns, &truncated);
+    auto snapshot = co_await Snapshot(*s, started_ns, &truncated, &result.results);
     if (snapshot.ok()) {
       for (auto& [file, changed] : *snapshot) {
         if (changed) result.files.push_back({file.path, file.file_id});
@@ -443,7 +444,7 @@ void SessionManager::Remember(Session& s, const std::vector<StagedFile>& files) 
 }
 
 asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> SessionManager::Snapshot(
-    Session& s, int64_t modified_after_ns, bool* truncated) {
+    Session& s, int64_t modified_after_ns, bool* truncated, std::vector<std::string>* results) {
   std::string dir = store_.incoming_dir() + "/session-XXXXXX";
   if (mkdtemp(dir.data()) == nullptr) co_return Status::Errno("creating " + dir, errno);
   CollectLimits limits;
@@ -458,6 +459,8 @@ asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> SessionMana
     co_return collection.status();
   }
   *truncated = collection->truncated;
+  std::vector<std::string> bundles = TakeResultBundles(collection->files);
+  if (results != nullptr) *results = std::move(bundles);
   std::vector<std::pair<WorkspaceFile, bool>> out;
   std::map<std::string, KnownFile> seen;
   for (const auto& f : collection->files) {

@@ -151,9 +151,11 @@ class SessionManager {
   // Staged inputs count as known, so a call does not return them unless it changed them.
   void Remember(Session& s, const std::vector<StagedFile>& files);
   // Collects the workspace (only files modified after `modified_after_ns` unless 0); returns
-  // them with ids and marks those new or changed since the session last looked.
+  // them with ids and marks those new or changed since the session last looked. The rich
+  // results file is never one of them: its results go to `results` (when not null).
   asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> Snapshot(
-      Session& s, int64_t modified_after_ns, bool* truncated);
+      Session& s, int64_t modified_after_ns, bool* truncated,
+      std::vector<std::string>* results = nullptr);
 
   asio::any_io_executor ex_;
   const Config& config_;

@@ -291,9 +291,15 @@ def run_cell(request, g, number):
         report(e, None)
         return 1
     try:
-        exec(body, g)
-        if last is not None:
-            sys.displayhook(eval(last, g))
+        try:
+            exec(body, g)
+            if last is not None:
+                value = eval(last, g)
+                sys.displayhook(value)
+                if RICH['rich'](value):
+                    result_sink({'is_main_result': True, **RICH['bundle'](value)})
+        finally:
+            RICH['finish']()
         return 0
     except SystemExit as e:
         if e.code is None:
@@ -307,9 +313,24 @@ def run_cell(request, g, number):
         return 1
 
 
+# Rich results (rich_results.py) as JSON lines in the workspace, which the daemon takes out of
+# the call's collected files; a call's own only (the previous call's file goes first).
+RESULTS = '/workspace/.ci-results.jsonl'
+RICH = {'__name__': '_ci_rich'}
+
+
+def result_sink(result):
+    with open(RESULTS, 'a') as f:
+        f.write(json.dumps(result, default=str) + '\n')
+
+
 def serve(request, g, number):
     global ALARMED
     ALARMED = False
+    try:
+        os.unlink(RESULTS)
+    except OSError:
+        pass
     sys.stdin = open(0, 'r', closefd=False)
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     signal.setitimer(signal.ITIMER_REAL, request['timeout_ms'] / 1000.0)
@@ -335,6 +356,9 @@ def interpret(channel):
     sys.argv[:] = ['']
     sys.path.insert(0, '/workspace')
     g = {'__name__': '__main__', '__builtins__': builtins}
+    exec(compile(None  # @rich_results.py@
+                 , '<string>', 'exec'), RICH)
+    RICH['install'](result_sink)
     number = 0
     while True:
         try:

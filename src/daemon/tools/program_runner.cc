@@ -54,6 +54,7 @@ boost::asio::awaitable<std::variant<ProgramResult, ApiError>> ProgramRunner::Run
                                  out.truncated() || err.truncated(), config.cpu_time_limit_sec));
   result.duration_ms = executed.run.duration_ms;
   result.files = std::move(executed.files);
+  result.results = std::move(executed.results);
   co_return result;
 }
 

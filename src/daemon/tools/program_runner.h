@@ -32,6 +32,7 @@ struct ProgramResult {
   std::string verdict;  // "ok", "error", "timeout", ...
   uint64_t duration_ms = 0;
   std::vector<OutputFile> files;
+  std::vector<std::string> results;  // rich results, each a JSON object (result_bundles.h)
 };
 
 class ProgramRunner {

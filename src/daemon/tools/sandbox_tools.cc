@@ -9,7 +9,7 @@
 namespace ci::daemon {
 namespace {
 
-ToolOutcome CallError(std::string text) { return ToolOutcome{true, std::move(text), "{}"}; }
+ToolOutcome CallError(std::string text) { return ToolOutcome{true, std::move(text), "{}", {}}; }
 
 // The arguments object, or why not.
 Result<rapidjson::Document> ParseArguments(std::string_view tool, const std::string& json) {
@@ -68,6 +68,23 @@ std::string ExecuteResultJson(const ProgramResult& r) {
   });
 }
 
+// The PNG and JPEG images among the program's rich results.
+std::vector<ToolOutcome::Image> ImagesOf(const ProgramResult& r) {
+  std::vector<ToolOutcome::Image> out;
+  for (const std::string& bundle : r.results) {
+    auto doc = ParseJsonObject(bundle, "a result");
+    if (!doc.ok()) continue;
+    for (auto [field, mime] :
+         {std::pair<const char*, const char*>{"png", "image/png"}, {"jpeg", "image/jpeg"}}) {
+      auto m = doc->FindMember(field);
+      if (m != doc->MemberEnd() && m->value.IsString()) {
+        out.push_back({mime, std::string(m->value.GetString(), m->value.GetStringLength())});
+      }
+    }
+  }
+  return out;
+}
+
 // For a reader: the output, then what went wrong, if anything.
 std::string ExecuteResultText(const ProgramResult& r) {
   std::string text = r.stdout_text;
@@ -123,7 +140,9 @@ boost::asio::awaitable<ToolOutcome> SandboxTools::ExecuteCode(const std::string&
   auto ran = co_await runner_.Run(request, std::move(no_sink));
   if (auto* e = std::get_if<ApiError>(&ran)) co_return CallError("execute_code: " + e->detail);
   const auto& result = std::get<ProgramResult>(ran);
-  co_return ToolOutcome{false, ExecuteResultText(result), ExecuteResultJson(result)};
+  ToolOutcome outcome{false, ExecuteResultText(result), ExecuteResultJson(result), {}};
+  outcome.images = ImagesOf(result);
+  co_return outcome;
 }
 
 boost::asio::awaitable<ToolOutcome> SandboxTools::SolveTask(const std::string& arguments_json,
@@ -148,8 +167,8 @@ boost::asio::awaitable<ToolOutcome> SandboxTools::SolveTask(const std::string& a
           ? outcome.output
           : fmt::format("No working program after {} attempts; the last one failed: {}.\n{}",
                         outcome.attempts.size(), outcome.attempts.back().failure, outcome.output);
-  co_return ToolOutcome{false, std::move(text),
-                        SolveOutcomeJson(outcome, request, solver_->model().model())};
+  co_return ToolOutcome{
+      false, std::move(text), SolveOutcomeJson(outcome, request, solver_->model().model()), {}};
 }
 
 }  // namespace ci::daemon

@@ -45,7 +45,8 @@ boost::asio::awaitable<std::variant<std::string, llm::ModelError>> AskWithTools(
       ToolOutcome outcome{.is_error = true,
                           .text = "not run: at most " + std::to_string(kMaxCallsPerAnswer) +
                                   " tool calls of one answer are run; call again for the rest",
-                          .result_json = "{}"};
+                          .result_json = "{}",
+                          .images = {}};
       if (i < kMaxCallsPerAnswer) {
         if (hooks.calling) hooks.calling(call);
         outcome = co_await tools.Call(call.name, call.arguments_json, "");

@@ -19,6 +19,12 @@ struct ToolOutcome {
   bool is_error = false;
   std::string text;         // for a human or a model: the output, or the error
   std::string result_json;  // a JSON object: the tool's structured result ("{}" on error)
+  // Images the program made (a chart it drew), for clients that show them: MCP image content.
+  struct Image {
+    std::string mime_type;
+    std::string base64;
+  };
+  std::vector<Image> images;
 };
 
 class ToolSet {
