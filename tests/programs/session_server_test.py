@@ -12,15 +12,19 @@ import sys
 import tempfile
 import unittest
 
-SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "daemon",
-                      "sessions", "session_server.py")
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "daemon")
+SERVER = os.path.join(SRC, "sessions", "session_server.py")
+RICH = os.path.join(SRC, "service", "rich_results.py")
 
 
 class SessionServerTest(unittest.TestCase):
     def setUp(self):
         self.workspace = tempfile.TemporaryDirectory()
-        with open(SERVER) as f:
-            source = f.read()
+        with open(SERVER) as f, open(RICH) as rich:
+            # As the daemon runs it (python_program.h WithRichResults), its results file in the
+            # temporary workspace.
+            source = f.read().replace("None  # @rich_results.py@", repr(rich.read())).replace(
+                "'/workspace/.ci-results.jsonl'", repr(self.workspace.name + "/.ci-results.jsonl"))
         ours, theirs = socket.socketpair()
         # Before the server's own first line: its channel becomes fd 3, and its chdir to
         # /workspace goes to the temporary one.
