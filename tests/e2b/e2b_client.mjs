@@ -275,14 +275,20 @@ const scenarios = {
       const python = ex(await sbx.runCode('"base" in globals()'))
       const ctx = await sbx.createCodeContext({ language: 'js', cwd: '/tmp' })
       const own = ex(await sbx.runCode('[process.cwd(), typeof base]', { context: ctx }))
-      return { value, out, error, python, own, language: ctx.language }
+      let timedOut
+      try { await sbx.runCode('while (true) {}', { language: 'js', timeoutMs: 1000 }) } catch (e) { timedOut = failure(e) }
+      const kept = ex(await sbx.runCode('base', { language: 'js' }))
+      return { value, out, error, python, own, language: ctx.language, timedOut, kept }
     })
     // bash: variables and functions last between cells, a failing command is an error.
     await attempt('bash', async () => {
       await sbx.runCode('n=3; twice() { echo $(( $1 * 2 )); }', { language: 'bash' })
       const state = ex(await sbx.runCode('twice $n; pwd', { language: 'bash', envs: { ONLY: 'here' } }))
       const failed = ex(await sbx.runCode('echo $ONLY; ls /nope', { language: 'bash' }))
-      return { state, failed }
+      let timedOut
+      try { await sbx.runCode('sleep 30; echo late', { language: 'bash', timeoutMs: 1000 }) } catch (e) { timedOut = failure(e) }
+      const kept = ex(await sbx.runCode('twice $n', { language: 'bash' }))
+      return { state, failed, timedOut, kept }
     })
     await CodeSandbox.kill(sbx.sandboxId)
   },

@@ -460,6 +460,8 @@ class E2bCodeTest(E2bCase):
         self.assertEqual(js["python"]["text"], "False")  # one context per language
         self.assertEqual((js["own"]["text"], js["language"]), ("[ '/tmp', 'undefined' ]",
                                                                "javascript"))
+        # A cell past its timeout is interrupted; the context keeps its state.
+        self.assertEqual((js["timedOut"]["error"], js["kept"]["text"]), ("TimeoutError", "40"))
         bash = s["bash"]
         self.assertEqual(("".join(bash["state"]["stdout"]), bash["state"].get("error")),
                          ("6\n/home/user\n", None))
@@ -467,6 +469,8 @@ class E2bCodeTest(E2bCase):
         self.assertIn("/nope", "".join(bash["failed"]["stderr"]))
         self.assertEqual(bash["failed"]["error"], {"name": "ExitCode", "value": "2",
                                                    "traceback": ""})
+        self.assertEqual((bash["timedOut"]["error"], bash["kept"]["stdout"]),
+                         ("TimeoutError", ["6\n"]))
 
     def test_what_the_sdk_never_sends(self):
         r = self.api().post_json("/v2/sandboxes", {"templateID": "base", "timeout": 60})
@@ -552,6 +556,38 @@ class E2bCodeTest(E2bCase):
             r = plane.request("POST", "/execute", headers=headers,
                               body=json.dumps({"context_id": ctx, "code": "1"}).encode())
             self.assertIn(b'"text":"1"', r.body)
+        finally:
+            self.assertEqual(self.api().delete(f"/sandboxes/{sid}").status, 204)
+
+    def test_kernels_killed_by_their_cells_start_afresh(self):
+        """A cell that kills its own context (the whole process group, or the Python host from
+        a child kernel) ends as ContextDied; the next cell gets a fresh kernel, and the other
+        languages' contexts are untouched."""
+        r = self.api().post_json("/v2/sandboxes", {"templateID": "base", "timeout": 60})
+        sid, token = r.json["sandboxID"], r.json["envdAccessToken"]
+        plane = Client(self.host, self.port)
+        headers = {"E2b-Sandbox-Id": sid, "Content-Type": "application/json",
+                   "X-Access-Token": token}
+
+        def cell(language, code):
+            r = plane.request("POST", "/execute", headers=headers,
+                              body=json.dumps({"language": language, "code": code}).encode())
+            self.assertEqual(r.status, 200, r.body)
+            return [json.loads(line) for line in r.body.decode().splitlines()][1:-1]
+
+        try:
+            self.assertEqual(cell("python", "kept = 1"), [])
+            for language, setup, kill, check, fresh in (
+                    ("bash", "x=1", "kill -9 0", "echo ${x-gone}", "gone\n"),
+                    ("javascript", "globalThis.y = 2", "process.kill(process.ppid, 'SIGKILL')",
+                     "console.log(typeof y)", "undefined\n")):
+                with self.subTest(language=language):
+                    cell(language, setup)
+                    [died] = cell(language, kill)
+                    self.assertEqual(died["name"], "ContextDied", died)
+                    self.assertEqual([m.get("text") for m in cell(language, check)], [fresh])
+            [kept] = cell("python", "kept")
+            self.assertEqual(kept["text"], "1")
         finally:
             self.assertEqual(self.api().delete(f"/sandboxes/{sid}").status, 204)
 

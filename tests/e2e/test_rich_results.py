@@ -45,9 +45,12 @@ class RichResultsTest(E2ETestCase):
         self.assertEqual((res["stdout"], res["results"]), ("agg\n2\n", []), res)
 
     def test_a_program_that_forges_its_results_file_only_fools_itself(self):
-        # Lines that are not result objects are dropped; the file is never an output file.
+        # Lines that are not result objects (not JSON, nested too deep, not UTF-8, without a
+        # format) are dropped; the file is never an output file.
         res = self.execute("open('.ci-results.jsonl', 'a').write("
-                           "'not json\\n[1]\\n{\"png\": 5}\\n{\"text\": \"mine\"}\\n')\n"
+                           "'not json\\n[1]\\n{\"png\": 5}\\n{\"text\": \"mine\"}\\n"
+                           "' + '[' * 100000 + '\\n')\n"
+                           "open('.ci-results.jsonl', 'ab').write(b'{\"text\": \"\\xff\"}\\n')\n"
                            "open('kept.txt', 'w').write('x')")
         self.assertEqual(res["results"], [{"is_main_result": False, "text": "mine"}], res)
         self.assertEqual([f["path"] for f in res["files"]], ["kept.txt"], res)
