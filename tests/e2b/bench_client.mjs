@@ -43,12 +43,20 @@ for (let i = 0; i < rounds + warmup; i++) {
     const r = await rest('POST', `/v1/sessions/${session}/execute`, { code: '1+1' })
     if (r.exit_code !== 0) throw new Error(`execute: ${JSON.stringify(r)}`)
   })
-  let made
-  const create = await timed(async () => { made = await Sandbox.create('base', { timeoutMs: 60_000 }) })
-  await Sandbox.kill(made.sandboxId)
-  let id
-  const created = await timed(async () => { id = (await rest('POST', '/v1/sessions', {})).session_id })
-  await rest('DELETE', `/v1/sessions/${id}`)
+  // Which create goes first alternates: the first after the calls above pays the machine's
+  // wake-up from their pauses (a cold sandbox start waits on several processes).
+  let create, created
+  const sdkCreate = async () => {
+    let made
+    create = await timed(async () => { made = await Sandbox.create('base', { timeoutMs: 60_000 }) })
+    await Sandbox.kill(made.sandboxId)
+  }
+  const sessionCreate = async () => {
+    let id
+    created = await timed(async () => { id = (await rest('POST', '/v1/sessions', {})).session_id })
+    await rest('DELETE', `/v1/sessions/${id}`)
+  }
+  for (const f of i % 2 ? [sdkCreate, sessionCreate] : [sessionCreate, sdkCreate]) await f()
   if (keep) {
     out.command.push(command)
     out.session_bash.push(bash)
