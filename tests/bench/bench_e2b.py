@@ -6,6 +6,7 @@ next to `POST /v1/sessions`, all from the same Node process. Prints p50/p99 of e
 
   tests/bench/bench_e2b.py --bin build/code-interpreter
   tests/bench/bench_e2b.py --bin build/code-interpreter --env EXECUTOR_BACKEND=docker
+  tests/bench/bench_e2b.py --bin build/code-interpreter --kubernetes   # on the fake API server
 """
 
 import argparse
@@ -32,10 +33,20 @@ def main():
     ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--kubernetes", action="store_true",
+                    help="EXECUTOR_BACKEND=kubernetes on the fake API server (tests/k8s; root)")
     args = ap.parse_args()
     if not args.bin:
         ap.error("give --bin PATH (or CI_DAEMON_BIN)")
     harness.Config.bin_path = os.path.abspath(args.bin)
+    cluster = None
+    if args.kubernetes:
+        why = harness.kubernetes_unavailable()
+        if why:
+            print(f"cannot run: {why}", file=sys.stderr)
+            return 77
+        cluster = harness.FakeCluster().start()
+        args.env.append("EXECUTOR_BACKEND=kubernetes")
     with tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False) as keys:
         keys.write(f"bench {KEY}\n")
     env = dict(kv.split("=", 1) for kv in args.env)
@@ -51,6 +62,8 @@ def main():
         daemon.stop()
         daemon.cleanup()
         os.unlink(keys.name)
+        if cluster:
+            cluster.close(show_log=False)
     print(f"{args.rounds} rounds after {args.warmup} warm-up ones, interleaved; "
           f"{os.cpu_count()} CPUs; daemon {daemon.describe()}\n")
     print("| row | ours p50 ms | ours p99 ms | baseline | baseline p50 ms | ratio | target | met |")
