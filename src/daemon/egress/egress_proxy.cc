@@ -1,0 +1,426 @@
+#include "daemon/egress/egress_proxy.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <charconv>
+
+#include "daemon/egress/tls_client_hello.h"
+
+namespace ci::daemon {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using boost::system::error_code;
+
+// Where a request goes: the host as the client named it (a name, or an address literal without
+// brackets) and the port.
+struct EgressProxy::Target {
+  std::string host;
+  uint16_t port = 0;
+};
+
+namespace {
+
+auto Ignore(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
+
+std::string Lowered(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// "host:port", "[v6]:port", or "host" with `default_port`; false when malformed.
+bool ParseAuthority(std::string_view text, uint16_t default_port, std::string* host,
+                    uint16_t* port) {
+  std::string_view h = text, p;
+  if (text.starts_with('[')) {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos) return false;
+    h = text.substr(1, close - 1);
+    std::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (!rest.starts_with(':')) return false;
+      p = rest.substr(1);
+    }
+  } else if (const size_t colon = text.rfind(':'); colon != std::string_view::npos) {
+    h = text.substr(0, colon);
+    p = text.substr(colon + 1);
+    if (h.find(':') != std::string_view::npos) return false;  // an IPv6 literal needs brackets
+  }
+  unsigned value = default_port;
+  if (!p.empty()) {
+    auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
+    if (ec != std::errc() || end != p.data() + p.size()) return false;
+  }
+  if (h.empty() || value == 0 || value > 65535) return false;
+  *host = Lowered(h);
+  if (host->ends_with('.')) host->pop_back();
+  *port = static_cast<uint16_t>(value);
+  return !host->empty();
+}
+
+struct Head {
+  std::string method, target, version;
+  std::vector<std::pair<std::string, std::string>> headers;  // names in lower case
+  const std::string* Find(std::string_view name) const {
+    for (const auto& [k, v] : headers) {
+      if (k == name) return &v;
+    }
+    return nullptr;
+  }
+};
+
+// The request line and headers before "\r\n\r\n"; false when they are not HTTP/1.x.
+bool ParseHead(std::string_view text, Head* head) {
+  size_t eol = text.find("\r\n");
+  std::string_view line = text.substr(0, eol);
+  const size_t a = line.find(' '), b = line.rfind(' ');
+  if (a == std::string_view::npos || a == b) return false;
+  head->method = std::string(line.substr(0, a));
+  head->target = std::string(line.substr(a + 1, b - a - 1));
+  head->version = std::string(line.substr(b + 1));
+  if (!head->version.starts_with("HTTP/1.")) return false;
+  while (eol != std::string_view::npos && eol + 2 < text.size()) {
+    const size_t start = eol + 2;
+    eol = text.find("\r\n", start);
+    std::string_view field = text.substr(start, eol - start);
+    const size_t colon = field.find(':');
+    if (colon == std::string_view::npos || colon == 0) return false;
+    std::string_view value = field.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    head->headers.emplace_back(Lowered(field.substr(0, colon)), std::string(value));
+  }
+  return true;
+}
+
+// Headers of one hop, never forwarded (RFC 9110 7.6.1), and the proxy's own.
+bool HopByHop(std::string_view name) {
+  for (std::string_view h :
+       {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
+        "te", "trailer", "transfer-encoding", "upgrade"}) {
+    if (name == h) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+EgressProxy::EgressProxy(asio::any_io_executor ex, EgressProxyOptions options)
+    : ex_(std::move(ex)), options_(std::move(options)) {}
+
+EgressReport EgressProxy::report() const {
+  EgressReport out;
+  for (const auto& [key, d] : reached_) out.reached.push_back(d);
+  out.refused = refused_;
+  out.refused_count = refused_count_;
+  return out;
+}
+
+asio::awaitable<void> EgressProxy::Accept(tcp::acceptor& acceptor) {
+  auto self = shared_from_this();
+  while (acceptor.is_open()) {
+    error_code ec;
+    tcp::socket client = co_await acceptor.async_accept(Ignore(ec));
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) break;
+    if (ec) continue;
+    asio::co_spawn(ex_, self->Serve(std::move(client)), asio::detached);
+  }
+}
+
+asio::awaitable<void> EgressProxy::Serve(tcp::socket client) {
+  auto self = shared_from_this();
+  Target target;
+  if (open_ >= options_.max_connections) {
+    co_await Refuse(client, target, 503,
+                    "more than " + std::to_string(options_.max_connections) +
+                        " connections at once through this sandbox's proxy");
+    co_return;
+  }
+  ++open_;
+  struct Closing {
+    size_t& open;
+    ~Closing() { --open; }
+  } closing{open_};
+  // The head, read until its blank line; what came after it is kept for the destination.
+  std::string buffered;
+  size_t end = std::string::npos;
+  while (end == std::string::npos && buffered.size() <= kMaxHead) {
+    char chunk[4096];
+    error_code ec;
+    size_t n = co_await client.async_read_some(asio::buffer(chunk), Ignore(ec));
+    if (ec) co_return;
+    buffered.append(chunk, n);
+    end = buffered.find("\r\n\r\n");
+  }
+  if (end == std::string::npos || end > kMaxHead) {
+    co_return co_await Refuse(client, target, 431, "head too large");
+  }
+  Head head;
+  if (!ParseHead(std::string_view(buffered).substr(0, end), &head)) {
+    co_return co_await Refuse(client, target, 400, "not an HTTP/1 proxy request");
+  }
+  std::string rest = buffered.substr(end + 4);
+  if (head.method == "CONNECT") {
+    if (!ParseAuthority(head.target, 0, &target.host, &target.port) || target.port == 0) {
+      co_return co_await Refuse(client, target, 400, "CONNECT needs host:port");
+    }
+    co_return co_await Tunnel(client, std::move(target), std::move(rest));
+  }
+  // A plain-HTTP request in absolute form: "http://host[:port]/path".
+  constexpr std::string_view kHttp = "http://";
+  if (Lowered(head.target).rfind(kHttp, 0) != 0) {
+    co_return co_await Refuse(client, target, 400,
+                              "only http:// URLs in absolute form and CONNECT are proxied");
+  }
+  std::string_view url = std::string_view(head.target).substr(kHttp.size());
+  const size_t slash = url.find('/');
+  std::string_view authority = url.substr(0, slash);
+  std::string path = slash == std::string_view::npos ? "/" : std::string(url.substr(slash));
+  if (authority.find('@') != std::string_view::npos ||
+      !ParseAuthority(authority, 80, &target.host, &target.port)) {
+    co_return co_await Refuse(client, target, 400, "bad URL authority");
+  }
+  if (const std::string* host = head.Find("host")) {
+    std::string h;
+    uint16_t p = 0;
+    if (!ParseAuthority(*host, 80, &h, &p) || h != target.host || p != target.port) {
+      co_return co_await Refuse(client, target, 400, "the Host header is not the URL's host");
+    }
+  }
+  if (head.Find("transfer-encoding") != nullptr) {
+    co_return co_await Refuse(client, target, 501, "chunked request bodies are not proxied");
+  }
+  uint64_t body = 0;
+  if (const std::string* length = head.Find("content-length")) {
+    auto [p, ec] = std::from_chars(length->data(), length->data() + length->size(), body);
+    if (ec != std::errc() || p != length->data() + length->size()) {
+      co_return co_await Refuse(client, target, 400, "bad Content-Length");
+    }
+  }
+  std::string out = head.method + " " + path + " HTTP/1.1\r\n";
+  for (const auto& [k, v] : head.headers) {
+    if (!HopByHop(k) && k != "host") out += k + ": " + v + "\r\n";
+  }
+  out += "host: " + std::string(authority) + "\r\nconnection: close\r\n\r\n";
+  co_await Forward(client, std::move(target), std::move(out), std::move(rest), body);
+}
+
+asio::awaitable<std::vector<asio::ip::address>> EgressProxy::Resolve(const Target& target,
+                                                                     std::string* why) {
+  std::vector<asio::ip::address> out;
+  if (!options_.policy.AllowsName(target.host, target.port)) {
+    *why = "not allowed by this sandbox's egress policy (" + options_.policy.ToString() + ")";
+    co_return out;
+  }
+  std::vector<asio::ip::address> found;
+  error_code ec;
+  const asio::ip::address literal = asio::ip::make_address(target.host, ec);
+  if (!ec) {
+    found.push_back(literal);
+  } else if (auto it = options_.hosts.find(target.host); it != options_.hosts.end()) {
+    found = it->second;
+  } else {
+    tcp::resolver resolver(ex_);
+    auto results =
+        co_await resolver.async_resolve(target.host, std::to_string(target.port), Ignore(ec));
+    if (ec) {
+      *why = "the name does not resolve (" + ec.message() + ")";
+      co_return out;
+    }
+    for (const auto& r : results) found.push_back(r.endpoint().address());
+  }
+  for (const auto& a : found) {
+    if (options_.policy.AllowsAddress(a, target.port)) out.push_back(a);
+  }
+  if (out.empty()) {
+    *why = found.empty() ? "the name resolves to no address"
+                         : "it resolves to " + found.front().to_string() +
+                               ", an address this sandbox may not reach (private, loopback, "
+                               "link-local or denied)";
+  }
+  co_return out;
+}
+
+asio::awaitable<bool> EgressProxy::Connect(tcp::socket& upstream,
+                                           const std::vector<asio::ip::address>& addresses,
+                                           uint16_t port) {
+  for (const auto& a : addresses) {
+    asio::steady_timer deadline(ex_, options_.connect_timeout);
+    deadline.async_wait([&](error_code e) {
+      if (!e) upstream.close();
+    });
+    error_code ec;
+    co_await upstream.async_connect(tcp::endpoint(a, port), Ignore(ec));
+    deadline.cancel();
+    if (!ec) co_return true;
+    upstream = tcp::socket(ex_);
+  }
+  co_return false;
+}
+
+asio::awaitable<void> EgressProxy::Tunnel(tcp::socket& client, Target target,
+                                          std::string buffered) {
+  std::string why;
+  auto addresses = co_await Resolve(target, &why);
+  if (addresses.empty()) co_return co_await Refuse(client, target, 403, why);
+  error_code ec;
+  co_await asio::async_write(
+      client, asio::buffer(std::string_view("HTTP/1.1 200 Connection established\r\n\r\n")),
+      Ignore(ec));
+  if (ec) co_return;
+  // The ClientHello, whose server name must be the CONNECT's host.
+  ClientHello hello = ParseClientHello(buffered);
+  while (hello.state == ClientHello::State::kNeedMore) {
+    char chunk[4096];
+    asio::steady_timer deadline(ex_, options_.connect_timeout);
+    deadline.async_wait([&](error_code e) {
+      if (!e) client.close();
+    });
+    size_t n = co_await client.async_read_some(asio::buffer(chunk), Ignore(ec));
+    deadline.cancel();
+    if (ec) co_return;
+    buffered.append(chunk, n);
+    hello = ParseClientHello(buffered);
+  }
+  error_code not_literal;
+  asio::ip::make_address(target.host, not_literal);
+  const bool literal = !not_literal;
+  std::string refused;
+  if (hello.state == ClientHello::State::kNotTls) {
+    refused = "a tunnel carries TLS only (its first bytes are not a ClientHello)";
+  } else if (!hello.server_name && !literal) {
+    refused = "the ClientHello names no server (SNI) for " + target.host;
+  } else if (hello.server_name && Lowered(*hello.server_name) != target.host) {
+    refused = "the ClientHello names " + *hello.server_name + ", the CONNECT " + target.host;
+  }
+  tcp::socket upstream(ex_);
+  if (refused.empty() && !(co_await Connect(upstream, addresses, target.port))) {
+    refused = "could not connect to " + target.host;
+  }
+  if (!refused.empty()) {  // past the 200: the tunnel is closed
+    NoteRefusal(target, std::move(refused));
+    client.close();
+    co_return;
+  }
+  EgressDestination& counts = Reached(target);
+  co_await asio::async_write(upstream, asio::buffer(buffered), Ignore(ec));
+  if (ec) co_return;
+  counts.bytes_out += buffered.size();
+  co_await Splice(client, upstream, counts);
+}
+
+asio::awaitable<void> EgressProxy::Forward(tcp::socket& client, Target target, std::string head,
+                                           std::string buffered, uint64_t body_bytes) {
+  std::string why;
+  auto addresses = co_await Resolve(target, &why);
+  if (addresses.empty()) co_return co_await Refuse(client, target, 403, why);
+  tcp::socket upstream(ex_);
+  if (!(co_await Connect(upstream, addresses, target.port))) {
+    co_return co_await Refuse(client, target, 502, "could not connect to " + target.host);
+  }
+  EgressDestination& counts = Reached(target);
+  // The head, then exactly the body's bytes: what follows it on this connection is not sent.
+  if (buffered.size() > body_bytes) buffered.resize(body_bytes);
+  head += buffered;
+  error_code ec;
+  co_await asio::async_write(upstream, asio::buffer(head), Ignore(ec));
+  if (ec) co_return;
+  counts.bytes_out += head.size();
+  uint64_t left = body_bytes - buffered.size();
+  char chunk[16384];
+  while (left > 0) {
+    size_t n = co_await client.async_read_some(
+        asio::buffer(chunk, std::min<uint64_t>(left, sizeof chunk)), Ignore(ec));
+    if (ec) co_return;
+    co_await asio::async_write(upstream, asio::buffer(chunk, n), Ignore(ec));
+    if (ec) co_return;
+    left -= n;
+    counts.bytes_out += n;
+  }
+  // The answer, to its end (the request asked the server to close).
+  while (true) {
+    size_t n = co_await upstream.async_read_some(asio::buffer(chunk), Ignore(ec));
+    if (ec) break;
+    counts.bytes_in += n;
+    co_await asio::async_write(client, asio::buffer(chunk, n), Ignore(ec));
+    if (ec) break;
+  }
+  client.shutdown(tcp::socket::shutdown_both, ec);
+}
+
+asio::awaitable<void> EgressProxy::Splice(tcp::socket& client, tcp::socket& upstream,
+                                          EgressDestination& counts) {
+  // Both directions at once: the one spawned here signals the timer when it ends.
+  bool done = false;
+  asio::steady_timer finished(ex_, asio::steady_timer::time_point::max());
+  auto copy = [](tcp::socket& from, tcp::socket& to, uint64_t& bytes) -> asio::awaitable<void> {
+    char chunk[16384];
+    error_code ec;
+    while (true) {
+      size_t n = co_await from.async_read_some(asio::buffer(chunk), Ignore(ec));
+      if (ec) break;
+      co_await asio::async_write(to, asio::buffer(chunk, n), Ignore(ec));
+      if (ec) break;
+      bytes += n;
+    }
+    to.shutdown(tcp::socket::shutdown_send, ec);
+  };
+  asio::co_spawn(ex_, copy(upstream, client, counts.bytes_in), [&](std::exception_ptr) {
+    done = true;
+    finished.cancel();
+  });
+  co_await copy(client, upstream, counts.bytes_out);
+  if (!done) {
+    error_code ec;
+    co_await finished.async_wait(Ignore(ec));
+  }
+}
+
+asio::awaitable<void> EgressProxy::Refuse(tcp::socket& client, const Target& target, int status,
+                                          std::string reason) {
+  NoteRefusal(target, reason);
+  const char* text = status == 403   ? "Forbidden"
+                     : status == 400 ? "Bad Request"
+                     : status == 431 ? "Request Header Fields Too Large"
+                     : status == 501 ? "Not Implemented"
+                     : status == 502 ? "Bad Gateway"
+                                     : "Service Unavailable";
+  std::string body = "code-interpreter egress: " + reason + "\n";
+  std::string response = "HTTP/1.1 " + std::to_string(status) + " " + text +
+                         "\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: " +
+                         std::to_string(body.size()) + "\r\nconnection: close\r\n\r\n" + body;
+  error_code ec;
+  co_await asio::async_write(client, asio::buffer(response), Ignore(ec));
+  client.shutdown(tcp::socket::shutdown_both, ec);
+}
+
+void EgressProxy::NoteRefusal(const Target& target, std::string reason) {
+  spdlog::info("egress refused {}:{}: {}", target.host.empty() ? "?" : target.host, target.port,
+               reason);
+  ++refused_count_;
+  if (refused_.size() < kMaxRefusals) {
+    refused_.push_back({target.host, target.port, std::move(reason)});
+  }
+}
+
+EgressDestination& EgressProxy::Reached(const Target& target) {
+  EgressDestination& d = reached_[{target.host, target.port}];
+  d.host = target.host;
+  d.port = target.port;
+  ++d.connections;
+  return d;
+}
+
+}  // namespace ci::daemon

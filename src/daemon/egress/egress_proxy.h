@@ -1,0 +1,94 @@
+// A sandbox's way out (docs/egress.md): an HTTP proxy of the daemon's that the sandbox reaches at
+// a loopback address, for `http://` requests (absolute form) and `CONNECT` tunnels for TLS. Each
+// destination is checked against the sandbox's policy by name, resolved here (never by the
+// sandbox), and every address it resolves to is checked too (no private, loopback, link-local or
+// metadata address unless a CIDR rule names it), so DNS cannot route around the policy. In a
+// tunnel the TLS ClientHello's server name must be the CONNECT's host. What was reached and
+// what was refused is kept for the execution's report.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/egress/egress_policy.h"
+
+namespace ci::daemon {
+
+struct EgressDestination {
+  std::string host;  // as the client named it
+  uint16_t port = 0;
+  uint32_t connections = 0;
+  uint64_t bytes_out = 0;  // from the sandbox
+  uint64_t bytes_in = 0;   // to the sandbox
+};
+
+struct EgressRefusal {
+  std::string host;
+  uint16_t port = 0;
+  std::string reason;
+};
+
+struct EgressReport {
+  std::vector<EgressDestination> reached;
+  std::vector<EgressRefusal> refused;  // the first kMaxRefusals
+  uint64_t refused_count = 0;
+};
+
+struct EgressProxyOptions {
+  EgressPolicy policy;
+  // Names resolved without DNS (EGRESS_HOSTS), e.g. a local package index under its own name.
+  std::map<std::string, std::vector<boost::asio::ip::address>> hosts;
+  size_t max_connections = 64;  // open at once; more are refused
+  std::chrono::milliseconds connect_timeout{10000};
+};
+
+class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
+ public:
+  static constexpr size_t kMaxRefusals = 100;
+  static constexpr size_t kMaxHead = 16 * 1024;
+
+  EgressProxy(boost::asio::any_io_executor ex, EgressProxyOptions options);
+
+  // Accepts and serves connections until the acceptor is closed.
+  boost::asio::awaitable<void> Accept(boost::asio::ip::tcp::acceptor& acceptor);
+  // Serves one connection from the sandbox: one request, or one tunnel.
+  boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket client);
+
+  EgressReport report() const;
+
+ private:
+  struct Target;
+  boost::asio::awaitable<void> Tunnel(boost::asio::ip::tcp::socket& client, Target target,
+                                      std::string buffered);
+  boost::asio::awaitable<void> Forward(boost::asio::ip::tcp::socket& client, Target target,
+                                       std::string head, std::string buffered, uint64_t body_bytes);
+  // The checked addresses of the target, or a refusal's reason.
+  boost::asio::awaitable<std::vector<boost::asio::ip::address>> Resolve(const Target& target,
+                                                                        std::string* why);
+  boost::asio::awaitable<bool> Connect(boost::asio::ip::tcp::socket& upstream,
+                                       const std::vector<boost::asio::ip::address>& addresses,
+                                       uint16_t port);
+  boost::asio::awaitable<void> Splice(boost::asio::ip::tcp::socket& client,
+                                      boost::asio::ip::tcp::socket& upstream,
+                                      EgressDestination& counts);
+  boost::asio::awaitable<void> Refuse(boost::asio::ip::tcp::socket& client, const Target& target,
+                                      int status, std::string reason);
+  void NoteRefusal(const Target& target, std::string reason);
+  EgressDestination& Reached(const Target& target);
+
+  boost::asio::any_io_executor ex_;
+  EgressProxyOptions options_;
+  std::map<std::pair<std::string, uint16_t>, EgressDestination> reached_;  // stable references
+  std::vector<EgressRefusal> refused_;
+  uint64_t refused_count_ = 0;
+  size_t open_ = 0;
+};
+
+}  // namespace ci::daemon
