@@ -162,6 +162,12 @@ class Sandbox {
     (void)pid, (void)signal;
     co_return Status::Error("this backend's sandboxes do not start processes");
   }
+  // Egress (docs/egress.md): a listening TCP socket on 127.0.0.1:`port` inside the sandbox's
+  // network, for the daemon's proxy to accept on (the caller owns the descriptor). Between runs.
+  virtual asio::awaitable<Result<int>> ListenInside(uint16_t port) {
+    (void)port;
+    co_return Status::Error("egress is not available on this backend yet (docs/egress.md)");
+  }
   // False once the sandbox is known to be gone while idle (its init exited): a warm pool then
   // replaces it instead of handing it out. Non-blocking; true when a backend cannot tell.
   virtual bool Alive() const { return true; }

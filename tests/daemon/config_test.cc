@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <tuple>
 
 #include "daemon/http/connection_limit.h"
 
@@ -46,6 +47,42 @@ TEST(Config, TheConnectionCapKeepsDescriptorsForSandboxes) {
   c = Load({{"MAX_CONNECTIONS", "50"}});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->max_connections, 50u);
+}
+
+TEST(Config, EgressPoliciesAreCheckedAtStartup) {
+  auto none = Load({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->egress_default.none());
+  EXPECT_TRUE(none->egress_max.none());
+  auto c = Load({{"EGRESS_ALLOW", "pypi.org, *.pythonhosted.org"},
+                 {"EGRESS_ALLOW_MAX", "*.org, pypi.org"},
+                 {"EGRESS_DENY", "evil.pythonhosted.org"},
+                 {"EGRESS_HOSTS", "pypi.test=10.0.0.5, pypi.test=10.0.0.6"}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->egress_default.ToString(), "pypi.org,*.pythonhosted.org -evil.pythonhosted.org");
+  EXPECT_EQ(c->egress_max.ToString(), "*.org,pypi.org -evil.pythonhosted.org");
+  EXPECT_EQ(c->egress_hosts.at("pypi.test").size(), 2u);
+  // Without a bound, EGRESS_ALLOW is its own.
+  auto own = Load({{"EGRESS_ALLOW", "pypi.org"}});
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->egress_max.ToString(), "pypi.org");
+  for (auto [name, value, says] :
+       std::initializer_list<std::tuple<const char*, const char*, const char*>>{
+           {"EGRESS_ALLOW", "pypi.org, *", "EGRESS_ALLOW: '*'"},
+           {"EGRESS_DENY", "10.0.0.0/40", "EGRESS_DENY"},
+           {"EGRESS_ALLOW_MAX", "x.org:0", "EGRESS_ALLOW_MAX"},
+           {"EGRESS_HOSTS", "pypi.test", "EGRESS_HOSTS"},
+           {"EGRESS_HOSTS", "*.test=10.0.0.1", "EGRESS_HOSTS"},
+           {"EGRESS_HOSTS", "pypi.test=not-an-ip", "EGRESS_HOSTS"}}) {
+    auto bad = Load({{name, value}});
+    ASSERT_FALSE(bad.ok()) << name << "=" << value;
+    EXPECT_NE(bad.status().message().find(says), std::string::npos) << bad.status().message();
+  }
+  auto wider = Load({{"EGRESS_ALLOW", "pypi.org, evil.com"}, {"EGRESS_ALLOW_MAX", "pypi.org"}});
+  ASSERT_FALSE(wider.ok());
+  EXPECT_NE(wider.status().message().find("EGRESS_ALLOW: 'evil.com' is not within"),
+            std::string::npos)
+      << wider.status().message();
 }
 
 TEST(Config, ReadsValues) {

@@ -174,7 +174,8 @@ class McpToolsTest(McpCase):
         """What the program drew reaches the model: a matplotlib figure as MCP image content,
         after the text, through the SDK (which checks image content against its schema)."""
         code = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nprint('drawn')"
-        result = self.result(self.call("execute_code", {"code": code}))
+        # matplotlib's import takes a second when idle: the default 2 s is short on a loaded CI.
+        result = self.result(self.call("execute_code", {"code": code, "timeout_ms": 30000}))
         self.assertIs(result.get("isError"), False, result)
         [text, image] = result["content"]
         self.assertEqual((text["type"], text["text"]), ("text", "drawn\n"))

@@ -8,6 +8,10 @@ import json
 
 from harness import E2ETestCase
 
+# matplotlib and pandas take a second to import on an idle machine: the default 2 s is too short
+# for a loaded one.
+SLOW = 30000
+
 PNG = b"\x89PNG\r\n\x1a\n"
 CHART = ("import matplotlib.pyplot as plt\n"
          "plt.plot([1, 3, 2])\n"
@@ -17,6 +21,9 @@ CHART = ("import matplotlib.pyplot as plt\n"
 
 
 class RichResultsTest(E2ETestCase):
+    def execute(self, code, **fields):
+        return super().execute(code, timeout_ms=SLOW, **fields)
+
     def assertPng(self, result):
         self.assertEqual(base64.b64decode(result["png"])[:8], PNG, result.get("text"))
 
@@ -56,7 +63,8 @@ class RichResultsTest(E2ETestCase):
         self.assertEqual([f["path"] for f in res["files"]], ["kept.txt"], res)
 
     def test_the_sse_result_event_carries_them(self):
-        res = self.client.sse("/v1/execute/stream", {"code": "display(3)\nprint(1)"})
+        res = self.client.sse("/v1/execute/stream", {"code": "display(3)\nprint(1)",
+                                                       "timeout_ms": SLOW})
         self.assertEqual(res.status, 200, res.body)
         name, result, _ = res.events[-1]
         self.assertEqual(name, "result")
@@ -82,6 +90,6 @@ class RichResultsTest(E2ETestCase):
         self.assertEqual((res["stdout"], res["results"], res["files"]), ("[]\n", [], []), res)
         files = self.client.get(f"/v1/sessions/{sid}/files")
         self.assertEqual(json.loads(files.body)["files"], [], files)
-        stream = self.client.sse(path + "/stream", {"code": "display(4)"})
+        stream = self.client.sse(path + "/stream", {"code": "display(4)", "timeout_ms": SLOW})
         self.assertEqual(stream.events[-1][1]["results"],
                          [{"is_main_result": False, "text": "4"}], stream.body)

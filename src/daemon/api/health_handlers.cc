@@ -17,6 +17,10 @@ HealthInfo ApiHandlers::Info(const Status& backend) const {
   if (!info.ok) info.message = backend.message();
   info.backend = std::string(executor_.name());
   info.network_isolation = executor_.network_isolation();
+  const Config& config = service_.config();
+  info.egress = config.egress_max.none() ? "none"
+                                         : config.egress_default.ToString() + " (at most " +
+                                               config.egress_max.ToString() + ")";
   info.hardening = executor_.enforcement(service_.spec());
   if (deployment_) info.deployment = deployment_();
   // The cached backend check may predate a crash of Docker-in-Docker's dockerd: say so now.

@@ -51,6 +51,26 @@ Status ParseObject(std::string_view body, rapidjson::Document& doc) {
   return {};
 }
 
+// `network`: {"allow_out": [rule...], "deny_out": [rule...]} (docs/egress.md), both optional.
+Result<NetworkRequest> ParseNetwork(const rapidjson::Value& v) {
+  const Status bad = Status::Error(
+      "Field 'network' must be an object with 'allow_out' and 'deny_out', lists of strings.");
+  if (!v.IsObject()) return bad;
+  NetworkRequest out;
+  for (const auto& m : v.GetObject()) {
+    const std::string key = Str(m.name);
+    std::vector<std::string>* into = key == "allow_out"  ? &out.allow_out
+                                     : key == "deny_out" ? &out.deny_out
+                                                         : nullptr;
+    if (into == nullptr || !m.value.IsArray()) return bad;
+    for (const auto& item : m.value.GetArray()) {
+      if (!item.IsString()) return bad;
+      into->push_back(Str(item));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<ExecuteRequest> ParseExecuteRequest(std::string_view body, int64_t max_timeout_ms) {
@@ -79,6 +99,11 @@ Result<ExecuteRequest> ParseExecuteRequest(std::string_view body, int64_t max_ti
   if (auto it = doc.FindMember("language"); it != doc.MemberEnd()) {
     if (!it->value.IsString()) return Status::Error("Field 'language' must be a string.");
     r.language = Str(it->value);
+  }
+  if (auto it = doc.FindMember("network"); it != doc.MemberEnd() && !it->value.IsNull()) {
+    auto network = ParseNetwork(it->value);
+    if (!network.ok()) return network.status();
+    r.network = std::move(network).value();
   }
   return r;
 }

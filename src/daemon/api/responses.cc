@@ -59,6 +59,42 @@ std::string ListJson(const char* key, const std::vector<T>& items, WriteItem&& w
   });
 }
 
+// What a sandbox with an egress policy reached and was refused (docs/egress.md).
+void WriteNetwork(JsonWriter& w, const EgressReport& report) {
+  w.Key("network");
+  w.StartObject();
+  w.Key("reached");
+  w.StartArray();
+  for (const auto& d : report.reached) {
+    w.StartObject();
+    WriteField(w, "host", d.host);
+    w.Key("port");
+    w.Uint(d.port);
+    w.Key("connections");
+    w.Uint(d.connections);
+    w.Key("bytes_out");
+    w.Uint64(d.bytes_out);
+    w.Key("bytes_in");
+    w.Uint64(d.bytes_in);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("refused");
+  w.StartArray();
+  for (const auto& r : report.refused) {
+    w.StartObject();
+    WriteField(w, "host", r.host);
+    w.Key("port");
+    w.Uint(r.port);
+    WriteField(w, "reason", r.reason);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("refused_count");
+  w.Uint64(report.refused_count);
+  w.EndObject();
+}
+
 }  // namespace
 
 std::string ExecuteResultJson(const ExecutionResult& result, const OutputSummary& output) {
@@ -91,6 +127,7 @@ std::string ExecuteResultJson(const ExecutionResult& result, const OutputSummary
     w.Bool(output.stdout_truncated);
     w.Key("stderr_truncated");
     w.Bool(output.stderr_truncated);
+    if (result.network) WriteNetwork(w, *result.network);
     w.Key("usage");
     w.StartObject();
     w.Key("cpu_ms");
@@ -204,6 +241,7 @@ std::string HealthJson(const HealthInfo& info) {
     w.String(CI_VERSION);
     WriteField(w, "executor_backend", info.backend);
     WriteField(w, "network_isolation", info.network_isolation);
+    WriteField(w, "egress", info.egress);
     w.Key("hardening");
     w.StartObject();
     w.Key("enforced");

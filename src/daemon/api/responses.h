@@ -36,6 +36,7 @@ struct HealthInfo {
   std::string message;  // empty when ok
   std::string backend;
   std::string network_isolation;
+  std::string egress;  // the default egress policy ("none"), and its bound (docs/egress.md)
   Enforcement hardening;
   DeploymentInfo deployment;
 };

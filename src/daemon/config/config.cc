@@ -40,6 +40,25 @@ std::vector<std::string> SplitCommaList(std::string_view text) {
   return out;
 }
 
+Result<std::map<std::string, std::vector<boost::asio::ip::address>>> ParseEgressHosts(
+    std::string_view text) {
+  std::map<std::string, std::vector<boost::asio::ip::address>> out;
+  for (const std::string& pair : SplitCommaList(text)) {
+    const size_t eq = pair.find('=');
+    boost::system::error_code ec;
+    auto address = boost::asio::ip::make_address(
+        eq == std::string::npos ? std::string() : pair.substr(eq + 1), ec);
+    auto name = ParseEgressRule(pair.substr(0, eq));
+    if (eq == std::string::npos || ec || !name.ok() || name->kind != EgressRule::Kind::kDomain ||
+        name->port) {
+      return Status::Error("invalid environment variable EGRESS_HOSTS: '" + pair +
+                           "' is not name=address (e.g. pypi.test=10.0.0.5)");
+    }
+    out[name->domain].push_back(address);
+  }
+  return out;
+}
+
 Result<std::vector<std::string>> ParseWarmImports(std::string_view text) {
   std::vector<std::string> out;
   if (text.empty()) return out;
@@ -131,6 +150,28 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
     return Status::Error("invalid environment variable SECCOMP_PROFILE='" + c.seccomp_profile +
                          "': expected 'default', 'strict' or an absolute path to a JSON profile");
   }
+  std::string egress_allow, egress_deny, egress_max, egress_hosts;
+  env.String("EGRESS_ALLOW", egress_allow, /*allow_empty=*/true);
+  env.String("EGRESS_DENY", egress_deny, /*allow_empty=*/true);
+  env.String("EGRESS_ALLOW_MAX", egress_max, /*allow_empty=*/true);
+  env.String("EGRESS_HOSTS", egress_hosts, /*allow_empty=*/true);
+  auto allow = ParseEgressRules(egress_allow, "invalid environment variable EGRESS_ALLOW");
+  if (!allow.ok()) return allow.status();
+  auto deny = ParseEgressRules(egress_deny, "invalid environment variable EGRESS_DENY");
+  if (!deny.ok()) return deny.status();
+  auto max = ParseEgressRules(egress_max.empty() ? egress_allow : egress_max,
+                              "invalid environment variable EGRESS_ALLOW_MAX");
+  if (!max.ok()) return max.status();
+  c.egress_max = {std::move(max).value(), deny.value()};
+  auto narrowed = Narrow(EgressPolicy{std::move(allow).value(), {}}, c.egress_max);
+  if (!narrowed.ok()) {
+    return Status::Error("invalid environment variable EGRESS_ALLOW: " +
+                         narrowed.status().message());
+  }
+  c.egress_default = std::move(narrowed).value();
+  auto hosts = ParseEgressHosts(egress_hosts);
+  if (!hosts.ok()) return hosts.status();
+  c.egress_hosts = std::move(hosts).value();
   auto modules = ParseWarmImports(warm_imports);
   if (!modules.ok()) return modules.status();
   c.warm_imports = std::move(modules).value();

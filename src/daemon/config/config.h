@@ -4,12 +4,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/env_reader.h"
 #include "core/status.h"
+#include "daemon/egress/egress_policy.h"
 
 namespace ci::daemon {
 
@@ -81,12 +83,22 @@ struct Config {
   // API keys (daemon/auth/api_keys.h): empty, none (anyone may call).
   std::string api_keys_file;
   bool metrics_require_api_key = false;  // /metrics with a key too (/health and /ready never)
+  // Egress (docs/egress.md): a sandbox's policy when its request names none (EGRESS_ALLOW, with
+  // EGRESS_DENY; no allow rule: no network), the bound of every policy (EGRESS_ALLOW_MAX, by
+  // default EGRESS_ALLOW's rules), names pinned to addresses (EGRESS_HOSTS "name=addr,...").
+  EgressPolicy egress_default;
+  EgressPolicy egress_max;
+  std::map<std::string, std::vector<boost::asio::ip::address>> egress_hosts;
 };
 
 Result<Config> LoadConfig(const EnvLookup& getenv);
 
 // "a, b,c" -> {"a", "b", "c"} (spaces around items dropped, empty items skipped).
 std::vector<std::string> SplitCommaList(std::string_view text);
+
+// EGRESS_HOSTS: "name=address" pairs, comma-separated (a name may appear more than once).
+Result<std::map<std::string, std::vector<boost::asio::ip::address>>> ParseEgressHosts(
+    std::string_view text);
 
 // WARM_IMPORTS: comma-separated Python module names ("numpy, pandas"); empty: none.
 Result<std::vector<std::string>> ParseWarmImports(std::string_view text);

@@ -4,8 +4,6 @@
 #include <array>
 #include <charconv>
 
-#include "daemon/config/config.h"
-
 namespace ci::daemon {
 namespace {
 
@@ -203,7 +201,13 @@ Result<EgressRule> ParseEgressRule(std::string_view text) {
 
 Result<std::vector<EgressRule>> ParseEgressRules(std::string_view text, std::string_view what) {
   std::vector<EgressRule> out;
-  for (const std::string& part : SplitCommaList(text)) {
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    std::string_view part = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+    if (part.empty()) continue;
     auto rule = ParseEgressRule(part);
     if (!rule.ok()) return Status::Error(std::string(what) + ": " + rule.status().message());
     out.push_back(std::move(rule).value());

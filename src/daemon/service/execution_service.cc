@@ -16,6 +16,7 @@
 #include "daemon/service/output_buffer.h"
 #include "daemon/service/python_program.h"
 #include "daemon/service/result_bundles.h"
+#include "daemon/service/sandbox_egress.h"
 
 namespace ci::daemon {
 namespace {
@@ -123,6 +124,21 @@ std::vector<WarmPoolConfig> ExecutionService::WarmPools() const {
   return pools;
 }
 
+Result<EgressPolicy> EgressOf(const NetworkRequest& network, const EgressPolicy& max) {
+  EgressPolicy requested;
+  for (auto [rules, into] : {std::pair{&network.allow_out, &requested.allow},
+                             std::pair{&network.deny_out, &requested.deny}}) {
+    for (const std::string& text : *rules) {
+      auto rule = ParseEgressRule(text);
+      if (!rule.ok()) return Status::Error("network: " + rule.status().message());
+      into->push_back(std::move(rule).value());
+    }
+  }
+  auto narrowed = Narrow(requested, max);
+  if (!narrowed.ok()) return Status::Error("network.allow_out: " + narrowed.status().message());
+  return narrowed;
+}
+
 std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteRequest& request,
                                                              const std::string& client) const {
   auto program = BuildProgram(request.language, request.last_line_interactive,
@@ -135,6 +151,12 @@ std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteReques
   plan.stdin_data = request.stdin_data;
   plan.timeout = std::chrono::milliseconds(request.timeout_ms);
   plan.client = client;
+  plan.egress = config_.egress_default;
+  if (request.network) {
+    auto egress = EgressOf(*request.network, config_.egress_max);
+    if (!egress.ok()) return ApiError{422, egress.status().message()};
+    plan.egress = std::move(egress).value();
+  }
   auto inputs = ResolveFiles(request.files, plan.program.entrypoint, client);
   if (auto* err = std::get_if<ApiError>(&inputs)) return *err;
   plan.inputs = std::move(std::get<std::vector<StagedFile>>(inputs));
@@ -247,11 +269,15 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   std::unique_ptr<Sandbox> sandbox;
   Sandbox* raw = nullptr;
   Result<RunOutcome> run = Status::Error("not run");
+  Result<SandboxEgress> egress = Status::Error("no policy");
   // A sandbox can be gone before the program starts (a pooled container whose dockerd restarted,
   // a pod deleted meanwhile): then the program runs in another one, at most twice more.
   for (int attempt = 0;; ++attempt) {
     SandboxSpec spec = SpecFor(plan.language);
     spec.client = plan.client;
+    if (!plan.egress.none()) {
+      spec.env.insert(spec.env.end(), EgressEnvironment().begin(), EgressEnvironment().end());
+    }
     auto prepared = co_await Prepare(spec);
     t_prepared = Clock::now();
     if (!prepared.ok()) {
@@ -263,6 +289,19 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
     raw = sandbox.get();
     live_.insert(raw);
     on_sandbox([raw] { raw->Kill(); });
+    if (!plan.egress.none()) {
+      if (egress.ok()) egress->Stop();  // the previous attempt's
+      egress = co_await StartEgress(*sandbox, plan.egress, config_.egress_hosts);
+      if (!egress.ok()) {
+        spdlog::error("egress for a sandbox: {}", egress.status().message());
+        co_await sandbox->Destroy();
+        live_.erase(raw);
+        unlink(entry->c_str());
+        rmdir(collect_dir.c_str());
+        co_return ApiError{
+            503, "The sandbox's network could not be set up: " + egress.status().message()};
+      }
+    }
     RunPayload payload;
     payload.argv = plan.program.argv;
     if (!plan.program.go.empty()) payload.go = plan.program.go;
@@ -282,6 +321,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
 
   ExecutionResult result;
   auto t_ran = Clock::now();
+  if (egress.ok()) egress->Stop();
   unlink(entry->c_str());
   Result<Collection> collection = Status::Error("not collected");
   if (run.ok()) {
@@ -294,6 +334,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   }
   auto t_collected = Clock::now();
   result.resources = co_await sandbox->Destroy();
+  if (egress.ok()) result.network = egress->proxy->report();
   auto t_destroyed = Clock::now();
   live_.erase(raw);
   sandbox.reset();

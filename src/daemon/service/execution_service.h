@@ -13,6 +13,7 @@
 
 #include "core/executor.h"
 #include "daemon/config/config.h"
+#include "daemon/egress/egress_proxy.h"
 #include "daemon/files/file_store.h"
 #include "daemon/service/async_event.h"
 #include "daemon/service/languages.h"
@@ -38,6 +39,7 @@ struct OutputFile {
 
 struct ExecutionPlan {
   std::string language;
+  EgressPolicy egress;  // none: no network
   Program program;
   std::string code;
   std::optional<std::string> stdin_data;
@@ -52,7 +54,8 @@ struct ExecutionResult {
   ResourceReport resources;
   std::vector<OutputFile> files;
   bool files_truncated = false;
-  std::vector<std::string> results;  // rich results, each a JSON object (result_bundles.h)
+  std::vector<std::string> results;     // rich results, each a JSON object (result_bundles.h)
+  std::optional<EgressReport> network;  // with a policy: what the program reached or was refused
 };
 
 class ExecutionService {

@@ -14,6 +14,12 @@ struct FileRef {
   std::string file_id;
 };
 
+// A request's `network` (docs/egress.md): rules as given, checked by the service.
+struct NetworkRequest {
+  std::vector<std::string> allow_out;
+  std::vector<std::string> deny_out;
+};
+
 struct ExecuteRequest {
   std::string code;
   std::optional<std::string> stdin_data;
@@ -21,6 +27,7 @@ struct ExecuteRequest {
   bool last_line_interactive = true;
   std::vector<FileRef> files;
   std::string language = "python";
+  std::optional<NetworkRequest> network;  // none: the daemon's EGRESS_ALLOW
 };
 
 // POST /v1/sessions: both fields optional, an empty body too.

@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "runtime/init/sandbox_init.h"
 #include "runtime/wire/protocol.h"
 
 namespace ci::runtime {

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/init/egress_socket.h"
 #include "runtime/init/fs_util.h"
 #include "runtime/init/processes.h"
 #include "runtime/init/sandbox_init.h"
@@ -285,6 +286,9 @@ int ServeDaemon(int64_t session_expires_at, const ProgramUser& user) {
       }
       case Msg::kCollect:
         if (!Collect(workspace.get(), payload)) return 1;
+        break;
+      case Msg::kEgressListen:
+        if (!ServeEgressListen(kServiceFd, payload)) return 1;
         break;
       case Msg::kExit:
         return 0;

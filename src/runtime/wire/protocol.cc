@@ -87,6 +87,10 @@ const char* MsgName(Msg type) {
       return "spawned";
     case Msg::kSignal:
       return "signal";
+    case Msg::kEgressListen:
+      return "egress_listen";
+    case Msg::kEgressSocket:
+      return "egress_socket";
     case Msg::kSignalled:
       return "signalled";
   }

@@ -44,6 +44,9 @@ enum class Msg : uint8_t {
   kSpawned = 27,        // init -> daemon: {pid}; its end comes on its status pipe (an Exited)
   kSignal = 28,         // daemon -> init: {pid, signal} to a process started so
   kSignalled = 29,      // init -> daemon: done (or it had ended already)
+  kEgressListen = 30,   // daemon -> init: a listening TCP socket on 127.0.0.1:<port, decimal>
+                        // inside the sandbox's network namespace (docs/egress.md)
+  kEgressSocket = 31,   // init -> daemon: that socket, attached to this empty frame
 };
 
 constexpr size_t kHeaderSize = 5;

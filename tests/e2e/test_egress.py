@@ -1,0 +1,201 @@
+"""Egress (docs/egress.md) with real traffic: a daemon with EGRESS_ALLOW whose sandboxes reach an
+HTTP and an HTTPS server of the test's own (on 127.0.0.1, under names pinned by EGRESS_HOSTS)
+through the daemon's proxy, and nothing else: other names, addresses off the policy, the
+daemon's own port, a TLS server name other than the tunnel's host, direct connections and UDP.
+The local backend only (the others refuse to start with an egress policy, tested too)."""
+
+import http.server
+import os
+import ssl
+import subprocess
+import tempfile
+import threading
+
+from harness import Client, Config, Daemon, E2ETestCase
+
+
+class _Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (the stdlib's name)
+        body = f"hello {self.headers.get('Host')} {self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def _serve(server):
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+class EgressTest(E2ETestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tmp = tempfile.mkdtemp(prefix="ci-egress-")
+        cls.cert = os.path.join(cls.tmp, "cert.pem")
+        key = os.path.join(cls.tmp, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-keyout", key, "-out", cls.cert, "-subj", "/CN=tls.test",
+                        "-addext", "subjectAltName=DNS:tls.test"],
+                       check=True, capture_output=True)
+        cls.web = _serve(http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello))
+        cls.tls = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cls.cert, key)
+        cls.tls.socket = context.wrap_socket(cls.tls.socket, server_side=True)
+        _serve(cls.tls)
+
+    @classmethod
+    def tearDownClass(cls):
+        for server in (cls.web, cls.tls):
+            server.shutdown()
+            server.server_close()
+        super().tearDownClass()
+
+    def setUp(self):
+        self.require_spawned("starts a daemon with an egress policy")
+        self.web_port = self.web.server_address[1]
+        self.tls_port = self.tls.server_address[1]
+        self.env = {
+            # Loopback only at the two servers' ports: not the daemon's own.
+            "EGRESS_ALLOW": f"web.test, tls.test, metadata.test, 127.0.0.1/32:{self.web_port}, "
+                            f"127.0.0.1/32:{self.tls_port}",
+            "EGRESS_HOSTS": "web.test=127.0.0.1, tls.test=127.0.0.1, "
+                            "metadata.test=169.254.169.254",
+        }
+        if Config.expected_backend not in (None, "local"):
+            return
+        self.daemon = Daemon(self.env)
+        self.addCleanup(self.daemon.cleanup)
+        self.daemon.start()
+        self.addCleanup(self.daemon.stop)
+        self.api = Client(self.daemon.host, self.daemon.port)
+
+    def run_code(self, code, expect_status=200, **fields):
+        r = self.api.post_json("/v1/execute", {"code": code, "timeout_ms": 20000, **fields})
+        self.assertEqual(r.status, expect_status, r)
+        return r.json
+
+    def require_local(self):
+        if Config.expected_backend not in (None, "local"):
+            self.skipTest(f"egress works on the local backend only so far, not on "
+                          f"{Config.expected_backend}")
+
+    def test_allowed_names_are_reached_over_http_and_tls(self):
+        self.require_local()
+        with open(self.cert) as f:
+            pem = f.read()
+        res = self.run_code(
+            "import os, ssl, urllib.request\n"
+            f"open('/tmp/ca.pem', 'w').write({pem!r})\n"
+            "ctx = ssl.create_default_context(cafile='/tmp/ca.pem')\n"
+            f"print(urllib.request.urlopen('http://web.test:{self.web_port}/a').read().decode())\n"
+            f"print(urllib.request.urlopen('https://tls.test:{self.tls_port}/b', context=ctx)"
+            ".read().decode())\n"
+            "print(os.environ['HTTPS_PROXY'])")
+        self.assertEqual(res["stdout"], f"hello web.test:{self.web_port} /a\n"
+                                        f"hello tls.test:{self.tls_port} /b\n"
+                                        "http://127.0.0.1:3128\n", res)
+        reached = {(d["host"], d["port"]) for d in res["network"]["reached"]}
+        self.assertEqual(reached, {("web.test", self.web_port), ("tls.test", self.tls_port)})
+        self.assertTrue(all(d["bytes_in"] > 0 and d["bytes_out"] > 0
+                            for d in res["network"]["reached"]), res["network"])
+        self.assertEqual(res["network"]["refused"], [])
+
+    def test_everything_else_is_refused_and_reported(self):
+        self.require_local()
+        daemon_port = self.daemon.port
+        res = self.run_code(
+            "import os, socket, urllib.request, urllib.error\n"
+            # Loopback names go to the proxy too here: it is what refuses them.
+            "os.environ.pop('no_proxy'); os.environ.pop('NO_PROXY')\n"
+            "def get(url):\n"
+            "    try:\n"
+            "        urllib.request.urlopen(url, timeout=10)\n"
+            "        print('reached', url)\n"
+            "    except urllib.error.HTTPError as e:\n"
+            "        print(e.code, e.read().decode().strip())\n"
+            "    except OSError as e:\n"
+            "        print('failed', url, type(e).__name__)\n"
+            "get('http://other.test/')\n"
+            "get('http://metadata.test/latest/meta-data/')\n"
+            "get('http://169.254.169.254/')\n"
+            "get('http://10.0.0.1/')\n"
+            "get('http://[::1]:80/')\n"
+            f"get('http://127.0.0.1:{daemon_port}/health')\n"
+            f"get('https://tls.test:{daemon_port}/')\n"
+            # Around the proxy: no route, no listener in the sandbox's own namespace.
+            f"for target in (('127.0.0.1', {self.web_port}), ('93.184.216.34', 80)):\n"
+            "    try:\n"
+            "        socket.create_connection(target, timeout=3)\n"
+            "        print('direct reached', target)\n"
+            "    except OSError as e:\n"
+            "        print('direct', type(e).__name__)\n"
+            "try:\n"
+            "    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('8.8.8.8', 53))\n"
+            "    print('udp sent')\n"
+            "except OSError as e:\n"
+            "    print('udp', type(e).__name__)\n")
+        lines = res["stdout"].splitlines()
+        self.assertTrue(lines[0].startswith("403 code-interpreter egress: not allowed"), lines)
+        self.assertIn("169.254.169.254, an address this sandbox may not reach", lines[1])
+        for line in lines[2:6]:
+            self.assertTrue(line.startswith("403 code-interpreter egress: not allowed"), lines)
+        self.assertTrue(lines[6].startswith("failed https://tls.test"), lines)  # a 403 CONNECT
+        self.assertEqual(lines[7:], ["direct ConnectionRefusedError", "direct OSError",
+                                     "udp OSError"], res["stdout"])
+        self.assertEqual(res["network"]["reached"], [])
+        self.assertEqual(res["network"]["refused_count"], 7, res["network"])
+
+    def test_a_tunnel_whose_tls_names_another_server_is_closed(self):
+        self.require_local()
+        res = self.run_code(
+            "import socket, ssl\n"
+            "s = socket.create_connection(('127.0.0.1', 3128))\n"
+            f"s.sendall(b'CONNECT tls.test:{self.tls_port} HTTP/1.1\\r\\n\\r\\n')\n"
+            "print(s.recv(100).decode().strip())\n"
+            "ctx = ssl.create_default_context()\n"
+            "try:\n"
+            "    ctx.wrap_socket(s, server_hostname='evil.test')\n"
+            "    print('handshake done')\n"
+            "except (ssl.SSLError, OSError) as e:\n"
+            "    print('closed', type(e).__name__)\n")
+        self.assertTrue(res["stdout"].startswith("HTTP/1.1 200 Connection established\n"
+                                                 "closed"), res)
+        [refused] = res["network"]["refused"]
+        self.assertEqual(refused["reason"], "the ClientHello names evil.test, the CONNECT "
+                                            "tls.test")
+
+    def test_a_request_only_narrows_the_operators_policy(self):
+        self.require_local()
+        r = self.api.post_json("/v1/execute", {"code": "1", "network": {"allow_out": ["evil.org"]}})
+        self.assertEqual(r.status, 422, r)
+        self.assertIn("'evil.org' is not within what this server allows (EGRESS_ALLOW_MAX",
+                      r.json["detail"])
+        for bad in ({"allow_out": "web.test"}, {"allow": ["web.test"]}, ["web.test"],
+                    {"allow_out": ["*"]}):
+            r = self.api.post_json("/v1/execute", {"code": "1", "network": bad})
+            self.assertEqual(r.status, 422, (bad, r))
+        # An empty allow list: no network, as without egress (no proxy, no report).
+        res = self.run_code("import os\nprint(os.environ.get('HTTP_PROXY'))",
+                            network={"allow_out": []})
+        self.assertEqual((res["stdout"], "network" in res), ("None\n", False), res)
+        res = self.run_code(
+            "import urllib.request\n"
+            f"print(urllib.request.urlopen('http://web.test:{self.web_port}/n').read().decode())",
+            network={"allow_out": ["web.test", f"127.0.0.1/32:{self.web_port}"],
+                     "deny_out": ["tls.test"]})
+        self.assertEqual(res["stdout"], f"hello web.test:{self.web_port} /n\n", res)
+
+    def test_other_backends_refuse_to_start_with_a_policy(self):
+        if Config.expected_backend in (None, "local"):
+            self.skipTest("the local backend has egress")
+        d = Daemon(self.env)
+        self.addCleanup(d.cleanup)
+        with self.assertRaises(RuntimeError) as raised:
+            d.start()
+        self.assertIn("work on the local backend only so far", str(raised.exception))
