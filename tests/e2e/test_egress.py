@@ -57,7 +57,7 @@ class EgressTest(E2ETestCase):
         super().tearDownClass()
 
     def setUp(self):
-        self.require_spawned("starts a daemon with an egress policy")
+        self.require_host_daemon("starts a daemon with an egress policy")
         self.web_port = self.web.server_address[1]
         self.tls_port = self.tls.server_address[1]
         self.env = {
