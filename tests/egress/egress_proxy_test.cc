@@ -241,6 +241,19 @@ TEST_F(EgressProxyTest, MalformedRequestsAreRefusedByName) {
   }
 }
 
+TEST_F(EgressProxyTest, CloseAllEndsOpenTunnels) {
+  Start("tls.test, 127.0.0.1");
+  std::string head;
+  tcp::socket s = Ask(ConnectRequest("tls.test:" + std::to_string(echo_port())), &head);
+  const std::string hello = ClientHelloBytes({"tls.test"});
+  asio::write(s, asio::buffer(hello));
+  std::string echoed(hello.size(), '\0');
+  asio::read(s, asio::buffer(echoed));
+  // The echo server never closes: the program's end does.
+  asio::post(io_, [this] { proxy_->CloseAll(); });
+  EXPECT_EQ(Rest(s), "");
+}
+
 TEST_F(EgressProxyTest, ConnectionsPastTheLimitAreRefused) {
   Start("tls.test, 127.0.0.1", /*max_connections=*/2);
   const std::string authority = "tls.test:" + std::to_string(echo_port());

@@ -31,6 +31,16 @@ struct EgressProxy::Target {
 
 namespace {
 
+// Keeps a socket in the proxy's set while it is open, for CloseAll.
+struct Tracked {
+  std::set<tcp::socket*>& set;
+  tcp::socket* socket;
+  Tracked(std::set<tcp::socket*>& s, tcp::socket& sock) : set(s), socket(&sock) {
+    set.insert(socket);
+  }
+  ~Tracked() { set.erase(socket); }
+};
+
 auto Ignore(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
 std::string Lowered(std::string_view text) {
@@ -148,11 +158,13 @@ asio::awaitable<void> EgressProxy::Serve(tcp::socket client) {
                         " connections at once through this sandbox's proxy");
     co_return;
   }
+  if (closed_) co_return;
   ++open_;
   struct Closing {
     size_t& open;
     ~Closing() { --open; }
   } closing{open_};
+  Tracked tracked(sockets_, client);
   // The head, read until its blank line; what came after it is kept for the destination.
   std::string buffered;
   size_t end = std::string::npos;
@@ -306,6 +318,7 @@ asio::awaitable<void> EgressProxy::Tunnel(tcp::socket& client, Target target,
     refused = "the ClientHello names " + *hello.server_name + ", the CONNECT " + target.host;
   }
   tcp::socket upstream(ex_);
+  Tracked tracked(sockets_, upstream);
   if (refused.empty() && !(co_await Connect(upstream, addresses, target.port))) {
     refused = "could not connect to " + target.host;
   }
@@ -327,6 +340,7 @@ asio::awaitable<void> EgressProxy::Forward(tcp::socket& client, Target target, s
   auto addresses = co_await Resolve(target, &why);
   if (addresses.empty()) co_return co_await Refuse(client, target, 403, why);
   tcp::socket upstream(ex_);
+  Tracked tracked(sockets_, upstream);
   if (!(co_await Connect(upstream, addresses, target.port))) {
     co_return co_await Refuse(client, target, 502, "could not connect to " + target.host);
   }
@@ -404,6 +418,14 @@ asio::awaitable<void> EgressProxy::Refuse(tcp::socket& client, const Target& tar
   error_code ec;
   co_await asio::async_write(client, asio::buffer(response), Ignore(ec));
   client.shutdown(tcp::socket::shutdown_both, ec);
+}
+
+void EgressProxy::CloseAll() {
+  closed_ = true;
+  for (tcp::socket* s : sockets_) {
+    error_code ec;
+    s->close(ec);
+  }
 }
 
 void EgressProxy::NoteRefusal(const Target& target, std::string reason) {

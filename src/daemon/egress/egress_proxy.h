@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,8 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket client);
 
   EgressReport report() const;
+  // Ends every connection (the program is done): tunnels to servers that never close included.
+  void CloseAll();
 
  private:
   struct Target;
@@ -89,6 +92,8 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   std::vector<EgressRefusal> refused_;
   uint64_t refused_count_ = 0;
   size_t open_ = 0;
+  std::set<boost::asio::ip::tcp::socket*> sockets_;  // open ones, client and server sides
+  bool closed_ = false;
 };
 
 }  // namespace ci::daemon

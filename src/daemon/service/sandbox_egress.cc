@@ -27,6 +27,7 @@ void SandboxEgress::Stop() {
   if (!acceptor) return;
   boost::system::error_code ec;
   acceptor->close(ec);
+  proxy->CloseAll();
 }
 
 asio::awaitable<Result<SandboxEgress>> StartEgress(

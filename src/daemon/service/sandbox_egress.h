@@ -25,7 +25,7 @@ const std::vector<std::string>& EgressEnvironment();
 struct SandboxEgress {
   std::shared_ptr<EgressProxy> proxy;
   std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor;
-  // No new connections; those open end with the sandbox.
+  // No new connections, and those open end: the program is done.
   void Stop();
 };
 
