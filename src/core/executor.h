@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/inside_listener.h"
 #include "core/measure.h"
 #include "core/resource_report.h"
 #include "core/sandbox_spec.h"
@@ -162,11 +163,11 @@ class Sandbox {
     (void)pid, (void)signal;
     co_return Status::Error("this backend's sandboxes do not start processes");
   }
-  // Egress (docs/egress.md): a listening TCP socket on 127.0.0.1:`port` inside the sandbox's
-  // network, for the daemon's proxy to accept on (the caller owns the descriptor). Between runs.
-  virtual asio::awaitable<Result<int>> ListenInside(uint16_t port) {
+  // Egress (docs/egress.md): connections the sandbox's programs open to 127.0.0.1:`port`, for
+  // the daemon's proxy to serve, until the listener is closed. Between runs.
+  virtual asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(uint16_t port) {
     (void)port;
-    co_return Status::Error("egress is not available on this backend yet (docs/egress.md)");
+    co_return Status::Error("egress is not available on this backend (docs/egress.md)");
   }
   // False once the sandbox is known to be gone while idle (its init exited): a warm pool then
   // replaces it instead of handing it out. Non-blocking; true when a backend cannot tell.

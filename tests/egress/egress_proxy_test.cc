@@ -79,7 +79,7 @@ class EgressProxyTest : public ::testing::Test {
     options.hosts["metadata.test"] = {asio::ip::make_address("169.254.169.254")};
     options.max_connections = max_connections;
     proxy_ = std::make_shared<EgressProxy>(io_.get_executor(), std::move(options));
-    asio::co_spawn(io_, proxy_->Accept(proxy_acceptor_), asio::detached);
+    asio::co_spawn(io_, proxy_->Accept(listener_), asio::detached);
     asio::co_spawn(io_, EchoServer(echo_), asio::detached);
     asio::co_spawn(io_, HeadServer(web_), asio::detached);
     thread_ = std::thread([this] { io_.run(); });
@@ -87,7 +87,7 @@ class EgressProxyTest : public ::testing::Test {
 
   void TearDown() override {
     asio::post(io_, [this] {
-      proxy_acceptor_.close();
+      listener_.Close();
       echo_.close();
       web_.close();
     });
@@ -104,7 +104,7 @@ class EgressProxyTest : public ::testing::Test {
   // A connection to the proxy that sends `request` and reads the answer's head.
   tcp::socket Ask(const std::string& request, std::string* head) {
     tcp::socket s(client_io_);
-    s.connect(proxy_acceptor_.local_endpoint());
+    s.connect(proxy_endpoint_);
     asio::write(s, asio::buffer(request));
     head->clear();
     char c;
@@ -133,6 +133,8 @@ class EgressProxyTest : public ::testing::Test {
   asio::io_context io_;
   asio::io_context client_io_;
   tcp::acceptor proxy_acceptor_ = Listen(io_);
+  tcp::endpoint proxy_endpoint_ = proxy_acceptor_.local_endpoint();
+  TcpInsideListener listener_{std::move(proxy_acceptor_)};
   tcp::acceptor echo_ = Listen(io_);
   tcp::acceptor web_ = Listen(io_);
   std::shared_ptr<EgressProxy> proxy_;

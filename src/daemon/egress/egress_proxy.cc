@@ -20,6 +20,7 @@ namespace ci::daemon {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+using Stream = InsideListener::Stream;
 using boost::system::error_code;
 
 // Where a request goes: the host as the client named it (a name, or an address literal without
@@ -33,11 +34,9 @@ namespace {
 
 // Keeps a socket in the proxy's set while it is open, for CloseAll.
 struct Tracked {
-  std::set<tcp::socket*>& set;
-  tcp::socket* socket;
-  Tracked(std::set<tcp::socket*>& s, tcp::socket& sock) : set(s), socket(&sock) {
-    set.insert(socket);
-  }
+  std::set<Stream*>& set;
+  Stream* socket;
+  Tracked(std::set<Stream*>& s, Stream& sock) : set(s), socket(&sock) { set.insert(socket); }
   ~Tracked() { set.erase(socket); }
 };
 
@@ -138,18 +137,16 @@ EgressReport EgressProxy::report() const {
   return out;
 }
 
-asio::awaitable<void> EgressProxy::Accept(tcp::acceptor& acceptor) {
+asio::awaitable<void> EgressProxy::Accept(InsideListener& listener) {
   auto self = shared_from_this();
-  while (acceptor.is_open()) {
-    error_code ec;
-    tcp::socket client = co_await acceptor.async_accept(Ignore(ec));
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) break;
-    if (ec) continue;
-    asio::co_spawn(ex_, self->Serve(std::move(client)), asio::detached);
+  while (!closed_) {
+    Result<Stream> client = co_await listener.Accept();
+    if (!client.ok()) break;
+    asio::co_spawn(ex_, self->Serve(std::move(client).value()), asio::detached);
   }
 }
 
-asio::awaitable<void> EgressProxy::Serve(tcp::socket client) {
+asio::awaitable<void> EgressProxy::Serve(Stream client) {
   auto self = shared_from_this();
   Target target;
   if (open_ >= options_.max_connections) {
@@ -265,7 +262,7 @@ asio::awaitable<std::vector<asio::ip::address>> EgressProxy::Resolve(const Targe
   co_return out;
 }
 
-asio::awaitable<bool> EgressProxy::Connect(tcp::socket& upstream,
+asio::awaitable<bool> EgressProxy::Connect(Stream& upstream,
                                            const std::vector<asio::ip::address>& addresses,
                                            uint16_t port) {
   for (const auto& a : addresses) {
@@ -274,16 +271,16 @@ asio::awaitable<bool> EgressProxy::Connect(tcp::socket& upstream,
       if (!e) upstream.close();
     });
     error_code ec;
-    co_await upstream.async_connect(tcp::endpoint(a, port), Ignore(ec));
+    co_await upstream.async_connect(
+        asio::generic::stream_protocol::endpoint(tcp::endpoint(a, port)), Ignore(ec));
     deadline.cancel();
     if (!ec) co_return true;
-    upstream = tcp::socket(ex_);
+    upstream = Stream(ex_);
   }
   co_return false;
 }
 
-asio::awaitable<void> EgressProxy::Tunnel(tcp::socket& client, Target target,
-                                          std::string buffered) {
+asio::awaitable<void> EgressProxy::Tunnel(Stream& client, Target target, std::string buffered) {
   std::string why;
   auto addresses = co_await Resolve(target, &why);
   if (addresses.empty()) co_return co_await Refuse(client, target, 403, why);
@@ -317,7 +314,7 @@ asio::awaitable<void> EgressProxy::Tunnel(tcp::socket& client, Target target,
   } else if (hello.server_name && Lowered(*hello.server_name) != target.host) {
     refused = "the ClientHello names " + *hello.server_name + ", the CONNECT " + target.host;
   }
-  tcp::socket upstream(ex_);
+  Stream upstream(ex_);
   Tracked tracked(sockets_, upstream);
   if (refused.empty() && !(co_await Connect(upstream, addresses, target.port))) {
     refused = "could not connect to " + target.host;
@@ -334,12 +331,12 @@ asio::awaitable<void> EgressProxy::Tunnel(tcp::socket& client, Target target,
   co_await Splice(client, upstream, counts);
 }
 
-asio::awaitable<void> EgressProxy::Forward(tcp::socket& client, Target target, std::string head,
+asio::awaitable<void> EgressProxy::Forward(Stream& client, Target target, std::string head,
                                            std::string buffered, uint64_t body_bytes) {
   std::string why;
   auto addresses = co_await Resolve(target, &why);
   if (addresses.empty()) co_return co_await Refuse(client, target, 403, why);
-  tcp::socket upstream(ex_);
+  Stream upstream(ex_);
   Tracked tracked(sockets_, upstream);
   if (!(co_await Connect(upstream, addresses, target.port))) {
     co_return co_await Refuse(client, target, 502, "could not connect to " + target.host);
@@ -371,15 +368,15 @@ asio::awaitable<void> EgressProxy::Forward(tcp::socket& client, Target target, s
     co_await asio::async_write(client, asio::buffer(chunk, n), Ignore(ec));
     if (ec) break;
   }
-  client.shutdown(tcp::socket::shutdown_both, ec);
+  client.shutdown(Stream::shutdown_both, ec);
 }
 
-asio::awaitable<void> EgressProxy::Splice(tcp::socket& client, tcp::socket& upstream,
+asio::awaitable<void> EgressProxy::Splice(Stream& client, Stream& upstream,
                                           EgressDestination& counts) {
   // Both directions at once: the one spawned here signals the timer when it ends.
   bool done = false;
   asio::steady_timer finished(ex_, asio::steady_timer::time_point::max());
-  auto copy = [](tcp::socket& from, tcp::socket& to, uint64_t& bytes) -> asio::awaitable<void> {
+  auto copy = [](Stream& from, Stream& to, uint64_t& bytes) -> asio::awaitable<void> {
     char chunk[16384];
     error_code ec;
     while (true) {
@@ -389,7 +386,7 @@ asio::awaitable<void> EgressProxy::Splice(tcp::socket& client, tcp::socket& upst
       if (ec) break;
       bytes += n;
     }
-    to.shutdown(tcp::socket::shutdown_send, ec);
+    to.shutdown(Stream::shutdown_send, ec);
   };
   asio::co_spawn(ex_, copy(upstream, client, counts.bytes_in), [&](std::exception_ptr) {
     done = true;
@@ -402,7 +399,7 @@ asio::awaitable<void> EgressProxy::Splice(tcp::socket& client, tcp::socket& upst
   }
 }
 
-asio::awaitable<void> EgressProxy::Refuse(tcp::socket& client, const Target& target, int status,
+asio::awaitable<void> EgressProxy::Refuse(Stream& client, const Target& target, int status,
                                           std::string reason) {
   NoteRefusal(target, reason);
   const char* text = status == 403   ? "Forbidden"
@@ -417,12 +414,12 @@ asio::awaitable<void> EgressProxy::Refuse(tcp::socket& client, const Target& tar
                          std::to_string(body.size()) + "\r\nconnection: close\r\n\r\n" + body;
   error_code ec;
   co_await asio::async_write(client, asio::buffer(response), Ignore(ec));
-  client.shutdown(tcp::socket::shutdown_both, ec);
+  client.shutdown(Stream::shutdown_both, ec);
 }
 
 void EgressProxy::CloseAll() {
   closed_ = true;
-  for (tcp::socket* s : sockets_) {
+  for (Stream* s : sockets_) {
     error_code ec;
     s->close(ec);
   }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/inside_listener.h"
 #include "daemon/egress/egress_policy.h"
 
 namespace ci::daemon {
@@ -57,10 +58,10 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
 
   EgressProxy(boost::asio::any_io_executor ex, EgressProxyOptions options);
 
-  // Accepts and serves connections until the acceptor is closed.
-  boost::asio::awaitable<void> Accept(boost::asio::ip::tcp::acceptor& acceptor);
+  // Accepts and serves connections until the listener or the proxy is closed.
+  boost::asio::awaitable<void> Accept(InsideListener& listener);
   // Serves one connection from the sandbox: one request, or one tunnel.
-  boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket client);
+  boost::asio::awaitable<void> Serve(InsideListener::Stream client);
 
   EgressReport report() const;
   // Ends every connection (the program is done): tunnels to servers that never close included.
@@ -68,20 +69,19 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
 
  private:
   struct Target;
-  boost::asio::awaitable<void> Tunnel(boost::asio::ip::tcp::socket& client, Target target,
+  boost::asio::awaitable<void> Tunnel(InsideListener::Stream& client, Target target,
                                       std::string buffered);
-  boost::asio::awaitable<void> Forward(boost::asio::ip::tcp::socket& client, Target target,
+  boost::asio::awaitable<void> Forward(InsideListener::Stream& client, Target target,
                                        std::string head, std::string buffered, uint64_t body_bytes);
   // The checked addresses of the target, or a refusal's reason.
   boost::asio::awaitable<std::vector<boost::asio::ip::address>> Resolve(const Target& target,
                                                                         std::string* why);
-  boost::asio::awaitable<bool> Connect(boost::asio::ip::tcp::socket& upstream,
+  boost::asio::awaitable<bool> Connect(InsideListener::Stream& upstream,
                                        const std::vector<boost::asio::ip::address>& addresses,
                                        uint16_t port);
-  boost::asio::awaitable<void> Splice(boost::asio::ip::tcp::socket& client,
-                                      boost::asio::ip::tcp::socket& upstream,
-                                      EgressDestination& counts);
-  boost::asio::awaitable<void> Refuse(boost::asio::ip::tcp::socket& client, const Target& target,
+  boost::asio::awaitable<void> Splice(InsideListener::Stream& client,
+                                      InsideListener::Stream& upstream, EgressDestination& counts);
+  boost::asio::awaitable<void> Refuse(InsideListener::Stream& client, const Target& target,
                                       int status, std::string reason);
   void NoteRefusal(const Target& target, std::string reason);
   EgressDestination& Reached(const Target& target);
@@ -92,7 +92,7 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   std::vector<EgressRefusal> refused_;
   uint64_t refused_count_ = 0;
   size_t open_ = 0;
-  std::set<boost::asio::ip::tcp::socket*> sockets_;  // open ones, client and server sides
+  std::set<InsideListener::Stream*> sockets_;  // open ones, client and server sides
   bool closed_ = false;
 };
 

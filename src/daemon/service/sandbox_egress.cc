@@ -1,7 +1,5 @@
 #include "daemon/service/sandbox_egress.h"
 
-#include <unistd.h>
-
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -24,35 +22,28 @@ const std::vector<std::string>& EgressEnvironment() {
 }
 
 void SandboxEgress::Stop() {
-  if (!acceptor) return;
-  boost::system::error_code ec;
-  acceptor->close(ec);
+  if (!listener) return;
+  listener->Close();
   proxy->CloseAll();
 }
 
 asio::awaitable<Result<SandboxEgress>> StartEgress(
     Sandbox& sandbox, const EgressPolicy& policy,
     const std::map<std::string, std::vector<asio::ip::address>>& hosts) {
-  Result<int> fd = co_await sandbox.ListenInside(kEgressPort);
-  if (!fd.ok()) co_return fd.status();
+  Result<std::shared_ptr<InsideListener>> listener = co_await sandbox.ListenInside(kEgressPort);
+  if (!listener.ok()) co_return listener.status();
   auto ex = co_await asio::this_coro::executor;
   SandboxEgress out;
-  out.acceptor = std::make_shared<asio::ip::tcp::acceptor>(ex);
-  boost::system::error_code ec;
-  out.acceptor->assign(asio::ip::tcp::v4(), *fd, ec);
-  if (ec) {
-    ::close(*fd);
-    co_return Status::Error("egress socket: " + ec.message());
-  }
+  out.listener = std::move(listener).value();
   EgressProxyOptions options;
   options.policy = policy;
   options.hosts = hosts;
   out.proxy = std::make_shared<EgressProxy>(ex, std::move(options));
-  // The accept loop holds the acceptor until Stop closes it.
+  // The accept loop holds the listener until Stop closes it.
   asio::co_spawn(
       ex,
-      [proxy = out.proxy, acceptor = out.acceptor]() -> asio::awaitable<void> {
-        co_await proxy->Accept(*acceptor);
+      [proxy = out.proxy, listener = out.listener]() -> asio::awaitable<void> {
+        co_await proxy->Accept(*listener);
       },
       asio::detached);
   co_return out;

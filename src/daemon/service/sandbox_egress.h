@@ -4,7 +4,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,7 +24,7 @@ const std::vector<std::string>& EgressEnvironment();
 
 struct SandboxEgress {
   std::shared_ptr<EgressProxy> proxy;
-  std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor;
+  std::shared_ptr<InsideListener> listener;
   // No new connections, and those open end: the program is done.
   void Stop();
 };

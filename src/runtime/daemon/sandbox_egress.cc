@@ -2,8 +2,10 @@
 // sandbox's network namespace and passed back over the service socket (docs/egress.md).
 #include <unistd.h>
 
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "runtime/daemon/frame_io.h"
@@ -55,9 +57,18 @@ asio::awaitable<Result<int>> ListenOnStrand(std::shared_ptr<SandboxCore> core, u
 
 }  // namespace
 
-asio::awaitable<Result<int>> LocalSandbox::ListenInside(uint16_t port) {
+asio::awaitable<Result<std::shared_ptr<InsideListener>>> LocalSandbox::ListenInside(uint16_t port) {
   auto task = ListenOnStrand(core_, port);
-  co_return co_await OnStrand<Result<int>>(core_->strand, std::move(task));
+  Result<int> fd = co_await OnStrand<Result<int>>(core_->strand, std::move(task));
+  if (!fd.ok()) co_return fd.status();
+  asio::ip::tcp::acceptor acceptor(co_await asio::this_coro::executor);
+  boost::system::error_code ec;
+  acceptor.assign(asio::ip::tcp::v4(), *fd, ec);
+  if (ec) {
+    ::close(*fd);
+    co_return Status::Error("egress socket: " + ec.message());
+  }
+  co_return std::make_shared<TcpInsideListener>(std::move(acceptor));
 }
 
 }  // namespace ci::runtime
