@@ -154,6 +154,18 @@ std::optional<std::pair<uint32_t, int32_t>> DecodeExited(std::string_view payloa
   return std::make_pair(GetU32(payload), static_cast<int32_t>(GetU32(payload.substr(4))));
 }
 
+std::string EncodeAck(uint32_t conn, uint32_t count) {
+  std::string out;
+  PutU32(out, conn);
+  PutU32(out, count);
+  return out;
+}
+
+std::optional<std::pair<uint32_t, uint32_t>> DecodeAck(std::string_view payload) {
+  if (payload.size() != 8) return std::nullopt;
+  return std::make_pair(GetU32(payload), GetU32(payload.substr(4)));
+}
+
 std::string Frame(Msg type, std::string_view payload) {
   std::string out;
   out.reserve(kHeader + payload.size());

@@ -26,8 +26,10 @@ enum class Msg : uint8_t {
                   // the session ids to spare (session_kill.h)
   kRecycle = 5,   // end every exec and put the container back as it started (recycle.h)
   kZygote = 6,    // ExecRequest (id 0) of the container's Python fork server (python_fork_server.h)
-  kWriteFiles = 7,  // WriteFilesRequest: files the agent writes itself (write_files.h)
-  kHello = 8,       // answered by kReady (a daemon that attached after the agent's start)
+  kWriteFiles = 7,    // WriteFilesRequest: files the agent writes itself (write_files.h)
+  kHello = 8,         // answered by kReady (a daemon that attached after the agent's start)
+  kEgressListen = 9,  // u32 port: accept on 127.0.0.1:port for the egress proxy (egress_relay.h)
+  kEgressStop = 20,   // no more egress: the listener and every relayed connection close
   // agent -> daemon
   kReady = 10,         // u32 wire version: the agent is serving (at its start, and per kHello)
   kOutput = 11,        // u32 id, u8 stream (1 stdout, 2 stderr), bytes
@@ -36,9 +38,20 @@ enum class Msg : uint8_t {
   kNotStarted = 14,    // u32 id, why (text): the exec could not start (no pipe, no free pid)
   kStarted = 15,       // u32 id: the exec's process was forked
   kFilesWritten = 16,  // u32 id, why not (text; empty: all written)
+  kEgressListening = 17,  // why not (text; empty: listening), the answer to kEgressListen
+  kEgressOpen = 18,       // u32 conn: a program connected to the egress port
+  // both ways, of one relayed connection (egress_relay.h)
+  kEgressData = 30,   // u32 conn, bytes
+  kEgressAck = 31,    // u32 conn, u32 count: that many of the other side's bytes were delivered
+  kEgressEnd = 32,    // u32 conn: the sender reads no more (its side's EOF); a half close
+  kEgressClose = 33,  // u32 conn: gone (an error, a reset); the receiver closes its end
 };
 
-inline constexpr uint32_t kWireVersion = 4;
+inline constexpr uint32_t kWireVersion = 5;
+
+// What a relayed connection's sender may have in flight, not acknowledged (both ways), so that
+// a slow reader on one side bounds the memory of the other.
+inline constexpr uint32_t kEgressWindow = 256u << 10;
 
 // The image label naming the agent's path in executor images that have one, and the label value
 // when the image's agent speaks this wire (kWireVersion).
@@ -69,7 +82,7 @@ struct WriteFilesRequest {
 std::string EncodeWriteFiles(const WriteFilesRequest& r);
 std::optional<WriteFilesRequest> DecodeWriteFiles(std::string_view payload);
 
-// u32 id followed by `rest` (kStdin, kStdinEnd).
+// u32 id followed by `rest` (kStdin, kStdinEnd, the egress frames).
 std::string WithId(uint32_t id, std::string_view rest = {});
 std::string EncodeOutput(uint32_t id, int stream, std::string_view bytes);
 std::string EncodeExited(uint32_t id, int32_t status);
@@ -83,6 +96,9 @@ struct Output {
 };
 std::optional<Output> DecodeOutput(std::string_view payload);
 std::optional<std::pair<uint32_t, int32_t>> DecodeExited(std::string_view payload);
+// kEgressAck: the connection and the count.
+std::string EncodeAck(uint32_t conn, uint32_t count);
+std::optional<std::pair<uint32_t, uint32_t>> DecodeAck(std::string_view payload);
 
 // One frame, header and payload.
 std::string Frame(Msg type, std::string_view payload);

@@ -19,6 +19,7 @@
 
 #include "agent/agent_wire.h"
 #include "agent/child.h"
+#include "agent/egress_relay.h"
 #include "agent/process_attributes.h"
 #include "agent/python_fork_server.h"
 #include "agent/recycle.h"
@@ -101,6 +102,7 @@ class Agent {
         if (e.err >= 0) fds.push_back({e.err, POLLIN, 0});
         if (e.in >= 0 && !e.pending_in.empty()) fds.push_back({e.in, POLLOUT, 0});
       }
+      egress_.AddPollFds(&fds);
       int n = ::poll(fds.data(), fds.size(), TimeoutMs());
       if (n < 0 && errno != EINTR) return Quit(1);
       if (o_.expires_at != 0 && ::time(nullptr) >= o_.expires_at) return Quit(0);
@@ -111,7 +113,7 @@ class Agent {
       if (fds[2].revents != 0 && !ReadZygote()) return Quit(1);
       if (fds[1].revents != 0 && !Reap()) return Quit(1);
       for (size_t i = 3; i < fds.size(); ++i) {
-        if (fds[i].revents != 0) Serve(fds[i]);
+        if (fds[i].revents != 0 && !egress_.Serve(fds[i])) Serve(fds[i]);
       }
       if (fds[0].revents != 0 && !ReadDaemon()) return Quit(0);
       if (!FinishExecs()) return Quit(1);
@@ -221,6 +223,19 @@ class Agent {
       }
       case Msg::kHello:
         return Send(Msg::kReady, WithId(kWireVersion));
+      case Msg::kEgressListen: {
+        auto port = SplitId(payload);
+        return port && port->second.empty() &&
+               Send(Msg::kEgressListening, egress_.Listen(port->first));
+      }
+      case Msg::kEgressStop:
+        egress_.Stop();
+        return true;
+      case Msg::kEgressData:
+      case Msg::kEgressAck:
+      case Msg::kEgressEnd:
+      case Msg::kEgressClose:
+        return egress_.Handle(type, payload);
       default:
         return false;  // not the daemon speaking
     }
@@ -445,6 +460,7 @@ class Agent {
   // Kill first, then check: a program's leftover could change the agent or the fork server
   // after a check. The server is spared by pid only while it is the agent's unreaped child.
   bool Recycle() {
+    egress_.Stop();  // the next execution has a policy of its own, or none
     std::string error;
     pid_t spared = zygote_.running() ? zygote_.pid() : 0;
     KillAndReapEverything(&error, &spared);
@@ -489,6 +505,7 @@ class Agent {
 
   const AgentOptions& o_;
   int sig_fd_ = -1;
+  EgressRelay egress_{[this](Msg type, std::string_view payload) { return Send(type, payload); }};
   std::vector<WipeRoot> roots_;
   FrameReader reader_;
   std::map<uint32_t, Exec> execs_;

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "agent/agent_wire.h"
+#include "container/agent_egress.h"
 
 namespace ci::container {
 namespace {
@@ -88,11 +89,16 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
         id_(std::move(id)),
         stream_(std::move(stream)),
         ready_wake_(ex_),
-        recycle_wake_(ex_) {}
+        recycle_wake_(ex_),
+        listen_wake_(ex_) {}
 
   // The hello is answered by kReady once the agent serves: an agent attached to after its start
   // (a pod's) said its first kReady to nobody.
   void Start() {
+    egress_ = std::make_shared<AgentEgress>(
+        ex_, [weak = weak_from_this()](Msg type, std::string_view payload) {
+          if (auto self = weak.lock()) self->Send(type, payload);
+        });
     asio::co_spawn(ex_, ReadLoop(shared_from_this()), asio::detached);
     Send(Msg::kHello, {});
   }
@@ -169,6 +175,22 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     if (!recycled_) co_return Status::Error(Describe("the agent did not recycle the container"));
     if (!recycled_->empty()) co_return Status::Error("recycling the container: " + *recycled_);
     co_return Status();
+  }
+
+  asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(uint16_t port) override {
+    if (ended()) co_return Status::Gone(Describe("the container's agent is gone"));
+    listening_.reset();
+    listener_.reset();
+    Send(Msg::kEgressListen, agent::WithId(port));
+    const auto deadline = Clock::now() + kStartAnswerTimeout;
+    while (!listening_ && !ended() && Clock::now() < deadline) {
+      co_await listen_wake_.Until(deadline);
+    }
+    if (!listening_) co_return Status::Gone(GoneOrSilent(kStartAnswerTimeout));
+    if (!listening_->empty()) {
+      co_return Status::Error("the container's agent could not listen: " + *listening_);
+    }
+    co_return std::move(listener_);
   }
 
   void Close() override {
@@ -289,6 +311,19 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
           return;
         }
         break;
+      case Msg::kEgressListening:
+        // The listener exists before any connection to it can be reported.
+        listening_ = payload;
+        if (payload.empty()) listener_ = egress_->NewListener();
+        listen_wake_.Notify();
+        return;
+      case Msg::kEgressOpen:
+      case Msg::kEgressData:
+      case Msg::kEgressAck:
+      case Msg::kEgressEnd:
+      case Msg::kEgressClose:
+        if (egress_->Dispatch(type, payload)) return;
+        break;
       default:
         break;
     }
@@ -310,6 +345,8 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     ended_ = true;
     ready_wake_.Notify();
     recycle_wake_.Notify();
+    listen_wake_.Notify();
+    egress_->End();
     for (auto& [id, state] : execs_) state->wake.Notify();
   }
 
@@ -318,6 +355,10 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
   std::unique_ptr<AgentTransport> stream_;
   Wake ready_wake_;
   Wake recycle_wake_;
+  Wake listen_wake_;
+  std::optional<std::string> listening_;  // kEgressListening: empty, or why not
+  std::shared_ptr<InsideListener> listener_;
+  std::shared_ptr<AgentEgress> egress_;
   agent::FrameReader reader_;
   bool bad_ = false;
   bool ready_ = false;

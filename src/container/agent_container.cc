@@ -56,6 +56,9 @@ class AgentContainer final : public ContainerApi,
     return true;
   }
   void Claim(const std::string& client) override { client_ = client; }
+  asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(uint16_t port) override {
+    co_return co_await channel_->ListenInside(port);
+  }
 
   // After the counters were read: recycled in the background when it can be, else removed.
   asio::awaitable<void> Remove(ResourceReport& report) override {

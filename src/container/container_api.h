@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/inside_listener.h"
 #include "core/resource_report.h"
 #include "core/status.h"
 
@@ -107,6 +108,14 @@ class ContainerApi {
       const std::vector<std::string>& argv) {
     (void)argv;
     co_return Status::Error("no fork server in this container");
+  }
+  // Egress (docs/egress.md): connections the container's programs open to 127.0.0.1:`port`.
+  // Only a container whose PID 1 is the agent relays them.
+  virtual asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(uint16_t port) {
+    (void)port;
+    co_return Status::Error(
+        "egress needs the executor image's agent as the sandbox's PID 1 "
+        "(PYTHON_EXECUTOR_DOCKER_AGENT, KUBERNETES_EXECUTOR_AGENT)");
   }
 };
 

@@ -204,6 +204,11 @@ class ExecSandbox final : public Sandbox {
     co_return sent->read;
   }
 
+  asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(uint16_t port) override {
+    if (killed_) co_return Status::Error("sandbox killed");
+    co_return co_await c_.api->ListenInside(port);
+  }
+
   asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override {
     if (killed_) co_return Status::Error("sandbox killed");
     if (killed_whole_) co_return Collection{{}, true};  // its files went with it

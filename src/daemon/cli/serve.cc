@@ -172,14 +172,6 @@ int Serve() {
     return 2;
   }
   std::unique_ptr<Executor> executor = std::move(made).value();
-  if ((!c.egress_default.none() || !c.egress_max.none()) && executor->name() != "local") {
-    spdlog::critical(
-        "EGRESS_ALLOW and EGRESS_ALLOW_MAX work on the local backend only so far, not on {} "
-        "(docs/egress.md): unset them, or use EXECUTOR_BACKEND=local",
-        executor->name());
-    RunToCompletion(io, StopNestedDockerd(*booted));
-    return 2;
-  }
   if (!c.egress_max.none()) {
     spdlog::info("egress: sandboxes reach {} through the daemon's proxy (at most {})",
                  c.egress_default.ToString(), c.egress_max.ToString());
