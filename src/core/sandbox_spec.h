@@ -60,6 +60,9 @@ struct SandboxSpec {
   // 0: an execution sandbox (one Run). Otherwise a session sandbox (api.md "Sessions"): any
   // number of Runs, and it ends by itself at this unix time even when the daemon is gone.
   int64_t session_expires_at = 0;
+  // The daemon's egress proxy serves it (docs/egress.md): a backend gives it the way in
+  // (Sandbox::ListenInside), e.g. Docker's agent even for a session's container.
+  bool egress = false;
   // A session's identity (the API's), for backends whose sandboxes outlive a daemon replica
   // (kubernetes: labels and annotations of the pod, so any replica finds the session).
   SessionIdentity session;

@@ -64,7 +64,8 @@ class DockerExecutor final : public Executor {
     const bool session = spec.session_expires_at != 0;
     // Sessions keep their exec-driven containers: with the agent a session was lost to an OOM
     // kill and a burst of calls in the e2e suites, not yet understood (src/agent/README.md).
-    const std::string agent = session ? std::string() : AgentPath();
+    // A session with egress needs the agent all the same: it relays the proxy's connections.
+    const std::string agent = session && !spec.egress ? std::string() : AgentPath();
     ContainerOptions options = OptionsFor(spec, agent);
     // Execution containers of the agent are recycled: one of this configuration may be waiting.
     std::string recycle_key;

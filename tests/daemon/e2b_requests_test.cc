@@ -22,6 +22,24 @@ TEST(E2bNewSandbox, TakesTheSdksBodyWithDefaults) {
   EXPECT_EQ(r->timeout_sec, 60);
   EXPECT_EQ(r->metadata.at("a"), "b");
   EXPECT_EQ(r->env_vars.at("X_1"), "y");
+  EXPECT_EQ(r->network.allow_internet_access, false);
+  EXPECT_FALSE(r->network.allow_out.has_value());
+}
+
+TEST(E2bNewSandbox, TakesTheNetworkOptions) {
+  auto r = ParseNewSandbox(
+      R"({"templateID":"base","network":{"allowOut":["pypi.org","1.2.3.4"],"denyOut":)"
+      R"(["0.0.0.0/0"],"allowPublicTraffic":null}})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r->network.allow_out, (std::vector<std::string>{"pypi.org", "1.2.3.4"}));
+  EXPECT_EQ(*r->network.deny_out, std::vector<std::string>{"0.0.0.0/0"});
+  // An update (the SDK's updateNetwork) has them at the top level.
+  auto update = ParseNetworkUpdate(R"({"allow_internet_access":true,"allowOut":["a.org"]})");
+  ASSERT_TRUE(update.ok()) << update.status().message();
+  EXPECT_EQ(update->allow_internet_access, true);
+  EXPECT_EQ(*update->allow_out, std::vector<std::string>{"a.org"});
+  EXPECT_FALSE(ParseNetworkUpdate(R"({"allowOut":[1]})").ok());
+  EXPECT_FALSE(ParseNetworkUpdate(R"({"rules":{}})").ok());
 }
 
 TEST(E2bNewSandbox, RefusesByName) {
@@ -39,8 +57,10 @@ TEST(E2bNewSandbox, RefusesByName) {
       {R"({"templateID":"base","envVars":{"A B":"x"}})", "not a variable name"},
       {R"({"templateID":"base","autoPause":true})", "autoPause"},
       {R"({"templateID":"base","autoResume":{"enabled":true}})", "autoResume"},
-      {R"({"templateID":"base","allow_internet_access":true})", "allow_internet_access"},
-      {R"({"templateID":"base","network":{"allowOut":["x"]}})", "network"},
+      {R"({"templateID":"base","allow_internet_access":1})", "allow_internet_access"},
+      {R"({"templateID":"base","network":{"allowOut":"x"}})", "'network.allowOut' must be a list"},
+      {R"({"templateID":"base","network":{"rules":{}}})", "'network.rules' is not supported"},
+      {R"({"templateID":"base","network":{"egressProxy":{"address":"p:1"}}})", "egressProxy"},
       {R"({"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]})", "volumeMounts"},
   };
   for (const auto& [body, says] : cases) {

@@ -649,8 +649,11 @@ class E2bWireTest(E2bCase):
             self.assertEqual(api.post_json(f"/sandboxes/{sid}/timeout", {"timeout": 30}).status,
                              204)
             self.assert_error(api.post_json(f"/sandboxes/{sid}/pause", {}), 501, "pause")
-            for method, what in (("GET", "metrics"), ("PUT", "network"), ("POST", "fork"),
-                                 ("POST", "snapshots")):
+            # Without EGRESS_ALLOW_MAX a sandbox has no network, nor a policy to update.
+            r = api.request("PUT", f"/sandboxes/{sid}/network", body=b'{"allowOut": []}',
+                            headers={"Content-Type": "application/json"})
+            self.assert_error(r, 409, "no network")
+            for method, what in (("GET", "metrics"), ("POST", "fork"), ("POST", "snapshots")):
                 body = None if method == "GET" else b"{}"
                 r = api.request(method, f"/sandboxes/{sid}/{what}", body=body,
                                 headers={"Content-Type": "application/json"})

@@ -5,26 +5,81 @@ daemon's own port, a TLS server name other than the tunnel's host, direct connec
 Every backend: the local runtime's socket in the sandbox's namespace, the agent's relay in a
 container or pod on network none."""
 
+import base64
+import hashlib
 import http.server
+import io
 import os
 import ssl
 import subprocess
 import tempfile
 import threading
+import zipfile
 
 from harness import Config, E2ETestCase
 
 
+def _wheel():
+    """A pure-Python wheel made here (no package index can be reached from CI): `demo_pkg`."""
+    files = {"demo_pkg/__init__.py": b"VALUE = 42\n",
+             "demo_pkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: demo-pkg\n"
+                                                b"Version: 1.0\n",
+             "demo_pkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\n"
+                                             b"Root-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = ""
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record += f"{name},sha256={digest},{len(data)}\n"
+    record += "demo_pkg-1.0.dist-info/RECORD,,\n"
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr("demo_pkg-1.0.dist-info/RECORD", record)
+    return out.getvalue()
+
+
+WHEEL = _wheel()
+WHEEL_NAME = "demo_pkg-1.0-py3-none-any.whl"
+
+
 class _Hello(http.server.BaseHTTPRequestHandler):
+    """Says who was asked for what; also a package index (/simple/), bulk bytes (/bytes/N) and
+    a digest of what is posted."""
+
+    protocol_version = "HTTP/1.1"
+
     def do_GET(self):  # noqa: N802 (the stdlib's name)
-        body = f"hello {self.headers.get('Host')} {self.path}".encode()
+        if self.path == "/simple/demo-pkg/":
+            digest = hashlib.sha256(WHEEL).hexdigest()
+            self.answer(f'<a href="/files/{WHEEL_NAME}#sha256={digest}">{WHEEL_NAME}</a>'.encode(),
+                        "text/html")
+        elif self.path == f"/files/{WHEEL_NAME}":
+            self.answer(WHEEL, "application/octet-stream")
+        elif self.path.startswith("/bytes/"):
+            self.answer(_bulk(int(self.path[len("/bytes/"):])), "application/octet-stream")
+        else:
+            self.answer(f"hello {self.headers.get('Host')} {self.path}".encode())
+
+    def do_POST(self):  # noqa: N802
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.answer(hashlib.sha256(body).hexdigest().encode())
+
+    def answer(self, body, content_type="text/plain"):
         self.send_response(200)
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
     def log_message(self, *args):
         pass
+
+
+def _bulk(n):
+    """n bytes that are not all alike (a relay that drops or repeats a chunk changes them)."""
+    block = hashlib.sha256(str(n).encode()).digest() * 2048  # 64 KiB
+    return (block * (n // len(block) + 1))[:n]
 
 
 def _serve(server):
@@ -179,3 +234,41 @@ class EgressTest(E2ETestCase):
             network={"allow_out": ["web.test", f"127.0.0.1/32:{self.web_port}"],
                      "deny_out": ["tls.test"]})
         self.assertEqual(res["stdout"], f"hello web.test:{self.web_port} /n\n", res)
+
+    def test_pip_installs_from_an_allowed_https_index(self):
+        with open(self.cert) as f:
+            pem = f.read()
+        res = self.run_code(
+            "import subprocess, sys\n"
+            f"open('/tmp/ca.pem', 'w').write({pem!r})\n"
+            "r = subprocess.run([sys.executable, '-m', 'pip', 'install', '--no-cache-dir',\n"
+            "                    '--disable-pip-version-check', '--target', '/tmp/pkgs',\n"
+            "                    '--cert', '/tmp/ca.pem', '--index-url',\n"
+            f"                    'https://tls.test:{self.tls_port}/simple', 'demo-pkg'],\n"
+            "                   capture_output=True, text=True)\n"
+            "print(r.returncode, r.stderr[-2000:])\n"
+            "sys.path.insert(0, '/tmp/pkgs')\n"
+            "import demo_pkg\n"
+            "print('VALUE', demo_pkg.VALUE)\n")
+        self.assertTrue(res["stdout"].startswith("0 "), res)
+        self.assertTrue(res["stdout"].endswith("VALUE 42\n"), res)
+        [reached] = res["network"]["reached"]
+        self.assertEqual((reached["host"], reached["port"]), ("tls.test", self.tls_port))
+
+    def test_large_transfers_arrive_whole(self):
+        # Through the agent's relay this crosses its window (256 KiB) many times each way.
+        down, up = 24 << 20, 6 << 20
+        res = self.run_code(
+            "import hashlib, urllib.request\n"
+            f"data = urllib.request.urlopen('http://web.test:{self.web_port}/bytes/{down}')"
+            ".read()\n"
+            "print(len(data), hashlib.sha256(data).hexdigest())\n"
+            f"body = bytes(range(256)) * ({up} // 256)\n"
+            f"r = urllib.request.urlopen('http://web.test:{self.web_port}/post', data=body)\n"
+            "print(r.read().decode())\n")
+        self.assertEqual(res["stdout"].split(),
+                         [str(down), hashlib.sha256(_bulk(down)).hexdigest(),
+                          hashlib.sha256(bytes(range(256)) * (up // 256)).hexdigest()], res)
+        [reached] = res["network"]["reached"]
+        self.assertGreaterEqual(reached["bytes_in"], down)
+        self.assertGreaterEqual(reached["bytes_out"], up)

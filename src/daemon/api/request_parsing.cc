@@ -122,6 +122,11 @@ Result<SessionCreateRequest> ParseSessionCreateRequest(std::string_view body) {
   if (auto it = doc.FindMember("files"); it != doc.MemberEnd() && !it->value.IsNull()) {
     if (Status s = ParseFiles(it->value, r.files); !s.ok()) return s;
   }
+  if (auto it = doc.FindMember("network"); it != doc.MemberEnd() && !it->value.IsNull()) {
+    auto network = ParseNetwork(it->value);
+    if (!network.ok()) return network.status();
+    r.network = std::move(network).value();
+  }
   return r;
 }
 

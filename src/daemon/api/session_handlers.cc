@@ -6,6 +6,7 @@
 #include "daemon/api/responses.h"
 #include "daemon/front/request_steps.h"
 #include "daemon/service/output_buffer.h"
+#include "daemon/service/sandbox_egress.h"
 #include "daemon/service/verdict.h"
 
 namespace ci::daemon {
@@ -17,6 +18,10 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex, const std::st
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
   auto files = service_.ResolveFiles(request->files, "", ex.client);
   if (auto* e = std::get_if<ApiError>(&files)) co_return co_await ex.Respond(ApiErrorResponse(*e));
+  auto egress = EgressFor(request->network, config_.egress_default, config_.egress_max);
+  if (!egress.ok()) co_return co_await ex.Respond(ErrorResponse(422, egress.status().message()));
+  std::optional<EgressPolicy> network;
+  if (!egress->none()) network = std::move(egress).value();
 
   const Operation op = Operation::kSessionCreate;
   if (auto full = sessions_.CapacityError(ex.client)) {
@@ -28,7 +33,7 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex, const std::st
   auto t0 = std::chrono::steady_clock::now();
   metrics_.Started(op);
   auto created = co_await sessions_.Create(std::move(std::get<std::vector<StagedFile>>(files)),
-                                           request->ttl_seconds, ex.client);
+                                           request->ttl_seconds, ex.client, std::move(network));
   bool ok = std::holds_alternative<SessionSummary>(created);
   Finish(op, ok ? Outcome::kOk : Outcome::kError, t0);
   if (!ok) co_return co_await ex.Respond(ApiErrorResponse(std::get<ApiError>(created)));

@@ -16,6 +16,7 @@
 #include "daemon/e2b/control_requests.h"
 #include "daemon/front/request_steps.h"
 #include "daemon/front/routes.h"
+#include "daemon/service/sandbox_egress.h"
 
 namespace ci::daemon::e2b {
 namespace {
@@ -63,8 +64,8 @@ HttpResponse ErrorBody(int status, std::string_view message) {
                       }));
 }
 
-ControlPlane::ControlPlane(SessionManager& sessions, const SandboxSpec& spec)
-    : sessions_(sessions), spec_(spec) {}
+ControlPlane::ControlPlane(const Config& config, SessionManager& sessions, const SandboxSpec& spec)
+    : config_(config), sessions_(sessions), spec_(spec) {}
 
 bool ControlPlane::Claims(std::string_view path) {
   for (std::string_view root : {"/sandboxes", "/v2/sandboxes"}) {
@@ -129,9 +130,9 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
       {"POST", "/v2/sandboxes/{id}/connect"},
       {"POST", "/sandboxes/{id}/resume"},
       {"POST", "/sandboxes/{id}/pause"},
+      {"PUT", "/sandboxes/{id}/network"},
       // E2B's, not this server's yet: 501 for a live sandbox, never the SDK's "not found".
       {"GET", "/sandboxes/{id}/metrics"},
-      {"PUT", "/sandboxes/{id}/network"},
       {"POST", "/sandboxes/{id}/fork"},
       {"POST", "/sandboxes/{id}/snapshots"},
   };
@@ -159,6 +160,7 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
     co_return co_await ex.Respond(NoContent());
   }
   if (pattern.ends_with("/timeout")) co_return co_await SetTimeout(ex, id, body);
+  if (pattern.ends_with("/network")) co_return co_await UpdateNetwork(ex, id, body);
   if (pattern.ends_with("/connect")) co_return co_await Connect(ex, id, body);
   if (pattern.ends_with("/resume")) {
     co_return co_await ex.Respond(ErrorBody(409, "sandbox '" + id + "' is already running"));
@@ -169,14 +171,69 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
                                          ") is not supported by this server yet"));
 }
 
+namespace {
+
+// E2B's egress options as this server's policy (docs/egress.md "E2B"): none without a proxy
+// (the operator allows no network). E2B's deny-all (`0.0.0.0/0` in denyOut) or
+// allow_internet_access false start from nothing, else from EGRESS_ALLOW; allowOut adds to it
+// within EGRESS_ALLOW_MAX.
+Result<std::optional<EgressPolicy>> E2bEgress(const NetworkOptions& o, const Config& config) {
+  const std::vector<std::string> none;
+  const std::vector<std::string>& allow = o.allow_out ? *o.allow_out : none;
+  const std::vector<std::string>& deny = o.deny_out ? *o.deny_out : none;
+  constexpr std::string_view kAllTraffic = "0.0.0.0/0";
+  if (config.egress_max.none()) {
+    if (o.allow_internet_access.value_or(false) || !allow.empty()) {
+      return Status::Error(
+          "'allow_internet_access' and 'network.allowOut': sandboxes have no network on this "
+          "server (EGRESS_ALLOW_MAX is unset)");
+    }
+    return std::optional<EgressPolicy>();
+  }
+  NetworkRequest request;
+  request.allow_out = allow;
+  for (const std::string& rule : deny) {
+    if (rule != kAllTraffic) request.deny_out.push_back(rule);
+  }
+  auto policy = EgressFor(request, config.egress_default, config.egress_max);
+  if (!policy.ok()) return policy.status();
+  const bool deny_all = std::find(deny.begin(), deny.end(), kAllTraffic) != deny.end();
+  if (o.allow_internet_access.value_or(true) && !deny_all) {
+    const EgressPolicy& base = config.egress_default;
+    policy->allow.insert(policy->allow.end(), base.allow.begin(), base.allow.end());
+    policy->deny.insert(policy->deny.end(), base.deny.begin(), base.deny.end());
+  }
+  return std::optional<EgressPolicy>(std::move(policy).value());
+}
+
+}  // namespace
+
+boost::asio::awaitable<void> ControlPlane::UpdateNetwork(HttpExchange& ex, const std::string& id,
+                                                         const std::string& body) {
+  Result<NetworkOptions> request = ParseNetworkUpdate(body);
+  if (!request.ok()) co_return co_await ex.Respond(ErrorBody(400, request.status().message()));
+  auto egress = E2bEgress(*request, config_);
+  if (!egress.ok()) co_return co_await ex.Respond(ErrorBody(400, egress.status().message()));
+  if (!*egress) {
+    co_return co_await ex.Respond(ErrorBody(409, "sandbox '" + id + "' has no network to change"));
+  }
+  auto refused = co_await sessions_.SetNetwork(id, ex.client, std::move(**egress));
+  if (refused) co_return co_await ex.Respond(FromApiError(*refused));
+  spdlog::info("e2b sandbox {}: network updated", ShortId(id));
+  co_await ex.Respond(NoContent());
+}
+
 boost::asio::awaitable<void> ControlPlane::Create(HttpExchange& ex, const std::string& body) {
   Result<NewSandbox> request = ParseNewSandbox(body);
   if (!request.ok()) co_return co_await ex.Respond(ErrorBody(400, request.status().message()));
+  auto egress = E2bEgress(request->network, config_);
+  if (!egress.ok()) co_return co_await ex.Respond(ErrorBody(400, egress.status().message()));
   const std::string token = RandomHex(16);
   if (token.empty()) co_return co_await ex.Respond(ErrorBody(500, "no randomness for a token"));
   // The session may live kMaxTimeoutSec; the sandbox's own timeout ends it sooner (MoveEnd).
   std::vector<StagedFile> no_files;  // named: GCC 12 and temporaries in co_await expressions
-  auto created = co_await sessions_.Create(std::move(no_files), kMaxTimeoutSec, ex.client);
+  auto created =
+      co_await sessions_.Create(std::move(no_files), kMaxTimeoutSec, ex.client, std::move(*egress));
   if (auto* e = std::get_if<ApiError>(&created)) co_return co_await ex.Respond(FromApiError(*e));
   const SessionSummary& session = std::get<SessionSummary>(created);
   Sandbox s;

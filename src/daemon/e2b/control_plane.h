@@ -20,7 +20,7 @@ HttpResponse ErrorBody(int status, std::string_view message);
 class ControlPlane {
  public:
   // `spec` is the sessions' sandbox (what getInfo reports of a sandbox's size).
-  ControlPlane(SessionManager& sessions, const SandboxSpec& spec);
+  ControlPlane(const Config& config, SessionManager& sessions, const SandboxSpec& spec);
 
   static bool Claims(std::string_view path);
   // Answers a request Claims took; ex.client is the caller.
@@ -52,6 +52,8 @@ class ControlPlane {
   boost::asio::awaitable<void> SetTimeout(HttpExchange& ex, const std::string& id,
                                           const std::string& body);
   boost::asio::awaitable<void> List(HttpExchange& ex, bool paged);
+  boost::asio::awaitable<void> UpdateNetwork(HttpExchange& ex, const std::string& id,
+                                             const std::string& body);
   // Moves the sandbox's end (and its session's) to `end_at`; an error answer when it cannot.
   boost::asio::awaitable<std::optional<HttpResponse>> MoveEnd(const std::string& id,
                                                               const std::string& client,
@@ -59,6 +61,7 @@ class ControlPlane {
   std::string SandboxJson(const Sandbox& s) const;
   std::string DetailJson(const Sandbox& s, bool listed) const;
 
+  const Config& config_;
   SessionManager& sessions_;
   const SandboxSpec& spec_;
   std::map<std::string, Sandbox> sandboxes_;  // by id; those whose session ended are dropped

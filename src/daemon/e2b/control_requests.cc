@@ -75,7 +75,48 @@ bool IsSet(const rapidjson::Value& doc, const char* name) {
   return true;
 }
 
+// `allow_internet_access` of `doc`, and `allowOut` and `denyOut` of `rules` (a create's
+// `network`, an update's body, named `prefix` in errors). The SDK's other network options (rules
+// with transforms, an egress proxy of the user's, inbound traffic) are refused by name.
+Status ReadNetwork(const rapidjson::Value& doc, const rapidjson::Value& rules,
+                   const std::string& prefix, NetworkOptions& out) {
+  if (auto a = doc.FindMember("allow_internet_access");
+      a != doc.MemberEnd() && !a->value.IsNull()) {
+    if (!a->value.IsBool()) return Status::Error("'allow_internet_access' must be a boolean");
+    out.allow_internet_access = a->value.GetBool();
+  }
+  if (rules.IsNull()) return Status();
+  if (!rules.IsObject()) return Status::Error("'network' must be an object");
+  for (const auto& m : rules.GetObject()) {
+    const std::string name(m.name.GetString(), m.name.GetStringLength());
+    if (&rules == &doc && name == "allow_internet_access") continue;
+    std::optional<std::vector<std::string>>* into = name == "allowOut"  ? &out.allow_out
+                                                    : name == "denyOut" ? &out.deny_out
+                                                                        : nullptr;
+    const std::string field = "'" + prefix + name + "'";
+    if (into == nullptr) {
+      if (m.value.IsNull()) continue;
+      return Status::Error(field + " is not supported by this server");
+    }
+    if (!m.value.IsArray()) return Status::Error(field + " must be a list of strings");
+    into->emplace();
+    for (const auto& item : m.value.GetArray()) {
+      if (!item.IsString()) return Status::Error(field + " must be a list of strings");
+      (*into)->emplace_back(item.GetString(), item.GetStringLength());
+    }
+  }
+  return Status();
+}
+
 }  // namespace
+
+Result<NetworkOptions> ParseNetworkUpdate(std::string_view body) {
+  auto parsed = ParseJsonObject(body, "the body");
+  if (!parsed.ok()) return parsed.status();
+  NetworkOptions out;
+  if (Status s = ReadNetwork(*parsed, *parsed, "", out); !s.ok()) return s;
+  return out;
+}
 
 Result<NewSandbox> ParseNewSandbox(std::string_view body) {
   auto parsed = ParseJsonObject(body, "the body");
@@ -106,12 +147,15 @@ Result<NewSandbox> ParseNewSandbox(std::string_view body) {
   const std::pair<const char*, const char*> refused[] = {
       {"autoPause", "sandboxes cannot be paused on this server yet"},
       {"autoResume", "sandboxes cannot be paused on this server yet"},
-      {"allow_internet_access", "sandboxes have no network on this server"},
   };
   for (const auto& [field, why] : refused) {
     if (IsTrue(doc, field)) return Status::Error("'" + std::string(field) + "': " + why);
   }
-  for (const char* field : {"network", "volumeMounts", "mcp", "iam"}) {
+  const rapidjson::Value no_rules;
+  auto n = doc.FindMember("network");
+  const rapidjson::Value& rules = n == doc.MemberEnd() ? no_rules : n->value;
+  if (Status s = ReadNetwork(doc, rules, "network.", r.network); !s.ok()) return s;
+  for (const char* field : {"volumeMounts", "mcp", "iam"}) {
     if (IsSet(doc, field)) {
       return Status::Error("'" + std::string(field) + "' is not supported by this server");
     }

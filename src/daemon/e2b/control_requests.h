@@ -21,13 +21,24 @@ inline constexpr int64_t kDefaultTimeoutSec = 300;
 inline constexpr std::string_view kTemplates[] = {"base", "code-interpreter-v1"};
 
 // POST /sandboxes and /v2/sandboxes (NewSandbox, NewSandboxV2).
+// E2B's egress options (`allow_internet_access`, `network.allowOut`/`denyOut`; docs/egress.md
+// "E2B" maps them onto this server's policies).
+struct NetworkOptions {
+  std::optional<bool> allow_internet_access;
+  std::optional<std::vector<std::string>> allow_out, deny_out;
+};
+
 struct NewSandbox {
   std::string template_id;
   int64_t timeout_sec = kDefaultTimeoutSec;
   std::map<std::string, std::string> metadata;
   std::map<std::string, std::string> env_vars;
+  NetworkOptions network;
 };
 Result<NewSandbox> ParseNewSandbox(std::string_view body);
+
+// PUT /sandboxes/{id}/network (updateNetwork).
+Result<NetworkOptions> ParseNetworkUpdate(std::string_view body);
 
 // {"timeout": seconds} of POST .../timeout (required) and .../connect (optional: nullopt).
 Result<std::optional<int64_t>> ParseTimeout(std::string_view body, bool required);

@@ -8,7 +8,7 @@ E2bFront::E2bFront(const Config& config, SessionManager& sessions, const Sandbox
     : config_(config),
       sessions_(sessions),
       spec_(spec),
-      control_(sessions, spec),
+      control_(config, sessions, spec),
       processes_(sessions) {}
 
 bool E2bFront::Claims(const HttpRequestHead& head) const {

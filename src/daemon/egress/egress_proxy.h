@@ -64,6 +64,8 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   boost::asio::awaitable<void> Serve(InsideListener::Stream client);
 
   EgressReport report() const;
+  // For connections from now on (E2B's updateNetwork); open ones keep what they were allowed.
+  void SetPolicy(EgressPolicy policy) { options_.policy = std::move(policy); }
   // Ends every connection (the program is done): tunnels to servers that never close included.
   void CloseAll();
 

@@ -124,21 +124,6 @@ std::vector<WarmPoolConfig> ExecutionService::WarmPools() const {
   return pools;
 }
 
-Result<EgressPolicy> EgressOf(const NetworkRequest& network, const EgressPolicy& max) {
-  EgressPolicy requested;
-  for (auto [rules, into] : {std::pair{&network.allow_out, &requested.allow},
-                             std::pair{&network.deny_out, &requested.deny}}) {
-    for (const std::string& text : *rules) {
-      auto rule = ParseEgressRule(text);
-      if (!rule.ok()) return Status::Error("network: " + rule.status().message());
-      into->push_back(std::move(rule).value());
-    }
-  }
-  auto narrowed = Narrow(requested, max);
-  if (!narrowed.ok()) return Status::Error("network.allow_out: " + narrowed.status().message());
-  return narrowed;
-}
-
 std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteRequest& request,
                                                              const std::string& client) const {
   auto program = BuildProgram(request.language, request.last_line_interactive,
@@ -151,12 +136,9 @@ std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteReques
   plan.stdin_data = request.stdin_data;
   plan.timeout = std::chrono::milliseconds(request.timeout_ms);
   plan.client = client;
-  plan.egress = config_.egress_default;
-  if (request.network) {
-    auto egress = EgressOf(*request.network, config_.egress_max);
-    if (!egress.ok()) return ApiError{422, egress.status().message()};
-    plan.egress = std::move(egress).value();
-  }
+  auto egress = EgressFor(request.network, config_.egress_default, config_.egress_max);
+  if (!egress.ok()) return ApiError{422, egress.status().message()};
+  plan.egress = std::move(egress).value();
   auto inputs = ResolveFiles(request.files, plan.program.entrypoint, client);
   if (auto* err = std::get_if<ApiError>(&inputs)) return *err;
   plan.inputs = std::move(std::get<std::vector<StagedFile>>(inputs));
@@ -276,6 +258,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
     SandboxSpec spec = SpecFor(plan.language);
     spec.client = plan.client;
     if (!plan.egress.none()) {
+      spec.egress = true;
       spec.env.insert(spec.env.end(), EgressEnvironment().begin(), EgressEnvironment().end());
     }
     auto prepared = co_await Prepare(spec);

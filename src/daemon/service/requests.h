@@ -34,6 +34,7 @@ struct ExecuteRequest {
 struct SessionCreateRequest {
   std::vector<FileRef> files;
   int64_t ttl_seconds = 900;
+  std::optional<NetworkRequest> network;  // none: the daemon's EGRESS_ALLOW
 };
 
 // POST /v1/sessions/{id}/bash

@@ -21,6 +21,23 @@ const std::vector<std::string>& EgressEnvironment() {
   return env;
 }
 
+Result<EgressPolicy> EgressFor(const std::optional<NetworkRequest>& network,
+                               const EgressPolicy& fallback, const EgressPolicy& max) {
+  if (!network) return fallback;
+  EgressPolicy requested;
+  for (auto [rules, into] : {std::pair{&network->allow_out, &requested.allow},
+                             std::pair{&network->deny_out, &requested.deny}}) {
+    for (const std::string& text : *rules) {
+      auto rule = ParseEgressRule(text);
+      if (!rule.ok()) return Status::Error("network: " + rule.status().message());
+      into->push_back(std::move(rule).value());
+    }
+  }
+  auto narrowed = Narrow(requested, max);
+  if (!narrowed.ok()) return Status::Error("network.allow_out: " + narrowed.status().message());
+  return narrowed;
+}
+
 void SandboxEgress::Stop() {
   if (!listener) return;
   listener->Close();

@@ -13,6 +13,7 @@
 #include "core/executor.h"
 #include "core/status.h"
 #include "daemon/egress/egress_proxy.h"
+#include "daemon/service/requests.h"
 
 namespace ci::daemon {
 
@@ -21,6 +22,10 @@ inline constexpr uint16_t kEgressPort = 3128;
 
 // HTTP_PROXY and friends (curl, Python, pip, npm, Go), for a sandbox with a policy.
 const std::vector<std::string>& EgressEnvironment();
+
+// The policy of a request's `network` (its rules, each within `max`), or `fallback` without one.
+Result<EgressPolicy> EgressFor(const std::optional<NetworkRequest>& network,
+                               const EgressPolicy& fallback, const EgressPolicy& max);
 
 struct SandboxEgress {
   std::shared_ptr<EgressProxy> proxy;

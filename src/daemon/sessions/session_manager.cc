@@ -116,11 +116,12 @@ std::optional<ApiError> SessionManager::CapacityError(const std::string& client)
 }
 
 asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::Create(
-    std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client) {
+    std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client,
+    std::optional<EgressPolicy> egress) {
   if (auto full = CapacityError(client)) co_return *full;
   ++creating_;
   ++creating_by_client_[client];
-  auto created = co_await CreateSandbox(std::move(files), ttl_seconds, client);
+  auto created = co_await CreateSandbox(std::move(files), ttl_seconds, client, std::move(egress));
   --creating_;
   if (--creating_by_client_[client] == 0) creating_by_client_.erase(client);
   // Created while DestroyAll ran (shutdown): nothing would end it, its sandbox would outlive us.
@@ -132,7 +133,8 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::Create(
 }
 
 asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSandbox(
-    std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client) {
+    std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client,
+    std::optional<EgressPolicy> egress) {
   auto id = NewSessionId();
   if (!id.ok()) {
     spdlog::error("session id: {}", id.status().message());
@@ -148,9 +150,23 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   SandboxSpec spec = spec_;
   spec.session_expires_at = static_cast<int64_t>(s->summary.expires_at) + 1;
   spec.session = {s->id, s->summary.created_at, s->summary.expires_at, client};
+  if (egress) {
+    spec.egress = true;
+    spec.env.insert(spec.env.end(), EgressEnvironment().begin(), EgressEnvironment().end());
+  }
   auto prepared = co_await executor_.Prepare(spec);
   if (!prepared.ok()) co_return PrepareFailure(prepared.status());
   s->sandbox = std::move(prepared).value();
+  if (egress) {
+    auto started = co_await StartEgress(*s->sandbox, *egress, config_.egress_hosts);
+    if (!started.ok()) {
+      spdlog::error("egress for session {}: {}", ShortId(s->id), started.status().message());
+      co_await s->sandbox->Destroy();
+      co_return ApiError{
+          503, "The session's network could not be set up: " + started.status().message()};
+    }
+    s->egress = std::move(started).value();
+  }
   if (!files.empty()) {
     Status staged = co_await StageFiles(*s, files);
     if (!staged.ok()) {
@@ -218,7 +234,31 @@ asio::awaitable<void> SessionManager::End(SessionPtr s) {
   if (s->busy) s->sandbox->Kill();  // the call in flight ends now, with EndedDuringCall
   while (s->busy) co_await s->idle.Wait();
   s->idle.Notify();  // callers waiting for their turn see `ended`
+  StopEgress(*s);
   co_await s->sandbox->Destroy();
+}
+
+void SessionManager::StopEgress(Session& s) {
+  if (!s.egress) return;
+  s.egress->Stop();
+  const EgressReport report = s.egress->proxy->report();
+  spdlog::info("session {} egress: {} destination(s) reached, {} connection(s) refused",
+               ShortId(s.id), report.reached.size(), report.refused_count);
+  s.egress.reset();
+}
+
+asio::awaitable<std::optional<ApiError>> SessionManager::SetNetwork(const std::string& id,
+                                                                    const std::string& client,
+                                                                    EgressPolicy policy) {
+  SessionPtr s = co_await Find(id, client);
+  if (!s) co_return NotFound(id);
+  if (!s->egress) {
+    co_return ApiError{409, "session '" + id +
+                                "' was created without a network (this server allows none: "
+                                "EGRESS_ALLOW_MAX), so its policy cannot change"};
+  }
+  s->egress->proxy->SetPolicy(std::move(policy));
+  co_return std::nullopt;
 }
 
 void SessionManager::RememberEnded(const Session& s) {
@@ -234,6 +274,7 @@ asio::awaitable<void> SessionManager::Leave(SessionPtr s) {
   s->expiry.cancel();
   while (s->busy) co_await s->idle.Wait();  // the call in flight gets its answer
   s->idle.Notify();
+  StopEgress(*s);  // the proxy is this replica's: the sandbox left behind has no way out
 }
 
 asio::awaitable<bool> SessionManager::Exists(const std::string& id, const std::string& client) {

@@ -21,6 +21,7 @@
 #include "daemon/files/file_store.h"
 #include "daemon/service/async_event.h"
 #include "daemon/service/execution_service.h"
+#include "daemon/service/sandbox_egress.h"
 
 namespace ci::daemon {
 
@@ -62,9 +63,16 @@ class SessionManager {
 
   // Every call names the session's `client` (HttpExchange::client): another client's session is
   // one that does not exist.
-  asio::awaitable<std::variant<SessionSummary, ApiError>> Create(std::vector<StagedFile> files,
-                                                                 int64_t ttl_seconds,
-                                                                 const std::string& client);
+  // `egress`: the session's programs reach the daemon's proxy with that policy (docs/egress.md;
+  // one without rules refuses everything until SetNetwork); none: no network at all.
+  asio::awaitable<std::variant<SessionSummary, ApiError>> Create(
+      std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client,
+      std::optional<EgressPolicy> egress = std::nullopt);
+  // The session's egress policy from now on (E2B's updateNetwork); 409 for a session made
+  // without a proxy.
+  asio::awaitable<std::optional<ApiError>> SetNetwork(const std::string& id,
+                                                      const std::string& client,
+                                                      EgressPolicy policy);
   // The client's session `id` exists (here, or in the backend for any replica): a stream checks
   // before it starts, so an unknown session is a 404 and not an error event.
   asio::awaitable<bool> Exists(const std::string& id, const std::string& client);
@@ -121,6 +129,7 @@ class SessionManager {
     bool busy = false;
     bool ended = false;  // deleted or expired
     bool interpreter_started = false;
+    std::optional<SandboxEgress> egress;     // its proxy, for its whole life
     std::map<std::string, KnownFile> known;  // workspace files as last seen (outputs by change)
   };
   using SessionPtr = std::shared_ptr<Session>;
@@ -132,8 +141,11 @@ class SessionManager {
   asio::awaitable<SessionPtr> Acquire(const std::string& id, const std::string& client);
   void Release(const SessionPtr& s);
   asio::awaitable<std::variant<SessionSummary, ApiError>> CreateSandbox(
-      std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client);
+      std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client,
+      std::optional<EgressPolicy> egress);
   asio::awaitable<void> End(SessionPtr s);
+  // Its proxy closes, what it reached is logged.
+  void StopEgress(Session& s);
   // Stops serving it here, its sandbox left running (shutdown, when sessions outlive us).
   asio::awaitable<void> Leave(SessionPtr s);
   asio::awaitable<void> ExpireAt(SessionPtr s);
