@@ -7,6 +7,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -112,6 +114,11 @@ EgressCa::~EgressCa() {
 Result<std::shared_ptr<boost::asio::ssl::context>> EgressCa::ServerContext(
     const std::string& host) {
   namespace ssl = boost::asio::ssl;
+  // A name only: the SAN is written in OpenSSL's configuration syntax, where ',' adds another.
+  const bool name = !host.empty() && std::all_of(host.begin(), host.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_';
+  });
+  if (!name) return Status::Error("egress CA: not a host name: " + host);
   const auto now = std::chrono::system_clock::now();
   std::lock_guard lock(mu_);
   if (auto it = leaves_.find(host); it != leaves_.end() && it->second.renew > now) {
