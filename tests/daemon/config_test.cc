@@ -1,7 +1,9 @@
 #include "daemon/config/config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <map>
 #include <tuple>
 
@@ -47,6 +49,45 @@ TEST(Config, TheConnectionCapKeepsDescriptorsForSandboxes) {
   c = Load({{"MAX_CONNECTIONS", "50"}});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->max_connections, 50u);
+}
+
+// A file of the test's own, removed at the end.
+struct ConfigTempFile {
+  std::string path;
+  explicit ConfigTempFile(const std::string& text) {
+    char name[] = "/tmp/config_test_XXXXXX";
+    const int fd = ::mkstemp(name);
+    path = name;
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    (void)n;
+    ::close(fd);
+  }
+  ~ConfigTempFile() { ::unlink(path.c_str()); }
+};
+
+TEST(Config, EgressSecretsSettingsAreCheckedAtStartup) {
+  ConfigTempFile secrets("# the index\npypi.test:8080 Authorization: Bearer sk-startup-1\n");
+  ConfigTempFile bad_secrets("pypi.test Authorization: Bearer sk-startup-1\n10.0.0.0/8 X: y\n");
+  ConfigTempFile not_pem("not a certificate\n");
+  auto c = Load({{"EGRESS_SECRETS_FILE", secrets.path},
+                 {"EGRESS_TLS_INTERCEPT", "pypi.test, *.example.com:443"}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->egress_secrets_file, secrets.path);
+  ASSERT_EQ(c->egress_tls_intercept.size(), 2u);
+  EXPECT_EQ(c->egress_tls_intercept[1].ToString(), "*.example.com:443");
+  for (auto [name, value, says] :
+       std::initializer_list<std::tuple<const char*, std::string, const char*>>{
+           {"EGRESS_SECRETS_FILE", "/nonexistent/secrets", "EGRESS_SECRETS_FILE: cannot open"},
+           {"EGRESS_SECRETS_FILE", bad_secrets.path, "line 2"},
+           {"EGRESS_TLS_INTERCEPT", "10.0.0.0/8", "not addresses"},
+           {"EGRESS_TLS_INTERCEPT", "*", "EGRESS_TLS_INTERCEPT"},
+           {"EGRESS_UPSTREAM_CA_FILE", "/nonexistent/ca.pem", "EGRESS_UPSTREAM_CA_FILE"},
+           {"EGRESS_UPSTREAM_CA_FILE", not_pem.path, "no PEM certificate"}}) {
+    auto bad = Load({{name, value}});
+    ASSERT_FALSE(bad.ok()) << name << "=" << value;
+    EXPECT_NE(bad.status().message().find(says), std::string::npos) << bad.status().message();
+    EXPECT_EQ(bad.status().message().find("sk-startup"), std::string::npos);
+  }
 }
 
 TEST(Config, EgressPoliciesAreCheckedAtStartup) {

@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "core/env_reader.h"
+#include "daemon/egress/egress_interception.h"
+#include "daemon/egress/egress_secrets.h"
 
 namespace ci::daemon {
 
@@ -77,6 +79,37 @@ Result<std::vector<std::string>> ParseWarmImports(std::string_view text) {
   }
   return out;
 }
+
+namespace {
+
+// EGRESS_SECRETS_FILE (read and parsed now: errors name the line, never a value),
+// EGRESS_TLS_INTERCEPT (domains and wildcards) and EGRESS_UPSTREAM_CA_FILE (a PEM file).
+Status CheckEgressSecretsSettings(Config& c, std::string_view intercept) {
+  if (!c.egress_secrets_file.empty()) {
+    auto secrets = EgressSecrets::Open(c.egress_secrets_file);
+    if (!secrets.ok()) {
+      return Status::Error("invalid environment variable EGRESS_SECRETS_FILE: " +
+                           secrets.status().message());
+    }
+  }
+  auto rules = ParseEgressRules(intercept, "invalid environment variable EGRESS_TLS_INTERCEPT");
+  if (!rules.ok()) return rules.status();
+  for (const EgressRule& r : rules.value()) {
+    if (r.kind == EgressRule::Kind::kCidr) {
+      return Status::Error("invalid environment variable EGRESS_TLS_INTERCEPT: '" + r.ToString() +
+                           "': interception is for domains and *.wildcards, not addresses");
+    }
+  }
+  c.egress_tls_intercept = std::move(rules).value();
+  if (!c.egress_upstream_ca_file.empty()) {
+    if (Status s = CheckCaFile(c.egress_upstream_ca_file); !s.ok()) {
+      return Status::Error("invalid environment variable EGRESS_UPSTREAM_CA_FILE: " + s.message());
+    }
+  }
+  return Status();
+}
+
+}  // namespace
 
 Result<Config> LoadConfig(const EnvLookup& getenv) {
   Config c;
@@ -172,6 +205,11 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   auto hosts = ParseEgressHosts(egress_hosts);
   if (!hosts.ok()) return hosts.status();
   c.egress_hosts = std::move(hosts).value();
+  std::string intercept;
+  env.String("EGRESS_SECRETS_FILE", c.egress_secrets_file, /*allow_empty=*/true);
+  env.String("EGRESS_TLS_INTERCEPT", intercept, /*allow_empty=*/true);
+  env.String("EGRESS_UPSTREAM_CA_FILE", c.egress_upstream_ca_file, /*allow_empty=*/true);
+  if (Status s = CheckEgressSecretsSettings(c, intercept); !s.ok()) return s;
   auto modules = ParseWarmImports(warm_imports);
   if (!modules.ok()) return modules.status();
   c.warm_imports = std::move(modules).value();

@@ -89,6 +89,12 @@ struct Config {
   EgressPolicy egress_default;
   EgressPolicy egress_max;
   std::map<std::string, std::vector<boost::asio::ip::address>> egress_hosts;
+  // Secrets the proxies add per destination (EGRESS_SECRETS_FILE, checked here, re-read when it
+  // changes), the domains whose TLS they intercept to add them in tunnels (EGRESS_TLS_INTERCEPT),
+  // CAs trusted for those upstream servers besides the system's (EGRESS_UPSTREAM_CA_FILE).
+  std::string egress_secrets_file;
+  std::vector<EgressRule> egress_tls_intercept;
+  std::string egress_upstream_ca_file;
 };
 
 Result<Config> LoadConfig(const EnvLookup& getenv);

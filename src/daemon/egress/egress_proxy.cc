@@ -1,5 +1,7 @@
 #include "daemon/egress/egress_proxy.h"
 
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,12 +10,20 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <charconv>
+#include <optional>
 
+#include "core/tls_peer.h"
+#include "daemon/egress/chunked_decoder.h"
+#include "daemon/egress/egress_interception.h"
+#include "daemon/egress/egress_secrets.h"
+#include "daemon/egress/prefixed_stream.h"
+#include "daemon/egress/secret_redactor.h"
 #include "daemon/egress/tls_client_hello.h"
 
 namespace ci::daemon {
@@ -124,7 +134,194 @@ bool HopByHop(std::string_view name) {
   return false;
 }
 
+struct Refusal {
+  int status = 0;
+  std::string reason;
+};
+
+// What the proxy sends instead of an answer: a plain-text reason.
+std::string RefusalText(int status, const std::string& reason) {
+  const char* text = status == 403   ? "Forbidden"
+                     : status == 400 ? "Bad Request"
+                     : status == 431 ? "Request Header Fields Too Large"
+                     : status == 501 ? "Not Implemented"
+                     : status == 502 ? "Bad Gateway"
+                                     : "Service Unavailable";
+  std::string body = "code-interpreter egress: " + reason + "\n";
+  return "HTTP/1.1 " + std::to_string(status) + " " + text +
+         "\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: " +
+         std::to_string(body.size()) + "\r\nconnection: close\r\n\r\n" + body;
+}
+
+// The checks of a request to `host`:`port` whatever carried it: its Host header, if sent, names
+// the destination; its body has a Content-Length or none. Sets the body's length.
+std::optional<Refusal> CheckRequest(const Head& head, const std::string& host, uint16_t port,
+                                    uint16_t default_port, uint64_t* body) {
+  if (const std::string* value = head.Find("host")) {
+    std::string h;
+    uint16_t p = 0;
+    if (!ParseAuthority(*value, default_port, &h, &p) || h != host || p != port) {
+      return Refusal{400, "the Host header is not the URL's host"};
+    }
+  }
+  if (head.Find("transfer-encoding") != nullptr) {
+    return Refusal{501, "chunked request bodies are not proxied"};
+  }
+  *body = 0;
+  if (const std::string* length = head.Find("content-length")) {
+    auto [p, ec] = std::from_chars(length->data(), length->data() + length->size(), *body);
+    if (ec != std::errc() || p != length->data() + length->size()) {
+      return Refusal{400, "bad Content-Length"};
+    }
+  }
+  return std::nullopt;
+}
+
+// The request as it leaves, in origin form: without hop-by-hop and Proxy-* headers; with
+// secrets, each replaces a client header of its name, and the answer is asked for without
+// compression (the redactor reads plain bytes).
+std::string OutgoingHead(const Head& head, std::string_view path, std::string_view authority,
+                         const std::vector<EgressSecret>& secrets) {
+  std::string out = head.method + " " + std::string(path) + " HTTP/1.1\r\n";
+  for (const auto& [k, v] : head.headers) {
+    if (HopByHop(k) || k == "host") continue;
+    bool replaced = !secrets.empty() && k == "accept-encoding";
+    for (const EgressSecret& s : secrets) replaced = replaced || Lowered(s.header) == k;
+    if (!replaced) out += k + ": " + v + "\r\n";
+  }
+  for (const EgressSecret& s : secrets) out += s.header + ": " + s.value + "\r\n";
+  if (!secrets.empty()) out += "accept-encoding: identity\r\n";
+  out += "host: " + std::string(authority) + "\r\nconnection: close\r\n\r\n";
+  return out;
+}
+
+// An answer's head (up to its blank line) for a sandbox that must not see secrets: an interim
+// (1xx) one passes; a compressed body is refused (the redactor could not see into it); a chunked
+// one loses its framing (decoded here, ended by the connection's close).
+struct AnswerHead {
+  bool interim = false;
+  bool chunked = false;
+  std::string text;  // as passed on
+  std::string problem;
+};
+
+AnswerHead ReadAnswerHead(std::string_view raw) {
+  AnswerHead out;
+  const size_t eol = raw.find("\r\n");
+  std::string_view status_line = raw.substr(0, eol);
+  out.interim =
+      status_line.size() > 9 && status_line.starts_with("HTTP/1.") && status_line[9] == '1';
+  out.text = std::string(status_line) + "\r\n";
+  bool connection = false;
+  for (size_t pos = eol + 2; pos < raw.size();) {
+    size_t end = raw.find("\r\n", pos);
+    if (end == std::string_view::npos) end = raw.size();
+    std::string_view field = raw.substr(pos, end - pos);
+    pos = end + 2;
+    if (field.empty()) break;
+    const size_t colon = field.find(':');
+    const std::string name = Lowered(field.substr(0, colon));
+    std::string value = colon == std::string_view::npos ? "" : Lowered(field.substr(colon + 1));
+    value.erase(0, value.find_first_not_of(" \t"));
+    if (name == "content-encoding" && !value.starts_with("identity")) {
+      // Not quoted: what the server sent might be a secret.
+      out.problem = "the answer is compressed, so the secrets in it could not be masked";
+    }
+    if (name == "transfer-encoding") {
+      out.chunked = value.find("chunked") != std::string::npos;
+      if (!out.chunked) out.problem = "the answer's transfer encoding is not chunked";
+      continue;
+    }
+    if (out.chunked && name == "content-length") continue;
+    connection = connection || name == "connection";
+    out.text.append(field).append("\r\n");
+  }
+  if (out.chunked && !connection) out.text += "connection: close\r\n";
+  out.text += "\r\n";
+  return out;
+}
+
+// Sends one request (its head, then exactly its body's bytes) and passes the answer back to its
+// end, every value in `values` masked; the reason when the answer could not be passed safely
+// (then nothing of it was sent). Counts what crossed into `counts`.
+template <typename Client, typename Upstream>
+asio::awaitable<std::string> Exchange(Client& client, Upstream& upstream, std::string head,
+                                      std::string buffered, uint64_t body_bytes,
+                                      std::vector<std::string> values, EgressDestination& counts) {
+  if (buffered.size() > body_bytes) buffered.resize(body_bytes);
+  head += buffered;
+  error_code ec;
+  co_await asio::async_write(upstream, asio::buffer(head), Ignore(ec));
+  if (ec) co_return std::string();
+  counts.bytes_out += head.size();
+  uint64_t left = body_bytes - buffered.size();
+  char chunk[16384];
+  while (left > 0) {
+    size_t n = co_await client.async_read_some(
+        asio::buffer(chunk, std::min<uint64_t>(left, sizeof chunk)), Ignore(ec));
+    if (ec) co_return std::string();
+    co_await asio::async_write(upstream, asio::buffer(chunk, n), Ignore(ec));
+    if (ec) co_return std::string();
+    left -= n;
+    counts.bytes_out += n;
+  }
+  SecretRedactor redactor(std::move(values));
+  std::string pending;  // the answer's bytes before the end of its final head
+  bool in_body = redactor.empty();
+  std::optional<ChunkedDecoder> chunked;
+  // Body bytes passed on (decoded, masked) into `out`; false once the body has ended.
+  auto body = [&](std::string_view bytes, std::string* out) {
+    if (!chunked) {
+      *out += redactor.Feed(bytes);
+      return true;
+    }
+    std::string plain;
+    const bool ok = chunked->Feed(bytes, &plain);
+    *out += redactor.Feed(plain);
+    return ok && !chunked->done();
+  };
+  bool more = true;
+  while (more) {
+    size_t n = co_await upstream.async_read_some(asio::buffer(chunk), Ignore(ec));
+    if (ec) break;
+    counts.bytes_in += n;
+    std::string out;
+    if (in_body) {
+      more = body(std::string_view(chunk, n), &out);
+    } else {
+      pending.append(chunk, n);
+      // Interim (1xx) heads pass; the final one starts the body.
+      for (size_t end = pending.find("\r\n\r\n"); !in_body && end != std::string::npos;
+           end = pending.find("\r\n\r\n")) {
+        AnswerHead answer = ReadAnswerHead(std::string_view(pending).substr(0, end + 4));
+        if (!answer.problem.empty()) co_return answer.problem;
+        out += redactor.Feed(answer.text);
+        pending.erase(0, end + 4);
+        if (!answer.interim) {
+          in_body = true;
+          if (answer.chunked) chunked.emplace();
+        }
+      }
+      if (!in_body && pending.size() > 64 * 1024) co_return "the answer's head is over 64 KiB";
+      if (in_body) more = body(pending, &out);
+      if (in_body) pending.clear();
+    }
+    co_await asio::async_write(client, asio::buffer(out), Ignore(ec));
+    if (ec) co_return std::string();
+  }
+  const std::string last = redactor.Finish();
+  co_await asio::async_write(client, asio::buffer(last), Ignore(ec));
+  co_return std::string();
+}
+
 }  // namespace
+
+struct EgressProxy::Request {
+  Head head;
+  std::string path;       // origin form, as it goes out
+  std::string authority;  // the Host header it goes out with
+  uint64_t body = 0;      // bytes (Content-Length)
+};
 
 EgressProxy::EgressProxy(asio::any_io_executor ex, EgressProxyOptions options)
     : ex_(std::move(ex)), options_(std::move(options)) {}
@@ -201,29 +398,11 @@ asio::awaitable<void> EgressProxy::Serve(Stream client) {
       !ParseAuthority(authority, 80, &target.host, &target.port)) {
     co_return co_await Refuse(client, target, 400, "bad URL authority");
   }
-  if (const std::string* host = head.Find("host")) {
-    std::string h;
-    uint16_t p = 0;
-    if (!ParseAuthority(*host, 80, &h, &p) || h != target.host || p != target.port) {
-      co_return co_await Refuse(client, target, 400, "the Host header is not the URL's host");
-    }
+  Request request{std::move(head), std::move(path), std::string(authority)};
+  if (auto refusal = CheckRequest(request.head, target.host, target.port, 80, &request.body)) {
+    co_return co_await Refuse(client, target, refusal->status, refusal->reason);
   }
-  if (head.Find("transfer-encoding") != nullptr) {
-    co_return co_await Refuse(client, target, 501, "chunked request bodies are not proxied");
-  }
-  uint64_t body = 0;
-  if (const std::string* length = head.Find("content-length")) {
-    auto [p, ec] = std::from_chars(length->data(), length->data() + length->size(), body);
-    if (ec != std::errc() || p != length->data() + length->size()) {
-      co_return co_await Refuse(client, target, 400, "bad Content-Length");
-    }
-  }
-  std::string out = head.method + " " + path + " HTTP/1.1\r\n";
-  for (const auto& [k, v] : head.headers) {
-    if (!HopByHop(k) && k != "host") out += k + ": " + v + "\r\n";
-  }
-  out += "host: " + std::string(authority) + "\r\nconnection: close\r\n\r\n";
-  co_await Forward(client, std::move(target), std::move(out), std::move(rest), body);
+  co_await Forward(client, std::move(target), std::move(request), std::move(rest));
 }
 
 asio::awaitable<std::vector<asio::ip::address>> EgressProxy::Resolve(const Target& target,
@@ -314,6 +493,21 @@ asio::awaitable<void> EgressProxy::Tunnel(Stream& client, Target target, std::st
   } else if (hello.server_name && Lowered(*hello.server_name) != target.host) {
     refused = "the ClientHello names " + *hello.server_name + ", the CONNECT " + target.host;
   }
+  if (refused.empty() && options_.interception &&
+      options_.interception->Intercepts(target.host, target.port)) {
+    co_return co_await Intercept(client, std::move(target), std::move(addresses),
+                                 std::move(buffered));
+  }
+  const std::pair<std::string, uint16_t> destination(target.host, target.port);
+  if (refused.empty() && options_.secrets && !secrets_not_added_.contains(destination) &&
+      !options_.secrets->For(target.host, target.port).empty()) {
+    // Never sent through a tunnel the proxy cannot read: the operator learns why.
+    secrets_not_added_.insert(destination);
+    spdlog::info(
+        "egress: the secrets for {}:{} are not added: its tunnels are not intercepted (it is not "
+        "in EGRESS_TLS_INTERCEPT)",
+        target.host, target.port);
+  }
   Stream upstream(ex_);
   Tracked tracked(sockets_, upstream);
   if (refused.empty() && !(co_await Connect(upstream, addresses, target.port))) {
@@ -331,8 +525,8 @@ asio::awaitable<void> EgressProxy::Tunnel(Stream& client, Target target, std::st
   co_await Splice(client, upstream, counts);
 }
 
-asio::awaitable<void> EgressProxy::Forward(Stream& client, Target target, std::string head,
-                                           std::string buffered, uint64_t body_bytes) {
+asio::awaitable<void> EgressProxy::Forward(Stream& client, Target target, Request request,
+                                           std::string buffered) {
   std::string why;
   auto addresses = co_await Resolve(target, &why);
   if (addresses.empty()) co_return co_await Refuse(client, target, 403, why);
@@ -341,33 +535,120 @@ asio::awaitable<void> EgressProxy::Forward(Stream& client, Target target, std::s
   if (!(co_await Connect(upstream, addresses, target.port))) {
     co_return co_await Refuse(client, target, 502, "could not connect to " + target.host);
   }
+  std::vector<EgressSecret> secrets;
+  if (options_.secrets) secrets = options_.secrets->For(target.host, target.port);
+  std::vector<std::string> values;
+  for (const EgressSecret& s : secrets) values.push_back(s.value);
+  std::string head = OutgoingHead(request.head, request.path, request.authority, secrets);
   EgressDestination& counts = Reached(target);
-  // The head, then exactly the body's bytes: what follows it on this connection is not sent.
-  if (buffered.size() > body_bytes) buffered.resize(body_bytes);
-  head += buffered;
+  std::string problem = co_await Exchange(client, upstream, std::move(head), std::move(buffered),
+                                          request.body, std::move(values), counts);
+  if (!problem.empty()) co_return co_await Refuse(client, target, 502, std::move(problem));
   error_code ec;
-  co_await asio::async_write(upstream, asio::buffer(head), Ignore(ec));
-  if (ec) co_return;
-  counts.bytes_out += head.size();
-  uint64_t left = body_bytes - buffered.size();
-  char chunk[16384];
-  while (left > 0) {
-    size_t n = co_await client.async_read_some(
-        asio::buffer(chunk, std::min<uint64_t>(left, sizeof chunk)), Ignore(ec));
-    if (ec) co_return;
-    co_await asio::async_write(upstream, asio::buffer(chunk, n), Ignore(ec));
-    if (ec) co_return;
-    left -= n;
-    counts.bytes_out += n;
+  client.shutdown(Stream::shutdown_both, ec);
+}
+
+asio::awaitable<void> EgressProxy::Intercept(Stream& client, Target target,
+                                             std::vector<asio::ip::address> addresses,
+                                             std::string buffered) {
+  namespace ssl = asio::ssl;
+  auto leaf = options_.interception->ca().ServerContext(target.host);
+  if (!leaf.ok()) {
+    NoteRefusal(target, leaf.status().message());
+    client.close();
+    co_return;
   }
-  // The answer, to its end (the request asked the server to close).
-  while (true) {
-    size_t n = co_await upstream.async_read_some(asio::buffer(chunk), Ignore(ec));
-    if (ec) break;
-    counts.bytes_in += n;
-    co_await asio::async_write(client, asio::buffer(chunk, n), Ignore(ec));
-    if (ec) break;
+  std::shared_ptr<ssl::context> leaf_context = std::move(leaf).value();
+  // The ClientHello already read goes to OpenSSL first.
+  ssl::stream<PrefixedStream<Stream>> tls(PrefixedStream<Stream>(client, std::move(buffered)),
+                                          *leaf_context);
+  error_code ec;
+  asio::steady_timer deadline(ex_, options_.connect_timeout);
+  deadline.async_wait([&](error_code e) {
+    if (!e) client.close();
+  });
+  co_await tls.async_handshake(ssl::stream_base::server, Ignore(ec));
+  deadline.cancel();
+  if (ec) {
+    NoteRefusal(target, "the sandbox's TLS handshake with the proxy failed (" + ec.message() +
+                            "); does it trust the daemon's CA?");
+    client.close();
+    co_return;
   }
+  // One request's head, decrypted.
+  std::string got;
+  size_t end = std::string::npos;
+  while (end == std::string::npos && got.size() <= kMaxHead) {
+    char chunk[4096];
+    size_t n = co_await tls.async_read_some(asio::buffer(chunk), Ignore(ec));
+    if (ec) co_return;
+    got.append(chunk, n);
+    end = got.find("\r\n\r\n");
+  }
+  std::optional<Refusal> refusal;
+  Head head;
+  uint64_t body = 0;
+  if (end == std::string::npos || end > kMaxHead) {
+    refusal = Refusal{431, "head too large"};
+  } else if (!ParseHead(std::string_view(got).substr(0, end), &head) || head.method == "CONNECT") {
+    refusal = Refusal{400, "not an HTTP/1 request"};
+  } else if (!head.target.starts_with('/')) {
+    refusal = Refusal{400, "a request in an intercepted tunnel is in origin form (/path)"};
+  } else {
+    refusal = CheckRequest(head, target.host, target.port, 443, &body);
+  }
+  ssl::stream<Stream> upstream(ex_, options_.interception->upstream());
+  Tracked tracked(sockets_, upstream.next_layer());
+  if (!refusal) {
+    const bool connected = co_await Connect(upstream.next_layer(), addresses, target.port);
+    if (!connected) refusal = Refusal{502, "could not connect to " + target.host};
+  }
+  if (!refusal && !SetTlsPeer(upstream.native_handle(), target.host, /*verify=*/true)) {
+    refusal = Refusal{502, "OpenSSL refuses the name " + target.host};
+  }
+  if (!refusal) {
+    asio::steady_timer handshake_deadline(ex_, options_.connect_timeout);
+    handshake_deadline.async_wait([&](error_code e) {
+      if (!e) upstream.next_layer().close();
+    });
+    co_await upstream.async_handshake(ssl::stream_base::client, Ignore(ec));
+    handshake_deadline.cancel();
+    const long verified = SSL_get_verify_result(upstream.native_handle());
+    if (verified != X509_V_OK) {
+      refusal = Refusal{502, "the certificate of " + target.host + " does not verify (" +
+                                 X509_verify_cert_error_string(verified) + ")"};
+    } else if (ec) {
+      refusal =
+          Refusal{502, "the TLS handshake with " + target.host + " failed (" + ec.message() + ")"};
+    }
+  }
+  std::string problem;
+  if (!refusal) {
+    std::vector<EgressSecret> secrets;
+    if (options_.secrets) secrets = options_.secrets->For(target.host, target.port);
+    std::vector<std::string> values;
+    for (const EgressSecret& s : secrets) values.push_back(s.value);
+    const std::string authority =
+        target.port == 443 ? target.host : target.host + ":" + std::to_string(target.port);
+    std::string out = OutgoingHead(head, head.target, authority, secrets);
+    std::string rest = got.substr(end + 4);
+    EgressDestination& counts = Reached(target);
+    problem = co_await Exchange(tls, upstream, std::move(out), std::move(rest), body,
+                                std::move(values), counts);
+  }
+  if (!problem.empty()) refusal = Refusal{502, std::move(problem)};
+  if (refusal) {
+    NoteRefusal(target, refusal->reason);
+    std::string text = RefusalText(refusal->status, refusal->reason);
+    co_await asio::async_write(tls, asio::buffer(text), Ignore(ec));
+  }
+  // close_notify to the sandbox, waiting a bounded time for its own.
+  asio::steady_timer closing(ex_, options_.connect_timeout);
+  closing.async_wait([&](error_code e) {
+    if (!e) client.close();
+  });
+  co_await tls.async_shutdown(Ignore(ec));
+  closing.cancel();
   client.shutdown(Stream::shutdown_both, ec);
 }
 
@@ -402,16 +683,7 @@ asio::awaitable<void> EgressProxy::Splice(Stream& client, Stream& upstream,
 asio::awaitable<void> EgressProxy::Refuse(Stream& client, const Target& target, int status,
                                           std::string reason) {
   NoteRefusal(target, reason);
-  const char* text = status == 403   ? "Forbidden"
-                     : status == 400 ? "Bad Request"
-                     : status == 431 ? "Request Header Fields Too Large"
-                     : status == 501 ? "Not Implemented"
-                     : status == 502 ? "Bad Gateway"
-                                     : "Service Unavailable";
-  std::string body = "code-interpreter egress: " + reason + "\n";
-  std::string response = "HTTP/1.1 " + std::to_string(status) + " " + text +
-                         "\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: " +
-                         std::to_string(body.size()) + "\r\nconnection: close\r\n\r\n" + body;
+  std::string response = RefusalText(status, reason);
   error_code ec;
   co_await asio::async_write(client, asio::buffer(response), Ignore(ec));
   client.shutdown(Stream::shutdown_both, ec);

@@ -23,6 +23,9 @@
 
 namespace ci::daemon {
 
+class EgressSecrets;       // egress_secrets.h
+class EgressInterception;  // egress_interception.h
+
 struct EgressDestination {
   std::string host;  // as the client named it
   uint16_t port = 0;
@@ -49,6 +52,12 @@ struct EgressProxyOptions {
   std::map<std::string, std::vector<boost::asio::ip::address>> hosts;
   size_t max_connections = 64;  // open at once; more are refused
   std::chrono::milliseconds connect_timeout{10000};
+  // Headers added on the way out per destination (EGRESS_SECRETS_FILE); null: none. One holder
+  // per daemon, shared by every sandbox's proxy.
+  std::shared_ptr<EgressSecrets> secrets;
+  // The daemon's CA and the domains whose tunnels are decrypted to add secrets
+  // (EGRESS_TLS_INTERCEPT); null: every tunnel stays opaque.
+  std::shared_ptr<EgressInterception> interception;
 };
 
 class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
@@ -71,10 +80,16 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
 
  private:
   struct Target;
+  struct Request;  // a plain-HTTP request's head, checked, with its body's length
   boost::asio::awaitable<void> Tunnel(InsideListener::Stream& client, Target target,
                                       std::string buffered);
   boost::asio::awaitable<void> Forward(InsideListener::Stream& client, Target target,
-                                       std::string head, std::string buffered, uint64_t body_bytes);
+                                       Request request, std::string buffered);
+  // A tunnel to a host of EGRESS_TLS_INTERCEPT, its ClientHello checked and in `buffered`: TLS
+  // ended here with the daemon CA's certificate, one request served as Forward serves it.
+  boost::asio::awaitable<void> Intercept(InsideListener::Stream& client, Target target,
+                                         std::vector<boost::asio::ip::address> addresses,
+                                         std::string buffered);
   // The checked addresses of the target, or a refusal's reason.
   boost::asio::awaitable<std::vector<boost::asio::ip::address>> Resolve(const Target& target,
                                                                         std::string* why);
@@ -96,6 +111,8 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   size_t open_ = 0;
   std::set<InsideListener::Stream*> sockets_;  // open ones, client and server sides
   bool closed_ = false;
+  // Destinations whose secrets were left out of an opaque tunnel, logged once each.
+  std::set<std::pair<std::string, uint16_t>> secrets_not_added_;
 };
 
 }  // namespace ci::daemon
