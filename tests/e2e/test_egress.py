@@ -9,6 +9,7 @@ import base64
 import hashlib
 import http.server
 import io
+import json
 import os
 import ssl
 import subprocess
@@ -48,6 +49,7 @@ class _Hello(http.server.BaseHTTPRequestHandler):
     a digest of what is posted."""
 
     protocol_version = "HTTP/1.1"
+    seen = []  # the headers /headers was asked with
 
     def do_GET(self):  # noqa: N802 (the stdlib's name)
         if self.path == "/simple/demo-pkg/":
@@ -56,6 +58,9 @@ class _Hello(http.server.BaseHTTPRequestHandler):
                         "text/html")
         elif self.path == f"/files/{WHEEL_NAME}":
             self.answer(WHEEL, "application/octet-stream")
+        elif self.path == "/headers":  # an echo: what a server that reflects them does
+            _Hello.seen.append(dict(self.headers))
+            self.answer("".join(f"{k}: {v}\n" for k, v in self.headers.items()).encode())
         elif self.path.startswith("/bytes/"):
             self.answer(_bulk(int(self.path[len("/bytes/"):])), "application/octet-stream")
         else:
@@ -90,6 +95,9 @@ def _serve(server):
 class EgressTest(E2ETestCase):
     """One daemon with an egress policy for the class (the pool's), on every backend."""
 
+    HTTP_SECRET = "s3cret-http-" + os.urandom(8).hex()
+    TLS_SECRET = "s3cret-tls-" + os.urandom(8).hex()
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="ci-egress-")
@@ -97,7 +105,7 @@ class EgressTest(E2ETestCase):
         key = os.path.join(cls.tmp, "key.pem")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                         "-keyout", key, "-out", cls.cert, "-subj", "/CN=tls.test",
-                        "-addext", "subjectAltName=DNS:tls.test"],
+                        "-addext", "subjectAltName=DNS:tls.test,DNS:secret.test"],
                        check=True, capture_output=True)
         cls.web = _serve(http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello))
         cls.tls = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
@@ -107,12 +115,21 @@ class EgressTest(E2ETestCase):
         _serve(cls.tls)
         cls.web_port = cls.web.server_address[1]
         cls.tls_port = cls.tls.server_address[1]
+        secrets = os.path.join(cls.tmp, "secrets")
+        with open(secrets, "w") as f:
+            f.write(f"# the proxy adds these; the sandbox never holds them\n"
+                    f"web.test Authorization: Bearer {cls.HTTP_SECRET}\n"
+                    f"secret.test X-Api-Key: {cls.TLS_SECRET}\n")
         cls.daemon_env = {
             # Loopback only at the two servers' ports: not the daemon's own.
-            "EGRESS_ALLOW": f"web.test, tls.test, metadata.test, 127.0.0.1/32:{cls.web_port}, "
-                            f"127.0.0.1/32:{cls.tls_port}",
-            "EGRESS_HOSTS": "web.test=127.0.0.1, tls.test=127.0.0.1, "
+            "EGRESS_ALLOW": f"web.test, tls.test, secret.test, metadata.test, "
+                            f"127.0.0.1/32:{cls.web_port}, 127.0.0.1/32:{cls.tls_port}",
+            "EGRESS_HOSTS": "web.test=127.0.0.1, tls.test=127.0.0.1, secret.test=127.0.0.1, "
                             "metadata.test=169.254.169.254",
+            "EGRESS_SECRETS_FILE": secrets,
+            # secret.test's tunnels are opened by the daemon's CA; tls.test's stay opaque.
+            "EGRESS_TLS_INTERCEPT": "secret.test",
+            "EGRESS_UPSTREAM_CA_FILE": cls.cert,
         }
         # The servers are the host's: a daemon in a container (--image) would not reach them.
         if not Config.image:
@@ -236,24 +253,21 @@ class EgressTest(E2ETestCase):
         self.assertEqual(res["stdout"], f"hello web.test:{self.web_port} /n\n", res)
 
     def test_pip_installs_from_an_allowed_https_index(self):
-        with open(self.cert) as f:
-            pem = f.read()
+        # An index behind an intercepted name: pip trusts it through PIP_CERT, no flag needed.
         res = self.run_code(
             "import subprocess, sys\n"
-            f"open('/tmp/ca.pem', 'w').write({pem!r})\n"
             "r = subprocess.run([sys.executable, '-m', 'pip', 'install', '--no-cache-dir',\n"
             "                    '--disable-pip-version-check', '--target', '/tmp/pkgs',\n"
-            "                    '--cert', '/tmp/ca.pem', '--index-url',\n"
-            f"                    'https://tls.test:{self.tls_port}/simple', 'demo-pkg'],\n"
-            "                   capture_output=True, text=True)\n"
+            f"                    '--index-url', 'https://secret.test:{self.tls_port}/simple',\n"
+            "                    'demo-pkg'], capture_output=True, text=True)\n"
             "print(r.returncode, r.stderr[-2000:])\n"
             "sys.path.insert(0, '/tmp/pkgs')\n"
             "import demo_pkg\n"
-            "print('VALUE', demo_pkg.VALUE)\n")
+            "print('VALUE', demo_pkg.VALUE)\n", timeout_ms=30000)
         self.assertTrue(res["stdout"].startswith("0 "), res)
         self.assertTrue(res["stdout"].endswith("VALUE 42\n"), res)
         [reached] = res["network"]["reached"]
-        self.assertEqual((reached["host"], reached["port"]), ("tls.test", self.tls_port))
+        self.assertEqual((reached["host"], reached["port"]), ("secret.test", self.tls_port))
 
     def test_large_transfers_arrive_whole(self):
         # Through the agent's relay this crosses its window (256 KiB) many times each way.
@@ -272,3 +286,95 @@ class EgressTest(E2ETestCase):
         [reached] = res["network"]["reached"]
         self.assertGreaterEqual(reached["bytes_in"], down)
         self.assertGreaterEqual(reached["bytes_out"], up)
+
+    def test_secrets_reach_the_server_and_never_the_sandbox(self):
+        _Hello.seen.clear()
+        res = self.run_code(
+            "import os, urllib.request\n"
+            f"req = urllib.request.Request('http://web.test:{self.web_port}/headers',\n"
+            "                             headers={'Authorization': 'Bearer mine'})\n"
+            "print(urllib.request.urlopen(req).read().decode())\n"
+            # Intercepted: the daemon's CA is trusted through SSL_CERT_FILE.
+            f"print(urllib.request.urlopen('https://secret.test:{self.tls_port}/headers')"
+            ".read().decode())\n"
+            "print(sorted(k for k in os.environ if 'CERT' in k or 'CA_' in k))\n"
+            "print(open(os.environ['SSL_CERT_FILE']).read().count('BEGIN CERTIFICATE') > 1)\n")
+        seen = {h.get("Authorization") or h.get("X-Api-Key") for h in _Hello.seen}
+        self.assertEqual(seen, {f"Bearer {self.HTTP_SECRET}", self.TLS_SECRET})
+        out = res["stdout"]
+        self.assertIn("Authorization: " + "*" * len("Bearer " + self.HTTP_SECRET), out)
+        self.assertIn("X-Api-Key: " + "*" * len(self.TLS_SECRET), out)
+        self.assertIn("['CURL_CA_BUNDLE', 'NODE_EXTRA_CA_CERTS', 'PIP_CERT', "
+                      "'REQUESTS_CA_BUNDLE', 'SSL_CERT_FILE']\nTrue\n", out)
+        # Nowhere in the answer (nor its files: the trust file is an input), nor the log.
+        for secret in (self.HTTP_SECRET, self.TLS_SECRET):
+            self.assertNotIn(secret, json.dumps(res))
+            self.assertNotIn(secret, self.daemon.log_since(0) if self.daemon else "")
+        self.assertEqual(res["files"], [], res)
+        reached = {(d["host"], d["port"]) for d in res["network"]["reached"]}
+        self.assertEqual(reached, {("web.test", self.web_port), ("secret.test", self.tls_port)})
+
+    def test_secrets_never_travel_in_an_opaque_tunnel(self):
+        # tls.test is not intercepted: its tunnel is the program's own TLS, secrets or not.
+        _Hello.seen.clear()
+        with open(self.cert) as f:
+            pem = f.read()
+        res = self.run_code(
+            "import ssl, urllib.request\n"
+            f"open('/tmp/ca.pem', 'w').write({pem!r})\n"
+            "ctx = ssl.create_default_context(cafile='/tmp/ca.pem')\n"
+            f"print(urllib.request.urlopen('https://tls.test:{self.tls_port}/headers', "
+            "context=ctx).read().decode())\n")
+        self.assertEqual(res["exit_code"], 0, res)
+        self.assertEqual(len(_Hello.seen), 1)
+        self.assertNotIn("X-Api-Key", _Hello.seen[0])
+        self.assertNotIn("Authorization", _Hello.seen[0])
+
+
+    def fetch_in_session(self, sid, *urls):
+        code = ("import urllib.request, urllib.error\n"
+                f"for url in {list(urls)!r}:\n"
+                "    try:\n"
+                "        print(urllib.request.urlopen(url, timeout=10).read().decode())\n"
+                "    except urllib.error.HTTPError as e:\n"
+                "        print(e.code)\n")
+        r = self.client.post_json(f"/v1/sessions/{sid}/execute", {"code": code,
+                                                                  "timeout_ms": 20000})
+        self.assertEqual(r.status, 200, r)
+        return r.json["stdout"].splitlines()
+
+    def test_a_session_reaches_what_its_network_allows(self):
+        web = f"http://web.test:{self.web_port}/s"
+        tls = f"http://tls.test:{self.tls_port}/s"  # plain HTTP to a TLS port: refused first
+        r = self.client.post_json("/v1/sessions", {"network": {
+            "allow_out": ["web.test", f"127.0.0.1/32:{self.web_port}"]}})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json["session_id"]
+        try:
+            self.assertEqual(self.fetch_in_session(sid, web, tls),
+                             [f"hello web.test:{self.web_port} /s", "403"])
+        finally:
+            self.assertEqual(self.client.delete(f"/v1/sessions/{sid}").status, 204)
+        r = self.client.post_json("/v1/sessions", {"network": {"allow_out": ["evil.org"]}})
+        self.assertEqual(r.status, 422, r)
+
+    def test_e2b_network_options_and_update(self):
+        web = f"http://web.test:{self.web_port}/e"
+        deny_all = {"denyOut": ["0.0.0.0/0"],
+                    "allowOut": ["web.test", f"127.0.0.1/32:{self.web_port}"]}
+        r = self.client.post_json("/sandboxes", {"templateID": "base", "network": deny_all})
+        self.assertEqual(r.status, 201, r)
+        sid = r.json["sandboxID"]
+        try:
+            self.assertEqual(self.fetch_in_session(sid, web), [f"hello web.test:{self.web_port} /e"])
+            # updateNetwork's body: the SDK puts allowOut and denyOut at the top level.
+            r = self.client.request("PUT", f"/sandboxes/{sid}/network",
+                                    body=json.dumps({"allow_internet_access": False}).encode(),
+                                    headers={"Content-Type": "application/json"})
+            self.assertEqual(r.status, 204, r)
+            self.assertEqual(self.fetch_in_session(sid, web), ["403"])
+        finally:
+            self.assertEqual(self.client.delete(f"/sandboxes/{sid}").status, 204)
+        r = self.client.post_json("/sandboxes", {"templateID": "base",
+                                                 "network": {"allowOut": ["evil.org"]}})
+        self.assertEqual(r.status, 400, r)

@@ -35,7 +35,7 @@ Daemon::Daemon(asio::io_context& io, const Config& config, Executor& executor, F
                    std::chrono::seconds(config.execution_queue_timeout_sec),
                    [this](const std::string& client) { return quotas_.For(client).model_calls; }),
       metrics_(config.max_concurrent_executions),
-      sessions_(io.get_executor(), config, executor, store, service_.spec(),
+      sessions_(io.get_executor(), config, executor, store, service_.spec(), service_.egress(),
                 [this](const std::string& client) { return quotas_.For(client).sessions; }),
       runner_(service_, &admission_),
       tools_(runner_, nullptr),

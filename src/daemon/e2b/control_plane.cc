@@ -109,7 +109,7 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
   const std::string& method = ex.head().method;
   const std::string& path = ex.head().path;
   std::string body;
-  if (method == "POST") {
+  if (method == "POST" || method == "PUT") {
     std::optional<std::string> read = co_await ReadJsonBody(ex, max_body_mb, ErrorBody);
     if (!read) co_return;
     body = std::move(*read);
@@ -217,9 +217,10 @@ boost::asio::awaitable<void> ControlPlane::UpdateNetwork(HttpExchange& ex, const
   if (!*egress) {
     co_return co_await ex.Respond(ErrorBody(409, "sandbox '" + id + "' has no network to change"));
   }
+  const std::string now = (*egress)->ToString();
   auto refused = co_await sessions_.SetNetwork(id, ex.client, std::move(**egress));
   if (refused) co_return co_await ex.Respond(FromApiError(*refused));
-  spdlog::info("e2b sandbox {}: network updated", ShortId(id));
+  spdlog::info("e2b sandbox {}: network now {}", ShortId(id), now);
   co_await ex.Respond(NoContent());
 }
 

@@ -96,7 +96,8 @@ ExecutionService::ExecutionService(const Config& config, Executor& executor, Fil
           spec.zygote_argv = PythonZygoteArgv(config_.warm_imports);
         }
         return spec;
-      }()) {}
+      }()),
+      egress_(MakeEgressShared(config, store.incoming_dir())) {}
 
 const SandboxSpec& ExecutionService::SpecFor(std::string_view language) const {
   return language == "python" ? python_spec_ : spec_;
@@ -142,6 +143,8 @@ std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteReques
   auto inputs = ResolveFiles(request.files, plan.program.entrypoint, client);
   if (auto* err = std::get_if<ApiError>(&inputs)) return *err;
   plan.inputs = std::move(std::get<std::vector<StagedFile>>(inputs));
+  // The trust file is an input: returned only if the program changed it.
+  if (!plan.egress.none()) AddEgressTo(egress_, nullptr, &plan.inputs);
   return plan;
 }
 
@@ -257,10 +260,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   for (int attempt = 0;; ++attempt) {
     SandboxSpec spec = SpecFor(plan.language);
     spec.client = plan.client;
-    if (!plan.egress.none()) {
-      spec.egress = true;
-      spec.env.insert(spec.env.end(), EgressEnvironment().begin(), EgressEnvironment().end());
-    }
+    if (!plan.egress.none()) AddEgressTo(egress_, &spec, nullptr);
     auto prepared = co_await Prepare(spec);
     t_prepared = Clock::now();
     if (!prepared.ok()) {
@@ -274,7 +274,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
     on_sandbox([raw] { raw->Kill(); });
     if (!plan.egress.none()) {
       if (egress.ok()) egress->Stop();  // the previous attempt's
-      egress = co_await StartEgress(*sandbox, plan.egress, config_.egress_hosts);
+      egress = co_await StartEgress(*sandbox, plan.egress, egress_);
       if (!egress.ok()) {
         spdlog::error("egress for a sandbox: {}", egress.status().message());
         co_await sandbox->Destroy();

@@ -18,6 +18,7 @@
 #include "daemon/service/async_event.h"
 #include "daemon/service/languages.h"
 #include "daemon/service/requests.h"
+#include "daemon/service/sandbox_egress.h"
 #include "daemon/service/warm_pool.h"
 
 namespace ci::daemon {
@@ -103,6 +104,8 @@ class ExecutionService {
   // sandboxes are the same (bash and javascript) share one pool of their summed size.
   std::vector<WarmPoolConfig> WarmPools() const;
   const Config& config() const { return config_; }
+  // What every sandbox's egress proxy shares (made once here, for sessions too).
+  const EgressShared& egress() const { return egress_; }
   // The sandbox every execution of this configuration gets.
   static SandboxSpec MakeSpec(const Config& config, std::string seccomp_profile_json);
 
@@ -128,6 +131,7 @@ class ExecutionService {
   const SandboxSpec python_spec_;
   std::set<Sandbox*> live_;
   size_t preparing_ = 0;  // Prepare calls in flight
+  const EgressShared egress_;
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec);
 };
 

@@ -1,8 +1,14 @@
 #include "daemon/service/sandbox_egress.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <fstream>
+
+#include "daemon/egress/egress_interception.h"
+#include "daemon/egress/egress_secrets.h"
 
 namespace ci::daemon {
 
@@ -19,6 +25,56 @@ const std::vector<std::string>& EgressEnvironment() {
                                     "npm_config_proxy=" + url, "npm_config_https_proxy=" + url};
   }();
   return env;
+}
+
+EgressShared MakeEgressShared(const Config& config, const std::string& dir) {
+  EgressShared out;
+  out.hosts = config.egress_hosts;
+  if (!config.egress_secrets_file.empty()) {
+    auto secrets = EgressSecrets::Open(config.egress_secrets_file);
+    if (!secrets.ok()) out.error = secrets.status().message();
+    if (secrets.ok()) out.secrets = std::move(secrets).value();
+  }
+  if (!config.egress_tls_intercept.empty()) {
+    auto made =
+        EgressInterception::Create(config.egress_tls_intercept, config.egress_upstream_ca_file);
+    Result<std::string> bundle = Status::Error("no CA");
+    if (made.ok()) bundle = (*made)->SandboxTrustBundle();
+    if (!bundle.ok()) out.error = (made.ok() ? bundle.status() : made.status()).message();
+    if (bundle.ok()) {
+      out.trust_file = dir + "/egress-trust.pem";
+      std::ofstream f(out.trust_file, std::ios::binary | std::ios::trunc);
+      f << *bundle;
+      f.close();
+      if (!f) out.error = "writing " + out.trust_file + " failed";
+      out.interception = std::move(made).value();
+    }
+  }
+  if (!out.error.empty()) spdlog::critical("egress: {}; sandboxes get no network", out.error);
+  return out;
+}
+
+std::vector<std::string> EgressTrustEnvironment(const std::string& cwd) {
+  const std::string path = cwd + "/" + std::string(kEgressTrustFile);
+  std::vector<std::string> env;
+  for (const char* name : {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT",
+                           "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO"}) {
+    env.push_back(std::string(name) + "=" + path);
+  }
+  return env;
+}
+
+void AddEgressTo(const EgressShared& shared, SandboxSpec* spec, std::vector<StagedFile>* files) {
+  if (spec != nullptr) {
+    spec->egress = true;
+    spec->env.insert(spec->env.end(), EgressEnvironment().begin(), EgressEnvironment().end());
+    if (!shared.trust_file.empty()) {
+      for (std::string& kv : EgressTrustEnvironment(spec->cwd)) spec->env.push_back(kv);
+    }
+  }
+  if (files != nullptr && !shared.trust_file.empty()) {
+    files->push_back({std::string(kEgressTrustFile), shared.trust_file});
+  }
 }
 
 Result<EgressPolicy> EgressFor(const std::optional<NetworkRequest>& network,
@@ -44,9 +100,9 @@ void SandboxEgress::Stop() {
   proxy->CloseAll();
 }
 
-asio::awaitable<Result<SandboxEgress>> StartEgress(
-    Sandbox& sandbox, const EgressPolicy& policy,
-    const std::map<std::string, std::vector<asio::ip::address>>& hosts) {
+asio::awaitable<Result<SandboxEgress>> StartEgress(Sandbox& sandbox, const EgressPolicy& policy,
+                                                   const EgressShared& shared) {
+  if (!shared.error.empty()) co_return Status::Error(shared.error);
   Result<std::shared_ptr<InsideListener>> listener = co_await sandbox.ListenInside(kEgressPort);
   if (!listener.ok()) co_return listener.status();
   auto ex = co_await asio::this_coro::executor;
@@ -54,7 +110,9 @@ asio::awaitable<Result<SandboxEgress>> StartEgress(
   out.listener = std::move(listener).value();
   EgressProxyOptions options;
   options.policy = policy;
-  options.hosts = hosts;
+  options.hosts = shared.hosts;
+  options.secrets = shared.secrets;
+  options.interception = shared.interception;
   out.proxy = std::make_shared<EgressProxy>(ex, std::move(options));
   // The accept loop holds the listener until Stop closes it.
   asio::co_spawn(

@@ -12,6 +12,7 @@
 
 #include "core/executor.h"
 #include "core/status.h"
+#include "daemon/config/config.h"
 #include "daemon/egress/egress_proxy.h"
 #include "daemon/service/requests.h"
 
@@ -22,6 +23,29 @@ inline constexpr uint16_t kEgressPort = 3128;
 
 // HTTP_PROXY and friends (curl, Python, pip, npm, Go), for a sandbox with a policy.
 const std::vector<std::string>& EgressEnvironment();
+
+// What every sandbox's proxy shares, made once per daemon from its configuration: the names
+// pinned by EGRESS_HOSTS, the operator's secrets (EGRESS_SECRETS_FILE) and the interception CA
+// (EGRESS_TLS_INTERCEPT) with the trust bundle sandboxes get for it.
+struct EgressShared {
+  std::map<std::string, std::vector<boost::asio::ip::address>> hosts;
+  std::shared_ptr<EgressSecrets> secrets;
+  std::shared_ptr<EgressInterception> interception;
+  // The PEM of the system's CAs and the daemon's, in a file of the daemon's (staged into each
+  // sandbox with a policy); empty without interception.
+  std::string trust_file;
+  std::string error;  // why the secrets or the CA are missing: sandboxes get no network
+};
+// `dir`: where the trust file is written (the file store's incoming directory).
+EgressShared MakeEgressShared(const Config& config, const std::string& dir);
+
+// Where a sandbox finds the trust file (staged into its workspace as an input, so never returned
+// as an output unless changed), and the variables that point its tools at it.
+inline constexpr std::string_view kEgressTrustFile = ".ci-egress-ca.pem";
+std::vector<std::string> EgressTrustEnvironment(const std::string& cwd);
+// What a sandbox with a policy gets: its environment (EgressEnvironment and, with interception,
+// the trust variables) into `spec`, the trust file into `files` (either may be null).
+void AddEgressTo(const EgressShared& shared, SandboxSpec* spec, std::vector<StagedFile>* files);
 
 // The policy of a request's `network` (its rules, each within `max`), or `fallback` without one.
 Result<EgressPolicy> EgressFor(const std::optional<NetworkRequest>& network,
@@ -34,8 +58,8 @@ struct SandboxEgress {
   void Stop();
 };
 
-boost::asio::awaitable<Result<SandboxEgress>> StartEgress(
-    Sandbox& sandbox, const EgressPolicy& policy,
-    const std::map<std::string, std::vector<boost::asio::ip::address>>& hosts);
+boost::asio::awaitable<Result<SandboxEgress>> StartEgress(Sandbox& sandbox,
+                                                          const EgressPolicy& policy,
+                                                          const EgressShared& shared);
 
 }  // namespace ci::daemon

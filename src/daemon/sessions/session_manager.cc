@@ -73,9 +73,11 @@ std::optional<uint64_t> HashFile(const std::string& path) {
 
 SessionManager::SessionManager(asio::any_io_executor ex, const Config& config, Executor& executor,
                                FileStore& store, const SandboxSpec& spec,
+                               const EgressShared& egress,
                                std::function<uint32_t(const std::string&)> share_of)
     : ex_(std::move(ex)),
       config_(config),
+      egress_shared_(egress),
       share_of_(std::move(share_of)),
       executor_(executor),
       store_(store),
@@ -150,15 +152,12 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   SandboxSpec spec = spec_;
   spec.session_expires_at = static_cast<int64_t>(s->summary.expires_at) + 1;
   spec.session = {s->id, s->summary.created_at, s->summary.expires_at, client};
-  if (egress) {
-    spec.egress = true;
-    spec.env.insert(spec.env.end(), EgressEnvironment().begin(), EgressEnvironment().end());
-  }
+  if (egress) AddEgressTo(egress_shared_, &spec, &files);
   auto prepared = co_await executor_.Prepare(spec);
   if (!prepared.ok()) co_return PrepareFailure(prepared.status());
   s->sandbox = std::move(prepared).value();
   if (egress) {
-    auto started = co_await StartEgress(*s->sandbox, *egress, config_.egress_hosts);
+    auto started = co_await StartEgress(*s->sandbox, *egress, egress_shared_);
     if (!started.ok()) {
       spdlog::error("egress for session {}: {}", ShortId(s->id), started.status().message());
       co_await s->sandbox->Destroy();

@@ -52,7 +52,7 @@ class SessionManager {
   // `share_of`: the sessions an API key may hold (key_quotas.h); empty: no share below
   // MAX_SESSIONS.
   SessionManager(asio::any_io_executor ex, const Config& config, Executor& executor,
-                 FileStore& store, const SandboxSpec& spec,
+                 FileStore& store, const SandboxSpec& spec, const EgressShared& egress,
                  std::function<uint32_t(const std::string&)> share_of = {});
 
   bool supported() const { return executor_.supports_sessions(); }
@@ -171,6 +171,7 @@ class SessionManager {
 
   asio::any_io_executor ex_;
   const Config& config_;
+  const EgressShared& egress_shared_;
   std::function<uint32_t(const std::string&)> share_of_;
   Executor& executor_;
   FileStore& store_;
