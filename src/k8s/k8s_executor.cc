@@ -109,7 +109,7 @@ class K8sExecutor final : public Executor {
       co_return StartFailure(running, "pod start");
     }
     spdlog::debug("pod {}: running in {} ms", pod.name, (Clock::now() - t0) / 1ms);
-    if (options.agent) co_return co_await AgentSandboxOn(pod, spec);
+    if (options.agent) co_return co_await AgentSandboxOn(pod, spec, options.session_token);
     last_start_failure_.clear();
     co_return SandboxOn(pod, spec, options.session_token);
   }
@@ -214,9 +214,9 @@ class K8sExecutor final : public Executor {
   // An execution pod whose PID 1 is the agent: its attach carries every step of the sandbox as
   // frames (container/agent_channel.h), and a pooled one holds its program started ahead, as
   // docker's agent containers do.
-  asio::awaitable<Result<std::unique_ptr<Sandbox>>> AgentSandboxOn(const PodRef& pod,
-                                                                   const SandboxSpec& spec) {
-    container::Container c = ContainerOn(pod, spec, "");
+  asio::awaitable<Result<std::unique_ptr<Sandbox>>> AgentSandboxOn(
+      const PodRef& pod, const SandboxSpec& spec, const std::string& session_token) {
+    container::Container c = ContainerOn(pod, spec, session_token);
     const std::string target = AttachRequestTarget(pod.namespace_, pod.name, pod.container);
     auto conn = co_await client_->Exec(target);
     Status failed = conn.status();

@@ -205,6 +205,11 @@ PodOptions PodOptionsFor(const K8sOptions& o, const SandboxSpec& spec, const Pod
     p.expires_at = spec.session_expires_at;
     p.active_deadline_sec = left;
     p.command = container::ContainerInitArgv(left);
+    // A session with egress needs the agent: it relays the proxy's connections (docs/egress.md).
+    if (o.agent && spec.egress) {
+      p.command = {o.agent_path, "--expires-at", std::to_string(spec.session_expires_at)};
+      p.agent = true;
+    }
   } else {
     // Made before its request is known (a warm pool's): the TTL bounds the wait and the run.
     p.kind = PodKind::kExecution;
