@@ -11,6 +11,7 @@ import http.server
 import io
 import json
 import os
+import re
 import ssl
 import subprocess
 import tempfile
@@ -213,6 +214,11 @@ class EgressTest(E2ETestCase):
                                      "udp OSError"], res["stdout"])
         self.assertEqual(res["network"]["reached"], [])
         self.assertEqual(res["network"]["refused_count"], 7, res["network"])
+        # /metrics counts them with every other sandbox's.
+        metrics = self.client.get("/metrics").body.decode()
+        refused = re.search(r'^code_interpreter_egress_connections_total\{outcome="refused"\} '
+                            r'(\d+)$', metrics, re.M)
+        self.assertGreaterEqual(int(refused.group(1)), 7, metrics)
 
     def test_a_tunnel_whose_tls_names_another_server_is_closed(self):
         res = self.run_code(

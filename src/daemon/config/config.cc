@@ -210,6 +210,8 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.String("EGRESS_TLS_INTERCEPT", intercept, /*allow_empty=*/true);
   env.String("EGRESS_UPSTREAM_CA_FILE", c.egress_upstream_ca_file, /*allow_empty=*/true);
   if (Status s = CheckEgressSecretsSettings(c, intercept); !s.ok()) return s;
+  env.Int("EGRESS_MAX_CONNECTIONS", c.egress_max_connections, 1, 4096);
+  env.Int("EGRESS_BANDWIDTH_KBPS", c.egress_bandwidth_kbps, 0, uint64_t{1} << 30);
   auto modules = ParseWarmImports(warm_imports);
   if (!modules.ok()) return modules.status();
   c.warm_imports = std::move(modules).value();

@@ -95,6 +95,10 @@ struct Config {
   std::string egress_secrets_file;
   std::vector<EgressRule> egress_tls_intercept;
   std::string egress_upstream_ca_file;
+  // Per sandbox: connections through its proxy at once (EGRESS_MAX_CONNECTIONS) and its
+  // bandwidth, both ways together (EGRESS_BANDWIDTH_KBPS, KiB/s; 0: unlimited).
+  uint32_t egress_max_connections = 64;
+  uint64_t egress_bandwidth_kbps = 0;
 };
 
 Result<Config> LoadConfig(const EnvLookup& getenv);

@@ -21,6 +21,7 @@
 #include "core/tls_peer.h"
 #include "daemon/egress/chunked_decoder.h"
 #include "daemon/egress/egress_interception.h"
+#include "daemon/egress/egress_pacer.h"
 #include "daemon/egress/egress_secrets.h"
 #include "daemon/egress/prefixed_stream.h"
 #include "daemon/egress/secret_redactor.h"
@@ -247,7 +248,8 @@ AnswerHead ReadAnswerHead(std::string_view raw) {
 template <typename Client, typename Upstream>
 asio::awaitable<std::string> Exchange(Client& client, Upstream& upstream, std::string head,
                                       std::string buffered, uint64_t body_bytes,
-                                      std::vector<std::string> values, EgressDestination& counts) {
+                                      std::vector<std::string> values, EgressDestination& counts,
+                                      EgressPacer* pacer) {
   if (buffered.size() > body_bytes) buffered.resize(body_bytes);
   head += buffered;
   error_code ec;
@@ -264,6 +266,7 @@ asio::awaitable<std::string> Exchange(Client& client, Upstream& upstream, std::s
     if (ec) co_return std::string();
     left -= n;
     counts.bytes_out += n;
+    if (pacer != nullptr) co_await pacer->Take(n);
   }
   SecretRedactor redactor(std::move(values));
   std::string pending;  // the answer's bytes before the end of its final head
@@ -285,6 +288,7 @@ asio::awaitable<std::string> Exchange(Client& client, Upstream& upstream, std::s
     size_t n = co_await upstream.async_read_some(asio::buffer(chunk), Ignore(ec));
     if (ec) break;
     counts.bytes_in += n;
+    if (pacer != nullptr) co_await pacer->Take(n);
     std::string out;
     if (in_body) {
       more = body(std::string_view(chunk, n), &out);
@@ -324,7 +328,11 @@ struct EgressProxy::Request {
 };
 
 EgressProxy::EgressProxy(asio::any_io_executor ex, EgressProxyOptions options)
-    : ex_(std::move(ex)), options_(std::move(options)) {}
+    : ex_(std::move(ex)), options_(std::move(options)) {
+  if (options_.bytes_per_second > 0) {
+    pacer_ = std::make_unique<EgressPacer>(ex_, options_.bytes_per_second);
+  }
+}
 
 EgressReport EgressProxy::report() const {
   EgressReport out;
@@ -542,7 +550,7 @@ asio::awaitable<void> EgressProxy::Forward(Stream& client, Target target, Reques
   std::string head = OutgoingHead(request.head, request.path, request.authority, secrets);
   EgressDestination& counts = Reached(target);
   std::string problem = co_await Exchange(client, upstream, std::move(head), std::move(buffered),
-                                          request.body, std::move(values), counts);
+                                          request.body, std::move(values), counts, pacer_.get());
   if (!problem.empty()) co_return co_await Refuse(client, target, 502, std::move(problem));
   error_code ec;
   client.shutdown(Stream::shutdown_both, ec);
@@ -634,7 +642,7 @@ asio::awaitable<void> EgressProxy::Intercept(Stream& client, Target target,
     std::string rest = got.substr(end + 4);
     EgressDestination& counts = Reached(target);
     problem = co_await Exchange(tls, upstream, std::move(out), std::move(rest), body,
-                                std::move(values), counts);
+                                std::move(values), counts, pacer_.get());
   }
   if (!problem.empty()) refusal = Refusal{502, std::move(problem)};
   if (refusal) {
@@ -657,7 +665,8 @@ asio::awaitable<void> EgressProxy::Splice(Stream& client, Stream& upstream,
   // Both directions at once: the one spawned here signals the timer when it ends.
   bool done = false;
   asio::steady_timer finished(ex_, asio::steady_timer::time_point::max());
-  auto copy = [](Stream& from, Stream& to, uint64_t& bytes) -> asio::awaitable<void> {
+  auto copy = [pacer = pacer_.get()](Stream& from, Stream& to,
+                                     uint64_t& bytes) -> asio::awaitable<void> {
     char chunk[16384];
     error_code ec;
     while (true) {
@@ -666,6 +675,7 @@ asio::awaitable<void> EgressProxy::Splice(Stream& client, Stream& upstream,
       co_await asio::async_write(to, asio::buffer(chunk, n), Ignore(ec));
       if (ec) break;
       bytes += n;
+      if (pacer != nullptr) co_await pacer->Take(n);
     }
     to.shutdown(Stream::shutdown_send, ec);
   };
@@ -701,6 +711,7 @@ void EgressProxy::NoteRefusal(const Target& target, std::string reason) {
   spdlog::info("egress refused {}:{}: {}", target.host.empty() ? "?" : target.host, target.port,
                reason);
   ++refused_count_;
+  if (options_.counters) ++options_.counters->refused;
   if (refused_.size() < kMaxRefusals) {
     refused_.push_back({target.host, target.port, std::move(reason)});
   }
@@ -711,6 +722,7 @@ EgressDestination& EgressProxy::Reached(const Target& target) {
   d.host = target.host;
   d.port = target.port;
   ++d.connections;
+  if (options_.counters) ++options_.counters->allowed;
   return d;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/inside_listener.h"
+#include "daemon/egress/egress_pacer.h"
 #include "daemon/egress/egress_policy.h"
 
 namespace ci::daemon {
@@ -46,12 +47,20 @@ struct EgressReport {
   uint64_t refused_count = 0;
 };
 
+// Every proxy's connections since the daemon started (/metrics).
+struct EgressCounters {
+  uint64_t allowed = 0;  // reached their destination
+  uint64_t refused = 0;
+};
+
 struct EgressProxyOptions {
   EgressPolicy policy;
   // Names resolved without DNS (EGRESS_HOSTS), e.g. a local package index under its own name.
   std::map<std::string, std::vector<boost::asio::ip::address>> hosts;
-  size_t max_connections = 64;  // open at once; more are refused
+  size_t max_connections = 64;    // open at once; more are refused (EGRESS_MAX_CONNECTIONS)
+  uint64_t bytes_per_second = 0;  // both ways, all connections (EGRESS_BANDWIDTH_KBPS); 0: any
   std::chrono::milliseconds connect_timeout{10000};
+  std::shared_ptr<EgressCounters> counters;  // the daemon's; null: not counted
   // Headers added on the way out per destination (EGRESS_SECRETS_FILE); null: none. One holder
   // per daemon, shared by every sandbox's proxy.
   std::shared_ptr<EgressSecrets> secrets;
@@ -111,6 +120,7 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   size_t open_ = 0;
   std::set<InsideListener::Stream*> sockets_;  // open ones, client and server sides
   bool closed_ = false;
+  std::unique_ptr<EgressPacer> pacer_;  // null: no bandwidth limit
   // Destinations whose secrets were left out of an opaque tunnel, logged once each.
   std::set<std::pair<std::string, uint16_t>> secrets_not_added_;
 };

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "daemon/egress/egress_proxy.h"
 #include "daemon/service/warm_pool.h"
 
 namespace ci::daemon {
@@ -74,6 +75,9 @@ class Metrics {
     backend_ = std::move(read);
   }
 
+  // Egress connections allowed and refused, read at each scrape.
+  void ReadEgressWith(std::function<EgressCounters()> read) { egress_ = std::move(read); }
+
   std::string Render() const;
 
  private:
@@ -82,6 +86,7 @@ class Metrics {
   std::function<size_t()> sessions_;
   std::function<std::vector<WarmPoolStats>()> warm_pools_;
   std::function<std::vector<BackendMetric>()> backend_;
+  std::function<EgressCounters()> egress_;
   std::map<Operation, int64_t> active_;
   std::map<std::pair<Operation, Outcome>, uint64_t> completed_;
   std::map<std::pair<Operation, Rejection>, uint64_t> rejected_;

@@ -30,6 +30,8 @@ const std::vector<std::string>& EgressEnvironment() {
 EgressShared MakeEgressShared(const Config& config, const std::string& dir) {
   EgressShared out;
   out.hosts = config.egress_hosts;
+  out.max_connections = config.egress_max_connections;
+  out.bytes_per_second = config.egress_bandwidth_kbps * 1024;
   if (!config.egress_secrets_file.empty()) {
     auto secrets = EgressSecrets::Open(config.egress_secrets_file);
     if (!secrets.ok()) out.error = secrets.status().message();
@@ -113,6 +115,9 @@ asio::awaitable<Result<SandboxEgress>> StartEgress(Sandbox& sandbox, const Egres
   options.hosts = shared.hosts;
   options.secrets = shared.secrets;
   options.interception = shared.interception;
+  options.counters = shared.counters;
+  options.max_connections = shared.max_connections;
+  options.bytes_per_second = shared.bytes_per_second;
   out.proxy = std::make_shared<EgressProxy>(ex, std::move(options));
   // The accept loop holds the listener until Stop closes it.
   asio::co_spawn(

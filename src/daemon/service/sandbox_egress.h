@@ -35,6 +35,9 @@ struct EgressShared {
   // sandbox with a policy); empty without interception.
   std::string trust_file;
   std::string error;  // why the secrets or the CA are missing: sandboxes get no network
+  std::shared_ptr<EgressCounters> counters = std::make_shared<EgressCounters>();
+  size_t max_connections = 64;    // each sandbox's
+  uint64_t bytes_per_second = 0;  // each sandbox's; 0: unlimited
 };
 // `dir`: where the trust file is written (the file store's incoming directory).
 EgressShared MakeEgressShared(const Config& config, const std::string& dir);
