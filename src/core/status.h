@@ -77,6 +77,7 @@ class Result {
     return ok() ? kOk : std::get<1>(v_);
   }
   T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
   T& operator*() { return value(); }
 
  private:

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "daemon/auth/key_quotas.h"
+#include "daemon/service/sandbox_egress.h"
 
 namespace ci::daemon {
 namespace {
@@ -50,6 +51,9 @@ TEST(ParseApiKeys, EachMistakeNamesItsLineAndNeverTheKey) {
       {"alice " + key + " executions=1000000000\n", "executions= needs a whole number"},
       {"alice " + key + " mcp_sessions=0\n", "mcp_sessions= needs a whole number from 1"},
       {"alice " + key + " model_calls=1 model_calls=2\n", "model_calls is given twice"},
+      {"alice " + key + " egress=\n", "egress= needs rules, or none"},
+      {"alice " + key + " egress=*\n", "egress="},
+      {"alice " + key + " egress=a.org egress=none\n", "egress is given twice"},
       {"al!ce " + key + "\n", "line 1: the NAME must be"},
       {std::string(65, 'a') + " " + key + "\n", "the NAME must be"},
       {"alice short\n", "shorter than 16 characters"},
@@ -78,7 +82,33 @@ TEST(ParseApiKeys, LimitsAfterTheKeyAreTheKeysOwn) {
   EXPECT_EQ(a.mcp_sessions, 7u);
   EXPECT_EQ(a.model_calls, 1u);
   const KeyLimits& b = (*keys)[1].limits;
-  EXPECT_FALSE(b.sessions || b.executions || b.files_mb || b.mcp_sessions || b.model_calls);
+  EXPECT_FALSE(b.sessions || b.executions || b.files_mb || b.mcp_sessions || b.model_calls ||
+               b.egress);
+}
+
+// egress=: the key's own rules (its default and its bound), or none; checked against
+// EGRESS_ALLOW_MAX where they are used (BoundsFor), never widening it.
+TEST(ParseApiKeys, EgressRulesAreTheKeysOwnBound) {
+  auto keys =
+      ParseApiKeys(std::string("alice ") + kAliceKey + " egress=pypi.org,*.pythonhosted.org\n" +
+                   "bob " + kBobKey + " egress=none\n");
+  ASSERT_TRUE(keys.ok()) << keys.status().message();
+  ASSERT_TRUE((*keys)[0].limits.egress.has_value());
+  Config c;
+  c.egress_max.allow = ParseEgressRules("pypi.org, *.pythonhosted.org, web.test", "").value();
+  c.egress_default = c.egress_max;
+  auto alice = BoundsFor(c, (*keys)[0].limits.egress);
+  ASSERT_TRUE(alice.ok()) << alice.status().message();
+  EXPECT_EQ(alice->max.ToString(), "pypi.org,*.pythonhosted.org");
+  EXPECT_EQ(alice->fallback.ToString(), "pypi.org,*.pythonhosted.org");
+  auto bob = BoundsFor(c, (*keys)[1].limits.egress);
+  ASSERT_TRUE(bob.ok());
+  EXPECT_TRUE(bob->max.none());
+  EXPECT_EQ(BoundsFor(c, std::nullopt)->max.ToString(), c.egress_max.ToString());
+  // A key's line may not widen the daemon's bound.
+  auto wider = BoundsFor(c, ParseEgressRules("evil.org", "").value());
+  ASSERT_FALSE(wider.ok());
+  EXPECT_THAT(wider.status().message(), HasSubstr("'evil.org' is not within"));
 }
 
 // A key's share: its own limits (never above the replica's), else the defaults, which leave

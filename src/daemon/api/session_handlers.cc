@@ -18,7 +18,9 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex, const std::st
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
   auto files = service_.ResolveFiles(request->files, "", ex.client);
   if (auto* e = std::get_if<ApiError>(&files)) co_return co_await ex.Respond(ApiErrorResponse(*e));
-  auto egress = EgressFor(request->network, config_.egress_default, config_.egress_max);
+  auto bounds = service_.EgressBoundsOf(ex.client);
+  if (!bounds.ok()) co_return co_await ex.Respond(ErrorResponse(403, bounds.status().message()));
+  auto egress = EgressFor(request->network, bounds->fallback, bounds->max);
   if (!egress.ok()) co_return co_await ex.Respond(ErrorResponse(422, egress.status().message()));
   std::optional<EgressPolicy> network;
   if (!egress->none()) network = std::move(egress).value();

@@ -76,9 +76,18 @@ Status ParseLimit(std::string_view field, KeyLimits& limits) {
   if (name == "files_mb") return set(limits.files_mb, 0);
   if (name == "mcp_sessions") return set(limits.mcp_sessions, 1);
   if (name == "model_calls") return set(limits.model_calls, 0);
+  if (name == "egress") {
+    if (limits.egress) return Status::Error("egress is given twice");
+    if (value == "none") return (limits.egress.emplace(), Status());
+    auto rules = ParseEgressRules(value, "egress=");
+    if (!rules.ok()) return rules.status();
+    if (rules->empty()) return Status::Error("egress= needs rules, or none");
+    limits.egress = std::move(rules).value();
+    return Status();
+  }
   return Status::Error(
       "a field after the key is not a limit (sessions=, executions=, files_mb=, mcp_sessions=, "
-      "model_calls=)");
+      "model_calls=, egress=)");
 }
 
 }  // namespace

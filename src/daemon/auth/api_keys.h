@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "daemon/egress/egress_policy.h"
 
 namespace ci::daemon {
 
@@ -34,6 +35,9 @@ struct KeyLimits {
   std::optional<uint64_t> files_mb;      // file store use: uploads and output files
   std::optional<uint32_t> mcp_sessions;  // MCP sessions (at least 1: more evict its oldest)
   std::optional<uint32_t> model_calls;   // agent-loop model calls in flight
+  // Its sandboxes' egress (`egress=pypi.org,*.pythonhosted.org`, `egress=none`): their policy
+  // when a request names none, and the bound of those that do (docs/egress.md "Per key").
+  std::optional<std::vector<EgressRule>> egress;
 };
 
 struct ApiKey {

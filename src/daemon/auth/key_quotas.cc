@@ -16,7 +16,7 @@ T Share(T configured, T whole, T fallback) {
 
 KeyQuotas::KeyQuotas(const Config& c) {
   whole_ = Quota{c.max_sessions, c.max_concurrent_executions, UINT64_MAX, c.max_mcp_sessions,
-                 c.max_concurrent_model_calls};
+                 c.max_concurrent_model_calls, std::nullopt};
   const uint32_t executions = c.max_concurrent_executions;
   defaults_ = Quota{
       Share(c.max_sessions_per_key, c.max_sessions, c.max_sessions / 2),
@@ -26,6 +26,7 @@ KeyQuotas::KeyQuotas(const Config& c) {
       Share(c.max_mcp_sessions_per_key, c.max_mcp_sessions, c.max_mcp_sessions / 2),
       Share(c.max_model_calls_per_key, c.max_concurrent_model_calls,
             c.max_concurrent_model_calls / 2),
+      std::nullopt,
   };
 }
 
@@ -49,6 +50,7 @@ Quota KeyQuotas::For(const std::string& client) const {
   if (l.files_mb) q.file_bytes = *l.files_mb << 20;
   if (l.mcp_sessions) q.mcp_sessions = std::min(*l.mcp_sessions, whole_.mcp_sessions);
   if (l.model_calls) q.model_calls = std::min(*l.model_calls, whole_.model_calls);
+  q.egress = l.egress;
   return q;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct Quota {
   uint64_t file_bytes = 0;  // UINT64_MAX: no share of its own (the store's quota only)
   uint32_t mcp_sessions = 0;
   uint32_t model_calls = 0;
+  std::optional<std::vector<EgressRule>> egress;  // the key's own (KeyLimits); none: the daemon's
 };
 
 class KeyQuotas {

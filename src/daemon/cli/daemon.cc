@@ -43,7 +43,7 @@ Daemon::Daemon(asio::io_context& io, const Config& config, Executor& executor, F
                 metrics_, runner_, tools_),
       mcp_(config, service_, tools_,
            [this](const std::string& client) { return quotas_.For(client).mcp_sessions; }),
-      e2b_(config, sessions_, service_.spec()),
+      e2b_(config, service_, sessions_, service_.spec()),
       // The REST front last: it claims what the others do not.
       router_({&mcp_, &e2b_, &handlers_},
               BrowserPolicy{config.allowed_origins, config.allowed_hosts, true, config.host}),
@@ -53,6 +53,7 @@ Daemon::Daemon(asio::io_context& io, const Config& config, Executor& executor, F
   metrics_.ReadWarmPoolsWith([this] { return pool_.stats(); });
   metrics_.ReadBackendWith([&executor] { return executor.metrics(); });
   metrics_.ReadEgressWith([this] { return *service_.egress().counters; });
+  service_.SetKeyEgress([this](const std::string& client) { return quotas_.For(client).egress; });
 }
 
 void Daemon::SetApiKeys(ApiKeys* keys) {

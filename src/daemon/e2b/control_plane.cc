@@ -64,8 +64,9 @@ HttpResponse ErrorBody(int status, std::string_view message) {
                       }));
 }
 
-ControlPlane::ControlPlane(const Config& config, SessionManager& sessions, const SandboxSpec& spec)
-    : config_(config), sessions_(sessions), spec_(spec) {}
+ControlPlane::ControlPlane(const ExecutionService& service, SessionManager& sessions,
+                           const SandboxSpec& spec)
+    : service_(service), sessions_(sessions), spec_(spec) {}
 
 bool ControlPlane::Claims(std::string_view path) {
   for (std::string_view root : {"/sandboxes", "/v2/sandboxes"}) {
@@ -177,12 +178,14 @@ namespace {
 // (the operator allows no network). E2B's deny-all (`0.0.0.0/0` in denyOut) or
 // allow_internet_access false start from nothing, else from EGRESS_ALLOW; allowOut adds to it
 // within EGRESS_ALLOW_MAX.
-Result<std::optional<EgressPolicy>> E2bEgress(const NetworkOptions& o, const Config& config) {
+Result<std::optional<EgressPolicy>> E2bEgress(const NetworkOptions& o,
+                                              const Result<EgressBounds>& bounds) {
+  if (!bounds.ok()) return bounds.status();
   const std::vector<std::string> none;
   const std::vector<std::string>& allow = o.allow_out ? *o.allow_out : none;
   const std::vector<std::string>& deny = o.deny_out ? *o.deny_out : none;
   constexpr std::string_view kAllTraffic = "0.0.0.0/0";
-  if (config.egress_max.none()) {
+  if (bounds->max.none()) {
     if (o.allow_internet_access.value_or(false) || !allow.empty()) {
       return Status::Error(
           "'allow_internet_access' and 'network.allowOut': sandboxes have no network on this "
@@ -195,11 +198,11 @@ Result<std::optional<EgressPolicy>> E2bEgress(const NetworkOptions& o, const Con
   for (const std::string& rule : deny) {
     if (rule != kAllTraffic) request.deny_out.push_back(rule);
   }
-  auto policy = EgressFor(request, config.egress_default, config.egress_max);
+  auto policy = EgressFor(request, bounds->fallback, bounds->max);
   if (!policy.ok()) return policy.status();
   const bool deny_all = std::find(deny.begin(), deny.end(), kAllTraffic) != deny.end();
   if (o.allow_internet_access.value_or(true) && !deny_all) {
-    const EgressPolicy& base = config.egress_default;
+    const EgressPolicy& base = bounds->fallback;
     policy->allow.insert(policy->allow.end(), base.allow.begin(), base.allow.end());
     policy->deny.insert(policy->deny.end(), base.deny.begin(), base.deny.end());
   }
@@ -212,7 +215,7 @@ boost::asio::awaitable<void> ControlPlane::UpdateNetwork(HttpExchange& ex, const
                                                          const std::string& body) {
   Result<NetworkOptions> request = ParseNetworkUpdate(body);
   if (!request.ok()) co_return co_await ex.Respond(ErrorBody(400, request.status().message()));
-  auto egress = E2bEgress(*request, config_);
+  auto egress = E2bEgress(*request, service_.EgressBoundsOf(ex.client));
   if (!egress.ok()) co_return co_await ex.Respond(ErrorBody(400, egress.status().message()));
   if (!*egress) {
     co_return co_await ex.Respond(ErrorBody(409, "sandbox '" + id + "' has no network to change"));
@@ -227,7 +230,7 @@ boost::asio::awaitable<void> ControlPlane::UpdateNetwork(HttpExchange& ex, const
 boost::asio::awaitable<void> ControlPlane::Create(HttpExchange& ex, const std::string& body) {
   Result<NewSandbox> request = ParseNewSandbox(body);
   if (!request.ok()) co_return co_await ex.Respond(ErrorBody(400, request.status().message()));
-  auto egress = E2bEgress(request->network, config_);
+  auto egress = E2bEgress(request->network, service_.EgressBoundsOf(ex.client));
   if (!egress.ok()) co_return co_await ex.Respond(ErrorBody(400, egress.status().message()));
   const std::string token = RandomHex(16);
   if (token.empty()) co_return co_await ex.Respond(ErrorBody(500, "no randomness for a token"));

@@ -20,7 +20,7 @@ HttpResponse ErrorBody(int status, std::string_view message);
 class ControlPlane {
  public:
   // `spec` is the sessions' sandbox (what getInfo reports of a sandbox's size).
-  ControlPlane(const Config& config, SessionManager& sessions, const SandboxSpec& spec);
+  ControlPlane(const ExecutionService& service, SessionManager& sessions, const SandboxSpec& spec);
 
   static bool Claims(std::string_view path);
   // Answers a request Claims took; ex.client is the caller.
@@ -61,7 +61,7 @@ class ControlPlane {
   std::string SandboxJson(const Sandbox& s) const;
   std::string DetailJson(const Sandbox& s, bool listed) const;
 
-  const Config& config_;
+  const ExecutionService& service_;
   SessionManager& sessions_;
   const SandboxSpec& spec_;
   std::map<std::string, Sandbox> sandboxes_;  // by id; those whose session ended are dropped

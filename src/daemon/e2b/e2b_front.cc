@@ -4,11 +4,12 @@
 
 namespace ci::daemon {
 
-E2bFront::E2bFront(const Config& config, SessionManager& sessions, const SandboxSpec& spec)
+E2bFront::E2bFront(const Config& config, const ExecutionService& service, SessionManager& sessions,
+                   const SandboxSpec& spec)
     : config_(config),
       sessions_(sessions),
       spec_(spec),
-      control_(config, sessions, spec),
+      control_(service, sessions, spec),
       processes_(sessions) {}
 
 bool E2bFront::Claims(const HttpRequestHead& head) const {

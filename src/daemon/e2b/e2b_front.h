@@ -14,7 +14,9 @@ namespace ci::daemon {
 
 class E2bFront final : public Front {
  public:
-  E2bFront(const Config& config, SessionManager& sessions, const SandboxSpec& spec);
+  // `service`: the callers' egress bounds (E2B's network options).
+  E2bFront(const Config& config, const ExecutionService& service, SessionManager& sessions,
+           const SandboxSpec& spec);
 
   bool Claims(const HttpRequestHead& head) const override;
   boost::asio::awaitable<void> Handle(HttpExchange& ex) override;

@@ -257,7 +257,7 @@ asio::awaitable<std::string> Exchange(Client& client, Upstream& upstream, std::s
   if (ec) co_return std::string();
   counts.bytes_out += head.size();
   uint64_t left = body_bytes - buffered.size();
-  char chunk[16384];
+  char chunk[65536];
   while (left > 0) {
     size_t n = co_await client.async_read_some(
         asio::buffer(chunk, std::min<uint64_t>(left, sizeof chunk)), Ignore(ec));
@@ -667,7 +667,7 @@ asio::awaitable<void> EgressProxy::Splice(Stream& client, Stream& upstream,
   asio::steady_timer finished(ex_, asio::steady_timer::time_point::max());
   auto copy = [pacer = pacer_.get()](Stream& from, Stream& to,
                                      uint64_t& bytes) -> asio::awaitable<void> {
-    char chunk[16384];
+    char chunk[65536];
     error_code ec;
     while (true) {
       size_t n = co_await from.async_read_some(asio::buffer(chunk), Ignore(ec));

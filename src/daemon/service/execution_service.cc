@@ -137,7 +137,9 @@ std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteReques
   plan.stdin_data = request.stdin_data;
   plan.timeout = std::chrono::milliseconds(request.timeout_ms);
   plan.client = client;
-  auto egress = EgressFor(request.network, config_.egress_default, config_.egress_max);
+  auto bounds = EgressBoundsOf(client);
+  if (!bounds.ok()) return ApiError{403, bounds.status().message()};
+  auto egress = EgressFor(request.network, bounds->fallback, bounds->max);
   if (!egress.ok()) return ApiError{422, egress.status().message()};
   plan.egress = std::move(egress).value();
   auto inputs = ResolveFiles(request.files, plan.program.entrypoint, client);

@@ -106,6 +106,14 @@ class ExecutionService {
   const Config& config() const { return config_; }
   // What every sandbox's egress proxy shares (made once here, for sessions too).
   const EgressShared& egress() const { return egress_; }
+  // The API keys' own egress rules (KeyLimits::egress), by client; unset: the daemon's for all.
+  void SetKeyEgress(std::function<std::optional<std::vector<EgressRule>>(const std::string&)> f) {
+    key_egress_ = std::move(f);
+  }
+  // `client`'s egress bounds (the daemon's, or its key's); an error when its key's are invalid.
+  Result<EgressBounds> EgressBoundsOf(const std::string& client) const {
+    return BoundsFor(config_, key_egress_ ? key_egress_(client) : std::nullopt);
+  }
   // The sandbox every execution of this configuration gets.
   static SandboxSpec MakeSpec(const Config& config, std::string seccomp_profile_json);
 
@@ -132,6 +140,7 @@ class ExecutionService {
   std::set<Sandbox*> live_;
   size_t preparing_ = 0;  // Prepare calls in flight
   const EgressShared egress_;
+  std::function<std::optional<std::vector<EgressRule>>(const std::string&)> key_egress_;
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec);
 };
 

@@ -79,6 +79,16 @@ void AddEgressTo(const EgressShared& shared, SandboxSpec* spec, std::vector<Stag
   }
 }
 
+Result<EgressBounds> BoundsFor(const Config& config,
+                               const std::optional<std::vector<EgressRule>>& rules) {
+  if (!rules) return EgressBounds{config.egress_default, config.egress_max};
+  EgressPolicy own;
+  own.allow = *rules;
+  auto bounded = Narrow(own, config.egress_max);
+  if (!bounded.ok()) return Status::Error("the API key's egress=: " + bounded.status().message());
+  return EgressBounds{*bounded, *bounded};
+}
+
 Result<EgressPolicy> EgressFor(const std::optional<NetworkRequest>& network,
                                const EgressPolicy& fallback, const EgressPolicy& max) {
   if (!network) return fallback;

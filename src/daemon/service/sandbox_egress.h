@@ -50,6 +50,16 @@ std::vector<std::string> EgressTrustEnvironment(const std::string& cwd);
 // the trust variables) into `spec`, the trust file into `files` (either may be null).
 void AddEgressTo(const EgressShared& shared, SandboxSpec* spec, std::vector<StagedFile>* files);
 
+// A client's egress: its policy when a request names none, and the bound of those that do.
+struct EgressBounds {
+  EgressPolicy fallback;  // EGRESS_ALLOW, or the API key's egress=
+  EgressPolicy max;       // EGRESS_ALLOW_MAX, or the API key's egress=
+};
+// The daemon's bounds, or a key's own `rules` (each within EGRESS_ALLOW_MAX, else an error naming
+// the rule: the operator's file may not widen the daemon's bound).
+Result<EgressBounds> BoundsFor(const Config& config,
+                               const std::optional<std::vector<EgressRule>>& rules);
+
 // The policy of a request's `network` (its rules, each within `max`), or `fallback` without one.
 Result<EgressPolicy> EgressFor(const std::optional<NetworkRequest>& network,
                                const EgressPolicy& fallback, const EgressPolicy& max);
