@@ -22,7 +22,7 @@ inline constexpr std::string_view kTemplates[] = {"base", "code-interpreter-v1"}
 
 // POST /sandboxes and /v2/sandboxes (NewSandbox, NewSandboxV2).
 // E2B's egress options (`allow_internet_access`, `network.allowOut`/`denyOut`; docs/egress.md
-// "E2B" maps them onto this server's policies).
+// "Sessions and E2B" maps them onto this server's policies).
 struct NetworkOptions {
   std::optional<bool> allow_internet_access;
   std::optional<std::vector<std::string>> allow_out, deny_out;
