@@ -177,10 +177,12 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     co_return Status();
   }
 
-  asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(uint16_t port) override {
+  asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(
+      uint16_t port, asio::any_io_executor serve) override {
     if (ended()) co_return Status::Gone(Describe("the container's agent is gone"));
     listening_.reset();
     listener_.reset();
+    serve_ = std::move(serve);
     Send(Msg::kEgressListen, agent::WithId(port));
     const auto deadline = Clock::now() + kStartAnswerTimeout;
     while (!listening_ && !ended() && Clock::now() < deadline) {
@@ -314,7 +316,7 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
       case Msg::kEgressListening:
         // The listener exists before any connection to it can be reported.
         listening_ = payload;
-        if (payload.empty()) listener_ = egress_->NewListener();
+        if (payload.empty()) listener_ = egress_->NewListener(serve_);
         listen_wake_.Notify();
         return;
       case Msg::kEgressOpen:
@@ -358,6 +360,7 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
   Wake listen_wake_;
   std::optional<std::string> listening_;  // kEgressListening: empty, or why not
   std::shared_ptr<InsideListener> listener_;
+  asio::any_io_executor serve_;  // where the listener's connections are served
   std::shared_ptr<AgentEgress> egress_;
   agent::FrameReader reader_;
   bool bad_ = false;

@@ -49,7 +49,8 @@ class AgentChannel {
   virtual asio::awaitable<Status> Recycle(std::chrono::milliseconds timeout) = 0;
   // Egress (docs/egress.md): connections the container's programs open to 127.0.0.1:`port`,
   // relayed by the agent (agent_egress.h) until the listener is closed or the container recycled.
-  virtual asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(uint16_t port) = 0;
+  virtual asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(
+      uint16_t port, asio::any_io_executor serve) = 0;
   // Ends the stream: the agent kills everything and exits, so the container stops.
   virtual void Close() = 0;
   // The stream ended (the agent or its container is gone, or Close).

@@ -56,8 +56,9 @@ class AgentContainer final : public ContainerApi,
     return true;
   }
   void Claim(const std::string& client) override { client_ = client; }
-  asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(uint16_t port) override {
-    co_return co_await channel_->ListenInside(port);
+  asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(
+      uint16_t port, asio::any_io_executor serve) override {
+    co_return co_await channel_->ListenInside(port, std::move(serve));
   }
 
   // After the counters were read: recycled in the background when it can be, else removed.

@@ -40,7 +40,8 @@ struct AgentEgress::Conn {
 
 class AgentEgress::Listener final : public InsideListener {
  public:
-  Listener(asio::any_io_executor ex, SendFrame send) : wake_(ex), send_(std::move(send)) {}
+  Listener(asio::any_io_executor ex, asio::any_io_executor serve, SendFrame send)
+      : wake_(ex), serve_(std::move(serve)), send_(std::move(send)) {}
 
   asio::awaitable<Result<Stream>> Accept() override {
     while (ready_.empty() && !closed_) {
@@ -65,14 +66,17 @@ class AgentEgress::Listener final : public InsideListener {
     send_ = [](Msg, std::string_view) {};
     Close();
   }
+  asio::any_io_executor executor() override { return wake_.get_executor(); }
   bool closed() const { return closed_; }
-  void Push(Stream s) {
-    ready_.push_back(std::move(s));
+  // The proxy's end of a new connection's pair.
+  void Push(int fd) {
+    ready_.emplace_back(serve_, asio::generic::stream_protocol(AF_UNIX, 0), fd);
     wake_.cancel();
   }
 
  private:
   asio::steady_timer wake_;
+  asio::any_io_executor serve_;
   SendFrame send_;
   std::deque<Stream> ready_;
   bool closed_ = false;
@@ -81,9 +85,9 @@ class AgentEgress::Listener final : public InsideListener {
 AgentEgress::AgentEgress(asio::any_io_executor ex, SendFrame send)
     : ex_(std::move(ex)), send_(std::move(send)) {}
 
-std::shared_ptr<InsideListener> AgentEgress::NewListener() {
+std::shared_ptr<InsideListener> AgentEgress::NewListener(asio::any_io_executor serve) {
   if (listener_) listener_->End();  // replaced: the agent's Listen closed the old one itself
-  listener_ = std::make_shared<Listener>(ex_, send_);
+  listener_ = std::make_shared<Listener>(ex_, std::move(serve), send_);
   if (ended_) listener_->End();
   return listener_;
 }
@@ -149,7 +153,7 @@ void AgentEgress::Open(uint32_t id) {
   const asio::generic::stream_protocol unix_stream(AF_UNIX, 0);
   auto c = std::make_shared<Conn>(Stream(ex_, unix_stream, pair[0]), ex_);
   conns_[id] = c;
-  listener_->Push(Stream(ex_, unix_stream, pair[1]));
+  listener_->Push(pair[1]);
   asio::co_spawn(ex_, FromProxy(shared_from_this(), id, c), asio::detached);
 }
 

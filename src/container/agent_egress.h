@@ -20,9 +20,10 @@ class AgentEgress : public std::enable_shared_from_this<AgentEgress> {
   using SendFrame = std::function<void(agent::Msg, std::string_view)>;
   AgentEgress(boost::asio::any_io_executor ex, SendFrame send);
 
-  // The listener for the connections the agent reports from now on (after its kEgressListening);
-  // closing it sends kEgressStop.
-  std::shared_ptr<InsideListener> NewListener();
+  // The listener for the connections the agent reports from now on (after its kEgressListening),
+  // handed out as streams on `serve`; closing it sends kEgressStop. It lives on this object's
+  // executor.
+  std::shared_ptr<InsideListener> NewListener(boost::asio::any_io_executor serve);
   // A frame of the agent's about egress connections; false when malformed.
   bool Dispatch(agent::Msg type, std::string_view payload);
   // The agent's stream ended: every connection closes, Accept fails.

@@ -111,8 +111,10 @@ class ContainerApi {
   }
   // Egress (docs/egress.md): connections the container's programs open to 127.0.0.1:`port`.
   // Only a container whose PID 1 is the agent relays them.
-  virtual asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(uint16_t port) {
+  virtual asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(
+      uint16_t port, asio::any_io_executor serve) {
     (void)port;
+    (void)serve;
     co_return Status::Error(
         "egress needs the executor image's agent as the sandbox's PID 1 "
         "(PYTHON_EXECUTOR_DOCKER_AGENT, KUBERNETES_EXECUTOR_AGENT)");

@@ -204,9 +204,10 @@ class ExecSandbox final : public Sandbox {
     co_return sent->read;
   }
 
-  asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(uint16_t port) override {
+  asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(
+      uint16_t port, asio::any_io_executor serve) override {
     if (killed_) co_return Status::Error("sandbox killed");
-    co_return co_await c_.api->ListenInside(port);
+    co_return co_await c_.api->ListenInside(port, std::move(serve));
   }
 
   asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override {

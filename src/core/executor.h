@@ -164,9 +164,12 @@ class Sandbox {
     co_return Status::Error("this backend's sandboxes do not start processes");
   }
   // Egress (docs/egress.md): connections the sandbox's programs open to 127.0.0.1:`port`, for
-  // the daemon's proxy to serve, until the listener is closed. Between runs.
-  virtual asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(uint16_t port) {
+  // the daemon's proxy to serve (as streams on `serve`), until the listener is closed. Between
+  // runs.
+  virtual asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(
+      uint16_t port, asio::any_io_executor serve) {
     (void)port;
+    (void)serve;
     co_return Status::Error("egress is not available on this backend (docs/egress.md)");
   }
   // False once the sandbox is known to be gone while idle (its init exited): a warm pool then

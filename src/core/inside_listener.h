@@ -16,6 +16,9 @@
 
 namespace ci {
 
+// Its connections are streams on the executor its maker was given (where they are served);
+// Accept and Close are called on executor() (where the listener itself lives), which may be
+// another thread's.
 class InsideListener {
  public:
   using Stream = boost::asio::generic::stream_protocol::socket;
@@ -25,10 +28,12 @@ class InsideListener {
   // No more connections: a pending Accept ends with an error. Connections already handed out
   // stay the caller's.
   virtual void Close() = 0;
+  virtual boost::asio::any_io_executor executor() = 0;
 };
 
 // A TCP socket listening where the sandbox's programs connect (the local runtime's, made inside
-// the sandbox's network namespace); accepted connections become generic streams.
+// the sandbox's network namespace); accepted connections become generic streams on the
+// acceptor's executor.
 class TcpInsideListener : public InsideListener {
  public:
   explicit TcpInsideListener(boost::asio::ip::tcp::acceptor acceptor)
@@ -45,6 +50,7 @@ class TcpInsideListener : public InsideListener {
     boost::system::error_code ec;
     acceptor_.close(ec);
   }
+  boost::asio::any_io_executor executor() override { return acceptor_.get_executor(); }
 
  private:
   boost::asio::ip::tcp::acceptor acceptor_;

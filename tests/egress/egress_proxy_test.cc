@@ -87,7 +87,7 @@ class EgressProxyTest : public ::testing::Test {
 
   void TearDown() override {
     asio::post(io_, [this] {
-      listener_.Close();
+      listener_->Close();
       echo_.close();
       web_.close();
     });
@@ -134,7 +134,8 @@ class EgressProxyTest : public ::testing::Test {
   asio::io_context client_io_;
   tcp::acceptor proxy_acceptor_ = Listen(io_);
   tcp::endpoint proxy_endpoint_ = proxy_acceptor_.local_endpoint();
-  TcpInsideListener listener_{std::move(proxy_acceptor_)};
+  std::shared_ptr<TcpInsideListener> listener_ =
+      std::make_shared<TcpInsideListener>(std::move(proxy_acceptor_));
   tcp::acceptor echo_ = Listen(io_);
   tcp::acceptor web_ = Listen(io_);
   std::shared_ptr<EgressProxy> proxy_;

@@ -164,7 +164,7 @@ class EgressSecretsProxyTest : public ::testing::Test {
 
   void TearDown() override {
     asio::post(io_, [this] {
-      listener_.Close();
+      listener_->Close();
       web_.close();
       tls_.close();
       bad_.close();
@@ -236,7 +236,8 @@ class EgressSecretsProxyTest : public ::testing::Test {
   asio::io_context client_io_;
   tcp::acceptor proxy_acceptor_ = Listen(io_);
   tcp::endpoint proxy_endpoint_ = proxy_acceptor_.local_endpoint();
-  TcpInsideListener listener_{std::move(proxy_acceptor_)};
+  std::shared_ptr<TcpInsideListener> listener_ =
+      std::make_shared<TcpInsideListener>(std::move(proxy_acceptor_));
   tcp::acceptor web_ = Listen(io_);
   tcp::acceptor tls_ = Listen(io_);
   tcp::acceptor bad_ = Listen(io_);

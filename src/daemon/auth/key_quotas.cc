@@ -15,8 +15,8 @@ T Share(T configured, T whole, T fallback) {
 }  // namespace
 
 KeyQuotas::KeyQuotas(const Config& c) {
-  whole_ = Quota{c.max_sessions, c.max_concurrent_executions, UINT64_MAX, c.max_mcp_sessions,
-                 c.max_concurrent_model_calls, std::nullopt};
+  whole_ = Quota{c.max_sessions,     c.max_concurrent_executions,  UINT64_MAX,
+                 c.max_mcp_sessions, c.max_concurrent_model_calls, std::nullopt};
   const uint32_t executions = c.max_concurrent_executions;
   defaults_ = Quota{
       Share(c.max_sessions_per_key, c.max_sessions, c.max_sessions / 2),

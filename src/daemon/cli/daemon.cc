@@ -52,7 +52,7 @@ Daemon::Daemon(asio::io_context& io, const Config& config, Executor& executor, F
   metrics_.CountSessionsWith([this] { return sessions_.count(); });
   metrics_.ReadWarmPoolsWith([this] { return pool_.stats(); });
   metrics_.ReadBackendWith([&executor] { return executor.metrics(); });
-  metrics_.ReadEgressWith([this] { return *service_.egress().counters; });
+  metrics_.ReadEgressWith([this] { return service_.egress().counters.get(); });
   service_.SetKeyEgress([this](const std::string& client) { return quotas_.For(client).egress; });
 }
 

@@ -174,8 +174,8 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
 
 namespace {
 
-// E2B's egress options as this server's policy (docs/egress.md "Sessions and E2B"): none without a proxy
-// (the operator allows no network). E2B's deny-all (`0.0.0.0/0` in denyOut) or
+// E2B's egress options as this server's policy (docs/egress.md "Sessions and E2B"): none without a
+// proxy (the operator allows no network). E2B's deny-all (`0.0.0.0/0` in denyOut) or
 // allow_internet_access false start from nothing, else from EGRESS_ALLOW; allowOut adds to it
 // within EGRESS_ALLOW_MAX.
 Result<std::optional<EgressPolicy>> E2bEgress(const NetworkOptions& o,

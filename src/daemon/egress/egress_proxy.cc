@@ -342,12 +342,25 @@ EgressReport EgressProxy::report() const {
   return out;
 }
 
-asio::awaitable<void> EgressProxy::Accept(InsideListener& listener) {
+namespace {
+
+// The listener's next connection, accepted on the listener's own executor.
+asio::awaitable<std::optional<Stream>> NextConnection(std::shared_ptr<InsideListener> listener) {
+  Result<Stream> client = co_await listener->Accept();
+  if (!client.ok()) co_return std::nullopt;
+  co_return std::move(client).value();
+}
+
+}  // namespace
+
+asio::awaitable<void> EgressProxy::Accept(std::shared_ptr<InsideListener> listener) {
   auto self = shared_from_this();
   while (!closed_) {
-    Result<Stream> client = co_await listener.Accept();
-    if (!client.ok()) break;
-    asio::co_spawn(ex_, self->Serve(std::move(client).value()), asio::detached);
+    auto accepting = NextConnection(listener);
+    std::optional<Stream> client =
+        co_await asio::co_spawn(listener->executor(), std::move(accepting), asio::use_awaitable);
+    if (!client) break;
+    asio::co_spawn(ex_, self->Serve(std::move(*client)), asio::detached);
   }
 }
 

@@ -7,6 +7,7 @@
 // what was refused is kept for the execution's report.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -48,9 +49,10 @@ struct EgressReport {
 };
 
 // Every proxy's connections since the daemon started (/metrics).
+// Atomic: the proxies' thread counts, /metrics reads from the daemon's.
 struct EgressCounters {
-  uint64_t allowed = 0;  // reached their destination
-  uint64_t refused = 0;
+  std::atomic<uint64_t> allowed{0};  // reached their destination
+  std::atomic<uint64_t> refused{0};
 };
 
 struct EgressProxyOptions {
@@ -76,11 +78,14 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
 
   EgressProxy(boost::asio::any_io_executor ex, EgressProxyOptions options);
 
-  // Accepts and serves connections until the listener or the proxy is closed.
-  boost::asio::awaitable<void> Accept(InsideListener& listener);
+  // Accepts and serves connections until the listener or the proxy is closed. Runs on the
+  // proxy's executor; the listener's Accept runs on its own.
+  boost::asio::awaitable<void> Accept(std::shared_ptr<InsideListener> listener);
   // Serves one connection from the sandbox: one request, or one tunnel.
   boost::asio::awaitable<void> Serve(InsideListener::Stream client);
 
+  // The calls below are made on executor() (SandboxEgress hops there).
+  boost::asio::any_io_executor executor() const { return ex_; }
   EgressReport report() const;
   // For connections from now on (E2B's updateNetwork); open ones keep what they were allowed.
   void SetPolicy(EgressPolicy policy) { options_.policy = std::move(policy); }

@@ -275,7 +275,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
     live_.insert(raw);
     on_sandbox([raw] { raw->Kill(); });
     if (!plan.egress.none()) {
-      if (egress.ok()) egress->Stop();  // the previous attempt's
+      if (egress.ok()) co_await egress->Stop();  // the previous attempt's
       egress = co_await StartEgress(*sandbox, plan.egress, egress_);
       if (!egress.ok()) {
         spdlog::error("egress for a sandbox: {}", egress.status().message());
@@ -306,7 +306,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
 
   ExecutionResult result;
   auto t_ran = Clock::now();
-  if (egress.ok()) egress->Stop();
+  if (egress.ok()) co_await egress->Stop();
   unlink(entry->c_str());
   Result<Collection> collection = Status::Error("not collected");
   if (run.ok()) {
@@ -319,7 +319,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   }
   auto t_collected = Clock::now();
   result.resources = co_await sandbox->Destroy();
-  if (egress.ok()) result.network = egress->proxy->report();
+  if (egress.ok()) result.network = co_await egress->Report();
   auto t_destroyed = Clock::now();
   live_.erase(raw);
   sandbox.reset();

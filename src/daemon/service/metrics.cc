@@ -129,13 +129,13 @@ std::string Metrics::Render() const {
              fmt::format("operation=\"{}\"", OperationName(op)));
   }
   RenderWarmPools(out, warm_pools_ ? warm_pools_() : std::vector<WarmPoolStats>{});
-  const EgressCounters egress = egress_ ? egress_() : EgressCounters{};
+  const EgressCounters* egress = egress_ ? egress_() : nullptr;
   Header(out, "code_interpreter_egress_connections_total", "counter",
          "Connections through the sandboxes' egress proxies, allowed (reached) or refused.");
   out += fmt::format("code_interpreter_egress_connections_total{{outcome=\"allowed\"}} {}\n",
-                     egress.allowed);
+                     egress != nullptr ? egress->allowed.load() : 0);
   out += fmt::format("code_interpreter_egress_connections_total{{outcome=\"refused\"}} {}\n",
-                     egress.refused);
+                     egress != nullptr ? egress->refused.load() : 0);
   for (const BackendMetric& m : backend_ ? backend_() : std::vector<BackendMetric>{}) {
     Header(out, m.name.c_str(), m.type.c_str(), m.help.c_str());
     out += fmt::format("{} {}\n", m.name, m.value);

@@ -76,7 +76,7 @@ class Metrics {
   }
 
   // Egress connections allowed and refused, read at each scrape.
-  void ReadEgressWith(std::function<EgressCounters()> read) { egress_ = std::move(read); }
+  void ReadEgressWith(std::function<const EgressCounters*()> read) { egress_ = std::move(read); }
 
   std::string Render() const;
 
@@ -86,7 +86,7 @@ class Metrics {
   std::function<size_t()> sessions_;
   std::function<std::vector<WarmPoolStats>()> warm_pools_;
   std::function<std::vector<BackendMetric>()> backend_;
-  std::function<EgressCounters()> egress_;
+  std::function<const EgressCounters*()> egress_;
   std::map<Operation, int64_t> active_;
   std::map<std::pair<Operation, Outcome>, uint64_t> completed_;
   std::map<std::pair<Operation, Rejection>, uint64_t> rejected_;

@@ -5,6 +5,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <fstream>
 
 #include "daemon/egress/egress_interception.h"
@@ -30,6 +31,7 @@ const std::vector<std::string>& EgressEnvironment() {
 EgressShared MakeEgressShared(const Config& config, const std::string& dir) {
   EgressShared out;
   out.hosts = config.egress_hosts;
+  if (!config.egress_max.none()) out.thread = std::make_shared<EgressThread>();
   out.max_connections = config.egress_max_connections;
   out.bytes_per_second = config.egress_bandwidth_kbps * 1024;
   if (!config.egress_secrets_file.empty()) {
@@ -106,18 +108,43 @@ Result<EgressPolicy> EgressFor(const std::optional<NetworkRequest>& network,
   return narrowed;
 }
 
-void SandboxEgress::Stop() {
-  if (!listener) return;
-  listener->Close();
-  proxy->CloseAll();
+asio::awaitable<void> SandboxEgress::Stop() const {
+  if (!listener) co_return;
+  auto closing = [](std::shared_ptr<InsideListener> l) -> asio::awaitable<void> {
+    l->Close();
+    co_return;
+  };
+  co_await asio::co_spawn(listener->executor(), closing(listener), asio::use_awaitable);
+  auto ending = [](std::shared_ptr<EgressProxy> p) -> asio::awaitable<void> {
+    p->CloseAll();
+    co_return;
+  };
+  co_await asio::co_spawn(proxy->executor(), ending(proxy), asio::use_awaitable);
+}
+
+asio::awaitable<EgressReport> SandboxEgress::Report() const {
+  auto reading = [](std::shared_ptr<EgressProxy> p) -> asio::awaitable<EgressReport> {
+    co_return p->report();
+  };
+  co_return co_await asio::co_spawn(proxy->executor(), reading(proxy), asio::use_awaitable);
+}
+
+asio::awaitable<void> SandboxEgress::SetPolicy(EgressPolicy policy) const {
+  auto setting = [](std::shared_ptr<EgressProxy> p, EgressPolicy next) -> asio::awaitable<void> {
+    p->SetPolicy(std::move(next));
+    co_return;
+  };
+  co_await asio::co_spawn(proxy->executor(), setting(proxy, std::move(policy)),
+                          asio::use_awaitable);
 }
 
 asio::awaitable<Result<SandboxEgress>> StartEgress(Sandbox& sandbox, const EgressPolicy& policy,
                                                    const EgressShared& shared) {
   if (!shared.error.empty()) co_return Status::Error(shared.error);
-  Result<std::shared_ptr<InsideListener>> listener = co_await sandbox.ListenInside(kEgressPort);
+  if (!shared.thread) co_return Status::Error("egress is not configured (EGRESS_ALLOW_MAX)");
+  const asio::any_io_executor ex = shared.thread->executor();
+  Result<std::shared_ptr<InsideListener>> listener = co_await sandbox.ListenInside(kEgressPort, ex);
   if (!listener.ok()) co_return listener.status();
-  auto ex = co_await asio::this_coro::executor;
   SandboxEgress out;
   out.listener = std::move(listener).value();
   EgressProxyOptions options;
@@ -133,7 +160,7 @@ asio::awaitable<Result<SandboxEgress>> StartEgress(Sandbox& sandbox, const Egres
   asio::co_spawn(
       ex,
       [proxy = out.proxy, listener = out.listener]() -> asio::awaitable<void> {
-        co_await proxy->Accept(*listener);
+        co_await proxy->Accept(listener);
       },
       asio::detached);
   co_return out;

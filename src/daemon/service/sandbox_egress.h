@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "daemon/config/config.h"
 #include "daemon/egress/egress_proxy.h"
+#include "daemon/egress/egress_thread.h"
 #include "daemon/service/requests.h"
 
 namespace ci::daemon {
@@ -36,6 +37,8 @@ struct EgressShared {
   std::string trust_file;
   std::string error;  // why the secrets or the CA are missing: sandboxes get no network
   std::shared_ptr<EgressCounters> counters = std::make_shared<EgressCounters>();
+  // Where every proxy runs (null without EGRESS_ALLOW_MAX: no sandbox gets egress).
+  std::shared_ptr<EgressThread> thread;
   size_t max_connections = 64;    // each sandbox's
   uint64_t bytes_per_second = 0;  // each sandbox's; 0: unlimited
 };
@@ -64,11 +67,17 @@ Result<EgressBounds> BoundsFor(const Config& config,
 Result<EgressPolicy> EgressFor(const std::optional<NetworkRequest>& network,
                                const EgressPolicy& fallback, const EgressPolicy& max);
 
+// A sandbox's proxy (on the egress thread) and the listener it accepts from; the daemon's
+// thread asks them things through these calls, which hop to where each lives.
 struct SandboxEgress {
   std::shared_ptr<EgressProxy> proxy;
   std::shared_ptr<InsideListener> listener;
   // No new connections, and those open end: the program is done.
-  void Stop();
+  boost::asio::awaitable<void> Stop() const;
+  // What it reached and was refused so far.
+  boost::asio::awaitable<EgressReport> Report() const;
+  // The policy of its connections from now on (E2B's updateNetwork).
+  boost::asio::awaitable<void> SetPolicy(EgressPolicy policy) const;
 };
 
 boost::asio::awaitable<Result<SandboxEgress>> StartEgress(Sandbox& sandbox,

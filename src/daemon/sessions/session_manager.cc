@@ -233,17 +233,18 @@ asio::awaitable<void> SessionManager::End(SessionPtr s) {
   if (s->busy) s->sandbox->Kill();  // the call in flight ends now, with EndedDuringCall
   while (s->busy) co_await s->idle.Wait();
   s->idle.Notify();  // callers waiting for their turn see `ended`
-  StopEgress(*s);
+  co_await StopEgress(*s);
   co_await s->sandbox->Destroy();
 }
 
-void SessionManager::StopEgress(Session& s) {
-  if (!s.egress) return;
-  s.egress->Stop();
-  const EgressReport report = s.egress->proxy->report();
+asio::awaitable<void> SessionManager::StopEgress(Session& s) {
+  if (!s.egress) co_return;
+  const SandboxEgress egress = std::move(*s.egress);
+  s.egress.reset();
+  co_await egress.Stop();
+  const EgressReport report = co_await egress.Report();
   spdlog::info("session {} egress: {} destination(s) reached, {} connection(s) refused",
                ShortId(s.id), report.reached.size(), report.refused_count);
-  s.egress.reset();
 }
 
 asio::awaitable<std::optional<ApiError>> SessionManager::SetNetwork(const std::string& id,
@@ -256,7 +257,7 @@ asio::awaitable<std::optional<ApiError>> SessionManager::SetNetwork(const std::s
                                 "' was created without a network (this server allows none: "
                                 "EGRESS_ALLOW_MAX), so its policy cannot change"};
   }
-  s->egress->proxy->SetPolicy(std::move(policy));
+  co_await s->egress->SetPolicy(std::move(policy));
   co_return std::nullopt;
 }
 
@@ -273,7 +274,7 @@ asio::awaitable<void> SessionManager::Leave(SessionPtr s) {
   s->expiry.cancel();
   while (s->busy) co_await s->idle.Wait();  // the call in flight gets its answer
   s->idle.Notify();
-  StopEgress(*s);  // the proxy is this replica's: the sandbox left behind has no way out
+  co_await StopEgress(*s);  // the proxy is this replica's: the sandbox left behind has no way out
 }
 
 asio::awaitable<bool> SessionManager::Exists(const std::string& id, const std::string& client) {

@@ -145,7 +145,7 @@ class SessionManager {
       std::optional<EgressPolicy> egress);
   asio::awaitable<void> End(SessionPtr s);
   // Its proxy closes, what it reached is logged.
-  void StopEgress(Session& s);
+  asio::awaitable<void> StopEgress(Session& s);
   // Stops serving it here, its sandbox left running (shutdown, when sessions outlive us).
   asio::awaitable<void> Leave(SessionPtr s);
   asio::awaitable<void> ExpireAt(SessionPtr s);

@@ -81,7 +81,8 @@ class LocalSandbox final : public Sandbox {
   asio::awaitable<ResourceReport> Destroy() override;
   asio::awaitable<Result<std::unique_ptr<SandboxProcess>>> Spawn(ProcessSpec spec) override;
   asio::awaitable<Status> Signal(uint32_t pid, int signal) override;
-  asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(uint16_t port) override;
+  asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(
+      uint16_t port, asio::any_io_executor serve) override;
   void Kill() override;
   bool Alive() const override;
 

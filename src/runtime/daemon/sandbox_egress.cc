@@ -57,11 +57,12 @@ asio::awaitable<Result<int>> ListenOnStrand(std::shared_ptr<SandboxCore> core, u
 
 }  // namespace
 
-asio::awaitable<Result<std::shared_ptr<InsideListener>>> LocalSandbox::ListenInside(uint16_t port) {
+asio::awaitable<Result<std::shared_ptr<InsideListener>>> LocalSandbox::ListenInside(
+    uint16_t port, asio::any_io_executor serve) {
   auto task = ListenOnStrand(core_, port);
   Result<int> fd = co_await OnStrand<Result<int>>(core_->strand, std::move(task));
   if (!fd.ok()) co_return fd.status();
-  asio::ip::tcp::acceptor acceptor(co_await asio::this_coro::executor);
+  asio::ip::tcp::acceptor acceptor(serve);
   boost::system::error_code ec;
   acceptor.assign(asio::ip::tcp::v4(), *fd, ec);
   if (ec) {
