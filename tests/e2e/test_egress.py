@@ -123,10 +123,10 @@ class EgressTest(E2ETestCase):
                     f"secret.test X-Api-Key: {cls.TLS_SECRET}\n")
         cls.daemon_env = {
             # Loopback only at the two servers' ports: not the daemon's own.
-            "EGRESS_ALLOW": f"web.test, tls.test, secret.test, metadata.test, "
+            "EGRESS_ALLOW": f"web.test, tls.test, secret.test, metadata.test, loopback.test, "
                             f"127.0.0.1/32:{cls.web_port}, 127.0.0.1/32:{cls.tls_port}",
             "EGRESS_HOSTS": "web.test=127.0.0.1, tls.test=127.0.0.1, secret.test=127.0.0.1, "
-                            "metadata.test=169.254.169.254",
+                            "metadata.test=169.254.169.254, loopback.test=127.0.0.1",
             "EGRESS_SECRETS_FILE": secrets,
             # secret.test's tunnels are opened by the daemon's CA; tls.test's stay opaque.
             "EGRESS_TLS_INTERCEPT": "secret.test",
@@ -187,6 +187,8 @@ class EgressTest(E2ETestCase):
             "        print('failed', url, type(e).__name__)\n"
             "get('http://other.test/')\n"
             "get('http://metadata.test/latest/meta-data/')\n"
+            # An allowed name that resolves to loopback, at a port no CIDR rule names.
+            f"get('http://loopback.test:{daemon_port}/health')\n"
             "get('http://169.254.169.254/')\n"
             "get('http://10.0.0.1/')\n"
             "get('http://[::1]:80/')\n"
@@ -207,18 +209,19 @@ class EgressTest(E2ETestCase):
         lines = res["stdout"].splitlines()
         self.assertTrue(lines[0].startswith("403 code-interpreter egress: not allowed"), lines)
         self.assertIn("169.254.169.254, an address this sandbox may not reach", lines[1])
-        for line in lines[2:6]:
+        self.assertIn("127.0.0.1, an address this sandbox may not reach", lines[2])
+        for line in lines[3:7]:
             self.assertTrue(line.startswith("403 code-interpreter egress: not allowed"), lines)
-        self.assertTrue(lines[6].startswith("failed https://tls.test"), lines)  # a 403 CONNECT
-        self.assertEqual(lines[7:], ["direct ConnectionRefusedError", "direct OSError",
+        self.assertTrue(lines[7].startswith("failed https://tls.test"), lines)  # a 403 CONNECT
+        self.assertEqual(lines[8:], ["direct ConnectionRefusedError", "direct OSError",
                                      "udp OSError"], res["stdout"])
         self.assertEqual(res["network"]["reached"], [])
-        self.assertEqual(res["network"]["refused_count"], 7, res["network"])
+        self.assertEqual(res["network"]["refused_count"], 8, res["network"])
         # /metrics counts them with every other sandbox's.
         metrics = self.client.get("/metrics").body.decode()
         refused = re.search(r'^code_interpreter_egress_connections_total\{outcome="refused"\} '
                             r'(\d+)$', metrics, re.M)
-        self.assertGreaterEqual(int(refused.group(1)), 7, metrics)
+        self.assertGreaterEqual(int(refused.group(1)), 8, metrics)
 
     def test_a_tunnel_whose_tls_names_another_server_is_closed(self):
         res = self.run_code(
@@ -304,7 +307,13 @@ class EgressTest(E2ETestCase):
             f"print(urllib.request.urlopen('https://secret.test:{self.tls_port}/headers')"
             ".read().decode())\n"
             "print(sorted(k for k in os.environ if 'CERT' in k or 'CA_' in k))\n"
-            "print(open(os.environ['SSL_CERT_FILE']).read().count('BEGIN CERTIFICATE') > 1)\n")
+            "print(open(os.environ['SSL_CERT_FILE']).read().count('BEGIN CERTIFICATE') > 1)\n"
+            # What the program can see of itself: its environment and its files.
+            "print(dict(os.environ))\n"
+            "for root in ('/workspace', '/tmp'):\n"
+            "    for d, _, names in os.walk(root):\n"
+            "        for n in names:\n"
+            "            print(n, open(os.path.join(d, n), errors='replace').read())\n")
         seen = {h.get("Authorization") or h.get("X-Api-Key") for h in _Hello.seen}
         self.assertEqual(seen, {f"Bearer {self.HTTP_SECRET}", self.TLS_SECRET})
         out = res["stdout"]
@@ -312,6 +321,7 @@ class EgressTest(E2ETestCase):
         self.assertIn("X-Api-Key: " + "*" * len(self.TLS_SECRET), out)
         self.assertIn("['CURL_CA_BUNDLE', 'NODE_EXTRA_CA_CERTS', 'PIP_CERT', "
                       "'REQUESTS_CA_BUNDLE', 'SSL_CERT_FILE']\nTrue\n", out)
+        self.assertIn(".ci-egress-ca.pem -----BEGIN CERTIFICATE-----", out)  # the walk ran
         # Nowhere in the answer (nor its files: the trust file is an input), nor the log.
         for secret in (self.HTTP_SECRET, self.TLS_SECRET):
             self.assertNotIn(secret, json.dumps(res))

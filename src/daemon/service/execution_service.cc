@@ -319,7 +319,13 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   }
   auto t_collected = Clock::now();
   result.resources = co_await sandbox->Destroy();
-  if (egress.ok()) result.network = co_await egress->Report();
+  if (egress.ok()) {
+    result.network = co_await egress->Report();
+    uint64_t in = 0, out = 0;
+    for (const EgressDestination& d : result.network->reached) in += d.bytes_in, out += d.bytes_out;
+    spdlog::info("egress: {} destination(s) reached ({} bytes in, {} out), {} refused",
+                 result.network->reached.size(), in, out, result.network->refused_count);
+  }
   auto t_destroyed = Clock::now();
   live_.erase(raw);
   sandbox.reset();
