@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "egress/client_hello_bytes.h"
+#include "egress/proxy_fixture.h"
 
 namespace ci::daemon {
 namespace {
@@ -68,7 +69,7 @@ asio::awaitable<void> HeadServer(tcp::acceptor& acceptor) {
   }
 }
 
-class EgressProxyTest : public ::testing::Test {
+class EgressProxyTest : public ProxyFixture {
  protected:
   void Start(std::string_view allow, size_t max_connections = 64) {
     EgressProxyOptions options;
@@ -78,26 +79,12 @@ class EgressProxyTest : public ::testing::Test {
     options.hosts["web.test"] = {loopback};
     options.hosts["metadata.test"] = {asio::ip::make_address("169.254.169.254")};
     options.max_connections = max_connections;
-    proxy_ = std::make_shared<EgressProxy>(io_.get_executor(), std::move(options));
-    asio::co_spawn(io_, proxy_->Accept(listener_), asio::detached);
     asio::co_spawn(io_, EchoServer(echo_), asio::detached);
     asio::co_spawn(io_, HeadServer(web_), asio::detached);
-    thread_ = std::thread([this] { io_.run(); });
+    StartProxy(std::move(options));
   }
 
-  void TearDown() override {
-    asio::post(io_, [this] {
-      listener_->Close();
-      echo_.close();
-      web_.close();
-    });
-    io_.stop();
-    if (thread_.joinable()) thread_.join();
-  }
-
-  static tcp::acceptor Listen(asio::io_context& io) {
-    return tcp::acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  }
+  void TearDown() override { StopProxy({&echo_, &web_}); }
   uint16_t echo_port() const { return echo_.local_endpoint().port(); }
   uint16_t web_port() const { return web_.local_endpoint().port(); }
 
@@ -113,33 +100,11 @@ class EgressProxyTest : public ::testing::Test {
     }
     return s;
   }
-  // Everything until the proxy closes.
-  static std::string Rest(tcp::socket& s) {
-    std::string out;
-    boost::system::error_code ec;
-    char buf[4096];
-    while (size_t n = s.read_some(asio::buffer(buf), ec)) out.append(buf, n);
-    return out;
-  }
   static std::string ConnectRequest(const std::string& authority) {
     return "CONNECT " + authority + " HTTP/1.1\r\nhost: " + authority + "\r\n\r\n";
   }
-  EgressReport Report() {
-    std::promise<EgressReport> done;
-    asio::post(io_, [&] { done.set_value(proxy_->report()); });
-    return done.get_future().get();
-  }
-
-  asio::io_context io_;
-  asio::io_context client_io_;
-  tcp::acceptor proxy_acceptor_ = Listen(io_);
-  tcp::endpoint proxy_endpoint_ = proxy_acceptor_.local_endpoint();
-  std::shared_ptr<TcpInsideListener> listener_ =
-      std::make_shared<TcpInsideListener>(std::move(proxy_acceptor_));
   tcp::acceptor echo_ = Listen(io_);
   tcp::acceptor web_ = Listen(io_);
-  std::shared_ptr<EgressProxy> proxy_;
-  std::thread thread_;
 };
 
 TEST_F(EgressProxyTest, ATunnelToAnAllowedNameCarriesItsTls) {
@@ -168,12 +133,12 @@ TEST_F(EgressProxyTest, ATunnelWhoseServerNameIsAnotherHostIsClosed) {
     tcp::socket s = Ask(ConnectRequest("tls.test:" + std::to_string(echo_port())), &head);
     ASSERT_EQ(head, "HTTP/1.1 200 Connection established\r\n\r\n");
     asio::write(s, asio::buffer(ClientHelloBytes(names)));
-    EXPECT_EQ(Rest(s), "");  // nothing reached the server, nothing came back
+    EXPECT_EQ(ReadAll(s), "");  // nothing reached the server, nothing came back
   }
   std::string head;
   tcp::socket s = Ask(ConnectRequest("tls.test:" + std::to_string(echo_port())), &head);
   asio::write(s, asio::buffer(std::string("SSH-2.0-OpenSSH\r\n")));
-  EXPECT_EQ(Rest(s), "");
+  EXPECT_EQ(ReadAll(s), "");
   EgressReport report = Report();
   EXPECT_TRUE(report.reached.empty());
   ASSERT_EQ(report.refused.size(), 3u);
@@ -196,7 +161,7 @@ TEST_F(EgressProxyTest, DestinationsOutsideThePolicyAreRefusedWithTheReason) {
     std::string head;
     tcp::socket s = Ask(ConnectRequest(c.authority), &head);
     EXPECT_TRUE(head.starts_with("HTTP/1.1 403 Forbidden\r\n")) << c.authority << ": " << head;
-    EXPECT_NE(Rest(s).find(c.says), std::string::npos) << c.authority;
+    EXPECT_NE(ReadAll(s).find(c.says), std::string::npos) << c.authority;
   }
   EXPECT_EQ(Report().refused_count, 6u);
 }
@@ -211,7 +176,7 @@ TEST_F(EgressProxyTest, PlainHttpIsForwardedWithoutTheProxysHeaders) {
               "Accept: */*\r\n\r\n",
           &head);
   EXPECT_TRUE(head.starts_with("HTTP/1.1 200 OK\r\n")) << head;
-  const std::string got = Rest(s);
+  const std::string got = ReadAll(s);
   EXPECT_TRUE(got.starts_with("GET /simple/pkg/?q=1 HTTP/1.1\r\n")) << got;
   EXPECT_NE(got.find("accept: */*\r\n"), std::string::npos) << got;
   EXPECT_NE(got.find("host: " + authority + "\r\n"), std::string::npos) << got;
@@ -240,7 +205,7 @@ TEST_F(EgressProxyTest, MalformedRequestsAreRefusedByName) {
     std::string head;
     tcp::socket s = Ask(c.request, &head);
     EXPECT_TRUE(head.starts_with("HTTP/1.1 " + c.status)) << c.request.substr(0, 60) << head;
-    EXPECT_NE(Rest(s).find(c.says), std::string::npos) << c.request.substr(0, 60);
+    EXPECT_NE(ReadAll(s).find(c.says), std::string::npos) << c.request.substr(0, 60);
   }
 }
 
@@ -254,7 +219,7 @@ TEST_F(EgressProxyTest, CloseAllEndsOpenTunnels) {
   asio::read(s, asio::buffer(echoed));
   // The echo server never closes: the program's end does.
   asio::post(io_, [this] { proxy_->CloseAll(); });
-  EXPECT_EQ(Rest(s), "");
+  EXPECT_EQ(ReadAll(s), "");
 }
 
 TEST_F(EgressProxyTest, ConnectionsPastTheLimitAreRefused) {

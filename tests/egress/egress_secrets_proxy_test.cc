@@ -22,6 +22,7 @@
 #include "daemon/egress/egress_interception.h"
 #include "daemon/egress/egress_proxy.h"
 #include "daemon/egress/egress_secrets.h"
+#include "egress/proxy_fixture.h"
 #include "egress/test_certificate.h"
 
 namespace ci::daemon {
@@ -124,7 +125,7 @@ std::shared_ptr<ssl::context> SecretsServerContext(const TestCertificate& cert) 
   return ctx;
 }
 
-class EgressSecretsProxyTest : public ::testing::Test {
+class EgressSecretsProxyTest : public ProxyFixture {
  protected:
   void SetUp() override {
     char name[] = "/tmp/egress_upstream_ca_XXXXXX";
@@ -154,35 +155,15 @@ class EgressSecretsProxyTest : public ::testing::Test {
     ASSERT_TRUE(interception.ok()) << interception.status().message();
     interception_ = interception.value();
     options.interception = interception_;
-    proxy_ = std::make_shared<EgressProxy>(io_.get_executor(), std::move(options));
-    asio::co_spawn(io_, proxy_->Accept(listener_), asio::detached);
     asio::co_spawn(io_, SecretsHttpServer(web_, &seen_, &mu_), asio::detached);
     asio::co_spawn(io_, SecretsTlsServer(tls_, *upstream_ctx_, &seen_, &mu_), asio::detached);
     asio::co_spawn(io_, SecretsTlsServer(bad_, *bad_ctx_, &seen_, &mu_), asio::detached);
-    thread_ = std::thread([this] { io_.run(); });
+    StartProxy(std::move(options));
   }
 
   void TearDown() override {
-    asio::post(io_, [this] {
-      listener_->Close();
-      web_.close();
-      tls_.close();
-      bad_.close();
-    });
-    io_.stop();
-    if (thread_.joinable()) thread_.join();
+    StopProxy({&web_, &tls_, &bad_});
     ::unlink(ca_file_.c_str());
-  }
-
-  static tcp::acceptor Listen(asio::io_context& io) {
-    return tcp::acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  }
-  static std::string ReadAll(auto& s) {
-    std::string out;
-    error_code ec;
-    char buf[4096];
-    while (size_t n = s.read_some(asio::buffer(buf), ec)) out.append(buf, n);
-    return out;
   }
 
   // A plain-HTTP request through the proxy: the whole answer.
@@ -226,18 +207,6 @@ class EgressSecretsProxyTest : public ::testing::Test {
     std::lock_guard lock(mu_);
     return seen_;
   }
-  EgressReport Report() {
-    std::promise<EgressReport> done;
-    asio::post(io_, [&] { done.set_value(proxy_->report()); });
-    return done.get_future().get();
-  }
-
-  asio::io_context io_;
-  asio::io_context client_io_;
-  tcp::acceptor proxy_acceptor_ = Listen(io_);
-  tcp::endpoint proxy_endpoint_ = proxy_acceptor_.local_endpoint();
-  std::shared_ptr<TcpInsideListener> listener_ =
-      std::make_shared<TcpInsideListener>(std::move(proxy_acceptor_));
   tcp::acceptor web_ = Listen(io_);
   tcp::acceptor tls_ = Listen(io_);
   tcp::acceptor bad_ = Listen(io_);
@@ -247,8 +216,6 @@ class EgressSecretsProxyTest : public ::testing::Test {
   std::shared_ptr<ssl::context> bad_ctx_ = SecretsServerContext(untrusted_cert_);
   std::string ca_file_;
   std::shared_ptr<EgressInterception> interception_;
-  std::shared_ptr<EgressProxy> proxy_;
-  std::thread thread_;
   std::mutex mu_;
   std::vector<std::string> seen_;  // request heads, as the servers received them
 };
