@@ -4,18 +4,14 @@
 #include <array>
 #include <charconv>
 
+#include "core/header_text.h"
+
 namespace ci::daemon {
 namespace {
 
 using boost::asio::ip::address;
 using boost::asio::ip::address_v4;
 using boost::asio::ip::address_v6;
-
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // A host name as DNS allows it: labels of letters, digits, '-' and '_', 1-63 bytes each.
 bool IsHostName(std::string_view name) {
@@ -89,7 +85,7 @@ Result<uint16_t> ParsePort(std::string_view text, std::string_view rule) {
 
 bool EgressRule::MatchesName(std::string_view name, uint16_t p) const {
   if (!PortMatches(port, p)) return false;
-  const std::string n = Lower(name);
+  const std::string n = AsciiLower(name);
   if (kind == Kind::kDomain) return n == domain;
   return kind == Kind::kWildcard && Subdomain(n, domain);
 }
@@ -185,7 +181,7 @@ Result<EgressRule> ParseEgressRule(std::string_view text) {
   if (slash != std::string_view::npos) {
     return Status::Error("'" + std::string(text) + "': not an IP network");
   }
-  std::string name = Lower(host);
+  std::string name = AsciiLower(host);
   if (name.ends_with('.')) name.pop_back();
   if (name.starts_with("*.")) {
     rule.kind = EgressRule::Kind::kWildcard;

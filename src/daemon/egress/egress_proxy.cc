@@ -18,6 +18,7 @@
 #include <charconv>
 #include <optional>
 
+#include "core/header_text.h"
 #include "core/tls_peer.h"
 #include "daemon/egress/chunked_decoder.h"
 #include "daemon/egress/egress_interception.h"
@@ -53,12 +54,6 @@ struct Tracked {
 
 auto Ignore(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
-std::string Lowered(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // "host:port", "[v6]:port", or "host" with `default_port`; false when malformed.
 bool ParseAuthority(std::string_view text, uint16_t default_port, std::string* host,
                     uint16_t* port) {
@@ -83,7 +78,7 @@ bool ParseAuthority(std::string_view text, uint16_t default_port, std::string* h
     if (ec != std::errc() || end != p.data() + p.size()) return false;
   }
   if (h.empty() || value == 0 || value > 65535) return false;
-  *host = Lowered(h);
+  *host = AsciiLower(h);
   if (host->ends_with('.')) host->pop_back();
   *port = static_cast<uint16_t>(value);
   return !host->empty();
@@ -120,7 +115,7 @@ bool ParseHead(std::string_view text, Head* head) {
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
       value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-    head->headers.emplace_back(Lowered(field.substr(0, colon)), std::string(value));
+    head->headers.emplace_back(AsciiLower(field.substr(0, colon)), std::string(value));
   }
   return true;
 }
@@ -187,7 +182,7 @@ std::string OutgoingHead(const Head& head, std::string_view path, std::string_vi
   for (const auto& [k, v] : head.headers) {
     if (HopByHop(k) || k == "host") continue;
     bool replaced = !secrets.empty() && k == "accept-encoding";
-    for (const EgressSecret& s : secrets) replaced = replaced || Lowered(s.header) == k;
+    for (const EgressSecret& s : secrets) replaced = replaced || AsciiLower(s.header) == k;
     if (!replaced) out += k + ": " + v + "\r\n";
   }
   for (const EgressSecret& s : secrets) out += s.header + ": " + s.value + "\r\n";
@@ -221,8 +216,8 @@ AnswerHead ReadAnswerHead(std::string_view raw) {
     pos = end + 2;
     if (field.empty()) break;
     const size_t colon = field.find(':');
-    const std::string name = Lowered(field.substr(0, colon));
-    std::string value = colon == std::string_view::npos ? "" : Lowered(field.substr(colon + 1));
+    const std::string name = AsciiLower(field.substr(0, colon));
+    std::string value = colon == std::string_view::npos ? "" : AsciiLower(field.substr(colon + 1));
     value.erase(0, value.find_first_not_of(" \t"));
     if (name == "content-encoding" && !value.starts_with("identity")) {
       // Not quoted: what the server sent might be a secret.
@@ -407,7 +402,7 @@ asio::awaitable<void> EgressProxy::Serve(Stream client) {
   }
   // A plain-HTTP request in absolute form: "http://host[:port]/path".
   constexpr std::string_view kHttp = "http://";
-  if (Lowered(head.target).rfind(kHttp, 0) != 0) {
+  if (AsciiLower(head.target).rfind(kHttp, 0) != 0) {
     co_return co_await Refuse(client, target, 400,
                               "only http:// URLs in absolute form and CONNECT are proxied");
   }
@@ -511,7 +506,7 @@ asio::awaitable<void> EgressProxy::Tunnel(Stream& client, Target target, std::st
     refused = "a tunnel carries TLS only (its first bytes are not a ClientHello)";
   } else if (!hello.server_name && !literal) {
     refused = "the ClientHello names no server (SNI) for " + target.host;
-  } else if (hello.server_name && Lowered(*hello.server_name) != target.host) {
+  } else if (hello.server_name && AsciiLower(*hello.server_name) != target.host) {
     refused = "the ClientHello names " + *hello.server_name + ", the CONNECT " + target.host;
   }
   if (refused.empty() && options_.interception &&

@@ -8,21 +8,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/header_text.h"
+
 namespace ci::daemon {
 namespace {
 
 constexpr size_t kMaxSecretsFile = 1 << 20;
-
-bool SecretsSameName(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // A header name as RFC 9110 allows it (a token).
 bool SecretsIsToken(std::string_view name) {
@@ -40,9 +31,9 @@ bool SecretsReservedHeader(std::string_view name) {
   for (std::string_view h :
        {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer",
         "upgrade", "accept-encoding", "expect"}) {
-    if (SecretsSameName(name, h)) return true;
+    if (EqualsIgnoringCase(name, h)) return true;
   }
-  return name.size() >= 6 && SecretsSameName(name.substr(0, 6), "proxy-");
+  return name.size() >= 6 && EqualsIgnoringCase(name.substr(0, 6), "proxy-");
 }
 
 std::string_view SecretsTrim(std::string_view s) {
@@ -96,7 +87,7 @@ Result<std::vector<EgressSecret>> ParseEgressSecrets(std::string_view text, std:
                  " characters (it is masked wherever it appears in answers)");
     }
     for (const EgressSecret& s : out) {
-      if (s.destination.ToString() == rule->ToString() && SecretsSameName(s.header, name)) {
+      if (s.destination.ToString() == rule->ToString() && EqualsIgnoringCase(s.header, name)) {
         return bad(std::string(name) + " for " + rule->ToString() + " is set on an earlier line");
       }
     }
@@ -200,7 +191,7 @@ std::vector<EgressSecret> EgressSecrets::For(std::string_view host, uint16_t por
   for (const EgressSecret& s : secrets_) {
     if (!s.destination.MatchesName(host, port)) continue;
     bool taken = false;
-    for (const EgressSecret& o : out) taken = taken || SecretsSameName(o.header, s.header);
+    for (const EgressSecret& o : out) taken = taken || EqualsIgnoringCase(o.header, s.header);
     if (!taken) out.push_back(s);
   }
   return out;
