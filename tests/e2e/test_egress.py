@@ -11,6 +11,7 @@ import http.server
 import io
 import json
 import os
+import pwd
 import re
 import ssl
 import subprocess
@@ -121,6 +122,10 @@ class EgressTest(E2ETestCase):
             f.write(f"# the proxy adds these; the sandbox never holds them\n"
                     f"web.test Authorization: Bearer {cls.HTTP_SECRET}\n"
                     f"secret.test X-Api-Key: {cls.TLS_SECRET}\n")
+        if Config.as_user:  # a rootless daemon reads them as its own user
+            pw = pwd.getpwnam(Config.as_user)
+            for path in (cls.tmp, secrets, cls.cert):
+                os.chown(path, pw.pw_uid, pw.pw_gid)
         cls.daemon_env = {
             # Loopback only at the two servers' ports: not the daemon's own.
             "EGRESS_ALLOW": f"web.test, tls.test, secret.test, metadata.test, loopback.test, "
