@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent_as_init.h"
 #include "agent/agent_wire.h"
 #include "common/hard_to_kill.h"
 #include "daemon/service/python_program.h"
@@ -47,41 +48,11 @@ class AgentTest : public ::testing::Test {
 
   // `uid`: the agent runs as that user (and group), as in a container; 0: root.
   void Start(const std::vector<std::string>& args, uid_t uid = 0) {
-    int in[2], out[2];
-    ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
-    ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-    pid_ = ::fork();
-    ASSERT_GE(pid_, 0);
-    if (pid_ == 0) {
-      // Only the test holds the daemon's ends: the agent must see the end of its stream.
-      ::close(in[1]);
-      ::close(out[0]);
-      if (::unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC) != 0) ::_exit(100);
-      pid_t init = ::fork();
-      if (init == 0) {
-        if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-            ::mount("proc", "/proc", "proc", 0, nullptr) != 0 || ::dup2(in[0], 0) != 0 ||
-            ::dup2(out[1], 1) != 1) {
-          ::_exit(101);
-        }
-        if (uid != 0 &&
-            (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0)) {
-          ::_exit(103);
-        }
-        std::vector<char*> argv = {const_cast<char*>(CI_AGENT_BINARY)};
-        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        ::execv(CI_AGENT_BINARY, argv.data());
-        ::_exit(102);
-      }
-      int status = 0;
-      ::waitpid(init, &status, 0);
-      ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    to_agent_ = in[1];
-    from_agent_ = out[0];
+    const AgentProcess agent = StartAgentAsInit(args, uid);
+    ASSERT_GE(agent.pid, 0);
+    pid_ = agent.pid;
+    to_agent_ = agent.to_agent;
+    from_agent_ = agent.from_agent;
     Msg type;
     std::string payload;
     ASSERT_TRUE(Next(&type, &payload));

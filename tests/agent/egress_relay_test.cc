@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/agent_as_init.h"
 #include "agent/agent_wire.h"
 
 namespace ci::agent {
@@ -113,35 +114,12 @@ class EgressRelayTest : public ::testing::Test {
     if (from_agent_ >= 0) ::close(from_agent_);
   }
 
-  // As agent_test.cc's AgentTest::Start, as root.
   void Start() {
-    int in[2], out[2];
-    ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
-    ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-    pid_ = ::fork();
-    ASSERT_GE(pid_, 0);
-    if (pid_ == 0) {
-      ::close(in[1]);
-      ::close(out[0]);
-      if (::unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC) != 0) ::_exit(100);
-      pid_t init = ::fork();
-      if (init == 0) {
-        if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-            ::mount("proc", "/proc", "proc", 0, nullptr) != 0 || ::dup2(in[0], 0) != 0 ||
-            ::dup2(out[1], 1) != 1) {
-          ::_exit(101);
-        }
-        ::execl(CI_AGENT_BINARY, CI_AGENT_BINARY, nullptr);
-        ::_exit(102);
-      }
-      int status = 0;
-      ::waitpid(init, &status, 0);
-      ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    to_agent_ = in[1];
-    from_agent_ = out[0];
+    const AgentProcess agent = StartAgentAsInit({});
+    ASSERT_GE(agent.pid, 0);
+    pid_ = agent.pid;
+    to_agent_ = agent.to_agent;
+    from_agent_ = agent.from_agent;
     // Writes wait on the agent's answers being read: the agent's own writes block.
     ASSERT_EQ(::fcntl(to_agent_, F_SETFL, O_NONBLOCK), 0);
     Msg type;
