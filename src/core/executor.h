@@ -172,6 +172,13 @@ class Sandbox {
     (void)serve;
     co_return Status::Error("egress is not available on this backend (docs/egress.md)");
   }
+  // Session sandboxes, between runs: stops every process of the sandbox where it stands (the
+  // cgroup freezer, the engine's pause), its timers included, or lets them go on again. Error
+  // with unavailable(): this backend or host cannot (a pod; no cgroup of its own).
+  virtual asio::awaitable<Status> Freeze(bool frozen) {
+    (void)frozen;
+    co_return Status::Unavailable("freeze", "this backend's sandboxes cannot be frozen");
+  }
   // False once the sandbox is known to be gone while idle (its init exited): a warm pool then
   // replaces it instead of handing it out. Non-blocking; true when a backend cannot tell.
   virtual bool Alive() const { return true; }
