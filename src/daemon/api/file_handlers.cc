@@ -111,7 +111,7 @@ asio::awaitable<void> ApiHandlers::UploadFile(HttpExchange& ex, const std::strin
 asio::awaitable<void> ApiHandlers::ListFiles(HttpExchange& ex, const std::string&) {
   std::vector<FileMeta> mine;
   for (auto& f : store_.List()) {
-    if (f.client == ex.client) mine.push_back(std::move(f));
+    if (f.VisibleTo(ex.client)) mine.push_back(std::move(f));
   }
   co_await ex.Respond(JsonResponse(200, FileListJson(mine)));
 }
@@ -120,7 +120,7 @@ asio::awaitable<void> ApiHandlers::GetFile(HttpExchange& ex, const std::string& 
   // Pinned until the response is sent: a delete meanwhile cannot turn it into a 500. Another
   // caller's file is one that does not exist.
   auto pin = store_.Pin(id);
-  if (!pin || pin->meta().client != ex.client)
+  if (!pin || !pin->meta().VisibleTo(ex.client))
     co_return co_await ex.Respond(ErrorResponse(404, "File with ID '" + id + "' not found"));
   HttpResponse r;
   r.content_type = "application/octet-stream";
@@ -131,7 +131,7 @@ asio::awaitable<void> ApiHandlers::GetFile(HttpExchange& ex, const std::string& 
 
 asio::awaitable<void> ApiHandlers::DeleteFile(HttpExchange& ex, const std::string& id) {
   auto meta = store_.Get(id);
-  if (!meta || meta->client != ex.client || !store_.Delete(id)) {
+  if (!meta || !meta->VisibleTo(ex.client) || !store_.Delete(id)) {
     co_return co_await ex.Respond(ErrorResponse(404, "File with ID '" + id + "' not found"));
   }
   co_await ex.Respond(NoContent());

@@ -7,7 +7,9 @@
 namespace ci::daemon {
 namespace {
 
-bool IsSessionRoute(std::string_view pattern) { return pattern.starts_with("/v1/sessions"); }
+bool IsSessionRoute(std::string_view pattern) {
+  return pattern.starts_with("/v1/sessions") || pattern.starts_with("/v1/snapshots");
+}
 bool IsSessionId(std::string_view id) { return id.starts_with("code-session-"); }
 
 }  // namespace
@@ -49,6 +51,12 @@ std::span<const ApiHandlers::Route> ApiHandlers::Routes() {
       {"POST", "/v1/sessions/{session_id}/execute/stream", &ApiHandlers::SessionExecuteStream},
       {"GET", "/v1/sessions/{session_id}/files", &ApiHandlers::SessionFiles},
       {"POST", "/v1/sessions/{session_id}/files", &ApiHandlers::SessionStageFiles},
+      {"POST", "/v1/sessions/{session_id}/pause", &ApiHandlers::PauseSession},
+      {"POST", "/v1/sessions/{session_id}/resume", &ApiHandlers::ResumeSession},
+      {"POST", "/v1/sessions/{session_id}/fork", &ApiHandlers::ForkSession},
+      {"POST", "/v1/sessions/{session_id}/snapshots", &ApiHandlers::SnapshotSession},
+      {"GET", "/v1/snapshots", &ApiHandlers::ListSnapshots},
+      {"DELETE", "/v1/snapshots/{snapshot_id}", &ApiHandlers::DeleteSnapshot},
       {"GET", "/v1/tools", &ApiHandlers::Tools},
       {"POST", "/v1/agent/solve", &ApiHandlers::SolveBatchRoute},
       {"POST", "/v1/agent/solve/stream", &ApiHandlers::SolveStreamRoute},

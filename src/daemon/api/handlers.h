@@ -104,6 +104,13 @@ class ApiHandlers final : public Front {
   asio::awaitable<void> SessionExecute(HttpExchange& ex, const std::string& id, bool stream);
   asio::awaitable<void> SessionFiles(HttpExchange& ex, const std::string& id);
   asio::awaitable<void> SessionStageFiles(HttpExchange& ex, const std::string& id);
+  // Pause, resume, fork and snapshots (session_pause_handlers.cc).
+  asio::awaitable<void> PauseSession(HttpExchange& ex, const std::string& id);
+  asio::awaitable<void> ResumeSession(HttpExchange& ex, const std::string& id);
+  asio::awaitable<void> ForkSession(HttpExchange& ex, const std::string& id);
+  asio::awaitable<void> SnapshotSession(HttpExchange& ex, const std::string& id);
+  asio::awaitable<void> ListSnapshots(HttpExchange& ex, const std::string&);
+  asio::awaitable<void> DeleteSnapshot(HttpExchange& ex, const std::string& id);
 
   // The tools and the agent loop (agent_handlers.cc).
   asio::awaitable<void> Tools(HttpExchange& ex, const std::string&);

@@ -127,7 +127,63 @@ Result<SessionCreateRequest> ParseSessionCreateRequest(std::string_view body) {
     if (!network.ok()) return network.status();
     r.network = std::move(network).value();
   }
+  if (auto it = doc.FindMember("snapshot"); it != doc.MemberEnd() && !it->value.IsNull()) {
+    if (!it->value.IsString() || it->value.GetStringLength() == 0) {
+      return Status::Error("snapshot must be a snapshot's id or name (a string).");
+    }
+    r.snapshot = std::string(it->value.GetString(), it->value.GetStringLength());
+  }
   return r;
+}
+
+namespace {
+
+bool Blank(std::string_view body) {
+  return body.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
+}  // namespace
+
+Result<bool> ParsePauseRequest(std::string_view body) {
+  if (Blank(body)) return true;
+  rapidjson::Document doc;
+  if (Status s = ParseObject(body, doc); !s.ok()) return s;
+  auto it = doc.FindMember("memory");
+  if (it == doc.MemberEnd() || it->value.IsNull()) return true;
+  if (!it->value.IsBool()) return Status::Error("memory must be true or false.");
+  return it->value.GetBool();
+}
+
+Result<ForkRequest> ParseForkRequest(std::string_view body) {
+  ForkRequest r;
+  if (Blank(body)) return r;
+  rapidjson::Document doc;
+  if (Status s = ParseObject(body, doc); !s.ok()) return s;
+  if (auto it = doc.FindMember("count"); it != doc.MemberEnd() && !it->value.IsNull()) {
+    if (!it->value.IsInt64() || it->value.GetInt64() < 1 || it->value.GetInt64() > 16) {
+      return Status::Error("count must be an integer between 1 and 16.");
+    }
+    r.count = static_cast<uint32_t>(it->value.GetInt64());
+  }
+  if (auto it = doc.FindMember("ttl_seconds"); it != doc.MemberEnd() && !it->value.IsNull()) {
+    if (!it->value.IsInt64() || it->value.GetInt64() < 1 || it->value.GetInt64() > 86400) {
+      return Status::Error("ttl_seconds must be an integer between 1 and 86400.");
+    }
+    r.ttl_seconds = it->value.GetInt64();
+  }
+  return r;
+}
+
+Result<std::string> ParseSnapshotRequest(std::string_view body) {
+  if (Blank(body)) return std::string();
+  rapidjson::Document doc;
+  if (Status s = ParseObject(body, doc); !s.ok()) return s;
+  auto it = doc.FindMember("name");
+  if (it == doc.MemberEnd() || it->value.IsNull()) return std::string();
+  if (!it->value.IsString() || it->value.GetStringLength() > 128) {
+    return Status::Error("name must be a string of at most 128 characters.");
+  }
+  return std::string(it->value.GetString(), it->value.GetStringLength());
 }
 
 Result<BashRequest> ParseBashRequest(std::string_view body, int64_t max_timeout_ms) {

@@ -20,6 +20,18 @@ Result<SessionCreateRequest> ParseSessionCreateRequest(std::string_view body);
 
 Result<BashRequest> ParseBashRequest(std::string_view body, int64_t max_timeout_ms);
 
+// POST /v1/sessions/{id}/pause: {"memory": bool} (default true); an empty body is {}.
+Result<bool> ParsePauseRequest(std::string_view body);
+// POST /v1/sessions/{id}/fork: {"count": 1..16 (default 1), "ttl_seconds": 1..86400 (default: the
+// session's time left)}.
+struct ForkRequest {
+  uint32_t count = 1;
+  int64_t ttl_seconds = 0;
+};
+Result<ForkRequest> ParseForkRequest(std::string_view body);
+// POST /v1/sessions/{id}/snapshots: {"name": up to 128 characters} (optional).
+Result<std::string> ParseSnapshotRequest(std::string_view body);
+
 // POST /v1/sessions/{id}/files: {"files": [...]} (required).
 Result<std::vector<FileRef>> ParseStageFilesRequest(std::string_view body);
 

@@ -40,6 +40,7 @@ void WriteSession(JsonWriter& w, const SessionSummary& s, bool with_created_at) 
   if (with_created_at) {
     w.Key("created_at");
     w.Double(s.created_at);
+    WriteField(w, "state", s.state);
   }
   w.Key("expires_at");
   w.Double(s.expires_at);

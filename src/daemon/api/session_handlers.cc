@@ -18,6 +18,14 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex, const std::st
   if (!request.ok()) co_return co_await ex.Respond(ErrorResponse(422, request.status().message()));
   auto files = service_.ResolveFiles(request->files, "", ex.client);
   if (auto* e = std::get_if<ApiError>(&files)) co_return co_await ex.Respond(ApiErrorResponse(*e));
+  std::optional<SnapshotRecord> from;
+  if (request->snapshot) {
+    auto found = sessions_.SnapshotFor(*request->snapshot, ex.client);
+    if (auto* e = std::get_if<ApiError>(&found)) {
+      co_return co_await ex.Respond(ApiErrorResponse(*e));
+    }
+    from = std::get<SnapshotRecord>(std::move(found));
+  }
   auto bounds = service_.EgressBoundsOf(ex.client);
   if (!bounds.ok()) co_return co_await ex.Respond(ErrorResponse(403, bounds.status().message()));
   auto egress = EgressFor(request->network, bounds->fallback, bounds->max);
@@ -35,7 +43,8 @@ asio::awaitable<void> ApiHandlers::CreateSession(HttpExchange& ex, const std::st
   auto t0 = std::chrono::steady_clock::now();
   metrics_.Started(op);
   auto created = co_await sessions_.Create(std::move(std::get<std::vector<StagedFile>>(files)),
-                                           request->ttl_seconds, ex.client, std::move(network));
+                                           request->ttl_seconds, ex.client, std::move(network),
+                                           std::move(from));
   bool ok = std::holds_alternative<SessionSummary>(created);
   Finish(op, ok ? Outcome::kOk : Outcome::kError, t0);
   if (!ok) co_return co_await ex.Respond(ApiErrorResponse(std::get<ApiError>(created)));

@@ -68,6 +68,7 @@ void Daemon::SetApiKeys(ApiKeys* keys) {
 
 void Daemon::Start() {
   pool_.Start(service_.WarmPools());
+  sessions_.StartSweeps();
   server_.Start();
 }
 

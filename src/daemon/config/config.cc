@@ -165,6 +165,11 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Int("CAPACITY_RETRY_AFTER_SEC", c.capacity_retry_after_sec, 0, 3600);
   env.Int("MAX_SESSIONS", c.max_sessions, 1, 100000);
   env.Int("MAX_SESSIONS_PER_KEY", c.max_sessions_per_key, 0, 100000);
+  env.Int("SESSION_PAUSE_TTL_SEC", c.session_pause_ttl_sec, 1, 365ull * 86400);
+  env.Int("SESSION_IDLE_PAUSE_SEC", c.session_idle_pause_sec, 0, 365ull * 86400);
+  env.Int("SESSION_IDLE_SNAPSHOT_SEC", c.session_idle_snapshot_sec, 0, 365ull * 86400);
+  env.Int("SNAPSHOT_MAX_MB", c.snapshot_max_mb, 1, 1ull << 20);
+  env.Bool("SNAPSHOT_ON_SHUTDOWN", c.snapshot_on_shutdown);
   env.Int("MAX_MCP_SESSIONS", c.max_mcp_sessions, 1, 1000000);
   env.Int("MAX_MCP_SESSIONS_PER_KEY", c.max_mcp_sessions_per_key, 0, 1000000);
   env.Int("MAX_CONCURRENT_MODEL_CALLS", c.max_concurrent_model_calls, 1, 10000);

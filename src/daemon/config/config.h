@@ -74,6 +74,14 @@ struct Config {
   uint32_t max_sessions = 64;  // live sessions on this replica; more -> 503
   // Sessions one API key may hold (more -> 429); 0: half of max_sessions, at least 1.
   uint32_t max_sessions_per_key = 0;
+  // Pause and snapshots (docs/sessions.md): how long a paused session is kept, idle times after
+  // which a session is frozen and then snapshotted to disk (0: never), a snapshot's size bound,
+  // and whether shutdown snapshots the sessions (local and docker) to resume them afterwards.
+  uint64_t session_pause_ttl_sec = 86400;
+  uint64_t session_idle_pause_sec = 0;
+  uint64_t session_idle_snapshot_sec = 0;
+  uint64_t snapshot_max_mb = 1024;
+  bool snapshot_on_shutdown = true;
   uint32_t max_mcp_sessions = 1000;         // MCP sessions kept; more evict the least recent
   uint32_t max_mcp_sessions_per_key = 0;    // 0: half of max_mcp_sessions
   uint32_t max_concurrent_model_calls = 8;  // the agent loop's model requests in flight

@@ -525,7 +525,7 @@ Status FileStore::Upload::Write(std::string_view data) {
   return Status();
 }
 
-Result<FileMeta> FileStore::Upload::Commit(std::string filename) {
+Result<FileMeta> FileStore::Upload::Commit(std::string filename, std::string kind) {
   if (!error_.ok()) return error_;
   if (finished_) return Status::Error("upload already finished");
   if (Status s = writer_.Finish(); !s.ok()) return Fail(s.Context("writing upload"));
@@ -539,7 +539,7 @@ Result<FileMeta> FileStore::Upload::Commit(std::string filename) {
   // The reservation becomes the file's real charge (the lock is held: no Release()).
   store_->UnreserveLocked(std::exchange(reserved_, 0), client_);
   Result<FileMeta> meta = store_->PublishLocked(temp_path_, std::move(filename), client_,
-                                                writer_.size(), StoreCharge(st));
+                                                writer_.size(), StoreCharge(st), std::move(kind));
   if (meta.ok()) {
     finished_ = true;
   } else {
@@ -654,7 +654,8 @@ uint64_t FileStore::used_bytes_of(const std::string& client) const {
 }
 
 Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::string filename,
-                                          std::string client, uint64_t size, uint64_t charge) {
+                                          std::string client, uint64_t size, uint64_t charge,
+                                          std::string kind) {
   FileMeta meta;
   // A collision of 122 random bits will not happen, but checking is cheap and rename would
   // silently replace another file.
@@ -674,6 +675,7 @@ Result<FileMeta> FileStore::PublishLocked(const std::string& temp_data, std::str
   meta.data_path = DataPath(meta.file_id);
   meta.owner = owner_;
   meta.client = std::move(client);
+  meta.kind = std::move(kind);
 
   Result<std::string> meta_temp = NewTempPath("meta");
   if (!meta_temp.ok()) return meta_temp.status();
@@ -846,6 +848,7 @@ bool FileStore::Delete(std::string_view id) {
 size_t FileStore::SweepOlderThan(double max_age_seconds, double now) {
   size_t deleted = 0;
   for (const FileMeta& meta : List()) {
+    if (!meta.kind.empty()) continue;  // held by what made it (a session's snapshot)
     if (now - meta.upload_time > max_age_seconds && Delete(meta.file_id)) ++deleted;
   }
   return deleted;

@@ -71,6 +71,12 @@ struct FileMeta {
   // The API key's name that stored it (api_keys.h): only that caller sees it. "" when the daemon
   // has no keys (and in files of older versions).
   std::string client;
+  // "" for a user's file; what else holds it ("snapshot": a session's, session_snapshots.h):
+  // such files count against the quota but are never listed, served, staged or swept by age.
+  std::string kind;
+
+  // The API shows it to `client` (its owner's file, and a user's file).
+  bool VisibleTo(const std::string& who) const { return kind.empty() && client == who; }
 };
 // The metadata file `<id>.json` (data_path is not in it: it follows from the id).
 template <typename V, json::Message<FileMeta> M>
@@ -81,6 +87,7 @@ void Fields(V& v, M& m) {
   v("upload_time", m.upload_time);
   v.Optional("owner", m.owner);    // absent in files of older versions
   v.Optional("client", m.client);  // absent without API keys, and in files of older versions
+  v.Optional("kind", m.kind);      // absent for users' files
 }
 
 // Thread-safe. Upload objects must not outlive the store that made them.
@@ -131,7 +138,7 @@ class FileStore {
     Status Write(std::string_view data);
     // Makes the file visible under a new id, as the client's. An empty filename is stored as
     // "unnamed".
-    Result<FileMeta> Commit(std::string filename);
+    Result<FileMeta> Commit(std::string filename, std::string kind = "");
     uint64_t bytes_written() const { return writer_.size(); }
     Full full() const { return full_; }
 
@@ -189,7 +196,8 @@ class FileStore {
   std::shared_ptr<const Pinned> Pin(std::string_view id) const;
   std::vector<FileMeta> List() const;  // oldest first
   bool Delete(std::string_view id);    // false when invalid or absent
-  // Deletes files whose age at `now` (unix seconds) exceeds max_age_seconds; returns how many.
+  // Deletes users' files whose age at `now` (unix seconds) exceeds max_age_seconds; returns how
+  // many.
   size_t SweepOlderThan(double max_age_seconds, double now);
   // Removes what crashed processes left (see the top), judging ages at `now` (unix seconds);
   // returns how many entries went. Open() calls it; the daemon calls it periodically too, since
@@ -218,7 +226,8 @@ class FileStore {
   // Writes the metadata and renames `temp_data` into place under a fresh id (caller holds mu_).
   // `charge` (disk bytes incl. metadata) is added to the store's use once published.
   Result<FileMeta> PublishLocked(const std::string& temp_data, std::string filename,
-                                 std::string client, uint64_t size, uint64_t charge);
+                                 std::string client, uint64_t size, uint64_t charge,
+                                 std::string kind = "");
   Result<std::string> NewTempPath(std::string_view prefix) const;
   // Whether the process that owns `.tmp/<owner>` may be alive (true when unsure).
   bool OwnerAlive(const std::string& owner) const;

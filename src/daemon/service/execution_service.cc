@@ -183,7 +183,7 @@ std::variant<std::vector<StagedFile>, ApiError> ExecutionService::ResolveFiles(
   std::vector<std::shared_ptr<const FileStore::Pinned>> pins;
   for (const auto& f : files) {
     auto pin = store_.Pin(f.file_id);
-    if (!pin || pin->meta().client != client) {
+    if (!pin || !pin->meta().VisibleTo(client)) {
       return ApiError{404, "File with ID '" + f.file_id + "' not found for path '" + f.path + "'."};
     }
     pins.push_back(std::move(pin));

@@ -35,6 +35,7 @@ struct SessionCreateRequest {
   std::vector<FileRef> files;
   int64_t ttl_seconds = 900;
   std::optional<NetworkRequest> network;  // none: the daemon's EGRESS_ALLOW
+  std::optional<std::string> snapshot;    // a named snapshot (id or name) to start from
 };
 
 // POST /v1/sessions/{id}/bash

@@ -44,6 +44,36 @@ std::optional<std::string> OverKernelLimits(const ProcessSpec& spec) {
 
 using namespace std::chrono_literals;
 
+// A session's process, counted while someone holds it (Session::processes).
+class WatchedProcess final : public SandboxProcess {
+ public:
+  WatchedProcess(std::unique_ptr<SandboxProcess> p, std::shared_ptr<int> count)
+      : p_(std::move(p)), count_(std::move(count)) {
+    ++*count_;
+  }
+  ~WatchedProcess() override { --*count_; }
+  uint32_t pid() const override { return p_->pid(); }
+  asio::awaitable<ProcessEnd> Wait(ProcessOutputSink sink) override {
+    return p_->Wait(std::move(sink));
+  }
+  asio::awaitable<Status> WriteStdin(std::string data) override {
+    return p_->WriteStdin(std::move(data));
+  }
+  void CloseStdin() override { p_->CloseStdin(); }
+
+ private:
+  std::unique_ptr<SandboxProcess> p_;
+  std::shared_ptr<int> count_;
+};
+
+// The first call after a resume from a snapshot says what did not come back.
+void TellWoken(std::string& notice, const OutputSink& sink) {
+  if (notice.empty()) return;
+  sink(StreamKind::kStderr,
+       "[code-interpreter] This session was resumed from a snapshot; not restored:\n" + notice);
+  notice.clear();
+}
+
 constexpr std::string_view kIdPrefix = "code-session-";
 ApiError Internal() { return {500, "Internal Server Error"}; }  // the log says why
 
@@ -81,7 +111,8 @@ SessionManager::SessionManager(asio::any_io_executor ex, const Config& config, E
       share_of_(std::move(share_of)),
       executor_(executor),
       store_(store),
-      spec_(spec) {}
+      spec_(spec),
+      snapshots_(store) {}
 
 ApiError SessionManager::NotFound(const std::string& id) {
   return {404, "Session '" + id + "' not found"};
@@ -98,8 +129,14 @@ asio::awaitable<ApiError> SessionManager::EndGone(SessionPtr s, const Status& wh
                               why.message() + "); create a new session"};
 }
 
+size_t SessionManager::Live() const {
+  size_t n = 0;
+  for (const auto& [id, s] : sessions_) n += s->state != Session::State::kPaused ? 1 : 0;
+  return n;
+}
+
 std::optional<ApiError> SessionManager::CapacityError(const std::string& client) const {
-  if (sessions_.size() + creating_ >= config_.max_sessions) {
+  if (Live() + creating_ >= config_.max_sessions) {
     return ApiError{
         503, "Executor capacity unavailable (sessions): " + std::to_string(config_.max_sessions) +
                  " sessions are live on this replica (MAX_SESSIONS); delete one or wait "
@@ -109,7 +146,9 @@ std::optional<ApiError> SessionManager::CapacityError(const std::string& client)
   const size_t share = share_of_(client);
   auto creating = creating_by_client_.find(client);
   size_t held = creating == creating_by_client_.end() ? 0 : creating->second;
-  for (const auto& [id, s] : sessions_) held += s->summary.client == client ? 1 : 0;
+  for (const auto& [id, s] : sessions_) {
+    held += s->summary.client == client && s->state != Session::State::kPaused ? 1 : 0;
+  }
   if (held < share) return std::nullopt;
   return ApiError{429, "API key '" + client + "' holds " + std::to_string(held) +
                            " sessions, its share of this replica (" + std::to_string(share) +
@@ -119,11 +158,12 @@ std::optional<ApiError> SessionManager::CapacityError(const std::string& client)
 
 asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::Create(
     std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client,
-    std::optional<EgressPolicy> egress) {
+    std::optional<EgressPolicy> egress, std::optional<SnapshotRecord> from) {
   if (auto full = CapacityError(client)) co_return *full;
   ++creating_;
   ++creating_by_client_[client];
-  auto created = co_await CreateSandbox(std::move(files), ttl_seconds, client, std::move(egress));
+  auto created =
+      co_await CreateSandbox(std::move(files), ttl_seconds, client, std::move(egress), from);
   --creating_;
   if (--creating_by_client_[client] == 0) creating_by_client_.erase(client);
   // Created while DestroyAll ran (shutdown): nothing would end it, its sandbox would outlive us.
@@ -136,7 +176,7 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::Create(
 
 asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSandbox(
     std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client,
-    std::optional<EgressPolicy> egress) {
+    std::optional<EgressPolicy> egress, const std::optional<SnapshotRecord>& from) {
   auto id = NewSessionId();
   if (!id.ok()) {
     spdlog::error("session id: {}", id.status().message());
@@ -149,43 +189,72 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   s->summary.created_at = UnixNow();
   s->summary.expires_at = s->summary.created_at + static_cast<double>(ttl_seconds);
   s->hard_end = s->summary.expires_at;
-  SandboxSpec spec = spec_;
-  spec.session_expires_at = static_cast<int64_t>(s->summary.expires_at) + 1;
-  spec.session = {s->id, s->summary.created_at, s->summary.expires_at, client};
-  if (egress) AddEgressTo(egress_shared_, &spec, &files);
-  auto prepared = co_await executor_.Prepare(spec);
-  if (!prepared.ok()) co_return PrepareFailure(prepared.status());
-  s->sandbox = std::move(prepared).value();
-  if (egress) {
-    auto started = co_await StartEgress(*s->sandbox, *egress, egress_shared_);
-    if (!started.ok()) {
-      spdlog::error("egress for session {}: {}", ShortId(s->id), started.status().message());
+  s->last_used = s->summary.created_at;
+  s->egress_policy = std::move(egress);
+  if (auto refused = co_await NewSandbox(*s, files)) co_return std::move(*refused);
+  if (from) {
+    auto restored = co_await Restore(*s, *from);
+    if (auto* e = std::get_if<ApiError>(&restored)) {
+      co_await StopEgress(*s);
       co_await s->sandbox->Destroy();
-      co_return ApiError{
-          503, "The session's network could not be set up: " + started.status().message()};
+      co_return std::move(*e);
     }
-    s->egress = std::move(started).value();
+    for (const std::string& l : std::get<std::vector<std::string>>(restored)) {
+      s->wake_notice += "  " + l + "\n";
+    }
   }
   if (!files.empty()) {
     Status staged = co_await StageFiles(*s, files);
     if (!staged.ok()) {
       spdlog::error("staging files into session {}: {}", ShortId(s->id), staged.message());
+      co_await StopEgress(*s);
       co_await s->sandbox->Destroy();
       co_return Internal();
     }
   }
   sessions_[s->id] = s;
   asio::co_spawn(ex_, ExpireAt(s), asio::detached);
-  spdlog::info("session {} created (ttl {} s, {} file(s))", ShortId(s->id), ttl_seconds,
-               files.size());
+  spdlog::info("session {} created (ttl {} s, {} file(s){})", ShortId(s->id), ttl_seconds,
+               files.size(), from ? ", from snapshot " + from->id : "");
   co_return s->summary;
+}
+
+asio::awaitable<std::optional<ApiError>> SessionManager::NewSandbox(
+    Session& s, std::vector<StagedFile>& files) {
+  SandboxSpec spec = spec_;
+  spec.session_expires_at = static_cast<int64_t>(s.summary.expires_at) + 1;
+  spec.session = {s.id, s.summary.created_at, s.summary.expires_at, s.summary.client};
+  if (s.egress_policy) AddEgressTo(egress_shared_, &spec, &files);
+  auto prepared = co_await executor_.Prepare(spec);
+  if (!prepared.ok()) co_return PrepareFailure(prepared.status());
+  s.sandbox = std::move(prepared).value();
+  s.interpreter_started = false;
+  s.known.clear();
+  if (s.egress_policy) {
+    auto started = co_await StartEgress(*s.sandbox, *s.egress_policy, egress_shared_);
+    if (!started.ok()) {
+      spdlog::error("egress for session {}: {}", ShortId(s.id), started.status().message());
+      co_await s.sandbox->Destroy();
+      co_return ApiError{
+          503, "The session's network could not be set up: " + started.status().message()};
+    }
+    s.egress = std::move(started).value();
+  }
+  co_return std::nullopt;
 }
 
 asio::awaitable<SessionManager::SessionPtr> SessionManager::Find(const std::string& id,
                                                                  const std::string& client) {
   while (finding_.contains(id)) co_await Sleep(5ms);  // one request looks, the others see it
   if (auto it = sessions_.find(id); it != sessions_.end()) {
-    co_return it->second->summary.client == client ? it->second : nullptr;
+    SessionPtr s = it->second;
+    // Paused here and resumed through another replica since (its snapshot is gone): not ours.
+    if (s->state != Session::State::kPaused || s->busy || snapshots_.Find(id)) {
+      co_return s->summary.client == client ? s : nullptr;
+    }
+    s->ended = true;
+    s->expiry.cancel();
+    sessions_.erase(it);
   }
   // Ended here: its sandbox may still be on its way out.
   if (ended_.contains(id)) co_return nullptr;
@@ -197,12 +266,20 @@ asio::awaitable<SessionManager::SessionPtr> SessionManager::Find(const std::stri
                  found.status().message());
     co_return nullptr;
   }
-  if (!*found || sessions_.contains(id)) co_return nullptr;
+  if (sessions_.contains(id)) co_return nullptr;
+  if (!*found) {
+    // Paused: by another replica, or by this daemon before it restarted.
+    auto record = snapshots_.Find(id);
+    if (!record || record->kind != "pause" || sessions_.contains(id)) co_return nullptr;
+    SessionPtr s = Adopt(*record);
+    co_return s && s->summary.client == client ? s : nullptr;
+  }
   const SessionIdentity& identity = (*found)->identity;
   auto s = std::make_shared<Session>(ex_);
   s->id = id;
   s->summary = {id, identity.created_at, identity.expires_at, identity.client};
   s->hard_end = identity.expires_at;
+  s->last_used = UnixNow();
   s->sandbox = std::move((*found)->sandbox);
   // Its interpreter, if it has one, is attached to by the first Python call (the relay finds
   // it); the files it knows are those of its first listing.
@@ -230,11 +307,14 @@ asio::awaitable<void> SessionManager::End(SessionPtr s) {
   sessions_.erase(s->id);
   RememberEnded(*s);
   s->expiry.cancel();
-  if (s->busy) s->sandbox->Kill();  // the call in flight ends now, with EndedDuringCall
+  if (s->busy && s->sandbox) s->sandbox->Kill();  // the call in flight ends, EndedDuringCall
   while (s->busy) co_await s->idle.Wait();
   s->idle.Notify();  // callers waiting for their turn see `ended`
   co_await StopEgress(*s);
-  co_await s->sandbox->Destroy();
+  if (s->sandbox) co_await s->sandbox->Destroy();
+  if (s->state == Session::State::kPaused) {
+    if (auto record = snapshots_.Find(s->id)) snapshots_.Remove(*record);
+  }
 }
 
 asio::awaitable<void> SessionManager::StopEgress(Session& s) {
@@ -318,10 +398,23 @@ asio::awaitable<std::vector<SessionSummary>> SessionManager::List(const std::str
     // Ours that the backend no longer holds were deleted through another replica, or their
     // sandbox died: they end here too.
     for (const auto& [id, s] : sessions_) {
-      if (!all.contains(id)) gone.push_back(s);
+      if (s->state == Session::State::kPaused) {
+        all[id] = s->summary;
+      } else if (!all.contains(id)) {
+        gone.push_back(s);
+      } else {
+        all[id].state = s->summary.state;
+      }
     }
   } else {
     for (const auto& [id, s] : sessions_) all[id] = s->summary;
+  }
+  // Paused through another replica, or before this daemon restarted.
+  const double now = UnixNow();
+  for (const SnapshotRecord& r : snapshots_.List("pause")) {
+    if (r.client == client && r.expires_at > now && !all.contains(r.id) && !ended_.contains(r.id)) {
+      all[r.id] = {r.id, r.session_created_at, r.expires_at, r.client, "paused"};
+    }
   }
   for (auto& s : gone) {
     spdlog::info("session {} ended: the backend no longer holds it", ShortId(s->id));
@@ -334,26 +427,36 @@ asio::awaitable<std::vector<SessionSummary>> SessionManager::List(const std::str
   co_return out;
 }
 
-asio::awaitable<SessionManager::SessionPtr> SessionManager::Acquire(const std::string& id,
-                                                                    const std::string& client) {
+asio::awaitable<SessionManager::Acquired> SessionManager::Acquire(const std::string& id,
+                                                                  const std::string& client,
+                                                                  bool wake) {
   SessionPtr s = co_await Find(id, client);
-  if (!s) co_return nullptr;
+  if (!s) co_return Acquired{nullptr, NotFound(id)};
   while (s->busy && !s->ended) co_await s->idle.Wait();
-  if (s->ended) co_return nullptr;
+  if (s->ended) co_return Acquired{nullptr, NotFound(id)};
   s->busy = true;
-  co_return s;
+  if (wake && s->state != Session::State::kRunning) {
+    if (auto refused = co_await Wake(*s)) {
+      Release(s);
+      co_return Acquired{nullptr, std::move(*refused)};
+    }
+  }
+  co_return Acquired{s, {}};
 }
 
 void SessionManager::Release(const SessionPtr& s) {
   s->busy = false;
+  s->last_used = UnixNow();
   s->idle.Notify();
 }
 
 asio::awaitable<std::variant<RunOutcome, ApiError>> SessionManager::Bash(
     const std::string& id, const std::string& client, std::string cmd,
     std::chrono::milliseconds timeout, OutputSink sink) {
-  SessionPtr s = co_await Acquire(id, client);
-  if (!s) co_return NotFound(id);
+  Acquired a = co_await Acquire(id, client);
+  if (!a.s) co_return std::move(a.error);
+  SessionPtr s = std::move(a.s);
+  TellWoken(s->wake_notice, sink);
   RunPayload payload;
   payload.argv = {"bash", "-c", std::move(cmd)};
   payload.timeout = timeout;
@@ -365,12 +468,13 @@ asio::awaitable<std::variant<RunOutcome, ApiError>> SessionManager::Bash(
 asio::awaitable<std::variant<std::unique_ptr<SandboxProcess>, ApiError>> SessionManager::Spawn(
     const std::string& id, const std::string& client, ProcessSpec spec) {
   if (auto why = OverKernelLimits(spec)) co_return ApiError{400, *why};
-  SessionPtr s = co_await Acquire(id, client);
-  if (!s) co_return NotFound(id);
+  Acquired a = co_await Acquire(id, client);
+  if (!a.s) co_return std::move(a.error);
+  SessionPtr s = std::move(a.s);
   auto started = co_await s->sandbox->Spawn(std::move(spec));
   Release(s);
   if (s->ended) co_return EndedDuringCall(*s);
-  if (started.ok()) co_return std::move(*started);
+  if (started.ok()) co_return std::make_unique<WatchedProcess>(std::move(*started), s->processes);
   if (started.status().gone()) co_return co_await EndGone(s, started.status());
   if (started.status().unavailable()) co_return ApiError{429, started.status().message()};
   co_return ApiError{400, started.status().message()};
@@ -379,8 +483,9 @@ asio::awaitable<std::variant<std::unique_ptr<SandboxProcess>, ApiError>> Session
 asio::awaitable<std::optional<ApiError>> SessionManager::Signal(const std::string& id,
                                                                 const std::string& client,
                                                                 uint32_t pid, int signal) {
-  SessionPtr s = co_await Acquire(id, client);
-  if (!s) co_return NotFound(id);
+  Acquired a = co_await Acquire(id, client);
+  if (!a.s) co_return std::move(a.error);
+  SessionPtr s = std::move(a.s);
   Status sent = co_await s->sandbox->Signal(pid, signal);
   co_return co_await EndCall(s, sent, "signal failed");
 }
@@ -410,8 +515,10 @@ asio::awaitable<Result<RunOutcome>> SessionManager::StartInterpreter(Session& s)
 
 asio::awaitable<std::variant<ExecutionResult, ApiError>> SessionManager::Execute(
     const std::string& id, const std::string& client, SessionCall call, OutputSink sink) {
-  SessionPtr s = co_await Acquire(id, client);
-  if (!s) co_return NotFound(id);
+  Acquired a = co_await Acquire(id, client);
+  if (!a.s) co_return std::move(a.error);
+  SessionPtr s = std::move(a.s);
+  TellWoken(s->wake_notice, sink);
   // Files the call may have written; the margin covers the kernel's coarse file timestamps (the
   // hash check drops what did not change).
   const int64_t started_ns = UnixNanos() - 2'000'000'000;
@@ -539,8 +646,9 @@ asio::awaitable<Result<std::vector<std::pair<WorkspaceFile, bool>>>> SessionMana
 
 asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> SessionManager::Files(
     const std::string& id, const std::string& client) {
-  SessionPtr s = co_await Acquire(id, client);
-  if (!s) co_return NotFound(id);
+  Acquired a = co_await Acquire(id, client);
+  if (!a.s) co_return std::move(a.error);
+  SessionPtr s = std::move(a.s);
   bool truncated = false;
   auto snapshot = co_await Snapshot(*s, /*modified_after_ns=*/0, &truncated);
   if (auto e = co_await EndCall(s, snapshot.status(), "files")) co_return std::move(*e);
@@ -552,8 +660,9 @@ asio::awaitable<std::variant<std::vector<WorkspaceFile>, ApiError>> SessionManag
 asio::awaitable<std::optional<ApiError>> SessionManager::Stage(const std::string& id,
                                                                const std::string& client,
                                                                std::vector<StagedFile> files) {
-  SessionPtr s = co_await Acquire(id, client);
-  if (!s) co_return NotFound(id);
+  Acquired a = co_await Acquire(id, client);
+  if (!a.s) co_return std::move(a.error);
+  SessionPtr s = std::move(a.s);
   Status staged = co_await StageFiles(*s, files);
   // What the session's own files make impossible (a symlink or a file where a path goes): the
   // caller's to fix, named.
@@ -569,12 +678,33 @@ asio::awaitable<void> SessionManager::DestroyAll() {
   ending_all_ = true;
   std::vector<SessionPtr> all;
   for (auto& [id, s] : sessions_) all.push_back(s);
+  const bool keep = !executor_.sessions_outlive_daemon() && config_.snapshot_on_shutdown;
   for (auto& s : all) {
     if (executor_.sessions_outlive_daemon()) {
       co_await Leave(s);
-    } else {
-      co_await End(s);
+      continue;
     }
+    // Kept on disk, resumed by the first call after the restart (docs/sessions.md).
+    if (keep && !s->busy && s->state != Session::State::kPaused) {
+      s->busy = true;
+      std::optional<ApiError> thawed;
+      if (s->state == Session::State::kFrozen) thawed = co_await Wake(*s);
+      std::variant<PauseOutcome, ApiError> paused = ApiError{500, "not paused"};
+      if (!thawed) paused = co_await PauseToDisk(s);
+      Release(s);
+      if (auto* e = std::get_if<ApiError>(&paused)) {
+        spdlog::error("session {} could not be kept over the restart: {}", ShortId(s->id),
+                      e->detail);
+      }
+    }
+    if (s->state == Session::State::kPaused) {  // on disk: the next daemon resumes it
+      s->ended = true;
+      s->expiry.cancel();
+      sessions_.erase(s->id);
+      s->idle.Notify();
+      continue;
+    }
+    co_await End(s);
   }
   // Sessions being created end as soon as they exist (Create).
   while (creating_ > 0) co_await Sleep(10ms);

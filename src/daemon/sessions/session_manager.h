@@ -22,6 +22,7 @@
 #include "daemon/service/async_event.h"
 #include "daemon/service/execution_service.h"
 #include "daemon/service/sandbox_egress.h"
+#include "daemon/sessions/session_snapshots.h"
 
 namespace ci::daemon {
 
@@ -30,6 +31,20 @@ struct SessionSummary {
   double created_at = 0;  // unix seconds
   double expires_at = 0;
   std::string client;  // the API key's name that created it (HttpExchange::client)
+  // "running", "frozen" (its processes stopped, kept in memory) or "paused" (on disk only).
+  std::string state = "running";
+};
+
+// What a pause did, or what a resume brought back (docs/sessions.md).
+struct PauseOutcome {
+  std::string state;               // "frozen" or "paused"
+  std::string why_not_frozen;      // memory was asked for but the backend cannot freeze
+  std::vector<std::string> lost;   // what will not come back (a snapshot's)
+};
+struct ResumeOutcome {
+  bool was_running = false;       // nothing to resume
+  bool from_snapshot = false;     // a new sandbox, from the files and the Python state
+  std::vector<std::string> lost;  // what did not come back
 };
 
 struct WorkspaceFile {
@@ -65,9 +80,36 @@ class SessionManager {
   // one that does not exist.
   // `egress`: the session's programs reach the daemon's proxy with that policy (docs/egress.md;
   // one without rules refuses everything until SetNetwork); none: no network at all.
+  // `from`: a snapshot (SnapshotFor) whose files and Python state the session starts with.
   asio::awaitable<std::variant<SessionSummary, ApiError>> Create(
       std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client,
-      std::optional<EgressPolicy> egress = std::nullopt);
+      std::optional<EgressPolicy> egress = std::nullopt,
+      std::optional<SnapshotRecord> from = std::nullopt);
+
+  // Pause (docs/sessions.md): `memory` freezes it where the backend can (else, and without
+  // `memory`, snapshots it to disk and removes its sandbox). 409 when it is already paused.
+  asio::awaitable<std::variant<PauseOutcome, ApiError>> Pause(const std::string& id,
+                                                              const std::string& client,
+                                                              bool memory);
+  // Thaws or restores it now (every call does so by itself).
+  asio::awaitable<std::variant<ResumeOutcome, ApiError>> Resume(const std::string& id,
+                                                                const std::string& client);
+  // `count` new sessions of the client's, each with a copy of the files and Python state, each
+  // with `ttl_seconds` (0: the source's time left); one answer per fork.
+  asio::awaitable<std::variant<std::vector<std::variant<SessionSummary, ApiError>>, ApiError>>
+  Fork(const std::string& id, const std::string& client, uint32_t count, int64_t ttl_seconds);
+  // A named snapshot of the session, kept until deleted, to start sessions from.
+  asio::awaitable<std::variant<SnapshotRecord, ApiError>> TakeSnapshot(const std::string& id,
+                                                                       const std::string& client,
+                                                                       std::string name);
+  // The client's named snapshot by id or name (404 when none).
+  std::variant<SnapshotRecord, ApiError> SnapshotFor(const std::string& id_or_name,
+                                                     const std::string& client) const;
+  std::vector<SnapshotRecord> Snapshots(const std::string& client) const;
+  bool DeleteSnapshot(const std::string& id_or_name, const std::string& client);
+  // Starts the idle sweep (SESSION_IDLE_PAUSE_SEC, SESSION_IDLE_SNAPSHOT_SEC) and the removal of
+  // paused sessions past their end that no replica holds.
+  void StartSweeps();
   // The session's egress policy from now on (E2B's updateNetwork); 409 for a session made
   // without a proxy.
   asio::awaitable<std::optional<ApiError>> SetNetwork(const std::string& id,
@@ -110,7 +152,7 @@ class SessionManager {
   // Shutdown: every session ends now, or is left to the backend when it outlives the daemon
   // (Executor::sessions_outlive_daemon).
   asio::awaitable<void> DestroyAll();
-  size_t count() const { return sessions_.size(); }
+  size_t count() const { return Live(); }  // sessions holding a sandbox
 
  private:
   struct KnownFile {
@@ -121,7 +163,15 @@ class SessionManager {
   struct Session {
     explicit Session(const asio::any_io_executor& ex) : expiry(ex), idle(ex) {}
     std::string id;
-    std::unique_ptr<Sandbox> sandbox;
+    std::unique_ptr<Sandbox> sandbox;  // none while paused
+    enum class State { kRunning, kFrozen, kPaused } state = State::kRunning;
+    double running_left = 0;  // frozen or paused: the seconds of its TTL it had left
+    double last_used = 0;     // unix seconds its last call ended
+    // Processes started beside its calls and still watched (an idle sweep leaves it be).
+    std::shared_ptr<int> processes = std::make_shared<int>(0);
+    std::string wake_notice;  // what the next call's stderr says (resumed from a snapshot)
+    std::vector<std::string> resumed_lost;  // the same for Resume's answer
+    std::optional<EgressPolicy> egress_policy;  // its proxy's policy (a new sandbox gets it)
     SessionSummary summary;
     double hard_end = 0;  // when the sandbox ends by itself (SandboxSpec::session_expires_at)
     asio::steady_timer expiry;
@@ -137,12 +187,37 @@ class SessionManager {
   // This replica's session `id`, or the backend's (Executor::FindSession), served here from now
   // on; nullptr when neither has it, or it is another client's.
   asio::awaitable<SessionPtr> Find(const std::string& id, const std::string& client);
-  // Waits for the session's current call; nullptr when it does not exist (or ended meanwhile).
-  asio::awaitable<SessionPtr> Acquire(const std::string& id, const std::string& client);
+  // Waits for the session's current call and wakes it (thawed, or restored from its snapshot);
+  // `s` null when it does not exist (or ended meanwhile: `error` 404) or could not be woken.
+  struct Acquired {
+    SessionPtr s;
+    ApiError error;
+  };
+  asio::awaitable<Acquired> Acquire(const std::string& id, const std::string& client,
+                                    bool wake = true);
+  asio::awaitable<std::optional<ApiError>> Wake(Session& s);
+  // A sandbox for `s` (its id, times, client and egress policy): s.sandbox and s.egress set.
+  asio::awaitable<std::optional<ApiError>> NewSandbox(Session& s, std::vector<StagedFile>& files);
+  // Saves the files and Python state of `s` (acquired, running) as a snapshot record.
+  asio::awaitable<std::variant<SnapshotRecord, ApiError>> SaveSnapshot(Session& s,
+                                                                       std::string kind,
+                                                                       std::string id,
+                                                                       std::string name);
+  // Into the fresh sandbox of `s`: the snapshot's files and Python state; what did not come.
+  asio::awaitable<std::variant<std::vector<std::string>, ApiError>> Restore(
+      Session& s, const SnapshotRecord& record);
+  // Snapshots `s` (acquired) to disk and removes its sandbox: it is paused.
+  asio::awaitable<std::variant<PauseOutcome, ApiError>> PauseToDisk(const SessionPtr& s);
+  // A paused session of the store's (another replica's, or before a restart), served here.
+  SessionPtr Adopt(const SnapshotRecord& record);
+  asio::awaitable<void> SweepIdle();
+  // Frozen from now on: the pause's end is its end (never past its sandbox's).
+  void MarkFrozen(Session& s);
+  size_t Live() const;  // sessions holding a sandbox (MAX_SESSIONS counts these)
   void Release(const SessionPtr& s);
   asio::awaitable<std::variant<SessionSummary, ApiError>> CreateSandbox(
       std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client,
-      std::optional<EgressPolicy> egress);
+      std::optional<EgressPolicy> egress, const std::optional<SnapshotRecord>& from);
   asio::awaitable<void> End(SessionPtr s);
   // Its proxy closes, what it reached is logged.
   asio::awaitable<void> StopEgress(Session& s);
@@ -176,6 +251,7 @@ class SessionManager {
   Executor& executor_;
   FileStore& store_;
   SandboxSpec spec_;
+  SnapshotStore snapshots_;
   std::map<std::string, SessionPtr> sessions_;
   size_t creating_ = 0;  // sessions being set up, counted against MAX_SESSIONS
   std::map<std::string, size_t> creating_by_client_;  // and against each key's share
