@@ -52,7 +52,8 @@ SUITES = {
     "e2e": ["test_api", "test_execute", "test_languages", "test_files", "test_stream",
             "test_libraries", "test_cli",
             "test_hardening", "test_doctor", "test_sessions", "test_auth", "test_agent",
-            "test_readme_agent", "test_mcp", "test_e2b", "test_rich_results", "test_egress"],
+            "test_readme_agent", "test_mcp", "test_e2b", "test_rich_results", "test_egress",
+            "test_session_pause"],
     "hostile": ["test_hostile", "test_containment"],
 }
 # Modules that only apply to one backend: added to the e2e suite when it runs against that one,

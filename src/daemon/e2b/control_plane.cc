@@ -52,6 +52,19 @@ bool MetadataMatches(const std::map<std::string, std::string>& want,
   });
 }
 
+// E2B's SnapshotInfo: its id and the names it is known by.
+std::string SnapshotJson(const SnapshotRecord& r) {
+  return JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    WriteField(w, "snapshotID", r.id);
+    w.Key("names");
+    w.StartArray();
+    if (!r.name.empty()) WriteString(w, r.name);
+    w.EndArray();
+    w.EndObject();
+  });
+}
+
 }  // namespace
 
 HttpResponse ErrorBody(int status, std::string_view message) {
@@ -69,7 +82,7 @@ ControlPlane::ControlPlane(const ExecutionService& service, SessionManager& sess
     : service_(service), sessions_(sessions), spec_(spec) {}
 
 bool ControlPlane::Claims(std::string_view path) {
-  for (std::string_view root : {"/sandboxes", "/v2/sandboxes"}) {
+  for (std::string_view root : {"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates"}) {
     if (path == root || (path.starts_with(root) && path[root.size()] == '/')) return true;
   }
   return false;
@@ -115,6 +128,7 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
     if (!read) co_return;
     body = std::move(*read);
   }
+  if (path == "/snapshots" || path.starts_with("/templates")) co_return co_await Snapshots(ex);
   if (path == "/sandboxes" || path == "/v2/sandboxes") {
     if (method == "POST") co_return co_await Create(ex, body);
     if (method == "GET") co_return co_await List(ex, path == "/v2/sandboxes");
@@ -132,10 +146,10 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
       {"POST", "/sandboxes/{id}/resume"},
       {"POST", "/sandboxes/{id}/pause"},
       {"PUT", "/sandboxes/{id}/network"},
-      // E2B's, not this server's yet: 501 for a live sandbox, never the SDK's "not found".
-      {"GET", "/sandboxes/{id}/metrics"},
       {"POST", "/sandboxes/{id}/fork"},
       {"POST", "/sandboxes/{id}/snapshots"},
+      // E2B's, not this server's yet: 501 for a live sandbox, never the SDK's "not found".
+      {"GET", "/sandboxes/{id}/metrics"},
   };
   const Route* route = nullptr;
   std::string id;
@@ -162,10 +176,12 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
   }
   if (pattern.ends_with("/timeout")) co_return co_await SetTimeout(ex, id, body);
   if (pattern.ends_with("/network")) co_return co_await UpdateNetwork(ex, id, body);
-  if (pattern.ends_with("/connect")) co_return co_await Connect(ex, id, body);
-  if (pattern.ends_with("/resume")) {
-    co_return co_await ex.Respond(ErrorBody(409, "sandbox '" + id + "' is already running"));
+  if (pattern.ends_with("/connect") || pattern.ends_with("/resume")) {
+    co_return co_await Connect(ex, id, body);
   }
+  if (pattern.ends_with("/pause")) co_return co_await Pause(ex, id, body);
+  if (pattern.ends_with("/fork")) co_return co_await Fork(ex, id, body);
+  if (pattern.ends_with("/snapshots")) co_return co_await Snapshot(ex, id, body);
   const std::string_view what = pattern.substr(pattern.rfind('/') + 1);
   co_await ex.Respond(ErrorBody(501, "sandboxes' " + std::string(what) + " (E2B's " + method + " " +
                                          std::string(pattern) +
@@ -235,9 +251,15 @@ boost::asio::awaitable<void> ControlPlane::Create(HttpExchange& ex, const std::s
   const std::string token = RandomHex(16);
   if (token.empty()) co_return co_await ex.Respond(ErrorBody(500, "no randomness for a token"));
   // The session may live kMaxTimeoutSec; the sandbox's own timeout ends it sooner (MoveEnd).
+  // A snapshot's id or name as the template: the sandbox starts from it (createSnapshot).
+  std::optional<SnapshotRecord> from;
+  if (auto snapshot = sessions_.SnapshotFor(request->template_id, ex.client);
+      std::holds_alternative<SnapshotRecord>(snapshot)) {
+    from = std::get<SnapshotRecord>(std::move(snapshot));
+  }
   std::vector<StagedFile> no_files;  // named: GCC 12 and temporaries in co_await expressions
-  auto created =
-      co_await sessions_.Create(std::move(no_files), kMaxTimeoutSec, ex.client, std::move(*egress));
+  auto created = co_await sessions_.Create(std::move(no_files), kMaxTimeoutSec, ex.client,
+                                           std::move(*egress), std::move(from));
   if (auto* e = std::get_if<ApiError>(&created)) co_return co_await ex.Respond(FromApiError(*e));
   const SessionSummary& session = std::get<SessionSummary>(created);
   Sandbox s;
@@ -261,6 +283,125 @@ boost::asio::awaitable<void> ControlPlane::Create(HttpExchange& ex, const std::s
   spdlog::info("e2b sandbox {} created (template {}, timeout {} s)", ShortId(id),
                it->second.template_id, request->timeout_sec);
   co_await ex.Respond(JsonResponse(201, SandboxJson(it->second)));
+}
+
+const ControlPlane::Sandbox* ControlPlane::AddSandbox(const SessionSummary& session,
+                                                      const Sandbox& like) {
+  Sandbox s = like;
+  s.id = session.id;
+  s.access_token = RandomHex(16);
+  if (s.access_token.empty()) return nullptr;
+  s.started_at = session.created_at;
+  s.end_at = session.expires_at;
+  s.paused = false;
+  return &(sandboxes_[s.id] = std::move(s));
+}
+
+boost::asio::awaitable<void> ControlPlane::Pause(HttpExchange& ex, const std::string& id,
+                                                 const std::string& body) {
+  auto parsed = ParseJsonObject(body.empty() ? "{}" : body, "the body");
+  if (!parsed.ok()) co_return co_await ex.Respond(ErrorBody(400, parsed.status().message()));
+  bool memory = true;
+  if (auto m = parsed->FindMember("memory"); m != parsed->MemberEnd() && !m->value.IsNull()) {
+    if (!m->value.IsBool()) co_return co_await ex.Respond(ErrorBody(400, "'memory' is a bool"));
+    memory = m->value.GetBool();
+  }
+  auto paused = co_await sessions_.Pause(id, ex.client, memory);
+  if (auto* e = std::get_if<ApiError>(&paused)) co_return co_await ex.Respond(FromApiError(*e));
+  auto it = sandboxes_.find(id);
+  if (it != sandboxes_.end()) it->second.paused = true;
+  spdlog::info("e2b sandbox {} paused ({})", ShortId(id), std::get<PauseOutcome>(paused).state);
+  co_await ex.Respond(NoContent());
+}
+
+boost::asio::awaitable<void> ControlPlane::Fork(HttpExchange& ex, const std::string& id,
+                                                const std::string& body) {
+  auto parsed = ParseJsonObject(body.empty() ? "{}" : body, "the body");
+  if (!parsed.ok()) co_return co_await ex.Respond(ErrorBody(400, parsed.status().message()));
+  int64_t count = 1;
+  if (auto c = parsed->FindMember("count"); c != parsed->MemberEnd() && !c->value.IsNull()) {
+    if (!c->value.IsInt64() || c->value.GetInt64() < 1 || c->value.GetInt64() > 16) {
+      co_return co_await ex.Respond(ErrorBody(400, "'count' must be from 1 to 16"));
+    }
+    count = c->value.GetInt64();
+  }
+  auto timeout = ParseTimeout(body.empty() ? "{}" : body, false);
+  if (!timeout.ok()) co_return co_await ex.Respond(ErrorBody(400, timeout.status().message()));
+  auto forks = co_await sessions_.Fork(id, ex.client, static_cast<uint32_t>(count),
+                                       kMaxTimeoutSec);
+  if (auto* e = std::get_if<ApiError>(&forks)) co_return co_await ex.Respond(FromApiError(*e));
+  auto source = sandboxes_.find(id);
+  if (source == sandboxes_.end()) co_return co_await ex.Respond(NotFound(id));
+  const Sandbox like = source->second;
+  std::vector<std::string> answers;
+  for (const auto& f : std::get<0>(forks)) {
+    const ApiError* failed = std::get_if<ApiError>(&f);
+    const Sandbox* made = nullptr;
+    if (failed == nullptr) {
+      const SessionSummary& session = std::get<SessionSummary>(f);
+      made = AddSandbox(session, like);
+      const double end = UnixNow() + double(timeout->value_or(kDefaultTimeoutSec));
+      std::optional<HttpResponse> refused;
+      if (made != nullptr) refused = co_await MoveEnd(session.id, ex.client, end);
+      if (refused) made = nullptr;
+    }
+    const std::string sandbox = made != nullptr ? SandboxJson(*made) : "";
+    answers.push_back(JsonText([&](JsonWriter& w) {
+      w.StartObject();
+      if (made != nullptr) {
+        w.Key("sandbox");
+        w.RawValue(sandbox.c_str(), sandbox.size(), rapidjson::kObjectType);
+      } else {
+        w.Key("error");
+        w.StartObject();
+        w.Key("code");
+        w.Int(failed ? failed->status : 500);
+        WriteField(w, "message", failed ? failed->detail : "the fork could not be set up");
+        w.EndObject();
+      }
+      w.EndObject();
+    }));
+  }
+  std::string out = "[";
+  for (size_t i = 0; i < answers.size(); ++i) out += (i ? "," : "") + answers[i];
+  co_await ex.Respond(JsonResponse(200, out + "]"));
+}
+
+boost::asio::awaitable<void> ControlPlane::Snapshot(HttpExchange& ex, const std::string& id,
+                                                    const std::string& body) {
+  auto parsed = ParseJsonObject(body.empty() ? "{}" : body, "the body");
+  if (!parsed.ok()) co_return co_await ex.Respond(ErrorBody(400, parsed.status().message()));
+  std::string name;
+  if (auto n = parsed->FindMember("name"); n != parsed->MemberEnd() && !n->value.IsNull()) {
+    if (!n->value.IsString() || n->value.GetStringLength() > 128) {
+      co_return co_await ex.Respond(ErrorBody(400, "'name' is a string of at most 128 bytes"));
+    }
+    name.assign(n->value.GetString(), n->value.GetStringLength());
+  }
+  auto taken = co_await sessions_.TakeSnapshot(id, ex.client, name);
+  if (auto* e = std::get_if<ApiError>(&taken)) co_return co_await ex.Respond(FromApiError(*e));
+  co_await ex.Respond(JsonResponse(201, SnapshotJson(std::get<SnapshotRecord>(taken))));
+}
+
+boost::asio::awaitable<void> ControlPlane::Snapshots(HttpExchange& ex) {
+  const std::string& path = ex.head().path;
+  if (ex.head().method == "GET" && path == "/snapshots") {
+    const std::string sandbox = QueryParameter(ex.head().target, "sandboxID").value_or("");
+    const std::string name = QueryParameter(ex.head().target, "name").value_or("");
+    std::string out = "[";
+    for (const SnapshotRecord& r : sessions_.Snapshots(ex.client)) {
+      if ((!sandbox.empty() && r.session != sandbox) || (!name.empty() && r.name != name)) continue;
+      out += (out.size() > 1 ? "," : "") + SnapshotJson(r);
+    }
+    co_return co_await ex.Respond(JsonResponse(200, out + "]"));
+  }
+  if (auto id = MatchPath("/templates/{id}", path); id && ex.head().method == "DELETE") {
+    if (!sessions_.DeleteSnapshot(*id, ex.client)) {
+      co_return co_await ex.Respond(ErrorBody(404, "snapshot '" + *id + "' not found"));
+    }
+    co_return co_await ex.Respond(NoContent());
+  }
+  co_await ex.Respond(ErrorBody(404, ex.head().method + " " + path + " is not part of the API"));
 }
 
 boost::asio::awaitable<std::optional<HttpResponse>> ControlPlane::MoveEnd(const std::string& id,
@@ -287,8 +428,21 @@ boost::asio::awaitable<void> ControlPlane::Connect(HttpExchange& ex, const std::
                                                    const std::string& body) {
   auto timeout = ParseTimeout(body, false);
   if (!timeout.ok()) co_return co_await ex.Respond(ErrorBody(400, timeout.status().message()));
+  auto resumed = co_await sessions_.Resume(id, ex.client);
+  if (auto* e = std::get_if<ApiError>(&resumed)) co_return co_await ex.Respond(FromApiError(*e));
+  const bool was_running = std::get<ResumeOutcome>(resumed).was_running;
+  // 2.0's /resume: a running sandbox is a conflict.
+  if (was_running && ex.head().path.ends_with("/resume")) {
+    co_return co_await ex.Respond(ErrorBody(409, "sandbox '" + id + "' is already running"));
+  }
   auto found = sandboxes_.find(id);
   if (found == sandboxes_.end()) co_return co_await ex.Respond(NotFound(id));
+  found->second.paused = false;
+  if (!was_running) {
+    for (const std::string& l : std::get<ResumeOutcome>(resumed).lost) {
+      spdlog::info("e2b sandbox {} resumed without {}", ShortId(id), l);
+    }
+  }
   // Connecting only extends the sandbox's life (E2B's rule), up to its longest.
   const double latest = found->second.started_at + double(kMaxTimeoutSec);
   const double wanted = UnixNow() + double(timeout->value_or(kDefaultTimeoutSec));
@@ -299,7 +453,7 @@ boost::asio::awaitable<void> ControlPlane::Connect(HttpExchange& ex, const std::
   }
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) co_return co_await ex.Respond(NotFound(id));
-  co_await ex.Respond(JsonResponse(200, SandboxJson(it->second)));
+  co_await ex.Respond(JsonResponse(was_running ? 200 : 201, SandboxJson(it->second)));
 }
 
 boost::asio::awaitable<void> ControlPlane::SetTimeout(HttpExchange& ex, const std::string& id,
@@ -317,15 +471,20 @@ boost::asio::awaitable<void> ControlPlane::List(HttpExchange& ex, bool paged) {
   if (!query.ok()) co_return co_await ex.Respond(ErrorBody(400, query.status().message()));
   std::vector<SessionSummary> live = co_await sessions_.List(ex.client);
   std::vector<const Sandbox*> mine;
+  for (const SessionSummary& l : live) {
+    if (auto it = sandboxes_.find(l.id); it != sandboxes_.end()) {
+      it->second.paused = l.state != "running";
+    }
+  }
   std::erase_if(sandboxes_, [&](const auto& entry) {
     const Sandbox& s = entry.second;
     if (s.client != ex.client) return false;
     const bool alive = std::any_of(live.begin(), live.end(),
                                    [&](const SessionSummary& l) { return l.id == s.id; });
-    if (alive && query->running && MetadataMatches(query->metadata, s.metadata)) {
-      mine.push_back(&s);
-    }
-    return !alive;
+    if (!alive) return true;
+    const bool wanted = s.paused ? query->paused : query->running;
+    if (wanted && MetadataMatches(query->metadata, s.metadata)) mine.push_back(&s);
+    return false;
   });
   std::sort(mine.begin(), mine.end(), [](const Sandbox* a, const Sandbox* b) {
     return std::tie(a->started_at, a->id) < std::tie(b->started_at, b->id);
@@ -385,7 +544,7 @@ std::string ControlPlane::DetailJson(const Sandbox& s, bool listed) const {
     w.Uint64(spec_.limits.memory_bytes >> 20);
     w.Key("diskSizeMB");
     w.Uint64(spec_.limits.workspace_bytes >> 20);
-    WriteField(w, "state", "running");
+    WriteField(w, "state", s.paused ? "paused" : "running");
     WriteField(w, "envdVersion", kEnvdVersion);
     WriteMap(w, "metadata", s.metadata);
     if (!listed) {

@@ -36,6 +36,7 @@ class ControlPlane {
     std::string access_token;  // envdAccessToken and trafficAccessToken
     double started_at = 0;     // unix seconds
     double end_at = 0;
+    bool paused = false;  // its session is frozen or on disk (the next call resumes it)
   };
   boost::asio::awaitable<const Sandbox*> Find(const std::string& id, const std::string& client);
   // The live sandbox `id` whose access token is `token` (compared in constant time), or nullptr.
@@ -54,6 +55,18 @@ class ControlPlane {
   boost::asio::awaitable<void> List(HttpExchange& ex, bool paged);
   boost::asio::awaitable<void> UpdateNetwork(HttpExchange& ex, const std::string& id,
                                              const std::string& body);
+  // Pause, fork and snapshots (docs/e2b.md "Pause, fork and snapshots").
+  boost::asio::awaitable<void> Pause(HttpExchange& ex, const std::string& id,
+                                     const std::string& body);
+  boost::asio::awaitable<void> Fork(HttpExchange& ex, const std::string& id,
+                                    const std::string& body);
+  boost::asio::awaitable<void> Snapshot(HttpExchange& ex, const std::string& id,
+                                        const std::string& body);
+  // GET /snapshots and DELETE /templates/{id} (a snapshot's).
+  boost::asio::awaitable<void> Snapshots(HttpExchange& ex);
+  // A new sandbox entry for session `session` like `like` (its template, metadata, env), with a
+  // token of its own; nullptr without randomness.
+  const Sandbox* AddSandbox(const SessionSummary& session, const Sandbox& like);
   // Moves the sandbox's end (and its session's) to `end_at`; an error answer when it cannot.
   boost::asio::awaitable<std::optional<HttpResponse>> MoveEnd(const std::string& id,
                                                               const std::string& client,

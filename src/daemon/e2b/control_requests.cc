@@ -145,8 +145,8 @@ Result<NewSandbox> ParseNewSandbox(std::string_view body) {
   }
   // What this server cannot do yet is refused by name, never accepted and ignored.
   const std::pair<const char*, const char*> refused[] = {
-      {"autoPause", "sandboxes cannot be paused on this server yet"},
-      {"autoResume", "sandboxes cannot be paused on this server yet"},
+      {"autoPause", "sandboxes are not paused at their timeout on this server yet (an idle one is, "
+                    "by SESSION_IDLE_PAUSE_SEC)"},
   };
   for (const auto& [field, why] : refused) {
     if (IsTrue(doc, field)) return Status::Error("'" + std::string(field) + "': " + why);
@@ -199,7 +199,7 @@ Result<ListQuery> ParseListQuery(std::string_view target) {
     }
   }
   if (auto state = QueryParameter(target, "state"); state && !state->empty()) {
-    q.running = false;
+    q.running = q.paused = false;
     std::string_view rest = *state;
     while (!rest.empty()) {
       const size_t comma = rest.find(',');
@@ -207,7 +207,9 @@ Result<ListQuery> ParseListQuery(std::string_view target) {
       rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
       if (one == "running") {
         q.running = true;
-      } else if (one != "paused") {
+      } else if (one == "paused") {
+        q.paused = true;
+      } else {
         return Status::Error("'state' takes running and paused, not '" + std::string(one) + "'");
       }
     }

@@ -47,6 +47,7 @@ Result<std::optional<int64_t>> ParseTimeout(std::string_view body, bool required
 struct ListQuery {
   std::map<std::string, std::string> metadata;  // every pair must match
   bool running = true;                          // state includes "running" (the default)
+  bool paused = true;                           // and "paused" (the default too)
   size_t limit = 100;
   std::string next_token;  // "" for the first page
 };

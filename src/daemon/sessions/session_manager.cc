@@ -222,8 +222,8 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
 asio::awaitable<std::optional<ApiError>> SessionManager::NewSandbox(
     Session& s, std::vector<StagedFile>& files) {
   SandboxSpec spec = spec_;
-  spec.session_expires_at = static_cast<int64_t>(s.summary.expires_at) + 1;
-  spec.session = {s.id, s.summary.created_at, s.summary.expires_at, s.summary.client};
+  spec.session_expires_at = static_cast<int64_t>(s.hard_end) + 1;
+  spec.session = {s.id, s.summary.created_at, s.hard_end, s.summary.client};
   if (s.egress_policy) AddEgressTo(egress_shared_, &spec, &files);
   auto prepared = co_await executor_.Prepare(spec);
   if (!prepared.ok()) co_return PrepareFailure(prepared.status());

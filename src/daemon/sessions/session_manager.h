@@ -166,6 +166,7 @@ class SessionManager {
     std::unique_ptr<Sandbox> sandbox;  // none while paused
     enum class State { kRunning, kFrozen, kPaused } state = State::kRunning;
     double running_left = 0;  // frozen or paused: the seconds of its TTL it had left
+    double hard_left = 0;     // paused: the same of hard_end
     double last_used = 0;     // unix seconds its last call ended
     // Processes started beside its calls and still watched (an idle sweep leaves it be).
     std::shared_ptr<int> processes = std::make_shared<int>(0);

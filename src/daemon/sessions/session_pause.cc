@@ -125,6 +125,7 @@ asio::awaitable<std::variant<PauseOutcome, ApiError>> SessionManager::PauseToDis
   s->state = Session::State::kPaused;
   s->summary.state = "paused";
   s->running_left = record.running_left;
+  s->hard_left = record.hard_left;
   s->summary.expires_at = record.expires_at;
   s->hard_end = record.expires_at;
   s->expiry.cancel();
@@ -149,6 +150,7 @@ asio::awaitable<std::variant<SnapshotRecord, ApiError>> SessionManager::SaveSnap
   record.created_at = now;
   record.session_created_at = s.summary.created_at;
   record.running_left = std::max(1.0, s.summary.expires_at - now);
+  record.hard_left = std::max(record.running_left, s.hard_end - now);
   record.expires_at = now + static_cast<double>(config_.session_pause_ttl_sec);
   if (s.egress_policy) {
     record.egress = true;
@@ -255,7 +257,7 @@ asio::awaitable<std::optional<ApiError>> SessionManager::Wake(Session& s) {
   if (!record) co_return ApiError{410, "Session '" + s.id + "' was paused and its snapshot is gone"};
   if (auto full = CapacityError(s.summary.client)) co_return full;  // it is not counted: paused
   s.summary.expires_at = now + record->running_left;
-  s.hard_end = s.summary.expires_at;
+  s.hard_end = now + record->hard_left;
   std::vector<StagedFile> files;
   ++creating_;
   auto refused = co_await NewSandbox(s, files);
@@ -318,6 +320,7 @@ SessionManager::SessionPtr SessionManager::Adopt(const SnapshotRecord& record) {
   s->state = Session::State::kPaused;
   s->hard_end = record.expires_at;
   s->running_left = record.running_left;
+  s->hard_left = record.hard_left;
   s->last_used = record.created_at;
   s->egress_policy = PolicyOf(record);
   sessions_[s->id] = s;

@@ -31,6 +31,7 @@ struct SnapshotRecord {
   double session_created_at = 0;
   double expires_at = 0;
   double running_left = 0;
+  double hard_left = 0;  // and of the most it could have been given (SessionManager::SetExpiry)
   bool egress = false;  // the session had a proxy, with these rules (EgressRule::ToString)
   std::vector<std::string> egress_allow;
   std::vector<std::string> egress_deny;
@@ -52,6 +53,7 @@ void Fields(V& v, M& m) {
   v("session_created_at", m.session_created_at);
   v("expires_at", m.expires_at);
   v("running_left", m.running_left);
+  v("hard_left", m.hard_left);
   v("egress", m.egress);
   v("egress_allow", m.egress_allow);
   v("egress_deny", m.egress_deny);
