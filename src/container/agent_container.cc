@@ -72,6 +72,9 @@ class AgentContainer final : public ContainerApi,
                    asio::detached);
   }
 
+  // The agent (PID 1) is paused with the rest: the Engine's.
+  asio::awaitable<Status> Pause(bool paused) override { co_return co_await engine_->Pause(paused); }
+
   void Kill() override {
     killed_ = true;
     channel_->KillAll(nullptr);

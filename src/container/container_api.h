@@ -84,6 +84,12 @@ class ContainerApi {
   virtual asio::awaitable<void> Remove(ResourceReport& report) = 0;
   // Kills everything at once without waiting (Sandbox::Kill); Remove still follows.
   virtual void Kill() = 0;
+  // Stops every process of the container where it stands, or lets them go on (Sandbox::Freeze:
+  // Docker's pause, the cgroup freezer); Kill and Remove work on a paused one. Twice is no error.
+  virtual asio::awaitable<Status> Pause(bool paused) {
+    (void)paused;
+    co_return Status::Unavailable("freeze", "this backend's containers cannot be paused");
+  }
   // The client whose files and program this container is about to get (RunPayload::client):
   // a recycled container goes back to that client only (agent_container.cc).
   virtual void Claim(const std::string& client) { (void)client; }

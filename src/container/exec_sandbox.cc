@@ -141,6 +141,11 @@ asio::awaitable<ProgramStream> StreamToSink(ExecStream& stream, const OutputSink
   co_return out;
 }
 
+Status FrozenError(const char* during) {
+  return Status::Error(std::string(during) +
+                       ": the sandbox is frozen (Sandbox::Freeze); thaw it first");
+}
+
 // How a call ended (ServeCall).
 enum class CallEnd { kAnswered, kDied, kTimedOut, kCpu };
 
@@ -176,6 +181,7 @@ class ExecSandbox final : public Sandbox {
 
   asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override {
     if (killed_) co_return Status::Error("sandbox killed");
+    if (frozen_) co_return FrozenError("run");
     if (payload.background && !c_.session) {
       co_return Status::Error("run: background programs need a session sandbox");
     }
@@ -189,6 +195,7 @@ class ExecSandbox final : public Sandbox {
 
   asio::awaitable<Result<std::unique_ptr<SandboxProcess>>> Spawn(ProcessSpec spec) override {
     if (killed_) co_return Status::Error("sandbox killed");
+    if (frozen_) co_return FrozenError("process start");
     if (!c_.session) co_return Status::Error("processes need a session sandbox");
     auto started = co_await StartExecProcess(c_, std::move(spec));
     if (started.ok()) background_.push_back((*started)->pid());  // spared by the runs' kills
@@ -197,6 +204,7 @@ class ExecSandbox final : public Sandbox {
 
   asio::awaitable<Status> Signal(uint32_t pid, int signal) override {
     if (killed_) co_return Status::Error("sandbox killed");
+    if (frozen_) co_return FrozenError("signal");
     CaptureOptions o;
     o.hold = Hold();
     auto sent = co_await CaptureExec(c_, SignalArgv(pid, signal), o);
@@ -207,11 +215,13 @@ class ExecSandbox final : public Sandbox {
   asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(
       uint16_t port, asio::any_io_executor serve) override {
     if (killed_) co_return Status::Error("sandbox killed");
+    if (frozen_) co_return FrozenError("egress listen");
     co_return co_await c_.api->ListenInside(port, std::move(serve));
   }
 
   asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override {
     if (killed_) co_return Status::Error("sandbox killed");
+    if (frozen_) co_return FrozenError("collect");
     if (killed_whole_) co_return Collection{{}, true};  // its files went with it
     if (counters_.host() && WorkspaceHoldsNothing(counters_.init_pid(), c_.cwd, limits.skip_path)) {
       co_return Collection{};
@@ -226,6 +236,11 @@ class ExecSandbox final : public Sandbox {
     if (active_) active_->Close();
     if (prestarted_) prestarted_->Close();
     if (server_) server_->stream->Close();
+    if (frozen_ && !counters_.host() && !killed_) {
+      // The counters' probe is an exec, which a paused container refuses.
+      Status thawed = co_await c_.api->Pause(false);
+      frozen_ = !thawed.ok();
+    }
     // The engines flag an OOM kill only when PID 1 dies of it, never for an exec'd program, and
     // have no pids event: the cgroup's own counters tell. Read from the host they cost nothing,
     // so read them again (anything since Run); through an exec only when Run did not get them.
@@ -237,6 +252,20 @@ class ExecSandbox final : public Sandbox {
     co_await c_.api->Remove(report());
     spdlog::debug("{}: destroy: probe+inspect {} ms", c_.short_id(), (Clock::now() - t0) / 1ms);
     co_return report();
+  }
+
+  // Session sandboxes between runs: the engine's pause. Execution containers are not paused
+  // (one could be recycled paused).
+  asio::awaitable<Status> Freeze(bool frozen) override {
+    const char* what = frozen ? "freeze" : "thaw";
+    if (killed_ || destroyed_) co_return Status::Error(std::string(what) + ": sandbox killed");
+    if (!c_.session) co_return Status::Error(std::string(what) + ": not a session sandbox");
+    if (active_) co_return Status::Error(std::string(what) + ": the sandbox is busy with a run");
+    const bool before = frozen_;
+    frozen_ = true;  // refused meanwhile (and after, when it is paused)
+    Status s = co_await c_.api->Pause(frozen);
+    frozen_ = s.ok() ? frozen : before;
+    co_return s;
   }
 
   void Kill() override {
@@ -614,6 +643,7 @@ class ExecSandbox final : public Sandbox {
   std::shared_ptr<InterpreterRelay> server_;  // sessions: the relay to the interpreter, if any
   std::vector<std::string> server_argv_;      // sessions: the interpreter's program, once started
   bool killed_ = false;
+  bool frozen_ = false;        // paused (Freeze), or being paused or unpaused: runs are refused
   bool killed_whole_ = false;  // by the engine, after a program outlived its kill exec
   bool destroyed_ = false;
 };

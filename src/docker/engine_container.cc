@@ -157,6 +157,22 @@ class EngineContainer final : public container::ContainerApi {
     asio::co_spawn(ex_, RemoveContainer(client_, info_.id, removals_), asio::detached);
   }
 
+  // The Engine refuses a second pause (409) and an unpause of what runs (500): what it says
+  // the state is then decides.
+  asio::awaitable<Status> Pause(bool paused) override {
+    std::string path = "/containers/" + info_.id + (paused ? "/pause" : "/unpause");
+    auto r = co_await client_->Request("POST", path);
+    if (!r.ok()) co_return r.status();
+    if (r->ok()) co_return Status();
+    if (r->status == 404) co_return Status::Gone(HttpError("docker pause", *r).message());
+    rapidjson::Document doc;
+    if (co_await Inspect(doc) && doc["State"].HasMember("Paused") &&
+        doc["State"]["Paused"].IsBool() && doc["State"]["Paused"].GetBool() == paused) {
+      co_return Status();
+    }
+    co_return HttpError(paused ? "docker pause" : "docker unpause", *r);
+  }
+
   void Kill() override {
     asio::co_spawn(
         ex_,

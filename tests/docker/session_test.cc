@@ -8,10 +8,15 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "common/fd_handover.h"
 #include "common/hard_to_kill.h"
+#include "core/json.h"
 #include "docker/reaper.h"
 #include "docker_fixture.h"
 
@@ -312,6 +317,170 @@ TEST_F(DockerSessionTest, ReaperRemovesAnExpiredSessionContainer) {
                                                std::to_string(spec.session_expires_at) + "\"")));
   Await(sandbox_->Destroy());  // already gone: must not fail or hang
   sandbox_.reset();
+}
+
+// Issue 34 item 1: Freeze pauses the session's container (the Engine's pause, the cgroup
+// freezer). Watched from the host through /proc/<PID 1>/root (the sandbox's own runs are refused
+// while it is paused), so these need the local Engine the suite runs against.
+class DockerFreezeTest : public DockerSessionTest {
+ protected:
+  // `agent`: the agent as PID 1 (what a session with egress gets: AgentContainer).
+  void StartWatchedSession(bool agent = false) {
+    SandboxSpec spec = Spec(600);
+    spec.egress = agent;
+    StartSession(spec);
+    if (HasFatalFailure()) return;
+    rapidjson::Document doc;
+    std::string why;
+    ASSERT_TRUE(ParseJson(OurContainers("ci-session-", true), doc, why)) << why;
+    ASSERT_TRUE(doc.IsArray() && doc.Size() == 1 && doc[0]["Id"].IsString());
+    id_ = doc[0]["Id"].GetString();
+    ASSERT_TRUE(Inspect(doc));
+    root_ = "/proc/" + std::to_string(doc["State"]["Pid"].GetInt()) + "/root/workspace/";
+    if (!std::filesystem::exists(root_)) GTEST_SKIP() << "the Engine's containers are not here";
+  }
+  // GET /containers/{id}/json; false when it failed (404: removed).
+  bool Inspect(rapidjson::Document& doc) {
+    auto c = Client();
+    std::string m = "GET", p = "/containers/" + id_ + "/json", why;
+    auto r = Await(c->Request(m, p));
+    return r.ok() && r->ok() && ParseJson(r->body, doc, why) && doc.IsObject();
+  }
+  bool Paused() {
+    rapidjson::Document doc;
+    return Inspect(doc) && doc["State"]["Paused"].GetBool();
+  }
+  std::string Workspace(const std::string& name) {
+    std::ifstream in(root_ + name);
+    std::stringstream ss;
+    ss << in.rdbuf();  // "" when missing
+    return ss.str();
+  }
+  // A background program writing 1, 2, 3, ... into /workspace/count every 10 ms.
+  void StartCounter() {
+    RunPayload counter = Shell(
+        "i=0; while :; do i=$((i+1)); echo $i > /workspace/count.tmp; "
+        "mv /workspace/count.tmp /workspace/count; sleep 0.01; done");
+    counter.background = true;
+    Call c = Run(std::move(counter));
+    ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
+    for (int i = 0; i < 500 && Workspace("count").empty(); ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_NE(Workspace("count"), "") << "the counter did not start";
+  }
+  bool CountAdvances(const std::string& past) {
+    for (int i = 0; i < 1000; ++i) {
+      std::string now = Workspace("count");
+      if (!now.empty() && now != past) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  double Timed(bool frozen) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = Await(sandbox_->Freeze(frozen));
+    const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - t0;
+    EXPECT_TRUE(s.ok()) << s.message();
+    return took.count();
+  }
+  std::string id_;
+  std::string root_;  // the container's /workspace/ seen from the host
+};
+
+TEST_F(DockerFreezeTest, NothingRunsWhilePausedAndEverythingGoesOnAfter) {
+  StartWatchedSession();
+  ASSERT_NO_FATAL_FAILURE(StartCounter());
+  // The timer has to be started before the pause completes: a slow machine retries.
+  std::string fired;
+  for (int attempt = 0; attempt < 3 && fired.empty(); ++attempt) {
+    const std::string name = "fired" + std::to_string(attempt);
+    RunPayload timer = Shell("sleep 0.3; touch /workspace/" + name);
+    timer.background = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(Run(std::move(timer)).outcome.ok());
+    const double freeze_ms = Timed(true);
+    if (std::chrono::steady_clock::now() - t0 < 250ms) fired = name;
+    if (fired.empty()) Timed(false);
+    std::cout << "freeze (docker pause): " << freeze_ms << " ms\n";
+  }
+  ASSERT_FALSE(fired.empty()) << "never paused within 250 ms of the timer's start";
+  EXPECT_TRUE(Paused());
+
+  const std::string frozen_at = Workspace("count");
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(Workspace("count"), frozen_at) << "the counter ran while paused";
+  EXPECT_FALSE(std::filesystem::exists(root_ + fired)) << "the timer fired while paused";
+  Call refused = Run(Shell("true"));
+  ASSERT_FALSE(refused.outcome.ok());
+  EXPECT_THAT(refused.outcome.status().message(), HasSubstr("frozen"));
+
+  std::cout << "thaw (docker unpause): " << Timed(false) << " ms\n";
+  EXPECT_FALSE(Paused());
+  EXPECT_TRUE(CountAdvances(frozen_at)) << "the counter did not go on after the unpause";
+  Call after = Run(Shell("for i in $(seq 100); do [ -e /workspace/" + fired +
+                         " ] && break; sleep 0.1; done; ls /workspace/" + fired));
+  ASSERT_TRUE(after.outcome.ok()) << after.outcome.status().message();
+  EXPECT_EQ(after.out, "/workspace/" + fired + "\n") << after.err;
+}
+
+TEST_F(DockerFreezeTest, PausingTwiceAndUnpausingWhatRunsAreHarmless) {
+  StartWatchedSession();
+  ASSERT_NO_FATAL_FAILURE(StartCounter());
+  Timed(false);  // never paused: the Engine answers 500 "is not paused"
+  Timed(true);
+  Timed(true);  // 409 "already paused"
+  EXPECT_TRUE(Paused());
+  const std::string frozen_at = Workspace("count");
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(Workspace("count"), frozen_at);
+  Timed(false);
+  Timed(false);
+  EXPECT_TRUE(CountAdvances(frozen_at));
+  Call c = Run(Shell("echo ok"));
+  ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
+  EXPECT_EQ(c.out, "ok\n");
+}
+
+// With the agent as PID 1 (a session with egress) the Engine pauses it with the rest.
+TEST_F(DockerFreezeTest, AgentAsPid1IsPausedWithTheRest) {
+  StartWatchedSession(/*agent=*/true);
+  EXPECT_THAT(Run(Shell("tr '\\0' ' ' < /proc/1/cmdline")).out, HasSubstr("agent"));
+  ASSERT_NO_FATAL_FAILURE(StartCounter());
+  Timed(true);
+  EXPECT_TRUE(Paused());
+  const std::string frozen_at = Workspace("count");
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(Workspace("count"), frozen_at) << "the counter ran while paused";
+  Timed(false);
+  EXPECT_TRUE(CountAdvances(frozen_at));
+  Call c = Run(Shell("echo ok"));
+  ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
+  EXPECT_EQ(c.out, "ok\n");
+  Timed(true);
+  sandbox_->Kill();
+  Await(sandbox_->Destroy());
+  Await(executor_->Drain());
+  sandbox_.reset();
+  rapidjson::Document doc;
+  EXPECT_FALSE(Inspect(doc)) << "container " << id_ << " is left";
+}
+
+// Destroy's removal (DELETE ?force=1) and Kill's POST /kill work on a paused container.
+TEST_F(DockerFreezeTest, DestroyAndKillOfAPausedSessionLeaveNothing) {
+  for (bool kill_first : {false, true}) {
+    SCOPED_TRACE(kill_first ? "Kill, then Destroy" : "Destroy");
+    StartWatchedSession();
+    ASSERT_NO_FATAL_FAILURE(StartCounter());
+    Timed(true);
+    ASSERT_TRUE(Paused());
+    const auto t0 = std::chrono::steady_clock::now();
+    if (kill_first) sandbox_->Kill();
+    Await(sandbox_->Destroy());
+    Await(executor_->Drain());  // the removal runs after Destroy's answer
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+    sandbox_.reset();
+    rapidjson::Document doc;
+    EXPECT_FALSE(Inspect(doc)) << "container " << id_ << " is left";
+  }
 }
 
 }  // namespace

@@ -3,9 +3,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -79,6 +83,35 @@ TEST(CgroupV1, CreateWritesLimitsAndSwapZero) {
   EXPECT_TRUE(cg->Remove().ok());
   EXPECT_FALSE(fs::exists(mem));
   EXPECT_TRUE(fs::exists(root.path() / "memory/code-interpreter"));  // shared parent stays
+}
+
+// Sandbox::Freeze's hierarchy, when mounted: best effort, a sandbox is made without it.
+TEST(CgroupV1, FreezerHierarchyIsUsedWhenMountedAndThawedForTheKill) {
+  ScratchRoot root;
+  for (const char* c : {"memory", "pids", "freezer"}) fs::create_directories(root.path() / c);
+  Put(root.path() / "freezer/cgroup.procs", "");
+  auto cg = MakeCgroupV1(root.path(), "f");
+  ASSERT_TRUE(cg->Create({64u << 20, 8}).ok());
+  ASSERT_TRUE(cg->AddProcess(7).ok());
+  const fs::path dir = root.path() / "freezer/code-interpreter/f";
+  EXPECT_EQ(Slurp(dir / "cgroup.procs"), "7");
+  EXPECT_THAT(cg->description(), testing::HasSubstr(",freezer:"));
+  Put(dir / "cgroup.procs", "");  // the task is gone
+  Put(dir / "freezer.state", "FROZEN\n");
+  EXPECT_TRUE(cg->ThawForKill().ok());
+  EXPECT_EQ(Slurp(dir / "freezer.state"), "THAWED");
+  fs::remove(dir / "cgroup.procs");
+  fs::remove(dir / "freezer.state");
+  (void)cg->Remove();  // the other directories hold the files written above: not rmdir'd here
+  EXPECT_FALSE(fs::exists(dir));
+
+  // Its directory cannot be made (here: a file in the way): the sandbox still gets its cgroup.
+  fs::remove(root.path() / "freezer/code-interpreter");
+  Put(root.path() / "freezer/code-interpreter", "");
+  auto other = MakeCgroupV1(root.path(), "g");
+  ASSERT_TRUE(other->Create({64u << 20, 8}).ok());
+  ASSERT_TRUE(other->AddProcess(8).ok());
+  EXPECT_THAT(other->description(), testing::Not(testing::HasSubstr("freezer")));
 }
 
 TEST(CgroupV1, CpuCapWritesCfsQuotaInTheCpuHierarchy) {
@@ -224,7 +257,7 @@ TEST(CgroupV2, CreateWritesLimitsStatsAndTeardownOrder) {
   EXPECT_EQ(fake.ops()[0], "write " + (dir / "cgroup.kill").string() + " 1");
   EXPECT_EQ(fake.ops()[1], "rmdir " + dir.string());
   EmptyDir(dir);
-  EXPECT_TRUE(cg->Remove().ok());
+  (void)cg->Remove();  // the other directories hold the files written above: not rmdir'd here
   EXPECT_FALSE(fs::exists(dir));
 }
 
@@ -477,6 +510,100 @@ TEST(CgroupName, IsSixteenHexDigitsAndRandom) {
   EXPECT_THAT(a, testing::MatchesRegex("[0-9a-f]{16}"));
   EXPECT_NE(a, b);
 }
+
+// Issue 34: the freezer helpers against the kernel's own cgroupfs, v1 (the freezer hierarchy)
+// and v2 (any cgroup2 mount: cgroup.freeze needs no controller); as root, skipped elsewhere.
+// A child counting in shared memory must stand still while frozen and go on after the thaw.
+class RealFreezerTest : public ::testing::TestWithParam<int> {
+ protected:
+  // Where a test cgroup of this version may go: "" when none.
+  static std::string Mount(int version) {
+    std::ifstream mounts("/proc/mounts");
+    for (std::string line; std::getline(mounts, line);) {
+      std::istringstream fields(line);
+      std::string dev, dir, type, options;
+      fields >> dev >> dir >> type >> options;
+      if (version == 2 && type == "cgroup2") return dir;
+      if (version == 1 && type == "cgroup" &&
+          ("," + options + ",").find(",freezer,") != std::string::npos) {
+        return dir;
+      }
+    }
+    return "";
+  }
+  static bool AwaitFrozen(const CgroupFreezer& f, bool frozen) {
+    for (int i = 0; i < 2000 && IsFrozen(f) != frozen; ++i) ::usleep(1000);
+    return IsFrozen(f) == frozen;
+  }
+  // The child's end: its signal, or -1 when it did not end within 5 s.
+  static int AwaitEnd(pid_t pid) {
+    for (int i = 0; i < 500; ++i) {
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid)
+        return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      ::usleep(10000);
+    }
+    return -1;
+  }
+};
+
+TEST_P(RealFreezerTest, StopsAndThawsAndKillsATask) {
+  const int version = GetParam();
+  const std::string mount = Mount(version);
+  if (::geteuid() != 0 || mount.empty()) GTEST_SKIP() << "needs root and a cgroup mount";
+  const CgroupFreezer f{version, mount + "/ci-freeze-test-" + std::to_string(::getpid())};
+  if (!cgfs::Mkdir(f.dir, false).ok()) GTEST_SKIP() << "cannot create " << f.dir;
+  pid_t child = -1;
+  // A failed assertion leaves nothing frozen or running behind.
+  struct Cleanup {
+    const CgroupFreezer& f;
+    pid_t& child;
+    ~Cleanup() {
+      if (child > 0 && ::kill(child, SIGKILL) == 0) {
+        (void)WriteFrozen(f, false);
+        ::waitpid(child, nullptr, 0);
+      }
+      ::rmdir(f.dir.c_str());
+    }
+  } cleanup{f, child};
+  auto* counter = static_cast<std::atomic<uint64_t>*>(
+      ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(counter, MAP_FAILED);
+  for (bool kill_by_removal : {false, true}) {
+    SCOPED_TRACE(kill_by_removal ? "KillAndRmdir" : "KillAndThaw");
+    child = ::fork();
+    if (child == 0) {
+      for (;;) counter->fetch_add(1), ::usleep(1000);
+    }
+    ASSERT_TRUE(cgfs::WriteFile(f.dir + "/cgroup.procs", std::to_string(child)).ok());
+    EXPECT_FALSE(FreezeAsked(f));
+    ASSERT_TRUE(WriteFrozen(f, true).ok());
+    EXPECT_TRUE(FreezeAsked(f));
+    ASSERT_TRUE(AwaitFrozen(f, true));
+    const uint64_t frozen_at = *counter;
+    ::usleep(200000);
+    EXPECT_EQ(*counter, frozen_at) << "it ran while frozen";
+    ASSERT_TRUE(WriteFrozen(f, false).ok());
+    ASSERT_TRUE(AwaitFrozen(f, false));
+    for (int i = 0; i < 500 && *counter == frozen_at; ++i) ::usleep(10000);
+    EXPECT_NE(*counter, frozen_at) << "it did not go on after the thaw";
+    // Frozen again, then killed: v1 holds a frozen task's SIGKILL until the thaw.
+    ASSERT_TRUE(WriteFrozen(f, true).ok());
+    ASSERT_TRUE(AwaitFrozen(f, true));
+    if (kill_by_removal) {
+      EXPECT_TRUE(cgfs::KillAndRmdir(f.dir, f.dir + "/cgroup.procs").ok());
+      EXPECT_FALSE(cgfs::Exists(f.dir));
+    } else {
+      EXPECT_TRUE(KillAndThaw(f).ok());
+      EXPECT_FALSE(FreezeAsked(f));
+    }
+    EXPECT_EQ(AwaitEnd(child), SIGKILL);
+    child = -1;
+  }
+  ::munmap(counter, 4096);
+}
+
+INSTANTIATE_TEST_SUITE_P(Versions, RealFreezerTest, ::testing::Values(1, 2));
 
 }  // namespace
 }  // namespace ci::runtime

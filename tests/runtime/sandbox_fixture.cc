@@ -140,7 +140,7 @@ std::vector<std::string> ListEmptyCgroups() {
   std::vector<std::string> out;
   for (const char* dir :
        {"/sys/fs/cgroup/memory/code-interpreter", "/sys/fs/cgroup/pids/code-interpreter",
-        "/sys/fs/cgroup/code-interpreter"}) {
+        "/sys/fs/cgroup/freezer/code-interpreter", "/sys/fs/cgroup/code-interpreter"}) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
       if (!e.is_directory()) continue;

@@ -2,7 +2,11 @@
 // killed after each run, and the sandbox ending by itself at its expiry.
 #include <gmock/gmock.h>
 
+#include <algorithm>
 #include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "common/fd_handover.h"
@@ -239,6 +243,181 @@ TEST_F(CallServerTest, ThreadSpinningBetweenCallsKillsTheServer) {
     gone = again.run->no_server || again.run->signal == SIGKILL;
   }
   EXPECT_TRUE(gone);
+}
+
+// Issue 34 item 1: Freeze stops every process of the sandbox where it stands. Watched from the
+// host (the sandbox's own runs are refused while it is frozen): through /proc/<pid>/root of a
+// process of the sandbox, found by a marker in its command line.
+class FreezeTest : public SessionTest {
+ protected:
+  // The host pid of the process whose command line holds `marker`; 0 when none.
+  static pid_t HostPidOf(const std::string& marker) {
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = e.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string cmdline = ReadFileOrEmpty(e.path() / "cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      if (cmdline.find(marker) != std::string::npos) return std::stoi(name);
+    }
+    return 0;
+  }
+  // A file of the sandbox's workspace as `pid` sees it; "" when missing.
+  static std::string WorkspaceFile(pid_t pid, const std::string& name) {
+    return ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/root/workspace/" + name);
+  }
+  // Starts a process writing 1, 2, 3, ... into /workspace/count every 10 ms; its host pid.
+  pid_t StartCounter(const std::string& marker) {
+    ProcessSpec spec;
+    spec.argv = {"/bin/sh", "-c",
+                 "i=0; while :; do i=$((i+1)); echo $i > /workspace/count.tmp; "
+                 "mv /workspace/count.tmp /workspace/count; sleep 0.01; done",
+                 marker};
+    spec.env = DefaultSandboxEnv();
+    spec.cwd = "/workspace";
+    auto started = Await(sandbox_->Spawn(std::move(spec)));
+    EXPECT_TRUE(started.ok()) << started.status().message();
+    if (!started.ok()) return 0;
+    counter_ = std::move(started.value());
+    for (int i = 0; i < 500; ++i) {
+      pid_t pid = HostPidOf(marker);
+      if (pid > 0 && !WorkspaceFile(pid, "count").empty()) return pid;
+      std::this_thread::sleep_for(10ms);
+    }
+    ADD_FAILURE() << "the counter did not start";
+    return 0;
+  }
+  // Waits (10 s at most) until `pid` sees /workspace/count past `past`.
+  static bool CountAdvances(pid_t pid, const std::string& past) {
+    for (int i = 0; i < 1000; ++i) {
+      std::string now = WorkspaceFile(pid, "count");
+      if (!now.empty() && now != past) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  // Freeze(frozen), asserting it worked; its milliseconds.
+  double Timed(bool frozen) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = Await(sandbox_->Freeze(frozen));
+    const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - t0;
+    EXPECT_TRUE(s.ok()) << s.message();
+    return took.count();
+  }
+  // Without a cgroup of its own (rootless here) Freeze is unavailable, and says why.
+  bool FreezeUnavailable() {
+    if (!WithoutCgroup()) return false;
+    for (bool frozen : {true, false}) {
+      Status s = Await(sandbox_->Freeze(frozen));
+      EXPECT_TRUE(s.unavailable()) << s.message();
+      EXPECT_EQ(s.unavailable_reason(), "freeze");
+      EXPECT_THAT(s.message(), ::testing::HasSubstr("no cgroup of its own"));
+    }
+    return true;
+  }
+  std::unique_ptr<SandboxProcess> counter_;
+};
+
+TEST_F(FreezeTest, NothingRunsWhileFrozenAndEverythingGoesOnAfterTheThaw) {
+  if (FreezeUnavailable()) return;
+  const std::string marker = "ci-counter-" + UniqueSleepSeconds();
+  const pid_t pid = StartCounter(marker);
+  ASSERT_GT(pid, 0);
+  // The timer has to be started before the freeze completes: a slow machine retries.
+  std::string fired;
+  for (int attempt = 0; attempt < 3 && fired.empty(); ++attempt) {
+    const std::string name = "fired" + std::to_string(attempt);
+    RunPayload timer = Shell("sleep 0.3; touch /workspace/" + name);
+    timer.background = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(Run(std::move(timer)).outcome.ok());
+    const double freeze_ms = Timed(true);
+    if (std::chrono::steady_clock::now() - t0 < 250ms) fired = name;
+    if (fired.empty()) Timed(false);
+    std::cout << "freeze: " << freeze_ms << " ms\n";
+  }
+  ASSERT_FALSE(fired.empty()) << "never frozen within 250 ms of the timer's start";
+
+  // Frozen: the count stands still, the timer does not fire, and calls to init are refused.
+  const std::string frozen_at = WorkspaceFile(pid, "count");
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(WorkspaceFile(pid, "count"), frozen_at) << "the counter ran while frozen";
+  EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(pid) + "/root/workspace/" + fired))
+      << "the timer fired while frozen";
+  Call refused = Run(Shell("true"));
+  ASSERT_FALSE(refused.outcome.ok());
+  EXPECT_THAT(refused.outcome.status().message(), ::testing::HasSubstr("frozen"));
+  EXPECT_FALSE(Await(sandbox_->Collect(CollectLimits{})).ok());
+
+  std::cout << "thaw: " << Timed(false) << " ms\n";
+  EXPECT_TRUE(CountAdvances(pid, frozen_at)) << "the counter did not go on after the thaw";
+  Call after = Run(Shell("for i in $(seq 100); do [ -e /workspace/" + fired +
+                         " ] && break; sleep 0.1; done; ls /workspace/" + fired));
+  ASSERT_TRUE(after.outcome.ok()) << after.outcome.status().message();
+  EXPECT_EQ(after.out, "/workspace/" + fired + "\n") << after.err;
+}
+
+TEST_F(FreezeTest, FreezingTwiceAndThawingWhatRunsAreHarmless) {
+  if (FreezeUnavailable()) return;
+  const pid_t pid = StartCounter("ci-counter-" + UniqueSleepSeconds());
+  ASSERT_GT(pid, 0);
+  Timed(false);  // never frozen
+  Timed(true);
+  Timed(true);
+  const std::string frozen_at = WorkspaceFile(pid, "count");
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(WorkspaceFile(pid, "count"), frozen_at);
+  Timed(false);
+  Timed(false);
+  EXPECT_TRUE(CountAdvances(pid, frozen_at));
+  Call c = Run(Shell("echo ok"));
+  ASSERT_TRUE(c.outcome.ok()) << c.outcome.status().message();
+  EXPECT_EQ(c.out, "ok\n");
+}
+
+// Destroy (and Kill first) of a frozen sandbox: init cannot answer, its parent kills it and
+// thaws the cgroup (cgroup v1 holds a frozen task's SIGKILL until then).
+TEST_F(FreezeTest, DestroyAndKillOfAFrozenSandboxLeaveNothing) {
+  if (FreezeUnavailable()) return;
+  for (bool kill_first : {false, true}) {
+    SCOPED_TRACE(kill_first ? "Kill, then Destroy" : "Destroy");
+    if (kill_first) {
+      SandboxSpec spec = DefaultSpec();
+      spec.session_expires_at = static_cast<int64_t>(std::time(nullptr)) + 600;
+      auto prepared = Await(executor_->Prepare(spec));
+      ASSERT_TRUE(prepared.ok()) << prepared.status().message();
+      sandbox_ = std::move(prepared.value());
+    }
+    const std::vector<std::string> before = ListEmptyCgroups();
+    const std::string marker = "ci-counter-" + UniqueSleepSeconds();
+    const pid_t pid = StartCounter(marker);
+    ASSERT_GT(pid, 0);
+    const std::string cgroups = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/cgroup");
+    Timed(true);
+    const std::string frozen_at = WorkspaceFile(pid, "count");
+    std::this_thread::sleep_for(200ms);
+    ASSERT_EQ(WorkspaceFile(pid, "count"), frozen_at) << "not frozen";
+    const auto t0 = std::chrono::steady_clock::now();
+    if (kill_first) sandbox_->Kill();
+    Await(sandbox_->Destroy());
+    // Without the kill and thaw, the teardown's 5 s guard would kill the parent and leave the
+    // sandbox frozen.
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);
+    Await(executor_->Drain());
+    sandbox_.reset();
+    EXPECT_EQ(HostPidOf(marker), 0) << "a process of the sandbox is left";
+    EXPECT_THAT(CgroupsLeakedSince(before), ::testing::IsEmpty());
+    // Every hierarchy's directory of the sandbox is gone (frozen tasks would hold them).
+    std::string name;
+    std::istringstream lines(cgroups);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("/code-interpreter/") != std::string::npos) name = line.substr(line.rfind('/'));
+    }
+    ASSERT_THAT(name, ::testing::Not(::testing::IsEmpty())) << cgroups;
+    for (const char* h : {"memory", "pids", "cpuacct", "freezer"}) {
+      const std::string dir = std::string("/sys/fs/cgroup/") + h + "/code-interpreter" + name;
+      EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
+    }
+  }
 }
 
 TEST_F(SandboxTest, SessionSandboxEndsByItselfAtExpiry) {

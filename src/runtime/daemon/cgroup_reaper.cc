@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -57,6 +58,11 @@ std::vector<std::string> ReapOrphanCgroups(const CgroupLayout& layout,
     for (const std::string& controller : SubDirectories(layout.root)) {
       parents.push_back(layout.root + "/" + controller + "/" + kCgroupParent);
     }
+    // The freezer first: a frozen sandbox's tasks (Sandbox::Freeze) die, and leave the other
+    // hierarchies' directories, only once KillAndRmdir thawed them.
+    std::stable_partition(parents.begin(), parents.end(), [&](const std::string& p) {
+      return p == layout.root + "/freezer/" + kCgroupParent;
+    });
   }
   std::vector<std::string> removed;
   for (const std::string& parent : parents) {

@@ -72,6 +72,11 @@ Status DeadSandboxError(const SandboxCore& core, const char* during) {
                       " (init exited; see the daemon log for the shim's messages)");
 }
 
+Status FrozenSandboxError(const char* during) {
+  return Status::Error(std::string(during) +
+                       ": the sandbox is frozen (Sandbox::Freeze); thaw it first");
+}
+
 LocalSandbox::LocalSandbox(const asio::any_io_executor& ex, ShimHandles handles,
                            const SandboxSpec& spec,
                            std::shared_ptr<std::atomic<int>> pending_teardowns)
@@ -249,7 +254,11 @@ asio::awaitable<void> FinishTeardown(std::shared_ptr<SandboxCore> core) {
 asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> core) {
   if (core->state == SandboxCore::State::kDestroyed) co_return core->report;
   core->state = SandboxCore::State::kDestroyed;
-  if (!core->killed && core->service.is_open()) {
+  if (core->frozen) {
+    // A frozen init reads nothing: the parent kills it and thaws the cgroup
+    // (Cgroup::ThawForKill), so no process of the sandbox runs again.
+    core->SendKill();
+  } else if (!core->killed && core->service.is_open()) {
     // Init exits, the pid namespace dies with it; the shim then reports and cleans up.
     (void)co_await WriteFrameAsync(core->service, Msg::kExit);
   }

@@ -52,7 +52,11 @@ struct SandboxCore {
   std::shared_ptr<std::atomic<int>> pending_teardowns;
   ResourceReport report;
   CgroupLayout cgroup;  // the plan's (sessions read OOM kills per call: sandbox_oom.h)
-  std::optional<std::string> oom_file;  // found at the first call
+  std::optional<std::string> oom_file;   // found at the first call
+  std::optional<CgroupFreezer> freezer;  // found at the first Freeze
+  // Freeze(true) asked (until Freeze(false) got through): init answers nothing, so runs and the
+  // other calls to it are refused, and Destroy kills instead of asking init to exit.
+  bool frozen = false;
 
   std::atomic<bool> killed{false};
   std::mutex kill_mu;  // guards lifecycle_fd against Destroy closing it under Kill()
@@ -83,6 +87,8 @@ class LocalSandbox final : public Sandbox {
   asio::awaitable<Status> Signal(uint32_t pid, int signal) override;
   asio::awaitable<Result<std::shared_ptr<InsideListener>>> ListenInside(
       uint16_t port, asio::any_io_executor serve) override;
+  // The sandbox's cgroup freezer (sandbox_freeze.cc); unavailable without a cgroup of its own.
+  asio::awaitable<Status> Freeze(bool frozen) override;
   void Kill() override;
   bool Alive() const override;
 
@@ -93,6 +99,8 @@ class LocalSandbox final : public Sandbox {
 
 // Helpers shared by the sandbox's translation units.
 Status DeadSandboxError(const SandboxCore& core, const char* during);
+// "<during>: the sandbox is frozen (...)": what a call to a frozen sandbox's init gets.
+Status FrozenSandboxError(const char* during);
 asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> core,
                                                 proto::RunRequest request, RunPayload payload,
                                                 OutputSink sink);

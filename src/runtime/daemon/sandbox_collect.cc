@@ -83,6 +83,7 @@ class Receiver {
 asio::awaitable<Result<Collection>> CollectOnStrand(std::shared_ptr<SandboxCore> core,
                                                     CollectLimits limits) {
   if (core->killed) co_return DeadSandboxError(*core, "collect");
+  if (core->frozen) co_return FrozenSandboxError("collect");
   if (core->state != SandboxCore::State::kReady && core->state != SandboxCore::State::kRan) {
     co_return Status::Error("collect: the sandbox is not available (running or destroyed)");
   }

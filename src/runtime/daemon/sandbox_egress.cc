@@ -44,6 +44,7 @@ asio::awaitable<Result<int>> ReceiveEgressSocket(SandboxCore& core) {
 
 asio::awaitable<Result<int>> ListenOnStrand(std::shared_ptr<SandboxCore> core, uint16_t port) {
   if (core->killed) co_return DeadSandboxError(*core, "egress listen");
+  if (core->frozen) co_return FrozenSandboxError("egress listen");
   if (core->state != SandboxCore::State::kReady) {
     co_return Status::Error("egress listen: the sandbox is busy with a run, or destroyed");
   }

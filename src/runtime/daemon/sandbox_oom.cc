@@ -30,28 +30,10 @@ std::string LeafName(const std::string& cgroup_file, const std::string& want) {
   return "";
 }
 
-// The counter file of the cgroup a line of /proc/<pid>/cgroup names, or "".
-std::string OomFileOf(const std::string& own, const std::string& want, const CgroupLayout& layout) {
-  std::string name = LeafName(own, want);
-  if (name.empty()) return "";
-  std::string file = layout.version == 2 ? layout.root + "/" + name + "/memory.events"
-                                         : layout.root + "/memory/" + kCgroupParent + "/" + name +
-                                               "/memory.oom_control";
-  return cgfs::Exists(file) ? file : "";
-}
-
 std::string Want(const CgroupLayout& layout) { return layout.version == 2 ? "0::" : ":memory:"; }
 
-}  // namespace
-
-std::string FindSandboxOomFileOfInit(pid_t init_pid, const CgroupLayout& layout) {
-  if (layout.version != 1 && layout.version != 2) return "";
-  return OomFileOf(Slurp("/proc/" + std::to_string(init_pid) + "/cgroup"), Want(layout), layout);
-}
-
-std::string FindSandboxOomFile(pid_t shim_pid, const CgroupLayout& layout) {
-  if (layout.version != 1 && layout.version != 2) return "";
-  const std::string want = Want(layout);
+// The /proc/<pid>/cgroup contents of the shim's first descendant in another cgroup, or "".
+std::string CgroupFileBelowShim(pid_t shim_pid) {
   const std::string shim_cgroup = Slurp("/proc/" + std::to_string(shim_pid) + "/cgroup");
   std::vector<std::string> queue = {std::to_string(shim_pid)};
   for (size_t i = 0; i < queue.size() && i < 16; ++i) {
@@ -62,10 +44,36 @@ std::string FindSandboxOomFile(pid_t shim_pid, const CgroupLayout& layout) {
         queue.push_back(child);
         continue;
       }
-      return OomFileOf(own, want, layout);
+      return own;
     }
   }
   return "";
+}
+
+// The counter file of the cgroup named `name`, or "".
+std::string OomFileOf(const std::string& name, const CgroupLayout& layout) {
+  if (name.empty()) return "";
+  std::string file = layout.version == 2 ? layout.root + "/" + name + "/memory.events"
+                                         : layout.root + "/memory/" + kCgroupParent + "/" + name +
+                                               "/memory.oom_control";
+  return cgfs::Exists(file) ? file : "";
+}
+
+}  // namespace
+
+std::string FindSandboxCgroupName(pid_t shim_pid, pid_t init_pid, const CgroupLayout& layout) {
+  if (layout.version != 1 && layout.version != 2) return "";
+  const std::string file = shim_pid > 0 ? CgroupFileBelowShim(shim_pid)
+                                        : Slurp("/proc/" + std::to_string(init_pid) + "/cgroup");
+  return LeafName(file, Want(layout));
+}
+
+std::string FindSandboxOomFileOfInit(pid_t init_pid, const CgroupLayout& layout) {
+  return OomFileOf(FindSandboxCgroupName(0, init_pid, layout), layout);
+}
+
+std::string FindSandboxOomFile(pid_t shim_pid, const CgroupLayout& layout) {
+  return OomFileOf(FindSandboxCgroupName(shim_pid, 0, layout), layout);
 }
 
 uint64_t ReadOomKills(const std::string& file) {

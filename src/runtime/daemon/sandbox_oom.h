@@ -20,6 +20,11 @@ std::string FindSandboxOomFile(pid_t shim_pid, const CgroupLayout& layout);
 // The same for a sandbox whose parent is the fork server's zygote, from its init's host pid.
 std::string FindSandboxOomFileOfInit(pid_t init_pid, const CgroupLayout& layout);
 
+// The name of the sandbox's cgroup (its last path component, the same in every v1 hierarchy),
+// found the same way: under shim `shim_pid`, or from `init_pid` when the shim pid is 0 (the
+// zygote's sandbox); empty when there is none.
+std::string FindSandboxCgroupName(pid_t shim_pid, pid_t init_pid, const CgroupLayout& layout);
+
 // The oom_kill count in that file; 0 when unreadable.
 uint64_t ReadOomKills(const std::string& file);
 

@@ -148,6 +148,7 @@ Result<Pipe> MakePipe() {
 asio::awaitable<Result<std::unique_ptr<SandboxProcess>>> SpawnOnStrand(
     std::shared_ptr<SandboxCore> core, proto::RunRequest request, bool stdin_wanted) {
   if (core->killed) co_return DeadSandboxError(*core, "process start");
+  if (core->frozen) co_return FrozenSandboxError("process start");
   if (!core->session) co_return Status::Error("processes need a session sandbox");
   if (core->state != SandboxCore::State::kReady) {
     co_return Status::Error("process start: the sandbox is busy with a run, or destroyed");
@@ -198,6 +199,7 @@ asio::awaitable<Result<std::unique_ptr<SandboxProcess>>> SpawnOnStrand(
 asio::awaitable<Status> SignalOnStrand(std::shared_ptr<SandboxCore> core,
                                        proto::SignalRequest request) {
   if (core->killed) co_return DeadSandboxError(*core, "signal");
+  if (core->frozen) co_return FrozenSandboxError("signal");
   if (core->state != SandboxCore::State::kReady) {
     co_return Status::Error("signal: the sandbox is busy with a run, or destroyed");
   }

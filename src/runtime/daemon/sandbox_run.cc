@@ -163,6 +163,7 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
                                                 proto::RunRequest request, RunPayload payload,
                                                 OutputSink sink) {
   if (core->killed) co_return DeadSandboxError(*core, "run");
+  if (core->frozen) co_return FrozenSandboxError("run");
   if (core->state != SandboxCore::State::kReady) {
     co_return Status::Error("run: the sandbox is not ready (a program already ran, or destroyed)");
   }

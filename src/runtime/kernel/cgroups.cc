@@ -103,23 +103,32 @@ bool ReadU64(const std::string& path, uint64_t* value) {
   return true;
 }
 
+void KillListed(const std::string& procs_file) {
+  std::string procs;
+  if (!ReadFile(procs_file, &procs)) return;
+  char* p = procs.data();
+  while (*p != '\0') {
+    char* end = nullptr;
+    long pid = std::strtol(p, &end, 10);
+    if (end == p) break;
+    if (pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
+    p = end;
+    while (*p == '\n') ++p;
+  }
+}
+
 SysError KillAndRmdir(const std::string& dir, const std::string& procs_file) {
   if (!Exists(dir)) return SysOk();
   int err = 0;
   for (int attempt = 0; attempt < 100; ++attempt) {
-    std::string procs;
-    if (ReadFile(procs_file, &procs)) {
-      char* p = procs.data();
-      while (*p != '\0') {
-        char* end = nullptr;
-        long pid = std::strtol(p, &end, 10);
-        if (end == p) break;
-        if (pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
-        p = end;
-        while (*p == '\n') ++p;
+    KillListed(procs_file);
+    if (attempt == 0) {
+      // A frozen cgroup (Sandbox::Freeze) keeps its killed tasks until it is thawed (v1).
+      for (const CgroupFreezer& f : {CgroupFreezer{1, dir}, CgroupFreezer{2, dir}}) {
+        if (Exists(f.control()) && FreezeAsked(f)) (void)WriteFrozen(f, false);
       }
+      Trace("rmdir " + dir);
     }
-    if (attempt == 0) Trace("rmdir " + dir);
     if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return SysOk();
     err = errno;
     if (err != EBUSY) break;
@@ -131,6 +140,41 @@ SysError KillAndRmdir(const std::string& dir, const std::string& procs_file) {
 }
 
 }  // namespace cgfs
+
+std::string CgroupFreezer::control() const {
+  return dir + (version == 2 ? "/cgroup.freeze" : "/freezer.state");
+}
+
+SysError WriteFrozen(const CgroupFreezer& f, bool frozen) {
+  if (f.version == 2) return cgfs::WriteFile(f.control(), frozen ? "1" : "0");
+  return cgfs::WriteFile(f.control(), frozen ? "FROZEN" : "THAWED");
+}
+
+bool IsFrozen(const CgroupFreezer& f) {
+  if (f.version == 2) {
+    uint64_t v = 0;
+    return cgfs::ReadKey(f.dir + "/cgroup.events", "frozen", &v) && v == 1;
+  }
+  // Reading freezer.state is what moves a v1 cgroup from FREEZING to FROZEN.
+  std::string state;
+  return cgfs::ReadFile(f.control(), &state) && state.rfind("FROZEN", 0) == 0;
+}
+
+bool FreezeAsked(const CgroupFreezer& f) {
+  std::string state;
+  if (!cgfs::ReadFile(f.control(), &state)) return false;
+  return f.version == 2 ? state.rfind("1", 0) == 0 : state.rfind("THAWED", 0) != 0;
+}
+
+SysError KillAndThaw(const CgroupFreezer& f) {
+  if (!FreezeAsked(f)) return SysOk();
+  if (f.version == 2 && cgfs::Exists(f.dir + "/cgroup.kill")) {
+    (void)cgfs::WriteFile(f.dir + "/cgroup.kill", "1");
+  } else {
+    cgfs::KillListed(f.dir + "/cgroup.procs");
+  }
+  return WriteFrozen(f, false);
+}
 
 std::unique_ptr<Cgroup> MakeCgroup(const CgroupLayout& layout, std::string name) {
   if (layout.version == 2) return MakeCgroupV2(layout.root, std::move(name));

@@ -47,6 +47,9 @@ class Cgroup {
   // Kills whatever is left inside, then removes the directories (retrying briefly, the kernel
   // frees a cgroup only after its last task is fully gone). Only what Create made.
   virtual SysError Remove() = 0;
+  // After init's SIGKILL: when the daemon froze the sandbox (Sandbox::Freeze), kills every task
+  // and thaws the cgroup, since a v1-frozen task takes no signal until it is thawed.
+  virtual SysError ThawForKill() { return SysOk(); }
   virtual std::string description() const = 0;  // "v1 memory,pids,cpuacct:code-interpreter/ab12"
 };
 
@@ -122,6 +125,23 @@ std::string CgroupV1Missing(const std::string& root);
 // subtree_control. Else why not.
 std::string CpuCapUnavailable(const CgroupLayout& layout);
 
+// The freezer of one sandbox's cgroup: v2 its directory (cgroup.freeze, and cgroup.events'
+// "frozen"), v1 its directory in the freezer hierarchy (freezer.state).
+struct CgroupFreezer {
+  int version = 0;
+  std::string dir;
+  std::string control() const;  // the file written: cgroup.freeze or freezer.state
+};
+// Asks the kernel to freeze or thaw; it gets there asynchronously (IsFrozen tells when).
+SysError WriteFrozen(const CgroupFreezer& f, bool frozen);
+// Every task stopped (v1 FROZEN, v2 "frozen 1"); false while freezing, thawed or unreadable.
+bool IsFrozen(const CgroupFreezer& f);
+// Asked to be frozen (v1 not THAWED, v2 cgroup.freeze 1), whether or not it got there yet.
+bool FreezeAsked(const CgroupFreezer& f);
+// Kills every task of a frozen (or freezing) cgroup, then thaws it, so that they die without
+// running again; nothing when it is not frozen. v2 kills with cgroup.kill where it exists.
+SysError KillAndThaw(const CgroupFreezer& f);
+
 // A random 16-hex-digit name.
 std::string RandomCgroupName();
 
@@ -141,7 +161,10 @@ bool ReadKey(const std::string& path, const std::string& key, uint64_t* value);
 bool ReadU64(const std::string& path, uint64_t* value);
 // Whitespace-separated words of a file (cgroup.controllers, cgroup.procs); empty when missing.
 std::vector<std::string> ReadWords(const std::string& path);
-// Removes dir, first SIGKILLing the pids listed in procs_file, retrying for about a second.
+// SIGKILLs every pid listed in procs_file (cgroup.procs).
+void KillListed(const std::string& procs_file);
+// Removes dir, first SIGKILLing the pids listed in procs_file (and thawing dir when it is a
+// frozen cgroup: its tasks take the signal only then), retrying for about a second.
 SysError KillAndRmdir(const std::string& dir, const std::string& procs_file);
 // Tests only (not thread-safe): every write ("write <path> <value>"), mkdir and first rmdir
 // attempt ("mkdir <path>", "rmdir <path>") is appended to `ops` so the order can be asserted, and

@@ -1,5 +1,6 @@
-// cgroup v1: one directory per controller (memory, pids, cpuacct for usage when mounted, and cpu
-// when a bandwidth cap is asked for), each at <root>/<controller>/code-interpreter/<name>.
+// cgroup v1: one directory per controller (memory, pids, cpuacct for usage and freezer for
+// Sandbox::Freeze when mounted, and cpu when a bandwidth cap is asked for), each at
+// <root>/<controller>/code-interpreter/<name>.
 #include <sys/stat.h>
 
 #include <string>
@@ -37,6 +38,7 @@ class CgroupV1 final : public Cgroup {
       if (::mkdir(dir.c_str(), 0755) != 0) return SysFailErr(errno, "mkdir " + dir);
       created_.push_back(c);
     }
+    CreateFreezer();
     const std::string mem = Dir("memory");
     const std::string bytes = std::to_string(limits.memory_bytes);
     // Swappiness first: a zero value keeps the kernel from swapping this group out even where
@@ -62,6 +64,10 @@ class CgroupV1 final : public Cgroup {
     for (const auto& c : controllers_) {
       CI_SYS_RETURN_IF_ERROR(cgfs::WriteFile(Dir(c) + "/cgroup.procs", std::to_string(pid)));
     }
+    if (freezer_ && !cgfs::WriteFile(Dir("freezer") + "/cgroup.procs", std::to_string(pid)).ok()) {
+      // Gone rather than empty: freezing an empty cgroup would stop nothing yet say it did.
+      freezer_ = !cgfs::KillAndRmdir(Dir("freezer"), Dir("freezer") + "/cgroup.procs").ok();
+    }
     return SysOk();
   }
 
@@ -79,6 +85,7 @@ class CgroupV1 final : public Cgroup {
   }
 
   SysError Remove() override {
+    (void)ThawForKill();  // frozen tasks would hold every hierarchy's directory
     SysError first;
     // Only what Create made: a failed Create must not remove a same-named stranger.
     for (const auto& c : created_) {
@@ -86,16 +93,41 @@ class CgroupV1 final : public Cgroup {
       if (first.ok() && !e.ok()) first = e;
     }
     created_.clear();
+    if (freezer_) {
+      SysError e = cgfs::KillAndRmdir(Dir("freezer"), Dir("freezer") + "/cgroup.procs");
+      if (first.ok() && !e.ok()) first = e;
+      freezer_ = !e.ok();
+    }
     return first;
+  }
+
+  SysError ThawForKill() override {
+    if (!freezer_) return SysOk();
+    return KillAndThaw({1, Dir("freezer")});
   }
 
   std::string description() const override {
     std::string d = "v1 ";
     for (size_t i = 0; i < controllers_.size(); ++i) d += (i ? "," : "") + controllers_[i];
-    return d + ":" + kCgroupParent + "/" + name_;
+    return d + (freezer_ ? ",freezer" : "") + ":" + kCgroupParent + "/" + name_;
   }
 
  private:
+  // Best effort, for Sandbox::Freeze only: a host whose freezer hierarchy is missing, shared
+  // with another controller or not writable still gets its sandboxes (Freeze is unavailable).
+  void CreateFreezer() {
+    if (!cgfs::Exists(root_ + "/freezer/cgroup.procs")) return;
+    for (const char* c : {"memory", "pids", "cpuacct"}) {
+      if (SameHierarchy("freezer", c)) {  // that controller's directory: made already
+        freezer_ = cgfs::Exists(Dir("freezer") + "/freezer.state");
+        return;
+      }
+    }
+    const std::string parent = root_ + "/freezer/" + kCgroupParent;
+    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) return;
+    freezer_ = ::mkdir(Dir("freezer").c_str(), 0755) == 0;
+  }
+
   std::string Dir(const std::string& controller) const {
     return root_ + "/" + controller + "/" + kCgroupParent + "/" + name_;
   }
@@ -117,6 +149,7 @@ class CgroupV1 final : public Cgroup {
   std::string name_;
   std::vector<std::string> controllers_;
   std::vector<std::string> created_;
+  bool freezer_ = false;  // Dir("freezer") was made and holds the sandbox
 };
 
 }  // namespace

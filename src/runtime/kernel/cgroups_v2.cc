@@ -215,6 +215,11 @@ class CgroupV2 final : public Cgroup {
     return e;
   }
 
+  SysError ThawForKill() override {
+    if (!created_ || !cgfs::Exists(dir_ + "/cgroup.freeze")) return SysOk();
+    return KillAndThaw({2, dir_});
+  }
+
   std::string description() const override { return "v2 " + dir_; }
 
  private:

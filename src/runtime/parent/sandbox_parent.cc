@@ -143,6 +143,8 @@ void OnLifecycleReadable(SandboxParent* parent, int lifecycle_fd) {
   if (proto::ReadFrame(lifecycle_fd, &type, &payload) != 0) parent->daemon_alive = false;
   if ((!parent->daemon_alive || type == proto::Msg::kKill) && !parent->killed) {
     ::kill(parent->init, SIGKILL);
+    // A frozen sandbox (Sandbox::Freeze) takes the kill only once thawed under cgroup v1.
+    (void)parent->cgroup->ThawForKill();
     parent->killed = true;
   }
 }

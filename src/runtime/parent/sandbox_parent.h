@@ -39,7 +39,8 @@ bool StartSandbox(const Plan& plan, int service_fd, const std::function<void(int
                   SandboxParent* out);
 
 // The sandbox's lifecycle socket is readable: "kill", or EOF (the daemon is gone, or gave the
-// sandbox up). Either kills init, which takes the whole pid namespace with it.
+// sandbox up). Either kills init, which takes the whole pid namespace with it (a frozen one is
+// killed whole and thawed: Cgroup::ThawForKill).
 void OnLifecycleReadable(SandboxParent* parent, int lifecycle_fd);
 
 // Once init exited: reaps it, reports the counters (final now) on the lifecycle socket while the

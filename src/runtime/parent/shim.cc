@@ -31,6 +31,7 @@ void SuperviseUntilExit(SandboxParent* parent) {
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
       ::kill(parent->init, SIGKILL);
+      (void)parent->cgroup->ThawForKill();
       return;
     }
     if (fds[0].revents & POLLIN) return;  // init exited
