@@ -20,6 +20,7 @@ serve=(
   libyaml-dev  # the Kubernetes backend: kubeconfig files are YAML
   # the Python stack inside the sandbox (the onyx data-stack cases)
   python3 python3-pip python3-numpy python3-pandas python3-matplotlib python3-openpyxl
+  python3-dill  # saved session state (src/daemon/sessions/python_state.h)
   libpython3.11  # the fork server loads Python's shared library (src/runtime/README.md)
   uidmap  # rootless sandboxes with subordinate ids (newuidmap, newgidmap)
   curl

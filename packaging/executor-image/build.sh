@@ -31,7 +31,7 @@ SUITE=bookworm
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 CACHE_DIR="${CACHE_DIR:-/var/cache/code-interpreter}"
 PACKAGES=(python3 python3-pip python3-numpy python3-pandas python3-matplotlib python3-openpyxl
-          golang-go nodejs bash tar coreutils)
+          python3-dill golang-go nodejs bash tar coreutils)
 # 65532 is the sandbox uid/gid (SandboxSpec), user `user`; the image does not need a passwd entry
 # for it, but tools that print the user name are friendlier with one.
 SANDBOX_ID=65532

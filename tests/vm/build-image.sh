@@ -29,7 +29,7 @@ PACKAGES=(
   # `meson install --no-rebuild` of the shared build directory, as docs/deployment.md says
   meson
   # the sandbox's language stack on SANDBOX_ROOTFS=host (what scripts/install-deps.sh installs)
-  python3 python3-numpy python3-pandas python3-matplotlib python3-openpyxl
+  python3 python3-numpy python3-pandas python3-matplotlib python3-openpyxl python3-dill
   # the daemon's runtime libraries: `ldd code-interpreter` mapped to packages with `dpkg -S`
   # (tests/vm/test_systemd.py checks inside the VM that ldd finds every one)
   libseccomp2 libcap2 libnl-3-200 libnl-route-3-200 libssl3 libyaml-0-2

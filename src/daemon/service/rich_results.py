@@ -5,6 +5,8 @@
 # from matplotlib's show() and, at finish(), every figure still open; bundle() makes a value's.
 import base64
 import builtins
+import importlib.machinery  # here, not in Finder.find_spec: there its import would recurse
+import importlib.util
 import io
 import json
 import sys
@@ -103,8 +105,6 @@ class Finder:
     matplotlib is untouched."""
 
     def find_spec(self, name, path=None, target=None):
-        import importlib.machinery
-        import importlib.util
         if name == "ci_inline":
             return importlib.util.spec_from_loader(name, self)
         if name != "matplotlib":

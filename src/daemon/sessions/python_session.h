@@ -24,7 +24,8 @@ namespace ci::daemon {
 // argv of the server (a RunPayload::background program that serves calls).
 std::vector<std::string> PythonSessionServerArgv();
 
-// RunPayload::call of one cell (the call's stdin is RunPayload::stdin_data).
+// RunPayload::call of one cell (the call's stdin is RunPayload::stdin_data). A call may instead
+// save or restore the namespace (python_state.h).
 std::string PythonSessionRequest(std::string_view code, bool last_line_interactive,
                                  int64_t timeout_ms);
 
