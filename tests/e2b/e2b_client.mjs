@@ -293,6 +293,51 @@ const scenarios = {
     await CodeSandbox.kill(sbx.sandboxId)
   },
   // Three sandboxes listed two per page.
+  // Pause with memory and files only, resume by connect, fork into three, a snapshot twice.
+  async pause(tag) {
+    const sbx = await CodeSandbox.create('base', { metadata: { tag }, timeoutMs: 300_000 })
+    print({ step: 'create', sandboxId: sbx.sandboxId })
+    const state = async (s) => {
+      const r = await s.runCode('x += 1; x')
+      return { text: r.text, error: r.error?.value, file: await s.files.read('/home/user/f.txt') }
+    }
+    await attempt('prepare', async () => {
+      await sbx.files.write('/home/user/f.txt', 'kept')
+      return { error: (await sbx.runCode('x = 40')).error?.value }
+    })
+    await attempt('pause_memory', async () => ({ paused: await sbx.pause() }))
+    await attempt('pause_again', async () => ({ paused: await sbx.pause() }))
+    await attempt('info_paused', async () => info(await sbx.getInfo()))
+    await attempt('list_paused', async () => ({ ids: await ids({ metadata: { tag }, state: ['paused'] }) }))
+    await attempt('list_running', async () => ({ ids: await ids({ metadata: { tag }, state: ['running'] }) }))
+    await attempt('connect', async () => state(await CodeSandbox.connect(sbx.sandboxId)))
+    await attempt('info_resumed', async () => info(await sbx.getInfo()))
+    await attempt('pause_files', async () => ({ paused: await sbx.pause({ keepMemory: false }) }))
+    await attempt('connect_files', async () => {
+      const again = await CodeSandbox.connect(sbx.sandboxId)
+      await again.runCode('x = 50')
+      return state(again)
+    })
+    await attempt('fork', async () => {
+      const forks = await sbx.fork({ count: 3 })
+      const out = []
+      for (const f of forks) out.push(f instanceof Error ? { error: String(f) } : { id: f.sandboxId, ...(await state(f)) })
+      return { forks: out }
+    })
+    await attempt('snapshot', async () => {
+      const snap = await sbx.createSnapshot({ name: `snap-${tag}` })
+      const listed = await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems()
+      const started = []
+      for (let i = 0; i < 2; i++) {
+        const s = await CodeSandbox.create(snap.snapshotId, { timeoutMs: 60_000 })
+        started.push({ id: s.sandboxId, file: await s.files.read('/home/user/f.txt') })
+        await s.kill()
+      }
+      return { snapshot: snap, listed, started, deleted: await Sandbox.deleteSnapshot(snap.snapshotId),
+               deleted_again: await Sandbox.deleteSnapshot(snap.snapshotId) }
+    })
+    await attempt('kill', async () => ({ killed: await sbx.kill() }))
+  },
   async paging(tag) {
     const made = []
     for (let i = 0; i < 3; i++) made.push((await Sandbox.create('base', { metadata: { tag }, timeoutMs: 60_000 })).sandboxId)

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 
-from harness import Client, E2ETestCase
+from harness import Client, Config, E2ETestCase
 from test_auth import ALICE, BOB, KEYS_FILE  # the same keys, so the same daemon as test_auth
 
 E2B_TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2b")
@@ -662,3 +662,37 @@ class E2bWireTest(E2bCase):
             self.assert_error(api.post_json(f"/sandboxes/{sid}/resume", {}), 409, "running")
         finally:
             self.assertEqual(api.delete(f"/sandboxes/{sid}").status, 204)
+
+
+class E2bPauseTest(E2bCase):
+    def test_pause_resume_fork_and_snapshots_through_the_sdk(self):
+        tag = uuid.uuid4().hex
+        s = self.sdk("pause", tag)
+        sid = s["create"]["sandboxId"]
+        self.assertEqual(s["prepare"], {"step": "prepare"}, s)
+        self.assertEqual(s["pause_memory"]["paused"], True, s)
+        self.assertEqual(s["pause_again"]["paused"], False, "409: already paused")
+        self.assertEqual(s["info_paused"]["state"], "paused", s)
+        self.assertEqual(s["list_paused"]["ids"], [sid])
+        self.assertEqual(s["list_running"]["ids"], [])
+        kept = Config.expected_backend != "kubernetes"  # a pod is snapshotted, not frozen
+        self.assertEqual(s["connect"]["file"], "kept", s)
+        if kept:
+            self.assertEqual(s["connect"]["text"], "41", s)
+        self.assertEqual(s["info_resumed"]["state"], "running", s)
+        self.assertEqual(s["pause_files"]["paused"], True, s)
+        self.assertEqual((s["connect_files"]["text"], s["connect_files"]["file"]), ("51", "kept"),
+                         "files only: the sandbox's processes restart, its files stay")
+        forks = s["fork"]["forks"]
+        self.assertEqual(len(forks), 3, s)
+        self.assertEqual(len({f["id"] for f in forks} | {sid}), 4, s)
+        self.assertEqual({f["file"] for f in forks}, {"kept"}, s)
+        snap = s["snapshot"]
+        self.assertEqual(snap["snapshot"]["names"], [f"snap-{tag}"], s)
+        self.assertEqual([x["snapshotId"] for x in snap["listed"]],
+                         [snap["snapshot"]["snapshotId"]], s)
+        self.assertEqual([x["file"] for x in snap["started"]], ["kept", "kept"], s)
+        self.assertEqual((snap["deleted"], snap["deleted_again"]), (True, False), s)
+        self.assertEqual(s["kill"]["killed"], True, s)
+        for f in forks:
+            self.api().request("DELETE", f"/sandboxes/{f['id']}")

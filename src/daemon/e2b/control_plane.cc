@@ -253,8 +253,15 @@ boost::asio::awaitable<void> ControlPlane::Create(HttpExchange& ex, const std::s
   // The session may live kMaxTimeoutSec; the sandbox's own timeout ends it sooner (MoveEnd).
   // A snapshot's id or name as the template: the sandbox starts from it (createSnapshot).
   std::optional<SnapshotRecord> from;
-  if (auto snapshot = sessions_.SnapshotFor(request->template_id, ex.client);
-      std::holds_alternative<SnapshotRecord>(snapshot)) {
+  if (std::find(std::begin(kTemplates), std::end(kTemplates), request->template_id) ==
+      std::end(kTemplates)) {
+    auto snapshot = sessions_.SnapshotFor(request->template_id, ex.client);
+    if (!std::holds_alternative<SnapshotRecord>(snapshot)) {
+      co_return co_await ex.Respond(
+          ErrorBody(400, "template '" + request->template_id +
+                             "' is not available here: this server runs 'base' and "
+                             "'code-interpreter-v1', and the snapshots of your key"));
+    }
     from = std::get<SnapshotRecord>(std::move(snapshot));
   }
   std::vector<StagedFile> no_files;  // named: GCC 12 and temporaries in co_await expressions

@@ -128,12 +128,6 @@ Result<NewSandbox> ParseNewSandbox(std::string_view body) {
     return Status::Error("'templateID' is required and must be a string");
   }
   r.template_id = tpl->value.GetString();
-  if (std::find(std::begin(kTemplates), std::end(kTemplates), r.template_id) ==
-      std::end(kTemplates)) {
-    return Status::Error("template '" + r.template_id +
-                         "' is not available here: this server runs 'base' and "
-                         "'code-interpreter-v1'");
-  }
   if (auto t = doc.FindMember("timeout"); t != doc.MemberEnd() && !t->value.IsNull()) {
     if (Status s = ReadTimeout(t->value, r.timeout_sec); !s.ok()) return s;
   }

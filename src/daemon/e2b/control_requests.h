@@ -29,7 +29,7 @@ struct NetworkOptions {
 };
 
 struct NewSandbox {
-  std::string template_id;
+  std::string template_id;  // one of kTemplates, or a snapshot's id or name (the caller checks)
   int64_t timeout_sec = kDefaultTimeoutSec;
   std::map<std::string, std::string> metadata;
   std::map<std::string, std::string> env_vars;

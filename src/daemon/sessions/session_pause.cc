@@ -189,7 +189,7 @@ asio::awaitable<std::variant<SnapshotRecord, ApiError>> SessionManager::SaveSnap
                                   packed.message() +
                                   "); delete files or snapshots of this API key and try again"};
     }
-    if ((*writer)->bytes() >= (config_.snapshot_max_mb << 20)) {
+    if ((*writer)->over_max()) {
       co_return ApiError{413, "Session '" + s.id + "' is larger than SNAPSHOT_MAX_MB (" +
                                   std::to_string(config_.snapshot_max_mb) +
                                   " MiB) once packed; remove files from /workspace or /tmp"};

@@ -41,14 +41,15 @@ Result<std::string> NewSnapshotId() {
   return "snap-" + hex;
 }
 
-SnapshotStore::Writer::Writer(std::unique_ptr<FileStore::Upload> upload)
-    : upload_(std::move(upload)), digest_(EVP_MD_CTX_new()) {
+SnapshotStore::Writer::Writer(std::unique_ptr<FileStore::Upload> upload, uint64_t max_bytes)
+    : upload_(std::move(upload)), max_bytes_(max_bytes), digest_(EVP_MD_CTX_new()) {
   EVP_DigestInit_ex(digest_, EVP_sha256(), nullptr);
 }
 
 SnapshotStore::Writer::~Writer() { EVP_MD_CTX_free(digest_); }
 
 Status SnapshotStore::Writer::Write(std::string_view data) {
+  if (bytes() + data.size() > max_bytes_) over_max_ = true;
   EVP_DigestUpdate(digest_, data.data(), data.size());
   return upload_->Write(data);
 }
@@ -57,7 +58,7 @@ Result<std::unique_ptr<SnapshotStore::Writer>> SnapshotStore::Begin(const std::s
                                                                     uint64_t max_bytes) {
   auto upload = store_.BeginUpload(max_bytes, client);
   if (!upload.ok()) return upload.status();
-  return std::unique_ptr<Writer>(new Writer(std::move(upload).value()));
+  return std::unique_ptr<Writer>(new Writer(std::move(upload).value(), max_bytes));
 }
 
 Result<SnapshotRecord> SnapshotStore::Save(Writer& data, SnapshotRecord record) {

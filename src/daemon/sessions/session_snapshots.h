@@ -78,11 +78,14 @@ class SnapshotStore {
     Status Write(std::string_view data);
     uint64_t bytes() const { return upload_->bytes_written(); }
     FileStore::Full full() const { return upload_->full(); }
+    bool over_max() const { return over_max_; }  // refused for its max_bytes
 
    private:
     friend class SnapshotStore;
-    explicit Writer(std::unique_ptr<FileStore::Upload> upload);
+    Writer(std::unique_ptr<FileStore::Upload> upload, uint64_t max_bytes);
     std::unique_ptr<FileStore::Upload> upload_;
+    uint64_t max_bytes_;
+    bool over_max_ = false;
     EVP_MD_CTX* digest_;
   };
   Result<std::unique_ptr<Writer>> Begin(const std::string& client, uint64_t max_bytes);
