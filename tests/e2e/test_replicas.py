@@ -4,6 +4,9 @@ through one replica is served by any other, because its state lives in its pod (
 replica's own (python_session.cc). These replicas run the default
 KUBERNETES_SESSIONS_OUTLIVE_DAEMON=true: a session outlives the replica that made it."""
 
+import shutil
+import tempfile
+
 from harness import (Client, Daemon, E2ETestCase, host_processes_matching, unique_sleep_arg,
                      wait_until)
 from test_auth import ALICE, BOB, KEYS_FILE
@@ -114,3 +117,20 @@ class MultiReplicaSessionTest(E2ETestCase):
         self.assertEqual(r.status, 404, r)
         self.assertEqual(self.bash(b, sid, "echo mine")["stdout"], "mine\n")
         self.assertIn(sid, [s["session_id"] for s in b.get("/v1/sessions").json["sessions"]])
+
+    def test_a_session_paused_on_one_replica_resumes_on_another(self):
+        # A pod cannot be frozen: pausing snapshots it into the file store the replicas share.
+        store = tempfile.mkdtemp(prefix="ci-e2e-replicas-")
+        self.addCleanup(shutil.rmtree, store, True)
+        (_, a), (_, b) = self.replica(FILE_STORAGE_DIR=store), self.replica(FILE_STORAGE_DIR=store)
+        sid = self.create(a)["session_id"]
+        self.addCleanup(lambda: b.delete(f"/v1/sessions/{sid}"))
+        self.py(a, sid, "x = 6")
+        self.bash(a, sid, "echo paused > /workspace/p.txt")
+        r = a.post_json(f"/v1/sessions/{sid}/pause", {"memory": True})
+        self.assertEqual((r.status, r.json["state"]), (200, "paused"), r)
+        states = {s["session_id"]: s["state"] for s in b.get("/v1/sessions").json["sessions"]}
+        self.assertEqual(states.get(sid), "paused", "B lists it paused from the store")
+        self.assertEqual(self.py(b, sid, "print(x * 7, open('p.txt').read().strip())")["stdout"],
+                         "42 paused\n")
+        self.assertEqual(self.py(a, sid, "x")["stdout"], "6\n", "A finds it running through B")

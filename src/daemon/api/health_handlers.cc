@@ -8,6 +8,7 @@
 #include "daemon/api/openapi.h"
 #include "daemon/api/responses.h"
 #include "daemon/service/async_event.h"
+#include "daemon/sessions/snapshot_mode.h"
 
 namespace ci::daemon {
 
@@ -22,6 +23,8 @@ HealthInfo ApiHandlers::Info(const Status& backend) const {
                                          : config.egress_default.ToString() + " (at most " +
                                                config.egress_max.ToString() + ")";
   info.hardening = executor_.enforcement(service_.spec());
+  const SnapshotMode& snapshots = SessionSnapshotMode();
+  info.session_snapshots = snapshots.mode + " (" + snapshots.criu + ")";
   if (deployment_) info.deployment = deployment_();
   // The cached backend check may predate a crash of Docker-in-Docker's dockerd: say so now.
   if (const auto& nested = info.deployment.nested_dockerd; nested && !nested->answering) {

@@ -243,6 +243,7 @@ std::string HealthJson(const HealthInfo& info) {
     WriteField(w, "executor_backend", info.backend);
     WriteField(w, "network_isolation", info.network_isolation);
     WriteField(w, "egress", info.egress);
+    WriteField(w, "session_snapshots", info.session_snapshots);
     w.Key("hardening");
     w.StartObject();
     w.Key("enforced");

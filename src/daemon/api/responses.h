@@ -37,6 +37,7 @@ struct HealthInfo {
   std::string backend;
   std::string network_isolation;
   std::string egress;  // the default egress policy ("none"), and its bound (docs/egress.md)
+  std::string session_snapshots;  // what a paused session keeps on disk (snapshot_mode.h)
   Enforcement hardening;
   DeploymentInfo deployment;
 };

@@ -4,6 +4,7 @@
 
 #include "core/sleep.h"
 #include "daemon/http/connection_limit.h"
+#include "daemon/sessions/snapshot_mode.h"
 
 namespace ci::daemon {
 namespace {
@@ -68,6 +69,7 @@ void Daemon::SetApiKeys(ApiKeys* keys) {
 
 void Daemon::Start() {
   pool_.Start(service_.WarmPools());
+  (void)SessionSnapshotMode();  // probed now, not in a request
   sessions_.StartSweeps();
   server_.Start();
 }

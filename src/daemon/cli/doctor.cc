@@ -20,6 +20,7 @@
 #include "daemon/config/config.h"
 #include "daemon/files/file_store.h"
 #include "daemon/service/execution_service.h"
+#include "daemon/sessions/snapshot_mode.h"
 #include "runtime/daemon/host_probe.h"
 #include "runtime/daemon/local_executor.h"
 #include "runtime/kernel/host_checks.h"
@@ -187,6 +188,11 @@ int DoctorCommand(int argc, char** /*argv*/) {
     Section(s.title.c_str());
     for (const runtime::HostFinding& f : s.probe()) Print(f, &t, /*informational=*/true);
   }
+
+  Section("session snapshots (informational, docs/sessions.md)");
+  const SnapshotMode& snapshots = SessionSnapshotMode();
+  Print({"paused sessions keep", true, false, snapshots.mode + " (" + snapshots.criu + ")", ""},
+        &t, /*informational=*/true);
 
   Section("deployment mode (informational, what EXECUTOR_BACKEND=auto picks here)");
   auto detected = DetectMode(HostFactsFromSystem([](const char* n) { return std::getenv(n); }));
