@@ -1,8 +1,8 @@
-"""Sessions that pause, resume, survive a restart and fork (docs/sessions.md "Pause, resume, fork
-and snapshots"), through the REST API on every backend: frozen in memory where the backend can
-(the cgroup freezer, the Engine's pause; a pod cannot: it is snapshotted), and snapshotted to
-disk (the files by tar inside the sandbox, the Python state by the interpreter) to come back in a
-new sandbox. One daemon for most cases; the restart and idle cases start their own."""
+"""Sessions that pause, resume, survive a restart and fork (docs/sessions.md), through the REST
+API on every backend: frozen in memory where the backend can (the cgroup freezer, the Engine's
+pause; a pod cannot: it is snapshotted), and snapshotted to disk (the files by tar inside the
+sandbox, the Python state by the interpreter) to come back in a new sandbox. One daemon for most
+cases; the restart and idle cases start their own."""
 
 import json
 import os
@@ -125,7 +125,7 @@ class SessionPauseTest(PauseCase):
         self.assertEqual(r.json["resumed_from"], "snapshot", r)
         self.assertIn("python global 'sock'", "\n".join(r.json["not_restored"]))
         self.assertEqual(self.py(sid, CHECK)["stdout"], CHECKED)
-        self.assertEqual(self.bash(sid, "/workspace/d/run.sh; pgrep -x sleep || echo none")
+        self.assertEqual(self.bash(sid, "/workspace/d/run.sh; pgrep -xf 'sleep 1000' || echo none")
                          ["stdout"], "ran\nnone\n")
 
     def test_the_next_call_resumes_and_says_what_did_not_come_back(self):
@@ -141,7 +141,8 @@ class SessionPauseTest(PauseCase):
     def test_fifty_pause_resume_cycles_lose_nothing(self):
         # Fifty where a cycle is cheap (local, docker); ten where each one is a new pod or the
         # daemon is a container (the same code: CI's budget).
-        cycles = 50 if Config.expected_backend in (None, "local", "docker") and not Config.image else 10
+        cheap = Config.expected_backend in (None, "local", "docker") and not Config.image
+        cycles = 50 if cheap else 10
         sid = self.create()
         self.py(sid, "n = 0")
         for i in range(cycles):

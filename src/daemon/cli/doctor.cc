@@ -191,8 +191,8 @@ int DoctorCommand(int argc, char** /*argv*/) {
 
   Section("session snapshots (informational, docs/sessions.md)");
   const SnapshotMode& snapshots = SessionSnapshotMode();
-  Print({"paused sessions keep", true, false, snapshots.mode + " (" + snapshots.criu + ")", ""},
-        &t, /*informational=*/true);
+  Print({"paused sessions keep", true, false, snapshots.mode + " (" + snapshots.criu + ")", ""}, &t,
+        /*informational=*/true);
 
   Section("deployment mode (informational, what EXECUTOR_BACKEND=auto picks here)");
   auto detected = DetectMode(HostFactsFromSystem([](const char* n) { return std::getenv(n); }));

@@ -334,8 +334,7 @@ boost::asio::awaitable<void> ControlPlane::Fork(HttpExchange& ex, const std::str
   }
   auto timeout = ParseTimeout(body.empty() ? "{}" : body, false);
   if (!timeout.ok()) co_return co_await ex.Respond(ErrorBody(400, timeout.status().message()));
-  auto forks = co_await sessions_.Fork(id, ex.client, static_cast<uint32_t>(count),
-                                       kMaxTimeoutSec);
+  auto forks = co_await sessions_.Fork(id, ex.client, static_cast<uint32_t>(count), kMaxTimeoutSec);
   if (auto* e = std::get_if<ApiError>(&forks)) co_return co_await ex.Respond(FromApiError(*e));
   auto source = sandboxes_.find(id);
   if (source == sandboxes_.end()) co_return co_await ex.Respond(NotFound(id));
@@ -460,7 +459,8 @@ boost::asio::awaitable<void> ControlPlane::Connect(HttpExchange& ex, const std::
   }
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) co_return co_await ex.Respond(NotFound(id));
-  co_await ex.Respond(JsonResponse(was_running ? 200 : 201, SandboxJson(it->second)));
+  const int status = was_running ? 200 : 201;
+  co_await ex.Respond(JsonResponse(status, SandboxJson(it->second)));
 }
 
 boost::asio::awaitable<void> ControlPlane::SetTimeout(HttpExchange& ex, const std::string& id,

@@ -55,7 +55,7 @@ class ControlPlane {
   boost::asio::awaitable<void> List(HttpExchange& ex, bool paged);
   boost::asio::awaitable<void> UpdateNetwork(HttpExchange& ex, const std::string& id,
                                              const std::string& body);
-  // Pause, fork and snapshots (docs/e2b.md "Pause, fork and snapshots").
+  // Pause, fork and snapshots (docs/e2b.md "Control plane").
   boost::asio::awaitable<void> Pause(HttpExchange& ex, const std::string& id,
                                      const std::string& body);
   boost::asio::awaitable<void> Fork(HttpExchange& ex, const std::string& id,

@@ -139,8 +139,9 @@ Result<NewSandbox> ParseNewSandbox(std::string_view body) {
   }
   // What this server cannot do yet is refused by name, never accepted and ignored.
   const std::pair<const char*, const char*> refused[] = {
-      {"autoPause", "sandboxes are not paused at their timeout on this server yet (an idle one is, "
-                    "by SESSION_IDLE_PAUSE_SEC)"},
+      {"autoPause",
+       "sandboxes are not paused at their timeout on this server yet (an idle one is, "
+       "by SESSION_IDLE_PAUSE_SEC)"},
   };
   for (const auto& [field, why] : refused) {
     if (IsTrue(doc, field)) return Status::Error("'" + std::string(field) + "': " + why);

@@ -37,9 +37,9 @@ struct SessionSummary {
 
 // What a pause did, or what a resume brought back (docs/sessions.md).
 struct PauseOutcome {
-  std::string state;               // "frozen" or "paused"
-  std::string why_not_frozen;      // memory was asked for but the backend cannot freeze
-  std::vector<std::string> lost;   // what will not come back (a snapshot's)
+  std::string state;              // "frozen" or "paused"
+  std::string why_not_frozen;     // memory was asked for but the backend cannot freeze
+  std::vector<std::string> lost;  // what will not come back (a snapshot's)
 };
 struct ResumeOutcome {
   bool was_running = false;       // nothing to resume
@@ -96,8 +96,8 @@ class SessionManager {
                                                                 const std::string& client);
   // `count` new sessions of the client's, each with a copy of the files and Python state, each
   // with `ttl_seconds` (0: the source's time left); one answer per fork.
-  asio::awaitable<std::variant<std::vector<std::variant<SessionSummary, ApiError>>, ApiError>>
-  Fork(const std::string& id, const std::string& client, uint32_t count, int64_t ttl_seconds);
+  asio::awaitable<std::variant<std::vector<std::variant<SessionSummary, ApiError>>, ApiError>> Fork(
+      const std::string& id, const std::string& client, uint32_t count, int64_t ttl_seconds);
   // A named snapshot of the session, kept until deleted, to start sessions from.
   asio::awaitable<std::variant<SnapshotRecord, ApiError>> TakeSnapshot(const std::string& id,
                                                                        const std::string& client,
@@ -171,7 +171,7 @@ class SessionManager {
     // Processes started beside its calls and still watched (an idle sweep leaves it be).
     std::shared_ptr<int> processes = std::make_shared<int>(0);
     std::string wake_notice;  // what the next call's stderr says (resumed from a snapshot)
-    std::vector<std::string> resumed_lost;  // the same for Resume's answer
+    std::vector<std::string> resumed_lost;      // the same for Resume's answer
     std::optional<EgressPolicy> egress_policy;  // its proxy's policy (a new sandbox gets it)
     SessionSummary summary;
     double hard_end = 0;  // when the sandbox ends by itself (SandboxSpec::session_expires_at)
@@ -200,8 +200,7 @@ class SessionManager {
   // A sandbox for `s` (its id, times, client and egress policy): s.sandbox and s.egress set.
   asio::awaitable<std::optional<ApiError>> NewSandbox(Session& s, std::vector<StagedFile>& files);
   // Saves the files and Python state of `s` (acquired, running) as a snapshot record.
-  asio::awaitable<std::variant<SnapshotRecord, ApiError>> SaveSnapshot(Session& s,
-                                                                       std::string kind,
+  asio::awaitable<std::variant<SnapshotRecord, ApiError>> SaveSnapshot(Session& s, std::string kind,
                                                                        std::string id,
                                                                        std::string name);
   // Into the fresh sandbox of `s`: the snapshot's files and Python state; what did not come.

@@ -1,7 +1,7 @@
-// SessionManager's pause, resume, fork and snapshots (docs/sessions.md "Pause, resume, fork and
-// snapshots"): freezing where the backend can, else the files and the Python state saved by the
-// sandbox itself (sandbox_archive.h, python_state.h) into the store (session_snapshots.h) and
-// brought back into a new sandbox of the same spec.
+// SessionManager's pause, resume, fork and snapshots (docs/sessions.md): freezing where the
+// backend can, else the files and the Python state saved by the sandbox itself
+// (sandbox_archive.h, python_state.h) into the store (session_snapshots.h) and brought back into
+// a new sandbox of the same spec.
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -129,12 +129,11 @@ asio::awaitable<std::variant<PauseOutcome, ApiError>> SessionManager::PauseToDis
   s->summary.expires_at = record.expires_at;
   s->hard_end = record.expires_at;
   s->expiry.cancel();
-  spdlog::info("session {} paused to disk in {} ms ({} bytes, {} thing(s) not kept)",
-               ShortId(s->id),
-               std::chrono::duration_cast<std::chrono::milliseconds>(
-                   std::chrono::steady_clock::now() - t0)
-                   .count(),
-               record.data_bytes, record.lost.size());
+  spdlog::info(
+      "session {} paused to disk in {} ms ({} bytes, {} thing(s) not kept)", ShortId(s->id),
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count(),
+      record.data_bytes, record.lost.size());
   co_return PauseOutcome{"paused", "", record.lost};
 }
 
@@ -165,8 +164,8 @@ asio::awaitable<std::variant<SnapshotRecord, ApiError>> SessionManager::SaveSnap
         record.lost.push_back("python global '" + global + "': " + why);
       }
     } else if (dumped.status().gone()) {
-      co_return ApiError{410, "Session '" + s.id + "': its sandbox stopped (" +
-                                  dumped.status().message() + ")"};
+      co_return ApiError{
+          410, "Session '" + s.id + "': its sandbox stopped (" + dumped.status().message() + ")"};
     } else {
       record.lost.push_back("the Python state: " + dumped.status().message());
     }
@@ -199,10 +198,8 @@ asio::awaitable<std::variant<SnapshotRecord, ApiError>> SessionManager::SaveSnap
   }
   auto saved = snapshots_.Save(**writer, std::move(record));
   if (!saved.ok()) {
-    spdlog::error("saving the snapshot of session {}: {}", ShortId(s.id),
-                  saved.status().message());
-    co_return ApiError{507, "Session '" + s.id +
-                                "' could not be saved in the file store: " +
+    spdlog::error("saving the snapshot of session {}: {}", ShortId(s.id), saved.status().message());
+    co_return ApiError{507, "Session '" + s.id + "' could not be saved in the file store: " +
                                 saved.status().message()};
   }
   co_return std::move(saved).value();
@@ -254,7 +251,8 @@ asio::awaitable<std::optional<ApiError>> SessionManager::Wake(Session& s) {
     co_return std::nullopt;
   }
   auto record = snapshots_.Find(s.id);
-  if (!record) co_return ApiError{410, "Session '" + s.id + "' was paused and its snapshot is gone"};
+  if (!record)
+    co_return ApiError{410, "Session '" + s.id + "' was paused and its snapshot is gone"};
   if (auto full = CapacityError(s.summary.client)) co_return full;  // it is not counted: paused
   s.summary.expires_at = now + record->running_left;
   s.hard_end = now + record->hard_left;
@@ -372,8 +370,8 @@ asio::awaitable<std::variant<SnapshotRecord, ApiError>> SessionManager::TakeSnap
   co_return saved;
 }
 
-std::variant<SnapshotRecord, ApiError> SessionManager::SnapshotFor(const std::string& id_or_name,
-                                                                   const std::string& client) const {
+std::variant<SnapshotRecord, ApiError> SessionManager::SnapshotFor(
+    const std::string& id_or_name, const std::string& client) const {
   for (SnapshotRecord& r : snapshots_.List("named")) {
     if (r.client == client && (r.id == id_or_name || (!r.name.empty() && r.name == id_or_name))) {
       return std::move(r);
@@ -397,9 +395,7 @@ bool SessionManager::DeleteSnapshot(const std::string& id_or_name, const std::st
   return false;
 }
 
-void SessionManager::StartSweeps() {
-  asio::co_spawn(ex_, SweepIdle(), asio::detached);
-}
+void SessionManager::StartSweeps() { asio::co_spawn(ex_, SweepIdle(), asio::detached); }
 
 asio::awaitable<void> SessionManager::SweepIdle() {
   const double freeze_after = static_cast<double>(config_.session_idle_pause_sec);
@@ -408,8 +404,8 @@ asio::awaitable<void> SessionManager::SweepIdle() {
   for (double t : {freeze_after, snapshot_after}) {
     if (t > 0) shortest = std::min(shortest, t);
   }
-  const auto period = std::chrono::milliseconds(
-      static_cast<int64_t>(std::clamp(shortest / 4, 0.25, 15.0) * 1000));
+  const auto period =
+      std::chrono::milliseconds(static_cast<int64_t>(std::clamp(shortest / 4, 0.25, 15.0) * 1000));
   double swept_at = 0;
   while (!ending_all_) {
     co_await Sleep(period);

@@ -70,7 +70,8 @@ Result<SnapshotRecord> SnapshotStore::Save(Writer& data, SnapshotRecord record) 
   auto upload = store_.BeginUpload(1 << 20, record.client);
   Status wrote = upload.ok() ? (*upload)->Write(json::Encode(record)) : upload.status();
   Result<FileMeta> meta = wrote;
-  if (wrote.ok()) meta = (*upload)->Commit(std::string(kRecordPrefix) + record.id, std::string(kKind));
+  if (wrote.ok())
+    meta = (*upload)->Commit(std::string(kRecordPrefix) + record.id, std::string(kKind));
   if (!meta.ok()) {
     store_.Delete(record.data_file);
     return meta.status();
@@ -130,7 +131,11 @@ void SnapshotStore::Remove(const SnapshotRecord& record) {
 Result<std::shared_ptr<const FileStore::Pinned>> SnapshotStore::OpenData(
     const SnapshotRecord& record) const {
   auto pin = store_.Pin(record.data_file);
-  if (!pin) return Status::Error("its files (store file " + record.data_file + ") are missing");
+  // The store does not serve a data file shorter than its metadata says.
+  if (!pin) {
+    return Status::Error("its files (store file " + record.data_file +
+                         ") are missing or truncated");
+  }
   int fd = open(pin->path().c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::Errno("opening the snapshot's files", errno);
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();

@@ -1,8 +1,8 @@
-// Sessions' snapshots in the file store (docs/sessions.md "Pause, resume, fork and snapshots"):
-// each is a tar of the sandbox's writable trees made inside the sandbox, the Python state in it,
-// plus a record saying whose it is, what the session was and what did not come with it. Both are
-// store files of kind "snapshot": counted against the owner's share, never shown by /v1/files
-// nor swept by FILE_TTL_SEC, seen by every replica sharing the store.
+// Sessions' snapshots in the file store (docs/sessions.md): each is a tar of the sandbox's
+// writable trees made inside the sandbox, the Python state in it, plus a record saying whose it
+// is, what the session was and what did not come with it. Both are store files of kind
+// "snapshot": counted against the owner's share, never shown by /v1/files nor swept by
+// FILE_TTL_SEC, seen by every replica sharing the store.
 #pragma once
 
 #include <openssl/evp.h>
@@ -32,7 +32,7 @@ struct SnapshotRecord {
   double expires_at = 0;
   double running_left = 0;
   double hard_left = 0;  // and of the most it could have been given (SessionManager::SetExpiry)
-  bool egress = false;  // the session had a proxy, with these rules (EgressRule::ToString)
+  bool egress = false;   // the session had a proxy, with these rules (EgressRule::ToString)
   std::vector<std::string> egress_allow;
   std::vector<std::string> egress_deny;
   std::string data_file;  // the tar's store id

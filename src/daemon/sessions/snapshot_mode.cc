@@ -26,12 +26,13 @@ SnapshotMode Probe() {
   }
   const int status = p != nullptr ? pclose(p) : -1;
   while (!out.empty() && out.back() == '\n') out.pop_back();
-  const std::string last = out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
-  m.criu = status == 0 ? std::string(criu) +
-                             " check passes, but whole-process checkpoints are not built yet: "
-                             "processes are not checkpointed"
-                       : std::string(criu) + " check fails (" + last +
-                             "): processes are not checkpointed";
+  const std::string last =
+      out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
+  m.criu = status == 0
+               ? std::string(criu) +
+                     " check passes, but whole-process checkpoints are not built yet: "
+                     "processes are not checkpointed"
+               : std::string(criu) + " check fails (" + last + "): processes are not checkpointed";
   return m;
 }
 
