@@ -154,5 +154,27 @@ TEST(ParseSolveRequest, Errors) {
   EXPECT_EQ(message("[]"), "Invalid request body: expected a JSON object");
 }
 
+TEST(ParsePauseAndForkAndSnapshot, DefaultsAndErrors) {
+  EXPECT_TRUE(*ParsePauseRequest(""));
+  EXPECT_TRUE(*ParsePauseRequest("{}"));
+  EXPECT_FALSE(*ParsePauseRequest(R"({"memory":false})"));
+  EXPECT_EQ(ParsePauseRequest(R"({"memory":"no"})").status().message(),
+            "memory must be true or false.");
+  EXPECT_EQ(ParseForkRequest("")->count, 1u);
+  EXPECT_EQ(ParseForkRequest(R"({"count":3,"ttl_seconds":60})")->ttl_seconds, 60);
+  for (const char* bad : {R"({"count":0})", R"({"count":17})", R"({"count":"2"})"}) {
+    EXPECT_EQ(ParseForkRequest(bad).status().message(),
+              "count must be an integer between 1 and 16.")
+        << bad;
+  }
+  EXPECT_FALSE(ParseForkRequest(R"({"ttl_seconds":0})").ok());
+  EXPECT_EQ(*ParseSnapshotRequest(R"({"name":"base"})"), "base");
+  EXPECT_EQ(*ParseSnapshotRequest(""), "");
+  EXPECT_FALSE(ParseSnapshotRequest(R"({"name":7})").ok());
+  EXPECT_FALSE(ParseSnapshotRequest("{\"name\":\"" + std::string(129, 'n') + "\"}").ok());
+  EXPECT_EQ(*ParseSessionCreateRequest(R"({"snapshot":"snap-1"})")->snapshot, "snap-1");
+  EXPECT_FALSE(ParseSessionCreateRequest(R"({"snapshot":""})").ok());
+}
+
 }  // namespace
 }  // namespace ci::daemon

@@ -82,7 +82,8 @@ class PauseCase(E2ETestCase):
         return {s["session_id"]: s["state"] for s in listed}.get(sid)
 
     def can_freeze(self):
-        return Config.expected_backend != "kubernetes"
+        # A pod cannot be frozen; a rootless daemon here has no cgroup of its own to freeze.
+        return Config.expected_backend != "kubernetes" and not Config.as_user
 
 
 class SessionPauseTest(PauseCase):
@@ -96,7 +97,7 @@ class SessionPauseTest(PauseCase):
         paused = self.pause(sid, True)
         if not self.can_freeze():
             self.assertEqual(paused["state"], "paused", paused)
-            self.assertIn("frozen", paused["not_frozen_because"] + " frozen")
+            self.assertTrue(paused.get("not_frozen_because"), paused)
             return
         self.assertEqual((paused["state"], paused["memory_kept"]), ("frozen", True), paused)
         self.assertEqual(self.state(sid), "frozen")

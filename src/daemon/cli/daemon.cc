@@ -91,8 +91,8 @@ asio::awaitable<void> Daemon::Shutdown(std::chrono::seconds grace) {
   }
   if (sessions_.count() > 0) {
     spdlog::info("shutting down: ending {} session(s)", sessions_.count());
-    co_await sessions_.DestroyAll();
   }
+  co_await sessions_.DestroyAll();  // also ends the idle sweep
   auto hard_deadline = std::chrono::steady_clock::now() + 5s;
   while ((service_.running() > 0 || server_.open_connections() > 0) &&
          std::chrono::steady_clock::now() < hard_deadline) {

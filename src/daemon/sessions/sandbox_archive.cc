@@ -3,9 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <csignal>
 
 #include "core/json.h"
+#include "daemon/service/async_event.h"
 #include "daemon/sessions/session_programs.h"
 
 namespace ci::daemon {
@@ -76,16 +80,37 @@ asio::awaitable<Status> PackSandbox(Sandbox& sandbox, SnapshotStore::Writer& out
   std::unique_ptr<SandboxProcess> tar = std::move(started).value();
   std::string errors;
   Status written;
+  // The output is read on a coroutine of its own, so that a tar past its bound is killed from
+  // here while its output is still drained (an engine's exec stream must be read to its end).
+  auto executor = co_await asio::this_coro::executor;
+  AsyncEvent changed(executor);
+  bool ended = false, killed = false;
+  ProcessEnd end;
   ProcessOutputSink sink = [&](StreamKind kind, std::string chunk) -> asio::awaitable<void> {
     if (kind == StreamKind::kStderr) {
       if (errors.size() < kMaxStderr) errors += chunk;
-      co_return;
+    } else if (written.ok()) {
+      written = out.Write(chunk);
+      if (!written.ok()) changed.Notify();
     }
-    if (!written.ok()) co_return;
-    written = out.Write(chunk);
-    if (!written.ok()) co_await sandbox.Signal(tar->pid(), SIGKILL);
+    co_return;
   };
-  ProcessEnd end = co_await tar->Wait(sink);
+  asio::co_spawn(
+      executor,
+      [&]() -> asio::awaitable<void> {
+        end = co_await tar->Wait(sink);
+        ended = true;
+        changed.Notify();
+      },
+      asio::detached);
+  while (!ended) {
+    if (!written.ok() && !killed) {
+      killed = true;
+      (void)co_await sandbox.Signal(tar->pid(), SIGKILL);
+      continue;
+    }
+    co_await changed.Wait();
+  }
   if (!written.ok()) co_return written;
   std::vector<std::string> lines = Lines(errors);
   std::vector<std::string> processes = TakeProcesses(lines);

@@ -438,6 +438,7 @@ asio::awaitable<SessionManager::Acquired> SessionManager::Acquire(const std::str
   if (wake && s->state != Session::State::kRunning) {
     if (auto refused = co_await Wake(*s)) {
       Release(s);
+      if (refused->status == 410) co_await End(s);  // its snapshot is gone: nothing to resume
       co_return Acquired{nullptr, std::move(*refused)};
     }
   }
