@@ -229,6 +229,29 @@ class SessionPauseTest(PauseCase):
         self.assertEqual(self.bash(sid, "wc -c < /workspace/r.bin")["stdout"], "300000\n")
 
 
+class SessionPauseBoundsTest(PauseCase):
+    daemon_env = {"MAX_SESSIONS": "1"}
+
+    def test_what_a_sandbox_holds_cannot_grow_a_record_or_the_paused_table(self):
+        sid = self.create()
+        self.py(sid, "gens = [(i for i in range(3)) for _ in range(500)]\n"
+                     "for i in range(500): globals()['g%d' % i] = gens[i]\n"
+                     "globals()['n' * 5000] = (i for i in range(1))")
+        paused = self.pause(sid, False)
+        lost = paused["not_kept"]
+        self.assertEqual(len(lost), 101, lost[-3:])
+        self.assertRegex(lost[-1], r"^\.\.\. and \d+ more$")
+        self.assertTrue(all(len(x) <= 303 for x in lost))
+        self.client.delete(f"/v1/sessions/{sid}")
+        # Paused sessions hold no slot, but at most 8 times MAX_SESSIONS of them are kept.
+        for i in range(8):
+            self.pause(self.create(), False)
+        last = self.create()
+        r = self.pause(last, False, expect_status=503)
+        self.assertDetail(r, 503, contains="paused sessions")
+        self.assertEqual(self.state(last), "running")
+
+
 class SessionPauseKeysTest(PauseCase):
     daemon_env = {"API_KEYS_FILE": KEYS_FILE}
 

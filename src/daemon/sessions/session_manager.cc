@@ -156,6 +156,26 @@ std::optional<ApiError> SessionManager::CapacityError(const std::string& client)
                            "MAX_SESSIONS_PER_KEY); delete one or wait for one to expire."};
 }
 
+std::optional<ApiError> SessionManager::PausedCapacityError(const std::string& client) const {
+  size_t paused = 0, mine = 0;
+  for (const auto& [id, s] : sessions_) {
+    if (s->state != Session::State::kPaused) continue;
+    ++paused;
+    mine += s->summary.client == client ? 1 : 0;
+  }
+  if (paused >= kPausedPerLive * config_.max_sessions) {
+    return ApiError{503, "Executor capacity unavailable (sessions): " + std::to_string(paused) +
+                             " paused sessions on this replica (" + std::to_string(kPausedPerLive) +
+                             " times MAX_SESSIONS); delete or resume one."};
+  }
+  if (client.empty() || !share_of_) return std::nullopt;
+  const size_t bound = kPausedPerLive * share_of_(client);
+  if (mine < bound) return std::nullopt;
+  return ApiError{429, "API key '" + client + "' holds " + std::to_string(mine) +
+                           " paused sessions (" + std::to_string(kPausedPerLive) +
+                           " times its share of live ones); delete or resume one."};
+}
+
 asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::Create(
     std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client,
     std::optional<EgressPolicy> egress, std::optional<SnapshotRecord> from) {

@@ -214,6 +214,10 @@ class SessionManager {
   // Frozen from now on: the pause's end is its end (never past its sandbox's).
   void MarkFrozen(Session& s);
   size_t Live() const;  // sessions holding a sandbox (MAX_SESSIONS counts these)
+  // Paused sessions cost no slot but a record in memory each: a key holds at most
+  // kPausedPerLive times its share of live ones, a replica that many times MAX_SESSIONS.
+  static constexpr size_t kPausedPerLive = 8;
+  std::optional<ApiError> PausedCapacityError(const std::string& client) const;
   void Release(const SessionPtr& s);
   asio::awaitable<std::variant<SessionSummary, ApiError>> CreateSandbox(
       std::vector<StagedFile> files, int64_t ttl_seconds, const std::string& client,

@@ -61,6 +61,19 @@ asio::awaitable<Result<PythonStateReport>> StateCall(Sandbox& sandbox, std::stri
   co_return report;
 }
 
+// At most kMaxLost entries of 300 bytes, the rest counted: a record stays small whatever a
+// sandbox holds (the names and reasons come from it).
+constexpr size_t kMaxLost = 100;
+void CapLost(std::vector<std::string>& lost) {
+  for (std::string& l : lost) {
+    if (l.size() > 300) l = l.substr(0, 300) + "...";
+  }
+  if (lost.size() <= kMaxLost) return;
+  const size_t more = lost.size() - kMaxLost;
+  lost.resize(kMaxLost);
+  lost.push_back("... and " + std::to_string(more) + " more");
+}
+
 ApiError NotPaused(const std::string& id) {
   return {409, "Session '" + id + "' is already paused"};
 }
@@ -96,6 +109,10 @@ asio::awaitable<std::variant<PauseOutcome, ApiError>> SessionManager::Pause(
       co_return ApiError{500, "Session '" + id + "' could not be frozen: " + frozen.message()};
     }
     outcome.why_not_frozen = frozen.message();
+  }
+  if (auto full = PausedCapacityError(s->summary.client)) {
+    Release(s);
+    co_return std::move(*full);
   }
   auto paused = co_await PauseToDisk(s);
   Release(s);
@@ -176,6 +193,7 @@ asio::awaitable<std::variant<SnapshotRecord, ApiError>> SessionManager::SaveSnap
     co_return ApiError{500, "Internal Server Error"};
   }
   Status packed = co_await PackSandbox(*s.sandbox, **writer, &record.lost);
+  CapLost(record.lost);
   if (record.python) {  // the state file is the snapshot's, not the session's
     RunPayload rm;
     rm.argv = {"rm", "-f", std::string(kPythonStatePath)};
@@ -233,6 +251,7 @@ asio::awaitable<std::variant<std::vector<std::string>, ApiError>> SessionManager
       }
     }
   }
+  CapLost(lost);
   co_return lost;
 }
 
