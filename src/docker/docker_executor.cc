@@ -58,6 +58,9 @@ class DockerExecutor final : public Executor {
   bool supports_sessions() const override { return true; }
 
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
+    // The first requests may come before the watchdog's first look, and whether the image has
+    // the agent is known only once it was inspected.
+    co_await image_->Known();
     // While the image is missing or being pulled, executions fail at once and say so.
     if (Status s = image_->Usable(); !s.ok()) co_return s;
     if (Status s = co_await EnsureConnected(); !s.ok()) co_return s;

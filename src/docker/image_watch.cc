@@ -159,6 +159,10 @@ asio::awaitable<Status> ImageWatch::Check() {
   co_return Describe();
 }
 
+asio::awaitable<void> ImageWatch::Known() {
+  if (phase_ == Phase::kUnknown) co_await Inspect();
+}
+
 Status ImageWatch::Usable() const {
   // Without the progress: the same text for every execution refused during one pull.
   if (phase_ == Phase::kPulling) {

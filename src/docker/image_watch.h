@@ -83,6 +83,9 @@ class ImageWatch : public std::enable_shared_from_this<ImageWatch> {
   // starts the watchdog, which pulls at once when it is missing. Without a watchdog (period 0)
   // every call inspects, and pulls (awaited) when the image is missing.
   asio::awaitable<Status> Check();
+  // Inspects the image now unless it was inspected already: what it is (and its agent) is known
+  // from then on, even before the watchdog's first look.
+  asio::awaitable<void> Known();
   // Whether executions can use the image: an error (what is going on) while it is missing or
   // being pulled; ok when present or not known yet.
   Status Usable() const;

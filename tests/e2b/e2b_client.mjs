@@ -338,6 +338,21 @@ const scenarios = {
     })
     await attempt('kill', async () => ({ killed: await sbx.kill() }))
   },
+  // A sandbox left with a file and a variable, for a daemon restart (restart_after).
+  async restart_before() {
+    const sbx = await CodeSandbox.create('base', { timeoutMs: 600_000 })
+    print({ step: 'create', sandboxId: sbx.sandboxId })
+    await sbx.files.write('/home/user/r.txt', 'before the restart')
+    await attempt('prepare', async () => ({ error: (await sbx.runCode('x = 7')).error?.value }))
+  },
+  async restart_after(id) {
+    await attempt('info', async () => info(await Sandbox.getInfo(id)))
+    const sbx = await CodeSandbox.connect(id)
+    await attempt('file', async () => ({ text: await sbx.files.read('/home/user/r.txt') }))
+    await attempt('command', async () => ({ stdout: (await sbx.commands.run('echo hi')).stdout }))
+    await attempt('code', async () => ({ text: (await sbx.runCode('6 * 7')).text }))
+    await attempt('kill', async () => ({ killed: await sbx.kill() }))
+  },
   async paging(tag) {
     const made = []
     for (let i = 0; i < 3; i++) made.push((await Sandbox.create('base', { metadata: { tag }, timeoutMs: 60_000 })).sandboxId)

@@ -9,12 +9,15 @@ Without Node.js or the SDK the SDK's cases skip, and fail under CI_E2E_NO_SKIP=1
 
 import json
 import os
+import pwd
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
 
-from harness import Client, Config, E2ETestCase
+from harness import Client, Config, Daemon, E2ETestCase
 from test_auth import ALICE, BOB, KEYS_FILE  # the same keys, so the same daemon as test_auth
 
 E2B_TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2b")
@@ -700,3 +703,31 @@ class E2bPauseTest(E2bCase):
         self.assertEqual(s["kill"]["killed"], True, s)
         for f in forks:
             self.api().request("DELETE", f"/sandboxes/{f['id']}")
+
+
+class E2bRestartTest(E2bCase):
+    def test_a_sandbox_outlives_a_daemon_restart(self):
+        self.require_host_daemon("starts daemons of its own on one file store")
+        store = tempfile.mkdtemp(prefix="ci-e2e-e2b-restart-")
+        self.addCleanup(shutil.rmtree, store, True)
+        if Config.as_user:
+            pw = pwd.getpwnam(Config.as_user)
+            os.chown(store, pw.pw_uid, pw.pw_gid)
+        env = {"API_KEYS_FILE": KEYS_FILE, "FILE_STORAGE_DIR": store, "WARM_POOL_SIZE": "0"}
+        first = Daemon(env)
+        self.addCleanup(first.cleanup)
+        first.start()
+        self.host, self.port = first.host, first.port
+        sid = self.sdk("restart_before")["create"]["sandboxId"]
+        first.stop()
+        second = Daemon(env)
+        self.addCleanup(second.cleanup)
+        second.start()
+        self.addCleanup(second.stop)
+        self.host, self.port = second.host, second.port
+        s = self.sdk("restart_after", sid)
+        self.assertEqual((s["info"]["sandboxId"], s["info"]["state"]), (sid, "paused"), s)
+        self.assertEqual(s["file"]["text"], "before the restart", s)
+        self.assertEqual(s["command"]["stdout"], "hi\n", s)
+        self.assertEqual(s["code"]["text"], "42", s)
+        self.assertEqual(s["kill"]["killed"], True, s)

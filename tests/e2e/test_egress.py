@@ -374,6 +374,12 @@ class EgressTest(E2ETestCase):
         try:
             self.assertEqual(self.fetch_in_session(sid, web, tls),
                              [f"hello web.test:{self.web_port} /s", "403"])
+            # Paused to disk and resumed in a new sandbox: the same policy, through a new proxy.
+            for memory in (False, True):
+                r = self.client.post_json(f"/v1/sessions/{sid}/pause", {"memory": memory})
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(self.fetch_in_session(sid, web, tls),
+                                 [f"hello web.test:{self.web_port} /s", "403"])
         finally:
             self.assertEqual(self.client.delete(f"/v1/sessions/{sid}").status, 204)
         r = self.client.post_json("/v1/sessions", {"network": {"allow_out": ["evil.org"]}})

@@ -52,6 +52,51 @@ bool MetadataMatches(const std::map<std::string, std::string>& want,
   });
 }
 
+// A sandbox's E2B record as its session keeps it (SessionManager::Attach): what the session does
+// not know itself. The token is the sandbox's own secret, kept with its snapshot.
+std::string AttachmentOf(const ControlPlane::Sandbox& s) {
+  return JsonText([&](JsonWriter& w) {
+    w.StartObject();
+    WriteField(w, "template_id", s.template_id);
+    WriteMap(w, "metadata", s.metadata);
+    WriteMap(w, "env_vars", s.env_vars);
+    WriteField(w, "access_token", s.access_token);
+    w.Key("started_at");
+    w.Double(s.started_at);
+    w.EndObject();
+  });
+}
+
+bool ReadMap(const rapidjson::Value& o, const char* key, std::map<std::string, std::string>* m) {
+  auto it = o.FindMember(key);
+  if (it == o.MemberEnd() || !it->value.IsObject()) return false;
+  for (const auto& kv : it->value.GetObject()) {
+    if (!kv.value.IsString()) return false;
+    (*m)[kv.name.GetString()] = kv.value.GetString();
+  }
+  return true;
+}
+
+std::optional<ControlPlane::Sandbox> SandboxFrom(const std::string& text) {
+  rapidjson::Document d;
+  std::string why;
+  if (text.empty() || !ParseJson(text, d, why) || !d.IsObject()) return std::nullopt;
+  ControlPlane::Sandbox s;
+  for (auto [key, to] :
+       {std::pair{"template_id", &s.template_id}, std::pair{"access_token", &s.access_token}}) {
+    auto it = d.FindMember(key);
+    if (it == d.MemberEnd() || !it->value.IsString()) return std::nullopt;
+    *to = it->value.GetString();
+  }
+  auto started = d.FindMember("started_at");
+  if (started == d.MemberEnd() || !started->value.IsNumber()) return std::nullopt;
+  s.started_at = started->value.GetDouble();
+  if (!ReadMap(d, "metadata", &s.metadata) || !ReadMap(d, "env_vars", &s.env_vars)) {
+    return std::nullopt;
+  }
+  return s;
+}
+
 // E2B's SnapshotInfo: its id and the names it is known by.
 std::string SnapshotJson(const SnapshotRecord& r) {
   return JsonText([&](JsonWriter& w) {
@@ -90,8 +135,10 @@ bool ControlPlane::Claims(std::string_view path) {
 
 boost::asio::awaitable<const ControlPlane::Sandbox*> ControlPlane::Find(const std::string& id,
                                                                         const std::string& client) {
+  Sandbox* recovered = co_await Recover(id);
+  if (recovered == nullptr || recovered->client != client) co_return nullptr;
   auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end() || it->second.client != client) co_return nullptr;
+  if (it == sandboxes_.end()) co_return nullptr;
   const bool alive = co_await sessions_.Exists(id, client);
   // Looked up again: another request may have killed it meanwhile.
   it = sandboxes_.find(id);
@@ -105,17 +152,16 @@ boost::asio::awaitable<const ControlPlane::Sandbox*> ControlPlane::Find(const st
 
 boost::asio::awaitable<const ControlPlane::Sandbox*> ControlPlane::FindByToken(
     const std::string& id, std::string_view token) {
-  auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) co_return nullptr;
-  if (!SecretsEqual(it->second.access_token, token)) co_return nullptr;
-  const std::string client = it->second.client;
+  Sandbox* s = co_await Recover(id);
+  if (s == nullptr || !SecretsEqual(s->access_token, token)) co_return nullptr;
+  const std::string client = s->client;
   co_return co_await Find(id, client);
 }
 
 boost::asio::awaitable<const ControlPlane::Sandbox*> ControlPlane::FindById(const std::string& id) {
-  auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) co_return nullptr;
-  const std::string client = it->second.client;
+  Sandbox* s = co_await Recover(id);
+  if (s == nullptr) co_return nullptr;
+  const std::string client = s->client;
   co_return co_await Find(id, client);
 }
 
@@ -279,6 +325,7 @@ boost::asio::awaitable<void> ControlPlane::Create(HttpExchange& ex, const std::s
   s.started_at = session.created_at;
   s.end_at = session.expires_at;
   const std::string id = s.id;
+  sessions_.Attach(id, ex.client, AttachmentOf(s));
   sandboxes_[id] = std::move(s);
   if (auto refused = co_await MoveEnd(id, ex.client, UnixNow() + double(request->timeout_sec))) {
     sandboxes_.erase(id);
@@ -301,7 +348,23 @@ const ControlPlane::Sandbox* ControlPlane::AddSandbox(const SessionSummary& sess
   s.started_at = session.created_at;
   s.end_at = session.expires_at;
   s.paused = false;
+  sessions_.Attach(s.id, s.client, AttachmentOf(s));
   return &(sandboxes_[s.id] = std::move(s));
+}
+
+boost::asio::awaitable<ControlPlane::Sandbox*> ControlPlane::Recover(const std::string& id) {
+  if (auto it = sandboxes_.find(id); it != sandboxes_.end()) co_return &it->second;
+  auto attached = co_await sessions_.AttachmentOf(id);
+  if (auto it = sandboxes_.find(id); it != sandboxes_.end()) co_return &it->second;  // meanwhile
+  if (!attached) co_return nullptr;
+  std::optional<Sandbox> s = SandboxFrom(attached->attachment);
+  if (!s) co_return nullptr;
+  s->id = id;
+  s->client = attached->client;
+  s->end_at = attached->summary.expires_at;
+  s->paused = attached->summary.state != "running";
+  spdlog::info("e2b sandbox {} found with its session (paused before a restart)", ShortId(id));
+  co_return &(sandboxes_[id] = std::move(*s));
 }
 
 boost::asio::awaitable<void> ControlPlane::Pause(HttpExchange& ex, const std::string& id,
@@ -479,9 +542,8 @@ boost::asio::awaitable<void> ControlPlane::List(HttpExchange& ex, bool paged) {
   std::vector<SessionSummary> live = co_await sessions_.List(ex.client);
   std::vector<const Sandbox*> mine;
   for (const SessionSummary& l : live) {
-    if (auto it = sandboxes_.find(l.id); it != sandboxes_.end()) {
-      it->second.paused = l.state != "running";
-    }
+    Sandbox* s = co_await Recover(l.id);
+    if (s != nullptr) s->paused = l.state != "running";
   }
   std::erase_if(sandboxes_, [&](const auto& entry) {
     const Sandbox& s = entry.second;

@@ -65,8 +65,11 @@ class ControlPlane {
   // GET /snapshots and DELETE /templates/{id} (a snapshot's).
   boost::asio::awaitable<void> Snapshots(HttpExchange& ex);
   // A new sandbox entry for session `session` like `like` (its template, metadata, env), with a
-  // token of its own; nullptr without randomness.
+  // token of its own, attached to its session; nullptr without randomness.
   const Sandbox* AddSandbox(const SessionSummary& session, const Sandbox& like);
+  // The entry of sandbox `id`, rebuilt from what is attached to its session when this replica
+  // has none (the session was paused to disk before a restart); nullptr when neither has it.
+  boost::asio::awaitable<Sandbox*> Recover(const std::string& id);
   // Moves the sandbox's end (and its session's) to `end_at`; an error answer when it cannot.
   boost::asio::awaitable<std::optional<HttpResponse>> MoveEnd(const std::string& id,
                                                               const std::string& client,

@@ -131,7 +131,7 @@ asio::awaitable<Status> UnpackSandbox(Sandbox& sandbox, const std::string& host_
                                    "--file=-",
                                    "--directory=/",
                                    "--preserve-permissions",
-                                   "--no-overwrite-dir",
+                                   "--skip-old-files",
                                    "--warning=no-timestamp"};
   ProcessSpec spec = TarProcess(std::move(argv), /*stdin=*/true);
   auto started = co_await sandbox.Spawn(std::move(spec));

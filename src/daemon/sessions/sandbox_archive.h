@@ -19,7 +19,8 @@ namespace ci::daemon {
 asio::awaitable<Status> PackSandbox(Sandbox& sandbox, SnapshotStore::Writer& out,
                                     std::vector<std::string>* lost);
 
-// Unpacks the tar at `host_path` (the daemon's) into the sandbox.
+// Unpacks the tar at `host_path` (the daemon's) into the sandbox. Files already there stay (those
+// staged into it first: a request's, the egress CA).
 asio::awaitable<Status> UnpackSandbox(Sandbox& sandbox, const std::string& host_path);
 
 }  // namespace ci::daemon

@@ -212,7 +212,16 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   s->last_used = s->summary.created_at;
   s->egress_policy = std::move(egress);
   if (auto refused = co_await NewSandbox(*s, files)) co_return std::move(*refused);
-  if (from) {
+  if (!files.empty()) {
+    Status staged = co_await StageFiles(*s, files);
+    if (!staged.ok()) {
+      spdlog::error("staging files into session {}: {}", ShortId(s->id), staged.message());
+      co_await StopEgress(*s);
+      co_await s->sandbox->Destroy();
+      co_return Internal();
+    }
+  }
+  if (from) {  // after the staged files, which win over the snapshot's
     auto restored = co_await Restore(*s, *from);
     if (auto* e = std::get_if<ApiError>(&restored)) {
       co_await StopEgress(*s);
@@ -221,15 +230,6 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
     }
     for (const std::string& l : std::get<std::vector<std::string>>(restored)) {
       s->wake_notice += "  " + l + "\n";
-    }
-  }
-  if (!files.empty()) {
-    Status staged = co_await StageFiles(*s, files);
-    if (!staged.ok()) {
-      spdlog::error("staging files into session {}: {}", ShortId(s->id), staged.message());
-      co_await StopEgress(*s);
-      co_await s->sandbox->Destroy();
-      co_return Internal();
     }
   }
   sessions_[s->id] = s;
@@ -352,12 +352,13 @@ asio::awaitable<std::optional<ApiError>> SessionManager::SetNetwork(const std::s
                                                                     EgressPolicy policy) {
   SessionPtr s = co_await Find(id, client);
   if (!s) co_return NotFound(id);
-  if (!s->egress) {
+  if (!s->egress_policy) {
     co_return ApiError{409, "session '" + id +
                                 "' was created without a network (this server allows none: "
                                 "EGRESS_ALLOW_MAX), so its policy cannot change"};
   }
-  co_await s->egress->SetPolicy(std::move(policy));
+  s->egress_policy = policy;  // a sandbox made for it later (a resume) gets this one
+  if (s->egress) co_await s->egress->SetPolicy(std::move(policy));  // none while paused
   co_return std::nullopt;
 }
 

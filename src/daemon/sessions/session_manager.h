@@ -107,6 +107,16 @@ class SessionManager {
                                                      const std::string& client) const;
   std::vector<SnapshotRecord> Snapshots(const std::string& client) const;
   bool DeleteSnapshot(const std::string& id_or_name, const std::string& client);
+  // What a front keeps with the client's session `id` (E2B's sandbox record): saved with it when
+  // it is paused to disk, so that it outlives this daemon with the session. false: no session.
+  bool Attach(const std::string& id, const std::string& client, std::string attachment);
+  // The session `id` (any client's, here or paused in the store) with what is attached to it.
+  struct Attached {
+    std::string client;
+    std::string attachment;
+    SessionSummary summary;
+  };
+  asio::awaitable<std::optional<Attached>> AttachmentOf(const std::string& id);
   // Starts the idle sweep (SESSION_IDLE_PAUSE_SEC, SESSION_IDLE_SNAPSHOT_SEC) and the removal of
   // paused sessions past their end that no replica holds.
   void StartSweeps();
@@ -172,6 +182,7 @@ class SessionManager {
     std::shared_ptr<int> processes = std::make_shared<int>(0);
     std::string wake_notice;  // what the next call's stderr says (resumed from a snapshot)
     std::vector<std::string> resumed_lost;      // the same for Resume's answer
+    std::string attachment;                     // Attach's
     std::optional<EgressPolicy> egress_policy;  // its proxy's policy (a new sandbox gets it)
     SessionSummary summary;
     double hard_end = 0;  // when the sandbox ends by itself (SandboxSpec::session_expires_at)

@@ -168,6 +168,7 @@ asio::awaitable<std::variant<SnapshotRecord, ApiError>> SessionManager::SaveSnap
   record.running_left = std::max(1.0, s.summary.expires_at - now);
   record.hard_left = std::max(record.running_left, s.hard_end - now);
   record.expires_at = now + static_cast<double>(config_.session_pause_ttl_sec);
+  if (record.kind == "pause") record.attachment = s.attachment;
   if (s.egress_policy) {
     record.egress = true;
     record.egress_allow = RuleTexts(s.egress_policy->allow);
@@ -280,10 +281,14 @@ asio::awaitable<std::optional<ApiError>> SessionManager::Wake(Session& s) {
   auto refused = co_await NewSandbox(s, files);
   --creating_;
   if (refused) co_return refused;
-  auto restored = co_await Restore(s, *record);
-  if (!files.empty() && std::holds_alternative<std::vector<std::string>>(restored)) {
-    Status staged = co_await StageFiles(s, files);
-    if (!staged.ok()) restored = ApiError{500, "staging the egress CA: " + staged.message()};
+  // The egress CA is staged first: the snapshot's older one stays out (UnpackSandbox).
+  std::variant<std::vector<std::string>, ApiError> restored = ApiError{500, "not restored"};
+  Status staged;
+  if (!files.empty()) staged = co_await StageFiles(s, files);
+  if (staged.ok()) {
+    restored = co_await Restore(s, *record);
+  } else {
+    restored = ApiError{500, "staging the egress CA: " + staged.message()};
   }
   if (auto* e = std::get_if<ApiError>(&restored)) {
     co_await StopEgress(s);
@@ -340,6 +345,7 @@ SessionManager::SessionPtr SessionManager::Adopt(const SnapshotRecord& record) {
   s->hard_left = record.hard_left;
   s->last_used = record.created_at;
   s->egress_policy = PolicyOf(record);
+  s->attachment = record.attachment;
   sessions_[s->id] = s;
   asio::co_spawn(ex_, ExpireAt(s), asio::detached);
   spdlog::info("session {} found paused in the store; its next call resumes it", ShortId(s->id));
@@ -412,6 +418,27 @@ bool SessionManager::DeleteSnapshot(const std::string& id_or_name, const std::st
     return true;
   }
   return false;
+}
+
+bool SessionManager::Attach(const std::string& id, const std::string& client,
+                            std::string attachment) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second->summary.client != client) return false;
+  it->second->attachment = std::move(attachment);
+  return true;
+}
+
+asio::awaitable<std::optional<SessionManager::Attached>> SessionManager::AttachmentOf(
+    const std::string& id) {
+  if (!sessions_.contains(id)) {
+    auto record = snapshots_.Find(id);  // paused before a restart, or by another replica
+    if (!record || record->kind != "pause") co_return std::nullopt;
+    (void)co_await Find(id, record->client);
+  }
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) co_return std::nullopt;
+  const Session& s = *it->second;
+  co_return Attached{s.summary.client, s.attachment, s.summary};
 }
 
 void SessionManager::StartSweeps() { asio::co_spawn(ex_, SweepIdle(), asio::detached); }

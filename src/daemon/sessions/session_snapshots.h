@@ -41,6 +41,8 @@ struct SnapshotRecord {
   bool python = false;      // the tar holds the interpreter's state (kPythonStatePath)
   // What did not come with it, one entry each ("python global 'sock': cannot pickle ...").
   std::vector<std::string> lost;
+  // A pause: what a front keeps with the session (SessionManager::Attach), back on its resume.
+  std::string attachment;
 };
 template <typename V, json::Message<SnapshotRecord> M>
 void Fields(V& v, M& m) {
@@ -62,6 +64,7 @@ void Fields(V& v, M& m) {
   v("data_sha256", m.data_sha256);
   v("python", m.python);
   v("lost", m.lost);
+  v.Optional("attachment", m.attachment);
 }
 
 // Where the interpreter's state lies in the sandbox while it is packed and unpacked.
