@@ -114,6 +114,9 @@ struct ProcessSpec {
   std::vector<std::string> env;   // the whole environment ("KEY=value")
   std::string cwd;
   bool stdin = false;  // false: it reads EOF at once
+  // Its session is in use while it is held (no idle pause); false for a kernel that serves
+  // cells, whose cells say so themselves (SessionManager::KeepBusy).
+  bool keeps_session_busy = true;
 };
 
 struct ProcessEnd {

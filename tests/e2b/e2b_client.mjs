@@ -353,6 +353,27 @@ const scenarios = {
     await attempt('code', async () => ({ text: (await sbx.runCode('6 * 7')).text }))
     await attempt('kill', async () => ({ killed: await sbx.kill() }))
   },
+  // Left alone until the daemon's idle sweep pauses it, then used without a connect.
+  async idle() {
+    const sbx = await CodeSandbox.create('base', { timeoutMs: 300_000 })
+    print({ step: 'create', sandboxId: sbx.sandboxId })
+    await sbx.files.write('/home/user/idle.txt', 'kept')
+    await attempt('prepare', async () => ({ error: (await sbx.runCode('x = 5')).error?.value }))
+    await attempt('paused', async () => {
+      for (let i = 0; i < 100; i++) {
+        const { state } = await sbx.getInfo()
+        if (state === 'paused') return { state, after_ms: i * 100 }
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      return { state: 'running' }
+    })
+    await attempt('code', async () => {
+      const r = await sbx.runCode('x')
+      return { text: r.text, error: r.error?.name }
+    })
+    await attempt('file', async () => ({ text: await sbx.files.read('/home/user/idle.txt') }))
+    await attempt('kill', async () => ({ killed: await sbx.kill() }))
+  },
   async paging(tag) {
     const made = []
     for (let i = 0; i < 3; i++) made.push((await Sandbox.create('base', { metadata: { tag }, timeoutMs: 60_000 })).sandboxId)

@@ -651,16 +651,16 @@ class E2bWireTest(E2bCase):
                               400, "at most")
             self.assertEqual(api.post_json(f"/sandboxes/{sid}/timeout", {"timeout": 30}).status,
                              204)
-            self.assert_error(api.post_json(f"/sandboxes/{sid}/pause", {}), 501, "pause")
+            self.assert_error(api.post_json(f"/sandboxes/{sid}/pause", {"memory": 1}), 400,
+                              "memory")
+            self.assert_error(api.post_json(f"/sandboxes/{sid}/fork", {"count": 17}), 400, "count")
+            self.assert_error(api.post_json(f"/sandboxes/{sid}/snapshots", {"name": 7}), 400,
+                              "name")
             # Without EGRESS_ALLOW_MAX a sandbox has no network, nor a policy to update.
             r = api.request("PUT", f"/sandboxes/{sid}/network", body=b'{"allowOut": []}',
                             headers={"Content-Type": "application/json"})
             self.assert_error(r, 409, "no network")
-            for method, what in (("GET", "metrics"), ("POST", "fork"), ("POST", "snapshots")):
-                body = None if method == "GET" else b"{}"
-                r = api.request(method, f"/sandboxes/{sid}/{what}", body=body,
-                                headers={"Content-Type": "application/json"})
-                self.assert_error(r, 501, what)
+            self.assert_error(api.get(f"/sandboxes/{sid}/metrics"), 501, "metrics")
             self.assert_error(api.get("/sandboxes/code-session-nope/metrics"), 404, "not found")
             self.assert_error(api.post_json(f"/sandboxes/{sid}/resume", {}), 409, "running")
         finally:
@@ -730,4 +730,19 @@ class E2bRestartTest(E2bCase):
         self.assertEqual(s["file"]["text"], "before the restart", s)
         self.assertEqual(s["command"]["stdout"], "hi\n", s)
         self.assertEqual(s["code"]["text"], "42", s)
+        self.assertEqual(s["kill"]["killed"], True, s)
+
+
+class E2bIdleTest(E2bCase):
+    daemon_env = {"API_KEYS_FILE": KEYS_FILE, "SESSION_IDLE_PAUSE_SEC": "1",
+                  "SESSION_IDLE_SNAPSHOT_SEC": "6"}
+
+    def test_an_idle_sandbox_is_paused_and_its_next_cell_resumes_it(self):
+        s = self.sdk("idle")
+        self.assertEqual(s["paused"]["state"], "paused", s)
+        self.assertEqual(s["file"]["text"], "kept", s)
+        if Config.expected_backend != "kubernetes" and not Config.as_user:
+            self.assertEqual(s["code"]["text"], "5", "frozen at 1 s: the context's state is kept")
+        else:
+            self.assertEqual(s["code"]["error"], "NameError", "snapshotted: the context restarts")
         self.assertEqual(s["kill"]["killed"], True, s)

@@ -63,7 +63,9 @@ class PauseCase(E2ETestCase):
         return sid
 
     def py(self, sid, code, client=None):
-        r = (client or self.client).post_json(f"/v1/sessions/{sid}/execute", {"code": code})
+        # Generous: numpy's import under the VM suite's emulation takes seconds.
+        r = (client or self.client).post_json(f"/v1/sessions/{sid}/execute",
+                                              {"code": code, "timeout_ms": 30000})
         self.assertEqual(r.status, 200, r)
         return r.json
 

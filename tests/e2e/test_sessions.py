@@ -91,7 +91,8 @@ class SessionLifecycleTest(SessionCase):
         self.assertEqual(r.status, 200, r)
         mine = [s for s in r.json["sessions"] if s["session_id"] == sid]
         self.assertEqual(len(mine), 1, r.json)
-        self.assertEqual(sorted(mine[0]), ["created_at", "expires_at", "session_id"])
+        self.assertEqual(sorted(mine[0]), ["created_at", "expires_at", "session_id", "state"])
+        self.assertEqual(mine[0]["state"], "running")
         self.client.delete(f"/v1/sessions/{sid}")
         r = self.client.get("/v1/sessions")
         self.assertNotIn(sid, [s["session_id"] for s in r.json["sessions"]])

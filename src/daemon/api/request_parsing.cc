@@ -144,6 +144,12 @@ bool Blank(std::string_view body) {
 
 }  // namespace
 
+Status ParseIgnoredBody(std::string_view body) {
+  if (Blank(body)) return Status();
+  rapidjson::Document doc;
+  return ParseObject(body, doc);
+}
+
 Result<bool> ParsePauseRequest(std::string_view body) {
   if (Blank(body)) return true;
   rapidjson::Document doc;

@@ -20,6 +20,8 @@ Result<SessionCreateRequest> ParseSessionCreateRequest(std::string_view body);
 
 Result<BashRequest> ParseBashRequest(std::string_view body, int64_t max_timeout_ms);
 
+// A body of which nothing is read (POST /v1/sessions/{id}/resume): empty, or a JSON object.
+Status ParseIgnoredBody(std::string_view body);
 // POST /v1/sessions/{id}/pause: {"memory": bool} (default true); an empty body is {}.
 Result<bool> ParsePauseRequest(std::string_view body);
 // POST /v1/sessions/{id}/fork: {"count": 1..16 (default 1), "ttl_seconds": 1..86400 (default: the

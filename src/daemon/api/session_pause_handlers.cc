@@ -56,6 +56,9 @@ asio::awaitable<void> ApiHandlers::PauseSession(HttpExchange& ex, const std::str
 asio::awaitable<void> ApiHandlers::ResumeSession(HttpExchange& ex, const std::string& id) {
   std::optional<std::string> body = co_await ReadJsonBody(ex, config_.max_request_body_mb);
   if (!body) co_return;
+  if (Status s = ParseIgnoredBody(*body); !s.ok()) {
+    co_return co_await ex.Respond(ErrorResponse(422, s.message()));
+  }
   auto resumed = co_await sessions_.Resume(id, ex.client);
   if (auto* e = std::get_if<ApiError>(&resumed)) {
     co_return co_await ex.Respond(ApiErrorResponse(*e));

@@ -104,6 +104,7 @@ asio::awaitable<std::optional<RpcError>> CodeContexts::Start(const FileContext& 
   spec.env = c.env;
   spec.cwd = context->info.cwd;
   spec.stdin = true;
+  spec.keeps_session_busy = false;  // its cells do (Execute)
   auto started = co_await c.sessions->Spawn(c.sandbox, c.client, std::move(spec));
   if (auto* e = std::get_if<ApiError>(&started)) co_return RpcErrorOf(*e);
   context->process = std::move(std::get<std::unique_ptr<SandboxProcess>>(started));
@@ -252,6 +253,11 @@ asio::awaitable<std::optional<RpcError>> CodeContexts::Execute(const FileContext
     }
     id = d->second;
   }
+  // A paused sandbox wakes for a cell (its context's interpreter may be frozen), and the idle
+  // sweep leaves it while the cell runs.
+  auto resumed = co_await c.sessions->Resume(c.sandbox, c.client);
+  if (auto* e = std::get_if<ApiError>(&resumed)) co_return RpcErrorOf(*e);
+  const std::shared_ptr<void> in_use = c.sessions->KeepBusy(c.sandbox);
   ContextPtr context = Find(c.sandbox, *id);
   while (context && context->busy) {
     co_await context->idle.Wait();

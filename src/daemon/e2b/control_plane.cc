@@ -212,7 +212,9 @@ boost::asio::awaitable<void> ControlPlane::Handle(HttpExchange& ex, uint64_t max
   if (found == nullptr) co_return co_await ex.Respond(NotFound(id));
   const std::string_view pattern = route->pattern;
   if (pattern == "/sandboxes/{id}" && method == "GET") {
-    co_return co_await ex.Respond(JsonResponse(200, DetailJson(*found, false)));
+    const std::string state = sessions_.StateOf(id);  // paused by the idle sweep, maybe
+    if (!state.empty()) sandboxes_[id].paused = state != "running";
+    co_return co_await ex.Respond(JsonResponse(200, DetailJson(sandboxes_[id], false)));
   }
   if (pattern == "/sandboxes/{id}") {  // DELETE
     sandboxes_.erase(id);

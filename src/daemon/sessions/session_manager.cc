@@ -490,13 +490,17 @@ asio::awaitable<std::variant<RunOutcome, ApiError>> SessionManager::Bash(
 asio::awaitable<std::variant<std::unique_ptr<SandboxProcess>, ApiError>> SessionManager::Spawn(
     const std::string& id, const std::string& client, ProcessSpec spec) {
   if (auto why = OverKernelLimits(spec)) co_return ApiError{400, *why};
+  const bool keeps_busy = spec.keeps_session_busy;
   Acquired a = co_await Acquire(id, client);
   if (!a.s) co_return std::move(a.error);
   SessionPtr s = std::move(a.s);
   auto started = co_await s->sandbox->Spawn(std::move(spec));
   Release(s);
   if (s->ended) co_return EndedDuringCall(*s);
-  if (started.ok()) co_return std::make_unique<WatchedProcess>(std::move(*started), s->processes);
+  if (started.ok() && keeps_busy) {
+    co_return std::make_unique<WatchedProcess>(std::move(*started), s->processes);
+  }
+  if (started.ok()) co_return std::move(*started);
   if (started.status().gone()) co_return co_await EndGone(s, started.status());
   if (started.status().unavailable()) co_return ApiError{429, started.status().message()};
   co_return ApiError{400, started.status().message()};

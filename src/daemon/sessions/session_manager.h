@@ -107,6 +107,13 @@ class SessionManager {
                                                      const std::string& client) const;
   std::vector<SnapshotRecord> Snapshots(const std::string& client) const;
   bool DeleteSnapshot(const std::string& id_or_name, const std::string& client);
+  // "running", "frozen" or "paused" of a session of this replica's ("" for another).
+  std::string StateOf(const std::string& id) const {
+    auto it = sessions_.find(id);
+    return it == sessions_.end() ? "" : it->second->summary.state;
+  }
+  // Holds session `id` in use while the result lives (an E2B cell): the idle sweep leaves it.
+  std::shared_ptr<void> KeepBusy(const std::string& id);
   // What a front keeps with the client's session `id` (E2B's sandbox record): saved with it when
   // it is paused to disk, so that it outlives this daemon with the session. false: no session.
   bool Attach(const std::string& id, const std::string& client, std::string attachment);

@@ -420,6 +420,17 @@ bool SessionManager::DeleteSnapshot(const std::string& id_or_name, const std::st
   return false;
 }
 
+std::shared_ptr<void> SessionManager::KeepBusy(const std::string& id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return nullptr;
+  SessionPtr s = it->second;
+  ++*s->processes;
+  return std::shared_ptr<void>(nullptr, [s](void*) {
+    --*s->processes;
+    s->last_used = UnixNow();
+  });
+}
+
 bool SessionManager::Attach(const std::string& id, const std::string& client,
                             std::string attachment) {
   auto it = sessions_.find(id);
