@@ -995,6 +995,16 @@ class E2ETestCase(unittest.TestCase):
         if Config.image:
             self.skipTest(f"--image (the daemon is a container): {why}")
 
+    def shared_store(self):
+        """A FILE_STORAGE_DIR for daemons of the test's own to share (a restart, replicas), owned
+        by the daemons' user and removed after the test."""
+        store = tempfile.mkdtemp(prefix="ci-e2e-store-")
+        self.addCleanup(shutil.rmtree, store, True)
+        if Config.as_user:
+            pw = pwd.getpwnam(Config.as_user)
+            os.chown(store, pw.pw_uid, pw.pw_gid)
+        return store
+
     def skip_or_fail(self, reason):
         """For a missing capability of the environment: skip, or fail when CI_E2E_NO_SKIP=1."""
         if Config.no_skip:

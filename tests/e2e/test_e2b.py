@@ -9,10 +9,7 @@ Without Node.js or the SDK the SDK's cases skip, and fail under CI_E2E_NO_SKIP=1
 
 import json
 import os
-import pwd
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -708,11 +705,7 @@ class E2bPauseTest(E2bCase):
 class E2bRestartTest(E2bCase):
     def test_a_sandbox_outlives_a_daemon_restart(self):
         self.require_host_daemon("starts daemons of its own on one file store")
-        store = tempfile.mkdtemp(prefix="ci-e2e-e2b-restart-")
-        self.addCleanup(shutil.rmtree, store, True)
-        if Config.as_user:
-            pw = pwd.getpwnam(Config.as_user)
-            os.chown(store, pw.pw_uid, pw.pw_gid)
+        store = self.shared_store()
         env = {"API_KEYS_FILE": KEYS_FILE, "FILE_STORAGE_DIR": store, "WARM_POOL_SIZE": "0"}
         first = Daemon(env)
         self.addCleanup(first.cleanup)

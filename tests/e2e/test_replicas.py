@@ -4,9 +4,6 @@ through one replica is served by any other, because its state lives in its pod (
 replica's own (python_session.cc). These replicas run the default
 KUBERNETES_SESSIONS_OUTLIVE_DAEMON=true: a session outlives the replica that made it."""
 
-import shutil
-import tempfile
-
 from harness import (Client, Daemon, E2ETestCase, host_processes_matching, unique_sleep_arg,
                      wait_until)
 from test_auth import ALICE, BOB, KEYS_FILE
@@ -120,8 +117,7 @@ class MultiReplicaSessionTest(E2ETestCase):
 
     def test_a_session_paused_on_one_replica_resumes_on_another(self):
         # A pod cannot be frozen: pausing snapshots it into the file store the replicas share.
-        store = tempfile.mkdtemp(prefix="ci-e2e-replicas-")
-        self.addCleanup(shutil.rmtree, store, True)
+        store = self.shared_store()
         (_, a), (_, b) = self.replica(FILE_STORAGE_DIR=store), self.replica(FILE_STORAGE_DIR=store)
         sid = self.create(a)["session_id"]
         self.addCleanup(lambda: b.delete(f"/v1/sessions/{sid}"))

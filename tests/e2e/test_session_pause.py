@@ -6,9 +6,6 @@ cases; the restart and idle cases start their own."""
 
 import json
 import os
-import pwd
-import shutil
-import tempfile
 import time
 
 from harness import Client, Config, Daemon, E2ETestCase, wait_until
@@ -311,11 +308,7 @@ class SessionIdleTest(PauseCase):
 class SessionRestartTest(PauseCase):
     def test_a_restart_in_the_middle_of_a_session_loses_nothing(self):
         self.require_host_daemon("starts daemons of its own on one file store")
-        store = tempfile.mkdtemp(prefix="ci-e2e-restart-")
-        self.addCleanup(shutil.rmtree, store, True)
-        if Config.as_user:
-            pw = pwd.getpwnam(Config.as_user)
-            os.chown(store, pw.pw_uid, pw.pw_gid)
+        store = self.shared_store()
         env = {"FILE_STORAGE_DIR": store, "WARM_POOL_SIZE": "0"}
         first = Daemon(env)
         self.addCleanup(first.cleanup)

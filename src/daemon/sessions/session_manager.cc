@@ -44,14 +44,11 @@ std::optional<std::string> OverKernelLimits(const ProcessSpec& spec) {
 
 using namespace std::chrono_literals;
 
-// A session's process, counted while someone holds it (Session::processes).
+// A session's process, holding the session in use while someone holds it (KeepBusy).
 class WatchedProcess final : public SandboxProcess {
  public:
-  WatchedProcess(std::unique_ptr<SandboxProcess> p, std::shared_ptr<int> count)
-      : p_(std::move(p)), count_(std::move(count)) {
-    ++*count_;
-  }
-  ~WatchedProcess() override { --*count_; }
+  WatchedProcess(std::unique_ptr<SandboxProcess> p, std::shared_ptr<void> in_use)
+      : p_(std::move(p)), in_use_(std::move(in_use)) {}
   uint32_t pid() const override { return p_->pid(); }
   asio::awaitable<ProcessEnd> Wait(ProcessOutputSink sink) override {
     return p_->Wait(std::move(sink));
@@ -63,7 +60,7 @@ class WatchedProcess final : public SandboxProcess {
 
  private:
   std::unique_ptr<SandboxProcess> p_;
-  std::shared_ptr<int> count_;
+  std::shared_ptr<void> in_use_;
 };
 
 // The first call after a resume from a snapshot says what did not come back.
@@ -236,7 +233,7 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::CreateSa
   asio::co_spawn(ex_, ExpireAt(s), asio::detached);
   spdlog::info("session {} created (ttl {} s, {} file(s){})", ShortId(s->id), ttl_seconds,
                files.size(), from ? ", from snapshot " + from->id : "");
-  co_return s->summary;
+  co_return s->Summary();
 }
 
 asio::awaitable<std::optional<ApiError>> SessionManager::NewSandbox(
@@ -401,7 +398,7 @@ asio::awaitable<std::variant<SessionSummary, ApiError>> SessionManager::SetExpir
   }
   s->summary.expires_at = expires_at;
   s->expiry.cancel();  // ExpireAt waits again, for the new end
-  co_return s->summary;
+  co_return s->Summary();
 }
 
 asio::awaitable<std::vector<SessionSummary>> SessionManager::List(const std::string& client) {
@@ -420,15 +417,15 @@ asio::awaitable<std::vector<SessionSummary>> SessionManager::List(const std::str
     // sandbox died: they end here too.
     for (const auto& [id, s] : sessions_) {
       if (s->state == Session::State::kPaused) {
-        all[id] = s->summary;
+        all[id] = s->Summary();
       } else if (!all.contains(id)) {
         gone.push_back(s);
       } else {
-        all[id].state = s->summary.state;
+        all[id].state = s->Summary().state;
       }
     }
   } else {
-    for (const auto& [id, s] : sessions_) all[id] = s->summary;
+    for (const auto& [id, s] : sessions_) all[id] = s->Summary();
   }
   // Paused through another replica, or before this daemon restarted.
   const double now = UnixNow();
@@ -498,7 +495,7 @@ asio::awaitable<std::variant<std::unique_ptr<SandboxProcess>, ApiError>> Session
   Release(s);
   if (s->ended) co_return EndedDuringCall(*s);
   if (started.ok() && keeps_busy) {
-    co_return std::make_unique<WatchedProcess>(std::move(*started), s->processes);
+    co_return std::make_unique<WatchedProcess>(std::move(*started), KeepBusy(id));
   }
   if (started.ok()) co_return std::move(*started);
   if (started.status().gone()) co_return co_await EndGone(s, started.status());

@@ -110,7 +110,7 @@ class SessionManager {
   // "running", "frozen" or "paused" of a session of this replica's ("" for another).
   std::string StateOf(const std::string& id) const {
     auto it = sessions_.find(id);
-    return it == sessions_.end() ? "" : it->second->summary.state;
+    return it == sessions_.end() ? "" : it->second->Summary().state;
   }
   // Holds session `id` in use while the result lives (an E2B cell): the idle sweep leaves it.
   std::shared_ptr<void> KeepBusy(const std::string& id);
@@ -182,11 +182,20 @@ class SessionManager {
     std::string id;
     std::unique_ptr<Sandbox> sandbox;  // none while paused
     enum class State { kRunning, kFrozen, kPaused } state = State::kRunning;
+    // `summary` with the state of now (summary.state itself is never set).
+    SessionSummary Summary() const {
+      SessionSummary out = summary;
+      out.state = state == State::kRunning  ? "running"
+                  : state == State::kFrozen ? "frozen"
+                                            : "paused";
+      return out;
+    }
     double running_left = 0;  // frozen or paused: the seconds of its TTL it had left
     double hard_left = 0;     // paused: the same of hard_end
     double last_used = 0;     // unix seconds its last call ended
-    // Processes started beside its calls and still watched (an idle sweep leaves it be).
-    std::shared_ptr<int> processes = std::make_shared<int>(0);
+    // Holders of KeepBusy's (processes started beside its calls, E2B cells): the idle sweep
+    // leaves it be.
+    int in_use = 0;
     std::string wake_notice;  // what the next call's stderr says (resumed from a snapshot)
     std::vector<std::string> resumed_lost;      // the same for Resume's answer
     std::string attachment;                     // Attach's

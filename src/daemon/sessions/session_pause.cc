@@ -123,7 +123,6 @@ asio::awaitable<std::variant<PauseOutcome, ApiError>> SessionManager::Pause(
 void SessionManager::MarkFrozen(Session& s) {
   const double now = UnixNow();
   s.state = Session::State::kFrozen;
-  s.summary.state = "frozen";
   s.running_left = s.summary.expires_at - now;
   s.summary.expires_at =
       std::min(s.hard_end, now + static_cast<double>(config_.session_pause_ttl_sec));
@@ -140,7 +139,6 @@ asio::awaitable<std::variant<PauseOutcome, ApiError>> SessionManager::PauseToDis
   co_await s->sandbox->Destroy();
   s->sandbox.reset();
   s->state = Session::State::kPaused;
-  s->summary.state = "paused";
   s->running_left = record.running_left;
   s->hard_left = record.hard_left;
   s->summary.expires_at = record.expires_at;
@@ -265,7 +263,6 @@ asio::awaitable<std::optional<ApiError>> SessionManager::Wake(Session& s) {
       co_return ApiError{500, "Session '" + s.id + "' could not be thawed: " + thawed.message()};
     }
     s.state = Session::State::kRunning;
-    s.summary.state = "running";
     s.summary.expires_at = std::min(s.hard_end, now + s.running_left);
     s.expiry.cancel();
     co_return std::nullopt;
@@ -300,7 +297,6 @@ asio::awaitable<std::optional<ApiError>> SessionManager::Wake(Session& s) {
   }
   snapshots_.Remove(*record);
   s.state = Session::State::kRunning;
-  s.summary.state = "running";
   s.expiry.cancel();
   s.wake_notice.clear();
   for (const std::string& l : std::get<std::vector<std::string>>(restored)) {
@@ -338,7 +334,7 @@ SessionManager::SessionPtr SessionManager::Adopt(const SnapshotRecord& record) {
   }
   auto s = std::make_shared<Session>(ex_);
   s->id = record.id;
-  s->summary = {record.id, record.session_created_at, record.expires_at, record.client, "paused"};
+  s->summary = {record.id, record.session_created_at, record.expires_at, record.client};
   s->state = Session::State::kPaused;
   s->hard_end = record.expires_at;
   s->running_left = record.running_left;
@@ -424,9 +420,9 @@ std::shared_ptr<void> SessionManager::KeepBusy(const std::string& id) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return nullptr;
   SessionPtr s = it->second;
-  ++*s->processes;
+  ++s->in_use;
   return std::shared_ptr<void>(nullptr, [s](void*) {
-    --*s->processes;
+    --s->in_use;
     s->last_used = UnixNow();
   });
 }
@@ -449,7 +445,7 @@ asio::awaitable<std::optional<SessionManager::Attached>> SessionManager::Attachm
   auto it = sessions_.find(id);
   if (it == sessions_.end()) co_return std::nullopt;
   const Session& s = *it->second;
-  co_return Attached{s.summary.client, s.attachment, s.summary};
+  co_return Attached{s.summary.client, s.attachment, s.Summary()};
 }
 
 void SessionManager::StartSweeps() { asio::co_spawn(ex_, SweepIdle(), asio::detached); }
@@ -469,7 +465,7 @@ asio::awaitable<void> SessionManager::SweepIdle() {
     const double now = UnixNow();
     std::vector<SessionPtr> idle;
     for (auto& [id, s] : sessions_) {
-      if (!s->busy && *s->processes == 0 && s->state != Session::State::kPaused) idle.push_back(s);
+      if (!s->busy && s->in_use == 0 && s->state != Session::State::kPaused) idle.push_back(s);
     }
     for (SessionPtr& s : idle) {
       const double quiet = now - s->last_used;
