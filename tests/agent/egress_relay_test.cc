@@ -97,11 +97,29 @@ std::string ClientEnd(int fd) {
   return r < 0 ? "nothing" : std::string("error ") + std::strerror(r);
 }
 
+// A loopback port the kernel just found free (a fixed one may be any other process's: the
+// ephemeral range is shared with everything the machine connects).
+uint16_t FreeLoopbackPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  uint16_t port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
 class EgressRelayTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "namespaces of its own need root";
-    port_ = static_cast<uint16_t>(20000 + ::getpid() % 20000);
+    port_ = FreeLoopbackPort();
+    ASSERT_NE(port_, 0);
     Start();
   }
   void TearDown() override {
