@@ -1,7 +1,7 @@
 // The agent's egress relay (src/agent/egress_relay.{h,cc}) in the real binary, PID 1 of fresh
 // pid, mount and IPC namespaces as in agent_test.cc, driven over pipes as the daemon drives it.
 // The namespaces share the host's network: the agent listens on the host's loopback, at a port
-// of this process's (20000 + pid % 20000), and the "programs" are this test's plain sockets.
+// the kernel found free for each case, and the "programs" are this test's plain sockets.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gmock/gmock.h>
