@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fake import pods, table, websocket  # noqa: E402
 from fake.exec_stream import V4, V5, AttachStream, ExecStream  # noqa: E402
 from fake.kubelet import Node  # noqa: E402
+from fake.locked_tls import LockedTls  # noqa: E402
 from fake.sandbox import IMAGE_DIRS  # noqa: E402
 from fake.selectors import parse_fields, parse_labels  # noqa: E402
 from fake.status import (ApiError, already_exists, bad_request, forbidden,  # noqa: E402
@@ -92,6 +93,13 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fake-kube-apiserver"
     api = None  # FakeApiServer, set on the subclass made in main()
+
+    def setup(self):
+        # Not StreamRequestHandler's socket files: exec and attach streams read and write the
+        # connection from several threads, and only LockedTls makes that safe over TLS.
+        self.connection = LockedTls(self.request)
+        self.rfile = self.connection.reader()
+        self.wfile = self.connection.writer()
 
     def log_message(self, fmt, *args):
         if self.api.args.verbose:

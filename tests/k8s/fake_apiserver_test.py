@@ -13,6 +13,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import http.client
@@ -513,6 +514,25 @@ class FakeApiServerTest(ServerTestCase):
             seen.append(m)
         self.assertIn(("pong", b"are you there"), seen)
         self.assertEqual(b"".join(d for ch, d in seen if ch == 1).strip(), b"1048576")
+
+    def test_exec_carries_stdin_and_stdout_at_once(self):
+        # The server reads frames on one thread while another writes output on the same TLS
+        # connection: the case that corrupted its heap before every SSL call took one lock.
+        self.running(pod_json("duplex"))
+        sock = self.c.exec(NS, "duplex", ["cat"])
+        data = os.urandom(8 << 20)
+
+        def feed():
+            for i in range(0, len(data), 32768):
+                sock.send(0, data[i:i + 32768])
+            sock.close_stdin()
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        out, _, status = sock.collect()
+        feeder.join()
+        self.assertEqual(status["status"], "Success")
+        self.assertTrue(out[1] == data, f"{len(out[1])} bytes back of {len(data)}")
 
     # -- attach -----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from urllib.parse import urlencode, urlsplit
 
 from . import websocket as ws
 from .cgroups import remove_instance
+from .locked_tls import LockedTls
 from .sandbox import mounts_under
 
 SERVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -160,7 +161,7 @@ class Client:
             query.append(("container", container))
         path = f"/api/v1/namespaces/{namespace}/pods/{pod}/{subresource}?{urlencode(query)}"
         raw = socket.create_connection((self.host, self.port))
-        sock = self.context.wrap_socket(raw, server_hostname=self.host)
+        sock = LockedTls(self.context.wrap_socket(raw, server_hostname=self.host))
         key = "dGhlIHNhbXBsZSBub25jZQ=="
         lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}",
                  "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13",
@@ -168,7 +169,7 @@ class Client:
         if self.token:
             lines.append(f"Authorization: Bearer {self.token}")
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-        stream = sock.makefile("rb")
+        stream = sock.reader()
         status_line = stream.readline().decode()
         status = int(status_line.split()[1])
         headers = http.client.parse_headers(stream)
