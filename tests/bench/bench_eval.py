@@ -59,12 +59,10 @@ def misses(daemon):
                if l.startswith('code_interpreter_warm_pool_misses_total{pool="python"}'))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def start_daemon(ap):
+    """(the parsed arguments, the daemon) after the host line: --bin and --env are added to
+    `ap`; the daemon is local, with WARM_IMPORTS and whatever --env says."""
     ap.add_argument("--bin", default=os.environ.get("CI_DAEMON_BIN"))
-    ap.add_argument("--requests", type=int, default=400, help="per throughput measurement")
-    ap.add_argument("--runs", type=int, default=200, help="sequential executions")
     ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for the daemon")
     args = ap.parse_args()
     if not args.bin:
@@ -75,6 +73,15 @@ def main():
            **dict(e.split("=", 1) for e in args.env)}
     daemon = harness.Daemon(env).start()
     print(f"daemon {daemon.describe()}; {os.cpu_count()} CPUs")
+    return args, daemon
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=400, help="per throughput measurement")
+    ap.add_argument("--runs", type=int, default=200, help="sequential executions")
+    args, daemon = start_daemon(ap)
     rows = []
     try:
         wait_for_pool(daemon, timeout=120)

@@ -19,9 +19,8 @@ import tempfile
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 
-import harness  # noqa: E402
-from bench_eval import busy_seconds  # noqa: E402
-from bench_table import WARM_IMPORTS, host_line, throughput, wait_for_pool  # noqa: E402
+from bench_eval import busy_seconds, start_daemon  # noqa: E402
+from bench_table import throughput, wait_for_pool  # noqa: E402
 
 # Innermost match wins: a fault taken inside fork is a fault, a mount namespace put by exit is
 # namespace work.
@@ -44,7 +43,7 @@ KINDS = [
 ]
 PROCESSES = [("program (python forked by init)", ("python3",)),
              ("init", ("ci-init",)), ("shim", ("ci-shim",)),
-             ("zygote", ("code-interpreter",)),  # the daemon's threads are split below
+             ("the zygote (forks each init)", ("exe",)),  # started as /proc/self/exe
              ("kernel workers", ("kworker", "ksoftirqd", "rcu_", "kcompactd", "migration"))]
 
 
@@ -94,19 +93,9 @@ def read_samples(data, daemon_pid):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin", default=os.environ.get("CI_DAEMON_BIN"))
     ap.add_argument("--requests", type=int, default=400)
     ap.add_argument("--freq", type=int, default=499)
-    ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for the daemon")
-    args = ap.parse_args()
-    if not args.bin:
-        ap.error("give --bin PATH (or CI_DAEMON_BIN)")
-    harness.Config.bin_path = os.path.abspath(args.bin)
-    print(host_line())
-    env = {"EXECUTOR_BACKEND": "local", "WARM_IMPORTS": WARM_IMPORTS, "LOG_LEVEL": "info",
-           **dict(e.split("=", 1) for e in args.env)}
-    daemon = harness.Daemon(env).start()
-    print(f"daemon {daemon.describe()}; {os.cpu_count()} CPUs; perf -F {args.freq}")
+    args, daemon = start_daemon(ap)
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "perf.data")
         try:
@@ -127,7 +116,7 @@ def main():
         samples = read_samples(data, pid)
     executions = args.requests + 40  # + 5 untimed per client
     per_sample = busy * 1000 / max(len(samples), 1) / executions  # ms of CPU per execution
-    print(f"{rate:.1f} executions/s, {errors} errors; machine busy {busy * 1000 / executions:.1f} "
+    print(f"perf -F {args.freq}: {rate:.1f} executions/s, {errors} errors; machine busy {busy * 1000 / executions:.1f} "
           f"ms per execution; {len(samples)} samples\n")
     by_process = collections.Counter(p for p, _ in samples)
     by_kind = collections.Counter(k for _, k in samples)
