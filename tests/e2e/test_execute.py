@@ -417,13 +417,14 @@ class PrestartedInterpreterTest(E2ETestCase):
         code = ("import os, sys\n"
                 "print(sys.argv, __name__, __file__, sys.path[0], os.getcwd())\n"
                 "print(sorted(k for k in globals() if not k.startswith('__')))\n"
+                "print([k for k in globals() if k.startswith('__ci')])\n"  # the driver's own
                 "print(repr(sys.stdin.read()))\n"
                 "len(sys.argv)")
         for interactive, last in ((True, "1\n"), (False, "")):
             res = self.execute(code, stdin="line one\nline two", last_line_interactive=interactive)
             self.assertEqual(res["stdout"],
                              "['/workspace/__main__.py'] __main__ /workspace/__main__.py "
-                             "/workspace /workspace\n['os', 'sys']\n'line one\\nline two'\n" + last,
+                             "/workspace /workspace\n['os', 'sys']\n[]\n'line one\\nline two'\n" + last,
                              res)
 
     def test_tracebacks_name_the_users_code_and_exit_codes_hold(self):

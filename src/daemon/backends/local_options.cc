@@ -12,7 +12,7 @@ runtime::LocalExecutorOptions LocalOptionsFromConfig(const Config& config) {
   options.warm_imports = PythonDriverModules();
   options.warm_imports.insert(options.warm_imports.end(), config.warm_imports.begin(),
                               config.warm_imports.end());
-  options.compiled_ahead = {std::string(PythonDriver())};
+  options.compiled_ahead = PythonCompiledAhead();
   options.sandbox_env = DefaultSandboxEnv();
   return options;
 }

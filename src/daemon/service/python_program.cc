@@ -31,6 +31,10 @@ std::vector<std::string> PythonDriverModules() {
   return {"ast", "math", "resource", "stat", "base64", "io", "json"};
 }
 
+std::vector<std::string> PythonCompiledAhead() {
+  return {std::string(PythonDriver()), std::string(programs::kRichResults)};
+}
+
 std::vector<std::string> PythonZygoteArgv(const std::vector<std::string>& warm_imports) {
   std::vector<std::string> argv = {"python3", "-c", std::string(programs::kPythonForkServer)};
   argv.insert(argv.end(), warm_imports.begin(), warm_imports.end());

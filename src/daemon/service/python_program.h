@@ -29,4 +29,8 @@ std::vector<std::string> PythonZygoteArgv(const std::vector<std::string>& warm_i
 // the warm imports, so a forked program does not import them again.
 std::vector<std::string> PythonDriverModules();
 
+// The sources a fork server compiles once for its programs: the driver and the rich results'
+// code it runs (python_driver.py finds the latter by its text).
+std::vector<std::string> PythonCompiledAhead();
+
 }  // namespace ci::daemon
