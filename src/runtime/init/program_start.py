@@ -21,8 +21,12 @@ def _ci_program():
     code = compiled.get(source)
     sys.path.insert(0, '')
     numpy_random = sys.modules.get('numpy.random')
-    if numpy_random is not None:
-        numpy_random.seed()  # a fork shares the zygote's global state: reseed
+    if numpy_random is not None:  # a fork shares the zygote's global state: a new one
+        try:  # 624 words from the kernel: what seed() makes, at a third of its page faults
+            key = sys.modules['numpy'].frombuffer(os.urandom(2496), dtype='uint32')
+            numpy_random.mtrand._rand.set_state(('MT19937', key, 624))
+        except Exception:
+            numpy_random.seed()
     main = sys.modules['__main__'].__dict__
     if '__ci_compiled__' in source:  # a program that runs more of what the zygote compiled
         main['__ci_compiled__'] = compiled
