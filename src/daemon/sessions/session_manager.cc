@@ -427,10 +427,15 @@ asio::awaitable<std::vector<SessionSummary>> SessionManager::List(const std::str
   } else {
     for (const auto& [id, s] : sessions_) all[id] = s->Summary();
   }
-  // Paused through another replica, or before this daemon restarted.
+  // Paused through another replica, or before this daemon restarted. The record wins over a
+  // sandbox the backend still lists: a pause writes it before the sandbox goes (a pod's deletion
+  // may still be under way), a resume removes it once the new sandbox holds the session.
   const double now = UnixNow();
   for (const SnapshotRecord& r : snapshots_.List("pause")) {
-    if (r.client == client && r.expires_at > now && !all.contains(r.id) && !ended_.contains(r.id)) {
+    if (r.client != client || r.expires_at <= now || ended_.contains(r.id)) continue;
+    if (auto listed = all.find(r.id); listed != all.end()) {
+      listed->second.state = "paused";
+    } else {
       all[r.id] = {r.id, r.session_created_at, r.expires_at, r.client, "paused"};
     }
   }
