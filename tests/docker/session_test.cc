@@ -16,6 +16,7 @@
 
 #include "common/fd_handover.h"
 #include "common/hard_to_kill.h"
+#include "common/pending_timer.h"
 #include "core/json.h"
 #include "docker/reaper.h"
 #include "docker_fixture.h"
@@ -389,24 +390,19 @@ class DockerFreezeTest : public DockerSessionTest {
 TEST_F(DockerFreezeTest, NothingRunsWhilePausedAndEverythingGoesOnAfter) {
   StartWatchedSession();
   ASSERT_NO_FATAL_FAILURE(StartCounter());
-  // The timer has to be started before the pause completes: a slow machine retries.
-  std::string fired;
-  for (int attempt = 0; attempt < 3 && fired.empty(); ++attempt) {
-    const std::string name = "fired" + std::to_string(attempt);
-    RunPayload timer = Shell("sleep 0.3; touch /workspace/" + name);
+  auto start = [this](const std::string& command) {
+    RunPayload timer = Shell(command);
     timer.background = true;
-    const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_TRUE(Run(std::move(timer)).outcome.ok());
-    const double freeze_ms = Timed(true);
-    if (std::chrono::steady_clock::now() - t0 < 250ms) fired = name;
-    if (fired.empty()) Timed(false);
-    std::cout << "freeze (docker pause): " << freeze_ms << " ms\n";
-  }
-  ASSERT_FALSE(fired.empty()) << "never paused within 250 ms of the timer's start";
+    return Run(std::move(timer)).outcome.ok();
+  };
+  auto freeze = [this] { std::cout << "freeze (docker pause): " << Timed(true) << " ms\n"; };
+  auto timer = testing_support::FreezeWithPendingTimer(start, freeze, [this] { Timed(false); });
+  ASSERT_TRUE(timer) << "no timer was still pending when the pause completed";
+  const std::string fired = timer->name;
   EXPECT_TRUE(Paused());
 
   const std::string frozen_at = Workspace("count");
-  std::this_thread::sleep_for(1s);
+  std::this_thread::sleep_for(timer->FrozenLongEnough());
   EXPECT_EQ(Workspace("count"), frozen_at) << "the counter ran while paused";
   EXPECT_FALSE(std::filesystem::exists(root_ + fired)) << "the timer fired while paused";
   Call refused = Run(Shell("true"));

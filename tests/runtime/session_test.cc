@@ -11,6 +11,7 @@
 
 #include "common/fd_handover.h"
 #include "common/hard_to_kill.h"
+#include "common/pending_timer.h"
 #include "sandbox_fixture.h"
 
 namespace ci::testing_support {
@@ -322,24 +323,19 @@ TEST_F(FreezeTest, NothingRunsWhileFrozenAndEverythingGoesOnAfterTheThaw) {
   const std::string marker = "ci-counter-" + UniqueSleepSeconds();
   const pid_t pid = StartCounter(marker);
   ASSERT_GT(pid, 0);
-  // The timer has to be started before the freeze completes: a slow machine retries.
-  std::string fired;
-  for (int attempt = 0; attempt < 3 && fired.empty(); ++attempt) {
-    const std::string name = "fired" + std::to_string(attempt);
-    RunPayload timer = Shell("sleep 0.3; touch /workspace/" + name);
+  auto start = [this](const std::string& command) {
+    RunPayload timer = Shell(command);
     timer.background = true;
-    const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_TRUE(Run(std::move(timer)).outcome.ok());
-    const double freeze_ms = Timed(true);
-    if (std::chrono::steady_clock::now() - t0 < 250ms) fired = name;
-    if (fired.empty()) Timed(false);
-    std::cout << "freeze: " << freeze_ms << " ms\n";
-  }
-  ASSERT_FALSE(fired.empty()) << "never frozen within 250 ms of the timer's start";
+    return Run(std::move(timer)).outcome.ok();
+  };
+  auto freeze = [this] { std::cout << "freeze: " << Timed(true) << " ms\n"; };
+  auto timer = testing_support::FreezeWithPendingTimer(start, freeze, [this] { Timed(false); });
+  ASSERT_TRUE(timer) << "no timer was still pending when the freeze completed";
+  const std::string fired = timer->name;
 
   // Frozen: the count stands still, the timer does not fire, and calls to init are refused.
   const std::string frozen_at = WorkspaceFile(pid, "count");
-  std::this_thread::sleep_for(1s);
+  std::this_thread::sleep_for(timer->FrozenLongEnough());
   EXPECT_EQ(WorkspaceFile(pid, "count"), frozen_at) << "the counter ran while frozen";
   EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(pid) + "/root/workspace/" + fired))
       << "the timer fired while frozen";
