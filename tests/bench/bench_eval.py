@@ -26,7 +26,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 
 import harness  # noqa: E402
-from bench_execute import PYTHON, percentile  # noqa: E402
+from bench_execute import PYTHON, CommandTarget, percentile  # noqa: E402
 from bench_kubernetes import SessionCallTarget  # noqa: E402
 from bench_table import (WARM_IMPORTS, ExecuteTarget, host_line, throughput,  # noqa: E402
                          wait_for_pool)
@@ -97,11 +97,8 @@ def main():
         wait_for_pool(daemon, timeout=120)
         target, before = ExecuteTarget(daemon, "print(1)", "1\n"), misses(daemon)
         took = [target.once() for _ in range(args.runs)]
-        t_bare = []
-        for _ in range(min(args.runs, 50)):
-            t0 = time.perf_counter()
-            subprocess.run([PYTHON, "-c", "print(1)"], stdout=subprocess.PIPE, check=True)
-            t_bare.append(time.perf_counter() - t0)
+        bare = CommandTarget([PYTHON, "-c", "print(1)"])
+        t_bare = [bare.once() for _ in range(min(args.runs, 50))]
         s50, s99, mean = percentile(took, 50), percentile(took, 99), statistics.mean(took) * 1000
         rows.append((f"sequential print(1): p50 {s50:.1f} / mean {mean:.1f} / p99 {s99:.1f} ms, "
                      f"{misses(daemon) - before:.0f} pool misses in {args.runs}",
