@@ -96,6 +96,10 @@ CgroupCounters ParseCgroupFiles(const CgroupFiles& files) {
     c.has_cpu = true;
     c.cpu_ms = v / 1000000;
   }
+  if (auto it = files.find("procs.cpu"); it != files.end() && Number(it->second, &v)) {
+    c.has_processes_cpu = true;
+    c.processes_cpu_ms = v * 10;  // clock ticks: USER_HZ is 100 on Linux
+  }
   return c;
 }
 
@@ -105,7 +109,11 @@ CgroupCounters ParseCgroupFiles(const CgroupFiles& files) {
   "memory/memory.max_usage_in_bytes pids/pids.events cpuacct/cpuacct.usage; do "       \
   "[ -r \"$f\" ] && echo \"@${f##*/}\" && cat \"$f\"; done; true"
 const char* const kInContainerProbeScript = "kill -9 -1 2>/dev/null; " CI_PRINT_COUNTER_FILES;
-const char* const kInContainerCountersScript = CI_PRINT_COUNTER_FILES;
+// /proc/<pid>/stat after "(comm) ": utime, stime, cutime and cstime are the 12th to 15th fields.
+const char* const kInContainerCountersScript = CI_PRINT_COUNTER_FILES
+    "; t=0; for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = $$ ] && continue; "
+    "read -r s 2>/dev/null <\"$p/stat\" || continue; set -- ${s##*) }; shift 11; "
+    "t=$((t+$1+$2+$3+$4)); done; echo @procs.cpu; echo $t";
 #undef CI_PRINT_COUNTER_FILES
 
 CgroupFiles SplitProbeOutput(std::string_view text) {

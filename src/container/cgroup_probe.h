@@ -26,6 +26,10 @@ struct CgroupCounters : ResourceReport {
   bool has_cpu = false;          // cpuacct.usage (v1) or cpu.stat usage_usec (v2) was present
   uint64_t oom_kills = 0;        // oom_kill (sessions compare it before and after a call)
   uint64_t pids_limit_hits = 0;  // pids.events "max"
+  // kInContainerCountersScript: the CPU time of the processes in the sandbox's pid namespace
+  // now (and of the children they reaped), the probe itself left out.
+  bool has_processes_cpu = false;
+  uint64_t processes_cpu_ms = 0;
 };
 
 // A recycled container's counters when its execution began (all zero for a new one): CPU time,
@@ -48,7 +52,9 @@ CgroupCounters ParseCgroupFiles(const CgroupFiles& files);
 // namespace's init and the caller), then prints each counter file it can read as "@<name>" and
 // the contents. v1 (controller directories) and v2 (one directory) alike.
 extern const char* const kInContainerProbeScript;
-// The same without the kill (sessions: background programs live on between runs).
+// The same without the kill (sessions: background programs live on between runs), and then the
+// CPU time of the sandbox's processes as "@procs.cpu" (clock ticks): unlike the cgroup's, it does
+// not include the probe execs' own (a shell, and the engine's exec setup).
 extern const char* const kInContainerCountersScript;
 // Splits the probe's output back into files.
 CgroupFiles SplitProbeOutput(std::string_view text);

@@ -423,7 +423,7 @@ class ExecSandbox final : public Sandbox {
     co_await counters_.Read(kill_leftovers && !c_.session);
     out.cpu_ms = report().cpu_ms;
     if (c_.session) out.cpu_ms = report().cpu_ms > cpu_before ? report().cpu_ms - cpu_before : 0;
-    if (server_) server_->window_start_ms = counters_.cpu_ms_besides_probes();  // not idle CPU
+    if (server_) server_->window_start_ms = counters_.processes_cpu_ms();  // not idle CPU
     out.max_rss_kb = report().memory_peak_bytes >> 10;
   }
 
@@ -467,8 +467,7 @@ class ExecSandbox final : public Sandbox {
     }
     s->pid = pid;
     co_await counters_.Read(false);
-    co_await counters_.MeasureProbeCost();  // once the interpreter is up, before any cell
-    s->window_start_ms = counters_.cpu_ms_besides_probes();
+    s->window_start_ms = counters_.processes_cpu_ms();
     server_ = s;
     if (counters_.host() && c_.cpu_time_sec > 0) {
       asio::co_spawn(c_.ex,
@@ -529,8 +528,12 @@ class ExecSandbox final : public Sandbox {
     if (!staged.ok()) co_return staged.Context("staging files");
     const uint64_t limit_ms = uint64_t{c_.cpu_time_sec} * 1000;
     co_await counters_.Read(false);
-    const uint64_t cpu_now = counters_.cpu_ms_besides_probes();
-    s->idle_ms += cpu_now > s->window_start_ms ? cpu_now - s->window_start_ms : 0;
+    const uint64_t cpu_now = counters_.processes_cpu_ms();
+    if (cpu_now > s->window_start_ms) {
+      s->idle_ms += cpu_now - s->window_start_ms;
+      spdlog::debug("{}: {} ms of CPU between calls, {} ms since the interpreter started",
+                    c_.short_id(), cpu_now - s->window_start_ms, s->idle_ms);
+    }
     if (limit_ms > 0 && s->idle_ms > limit_ms) {  // burnt it while no call ran
       co_await EndCallServer();
       out.no_server = true;
@@ -586,7 +589,7 @@ class ExecSandbox final : public Sandbox {
     out.oom_killed = counters_.oom_kills() > oom_start;
     out.max_rss_kb = report().memory_peak_bytes >> 10;  // the container's peak so far
     out.duration_ms = static_cast<uint64_t>((Clock::now() - t0) / 1ms);
-    s.window_start_ms = counters_.cpu_ms_besides_probes();
+    s.window_start_ms = counters_.processes_cpu_ms();
     switch (end) {
       case CallEnd::kAnswered:
         if (s.out[1].flags() & 1) {

@@ -37,8 +37,8 @@ struct InterpreterRelay {
   CallOutput out[2];  // stdout, stderr
   OutputSink sink;    // the call in flight's; empty between calls
   asio::steady_timer event;
-  // Idle CPU (python_session.h): the container's CPU while no run is active adds up over the
-  // server's life against the CPU limit.
+  // Idle CPU (python_session.h): the CPU of the container's processes while no run is active
+  // (SandboxCounters::processes_cpu_ms) adds up over the server's life against the CPU limit.
   bool busy = false;  // a run of the sandbox is active
   uint64_t window_start_ms = 0;
   uint64_t idle_ms = 0;

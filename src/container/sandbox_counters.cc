@@ -37,6 +37,7 @@ asio::awaitable<void> SandboxCounters::Read(bool kill_leftovers) {
   oom_kills_ = std::max(oom_kills_, counters.oom_kills);
   report_.pids_limit_hit = report_.pids_limit_hit || counters.pids_limit_hit;
   if (counters.has_cpu) report_.cpu_ms = counters.cpu_ms;
+  if (counters.has_processes_cpu) processes_cpu_ms_ = counters.processes_cpu_ms;
   if (counters.memory_peak_bytes > 0) report_.memory_peak_bytes = counters.memory_peak_bytes;
 }
 
@@ -68,22 +69,6 @@ asio::awaitable<void> SandboxCounters::FindHostCgroup() {
   host_ = co_await LocateHostCgroup(*c_.api, c_.id, &init_pid_);
 }
 
-asio::awaitable<void> SandboxCounters::MeasureProbeCost() {
-  if (probe_cost_measured_) co_return;
-  probe_cost_measured_ = true;
-  if (!read_once_) co_await Read(false);
-  if (host_ || !read_once_) co_return;
-  uint64_t cost = 0;  // the dearer of two probes: one alone may be a lull of a loaded machine
-  for (int i = 0; i < 2; ++i) {
-    const uint64_t before = report_.cpu_ms;
-    co_await Read(false);
-    cost = std::max(cost, report_.cpu_ms > before ? report_.cpu_ms - before : 0);
-  }
-  per_probe_allowance_ms_ = std::clamp(cost * 2, kProbeCpuAllowanceMs, kMaxProbeCpuAllowanceMs);
-  spdlog::debug("{}: a counters probe costs {} ms of the sandbox's CPU; {} ms allowed per probe",
-                c_.short_id(), cost, per_probe_allowance_ms_);
-}
-
 // The in-container probe (kill leftovers, print the counter files). When it cannot start (the
 // pids limit is full of a fork bomb's processes), the limit is raised a little through the
 // Engine's update call for the probe's own processes and it is tried again.
@@ -100,7 +85,6 @@ asio::awaitable<std::optional<CgroupCounters>> SandboxCounters::ProbeInContainer
       bool raised = co_await c_.api->SetPidsHeadroom(attempt);
       if (!raised) spdlog::debug("{}: raising the pids limit failed", c_.short_id());
     }
-    probe_allowance_ms_ += per_probe_allowance_ms_;
     auto probe = co_await CaptureExec(c_, cmd, stdout_only);
     if (!probe.ok()) {
       why = probe.status().message();

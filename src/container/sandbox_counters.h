@@ -36,23 +36,11 @@ class SandboxCounters {
   ResourceReport& report() { return report_; }
   const ResourceReport& report() const { return report_; }
   uint64_t oom_kills() const { return oom_kills_; }  // the cgroup's OOM kill count, as last read
-  // The sandbox's CPU time as last read, less an allowance for the probe execs' own CPU (each
-  // charged to the sandbox's cgroup: the engine's exec setup and a shell): what a session's idle
-  // interpreter is held to must not grow with the daemon's own probing.
-  uint64_t cpu_ms_besides_probes() const {
-    return report_.cpu_ms > probe_allowance_ms_ ? report_.cpu_ms - probe_allowance_ms_ : 0;
-  }
-  // Counters by exec only, once per sandbox (later calls return at once): measures what one probe
-  // costs here (reads back to back; on a slow or loaded machine far more than on a fast one, and
-  // it drifts with the load: seen 20 ms to 70 ms) and allows twice that for each later probe.
-  // Bounded both ways: never below kProbeCpuAllowanceMs, and a program spinning during the
-  // measurement buys at most kMaxProbeCpuAllowanceMs per probe. Generous on purpose: the
-  // allowance only lets an interpreter use that much CPU between two calls, where each call may
-  // use the whole CPU limit.
-  asio::awaitable<void> MeasureProbeCost();
-  static constexpr uint64_t kProbeCpuAllowanceMs = 100;
-  static constexpr uint64_t kMaxProbeCpuAllowanceMs = 300;
-  uint64_t probe_cpu_allowance_ms() const { return per_probe_allowance_ms_; }
+  // What a session's idle interpreter is held to: the CPU time of the sandbox's processes as last
+  // read. On the host, the cgroup's; by exec, the probe's sum over the processes it sees (the
+  // cgroup's would include the probes' own CPU, which grows several times over on a loaded
+  // virtual machine: 20 to 110 ms a probe seen).
+  uint64_t processes_cpu_ms() const { return host_ ? report_.cpu_ms : processes_cpu_ms_; }
   bool read_once() const { return read_once_; }  // a Read got them
   // Known after the first Read: the container's cgroup on this host (none: by exec), and its PID
   // 1 as seen here (0: not looked up).
@@ -69,9 +57,7 @@ class SandboxCounters {
   std::optional<HostCgroup> host_;
   pid_t init_pid_ = 0;
   bool read_once_ = false;
-  bool probe_cost_measured_ = false;
-  uint64_t per_probe_allowance_ms_ = kProbeCpuAllowanceMs;
-  uint64_t probe_allowance_ms_ = 0;  // the sum over the probe execs started
+  uint64_t processes_cpu_ms_ = 0;
   uint64_t oom_kills_ = 0;
   ResourceReport report_;
 };

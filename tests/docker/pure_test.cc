@@ -656,6 +656,25 @@ TEST(CgroupProbe, SplitsTheInContainerProbeOutput) {
   EXPECT_EQ(files["pids.events"], "max 5\n");
   EXPECT_EQ(files["cpuacct.usage"], "1000000\n");
   EXPECT_TRUE(container::ParseCgroupFiles(files).pids_limit_hit);
+  EXPECT_EQ(container::ParseCgroupFiles({{"procs.cpu", "123\n"}}).processes_cpu_ms, 1230u);
+}
+
+// The sessions' probe sums the CPU of the processes it sees: this one's, after 300 ms of it.
+TEST(CgroupProbe, CountersScriptSumsTheProcessesCpu) {
+  const clock_t start = clock();
+  while (clock() - start < CLOCKS_PER_SEC * 3 / 10) {
+  }
+  const std::string command =
+      std::string("/bin/sh -c '") + container::kInContainerCountersScript + "'";
+  FILE* probe = popen(command.c_str(), "r");
+  ASSERT_NE(probe, nullptr);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, probe)) > 0;) text.append(buf, n);
+  ASSERT_EQ(pclose(probe), 0) << text;
+  auto counters = container::ParseCgroupFiles(container::SplitProbeOutput(text));
+  ASSERT_TRUE(counters.has_processes_cpu) << text;
+  EXPECT_GE(counters.processes_cpu_ms, 300u) << text;
 }
 
 }  // namespace
