@@ -7,7 +7,6 @@
 #include <sys/sem.h>
 #include <sys/shm.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -244,11 +243,10 @@ std::vector<std::string> UncoveredWritableMounts(const std::vector<WipeRoot>& ro
                     [&](const WipeRoot& r) { return r.path == point; })) {
       continue;
     }
-    // Masked files are /dev/null bound over them (Docker's MaskedPaths): writes go nowhere.
+    // Device nodes bound in (the local runtime's /dev/null, zero, full, random, urandom) and
+    // masked files (/dev/null bound over them, Docker's MaskedPaths): writes store nothing.
     struct stat st {};
-    if (::stat(point.c_str(), &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) {
-      continue;
-    }
+    if (::stat(point.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) continue;
     if (point == "/" || ::access(point.c_str(), W_OK) == 0) uncovered.push_back(point);
   }
   return uncovered;

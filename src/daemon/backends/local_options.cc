@@ -14,6 +14,7 @@ runtime::LocalExecutorOptions LocalOptionsFromConfig(const Config& config) {
                               config.warm_imports.end());
   options.compiled_ahead = PythonCompiledAhead();
   options.sandbox_env = DefaultSandboxEnv();
+  options.recycle_sandboxes = config.recycle_sandboxes;
   return options;
 }
 

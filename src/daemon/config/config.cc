@@ -131,6 +131,7 @@ Result<Config> LoadConfig(const EnvLookup& getenv) {
   env.Int("WARM_POOL_SIZE_JAVASCRIPT", c.warm_pool_size_javascript, 0, 256);
   env.Int("WARM_POOL_SIZE_GO", c.warm_pool_size_go, 0, 256);
   env.Bool("FORK_SERVER", c.fork_server);
+  env.Bool("RECYCLE_SANDBOXES", c.recycle_sandboxes);
   std::string warm_imports;
   env.String("WARM_IMPORTS", warm_imports, /*allow_empty=*/true);
   env.Int("WORKSPACE_SIZE_MB", c.workspace_size_mb, 1, 1 << 20);

@@ -38,6 +38,9 @@ struct Config {
   // FORK_SERVER: local backend as root, host root: Python programs run in an interpreter forked
   // from one loaded once (with warm_imports) instead of starting their own.
   bool fork_server = true;
+  // RECYCLE_SANDBOXES (local backend): an execution sandbox is put back by its init and serves
+  // the same client's next execution of the same kind (src/runtime/README.md "Recycling").
+  bool recycle_sandboxes = true;
   uint64_t workspace_size_mb = 100;
   uint64_t tmp_size_mb = 64;
   size_t max_workspace_files = 1000;

@@ -32,6 +32,9 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr auto kPrepareTimeout = 10s;
+// Recycled sandboxes waiting at most, and for how long (each holds an init and a cgroup).
+constexpr size_t kRecycleBinCapacity = 16;
+constexpr auto kRecycledMaxIdle = std::chrono::seconds(300);
 
 class LocalExecutor final : public Executor {
  public:
@@ -49,6 +52,9 @@ class LocalExecutor final : public Executor {
     DecideRootless();
     DecideIds();
     StartForkServer();
+    if (opts_.recycle_sandboxes) {
+      recycle_bin_ = std::make_shared<RecycleBin>(kRecycleBinCapacity, kRecycledMaxIdle);
+    }
   }
   ~LocalExecutor() override { *alive_ = false; }
 
@@ -78,6 +84,12 @@ class LocalExecutor final : public Executor {
       co_return Status::Error(detect_error_);
     }
     if (!ids_error_.empty()) co_return Status::Error(ids_error_);
+    const bool recyclable = spec.session_expires_at == 0 && !spec.egress && recycle_bin_;
+    if (recyclable) {
+      auto take = TakeRecycled(spec);
+      std::unique_ptr<Sandbox> recycled = co_await std::move(take);
+      if (recycled) co_return recycled;
+    }
     // The fork server's sandboxes see the host's root only (its /tmp is private).
     // Held here: a restart may replace the server while this request awaits it.
     std::shared_ptr<ForkServer> server = fork_server_;
@@ -114,13 +126,45 @@ class LocalExecutor final : public Executor {
       co_await sandbox->Destroy();  // its parent removes the cgroup
       co_return started;
     }
+    if (recyclable && plan.TwoIds()) sandbox->RecycleInto(recycle_bin_, RecycleSpec(spec));
     co_return std::unique_ptr<Sandbox>(std::move(sandbox));
+  }
+
+  // A sandbox that last ran this client's program, put back (sandbox_recycle.cc), with the
+  // spec's program pre-started in it; nullopt when none is waiting or its start failed.
+  asio::awaitable<std::unique_ptr<Sandbox>> TakeRecycled(const SandboxSpec& spec) {
+    const SandboxSpec key = RecycleSpec(spec);
+    for (;;) {
+      std::vector<std::shared_ptr<SandboxCore>> stale;
+      std::shared_ptr<SandboxCore> core = recycle_bin_->Take(key, spec.client, &stale);
+      for (auto& dead : stale) {
+        LocalSandbox gone(std::move(dead), spec);
+        co_await gone.Destroy();
+      }
+      if (!core) co_return nullptr;
+      auto sandbox = std::make_unique<LocalSandbox>(std::move(core), spec);
+      Status started;
+      if (!spec.prestart_argv.empty()) {
+        auto prestart = sandbox->Prestart(spec.prestart_argv);
+        started = co_await std::move(prestart);
+      }
+      if (started.ok()) co_return sandbox;
+      spdlog::debug("a recycled sandbox failed its prestart: {}", started.message());
+      sandbox->Kill();
+      co_await sandbox->Destroy();
+    }
   }
 
   asio::awaitable<Status> Check() override { co_return CheckLocalRuntime(opts_); }
 
   // The teardowns Destroy left finishing (the shims' cgroup removals and exits).
   asio::awaitable<void> Drain() override {
+    if (recycle_bin_) {
+      for (auto& core : recycle_bin_->Close()) {
+        LocalSandbox sandbox(std::move(core), SandboxSpec{});
+        co_await sandbox.Destroy();
+      }
+    }
     while (*pending_teardowns_ > 0) co_await Sleep(std::chrono::milliseconds(2));
   }
 
@@ -424,6 +468,9 @@ class LocalExecutor final : public Executor {
   int fork_server_restarts_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once destroyed
   std::shared_ptr<std::atomic<int>> pending_teardowns_ = std::make_shared<std::atomic<int>>(0);
+  // Execution sandboxes waiting for their client's next execution (recycle_bin.h); null: every
+  // sandbox is removed after its execution (LocalExecutorOptions::recycle_sandboxes).
+  std::shared_ptr<RecycleBin> recycle_bin_;
   mutable std::mutex seccomp_mu_;  // enforcement() compiles too (const)
   mutable std::map<std::pair<bool, std::string>, std::string> seccomp_cache_;
 };

@@ -40,6 +40,9 @@ struct LocalExecutorOptions {
   // one of them runs that code object instead of compiling it (~1 ms of CPU per program).
   std::vector<std::string> compiled_ahead;
   std::vector<std::string> sandbox_env;
+  // Execution sandboxes are put back by their init after an execution and serve the next one of
+  // the same spec and client (recycle_bin.h) instead of being removed (RECYCLE_SANDBOXES).
+  bool recycle_sandboxes = false;
 };
 
 // Sandboxes' I/O runs on strands of `ex`, so any number of threads may run its io_context.

@@ -88,8 +88,17 @@ LocalSandbox::LocalSandbox(const asio::any_io_executor& ex, ShimHandles handles,
   core_->session = spec.session_expires_at != 0;
 }
 
+LocalSandbox::LocalSandbox(std::shared_ptr<SandboxCore> recycled, const SandboxSpec& spec)
+    : core_(std::move(recycled)) {
+  core_->recycle.in_bin = false;
+  run_template_.env = spec.env.empty() ? DefaultSandboxEnv() : spec.env;
+  run_template_.cwd = spec.cwd;
+  run_template_.cpu_time_sec = spec.limits.cpu_time_sec;
+}
+
 LocalSandbox::~LocalSandbox() {
-  if (core_->reaped || core_->teardown_detached) return;  // done, or finishing (FinishTeardown)
+  if (core_->reaped || core_->teardown_detached || core_->recycle.in_bin)
+    return;  // done, or finishing (FinishTeardown)
   // Destroy() was never awaited: the shim cleans up by itself on "kill"; a thread reaps it so no
   // zombie is left behind. Not a path the daemon should take normally.
   Kill();
@@ -190,9 +199,11 @@ asio::awaitable<ResourceReport> LocalSandbox::Destroy() {
   co_return co_await OnStrand<ResourceReport>(core_->strand, std::move(task));
 }
 
-bool LocalSandbox::Alive() const {
+bool LocalSandbox::Alive() const { return InitAlive(*core_); }
+
+bool InitAlive(const SandboxCore& core) {
   // An idle init sends nothing: anything readable on its socket is its end (EOF), or an error.
-  struct pollfd p = {core_->service.native_handle(), POLLIN, 0};
+  struct pollfd p = {const_cast<SandboxCore&>(core).service.native_handle(), POLLIN, 0};
   if (::poll(&p, 1, 0) <= 0) return true;
   if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return false;
   char byte;
@@ -253,6 +264,11 @@ asio::awaitable<void> FinishTeardown(std::shared_ptr<SandboxCore> core) {
 
 asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> core) {
   if (core->state == SandboxCore::State::kDestroyed) co_return core->report;
+  if (core->recycle.bin) {
+    std::optional<ResourceReport> recycled = co_await RecycleOnStrand(core);
+    if (recycled) co_return *recycled;
+  }
+  const bool report_read = core->recycle.report_read;  // the shim's would be since the start
   core->state = SandboxCore::State::kDestroyed;
   if (core->frozen) {
     // A frozen init reads nothing: the parent kills it and thaws the cgroup
@@ -274,7 +290,7 @@ asio::awaitable<ResourceReport> DestroyOnStrand(std::shared_ptr<SandboxCore> cor
     if (!frame.ok() || frame->eof) break;
     if (frame->type != Msg::kReport) continue;
     proto::CgroupReport r;
-    if (proto::Decode(frame->payload, &r)) {
+    if (!report_read && proto::Decode(frame->payload, &r)) {
       core->report = r;
       core->report.cpu_ms -= std::min(core->report.cpu_ms, core->prestart_cpu_ms);
     }

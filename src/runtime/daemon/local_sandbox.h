@@ -17,13 +17,36 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "runtime/daemon/recycle_bin.h"
 #include "runtime/daemon/shim_spawn.h"
+#include "runtime/kernel/unique_fd.h"
 #include "runtime/wire/messages.h"
 #include "runtime/wire/plan.h"
 
 namespace ci::runtime {
 
 using Strand = asio::strand<asio::any_io_executor>;
+
+// A sandbox's cgroup counters as the daemon reads them (sandbox_recycle.cc).
+struct CgroupCounts {
+  uint64_t cpu_ms = 0;
+  uint64_t oom_kills = 0;
+  uint64_t pids_limit_hits = 0;
+  uint64_t memory_peak_bytes = 0;
+};
+
+// A recyclable execution sandbox's state across its executions (sandbox_recycle.cc).
+struct RecycleState {
+  std::shared_ptr<RecycleBin> bin;  // null: removed after its execution
+  SandboxSpec spec;                 // RecycleSpec of the spec it was made for
+  std::string client;               // whose program it ran last (RunPayload::client)
+  uint32_t executions = 0;          // put back so far
+  CgroupCounts baseline;            // the counters when it was last put back
+  std::string cgroup_name;          // found at the first recycle
+  UniqueFd peak_fd;                 // v2: memory.peak, reset through this descriptor
+  bool in_bin = false;              // the bin holds it: no LocalSandbox owns it
+  bool report_read = false;         // SandboxCore::report is this execution's, from the cgroup
+};
 
 // Shared by the sandbox object and the helper coroutines it spawns (output pumps, deadline), so
 // a late completion never touches freed state.
@@ -57,6 +80,7 @@ struct SandboxCore {
   // Freeze(true) asked (until Freeze(false) got through): init answers nothing, so runs and the
   // other calls to it are refused, and Destroy kills instead of asking init to exit.
   bool frozen = false;
+  RecycleState recycle;
 
   std::atomic<bool> killed{false};
   std::mutex kill_mu;  // guards lifecycle_fd against Destroy closing it under Kill()
@@ -73,12 +97,20 @@ class LocalSandbox final : public Sandbox {
  public:
   LocalSandbox(const asio::any_io_executor& ex, ShimHandles handles, const SandboxSpec& spec,
                std::shared_ptr<std::atomic<int>> pending_teardowns);
+  // A recycled sandbox (RecycleBin::Take) for an execution of `spec`.
+  LocalSandbox(std::shared_ptr<SandboxCore> recycled, const SandboxSpec& spec);
   ~LocalSandbox() override;
 
   // Sends the plan and waits for init's "ready" (or a setup error), at most `timeout`.
   asio::awaitable<Status> Start(const Plan& plan, std::chrono::milliseconds timeout);
   // Starts the spec's prestart_argv, which then waits for a Run's go.
   asio::awaitable<Status> Prestart(std::vector<std::string> argv);
+  // Destroy puts the sandbox into `bin` when its init can put it back (sandbox_recycle.cc);
+  // `spec`: RecycleSpec of the spec it was made for.
+  void RecycleInto(std::shared_ptr<RecycleBin> bin, SandboxSpec spec) {
+    core_->recycle.bin = std::move(bin);
+    core_->recycle.spec = std::move(spec);
+  }
 
   asio::awaitable<Result<RunOutcome>> Run(RunPayload payload, OutputSink sink) override;
   asio::awaitable<Result<Collection>> Collect(CollectLimits limits) override;
@@ -99,6 +131,14 @@ class LocalSandbox final : public Sandbox {
 
 // Helpers shared by the sandbox's translation units.
 Status DeadSandboxError(const SandboxCore& core, const char* during);
+// Init has not ended (nothing readable on its socket: an idle init sends nothing).
+bool InitAlive(const SandboxCore& core);
+// New stdio pipes for the next program (a session's later runs, a recycled sandbox).
+Status ReplacePipes(SandboxCore& core);
+// Destroy's first step for a sandbox with a recycle bin (sandbox_recycle.cc): the execution's
+// report from the cgroup, and the sandbox put back by its init into the bin. nullopt when it was
+// not put back: the teardown follows (its report replaced by core.report if that was read).
+asio::awaitable<std::optional<ResourceReport>> RecycleOnStrand(std::shared_ptr<SandboxCore> core);
 // "<during>: the sandbox is frozen (...)": what a call to a frozen sandbox's init gets.
 Status FrozenSandboxError(const char* during);
 asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> core,

@@ -134,6 +134,8 @@ asio::awaitable<void> BoundOutputDrain(std::shared_ptr<SandboxCore> core,
   core->stderr_r.cancel(ec);
 }
 
+}  // namespace
+
 // A session's runs after the first get fresh pipes: the previous ones reached EOF.
 Status ReplacePipes(SandboxCore& core) {
   int in[2], out[2], err[2];
@@ -156,8 +158,6 @@ Status ReplacePipes(SandboxCore& core) {
   core.pipes_used = false;
   return {};
 }
-
-}  // namespace
 
 asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> core,
                                                 proto::RunRequest request, RunPayload payload,
@@ -184,6 +184,7 @@ asio::awaitable<Result<RunOutcome>> RunOnStrand(std::shared_ptr<SandboxCore> cor
   }
   core->state = SandboxCore::State::kRunning;
   core->pipes_used = true;
+  core->recycle.client = payload.client;
   // A session takes the next run once this one is over; an execution sandbox only collects.
   const auto after = core->session ? SandboxCore::State::kReady : SandboxCore::State::kRan;
   for (const StagedFile& file : payload.files) {

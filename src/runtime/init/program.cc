@@ -101,6 +101,19 @@ bool NullStdio() {
   ::_exit(127);
 }
 
+// The largest resident set among the children reaped since the run began (wait4's, of each
+// child with its own reaped children): the run's, where RUSAGE_CHILDREN's would be the largest of
+// every run this init served.
+long g_run_max_rss_kb = 0;
+
+// Reaps one child (waitpid's arguments) and notes its resident set; its pid, 0 or -1.
+pid_t ReapChild(int* st, int options) {
+  struct rusage ru {};
+  pid_t w = ::wait4(-1, st, options, &ru);
+  if (w > 0) g_run_max_rss_kb = std::max(g_run_max_rss_kb, ru.ru_maxrss);
+  return w;
+}
+
 // Bookkeeping of one reaped child: the program's status, or a background program gone.
 void Reaped(pid_t w, int st, pid_t program, int* status, bool* have_status,
             std::vector<pid_t>* background) {
@@ -162,14 +175,14 @@ void KillAndReapAll(pid_t program, int* status, bool* have_status, std::vector<p
     int st = 0;
     if (background->empty()) {
       ::kill(-1, SIGKILL);
-      pid_t w = ::waitpid(-1, &st, 0);
+      pid_t w = ReapChild(&st, 0);
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) return;  // ECHILD: the sandbox is empty
       Reaped(w, st, program, status, have_status, background);
       continue;
     }
     bool left = KillAllButBackground(*background);
-    for (pid_t w; (w = ::waitpid(-1, &st, WNOHANG)) > 0;) {
+    for (pid_t w; (w = ReapChild(&st, WNOHANG)) > 0;) {
       Reaped(w, st, program, status, have_status, background);
     }
     if (!left && (program <= 0 || *have_status)) return;
@@ -198,6 +211,7 @@ proto::Exited AwaitProgram(pid_t pid, uint64_t cpu_before, int signal_fd,
   proto::Exited out;
   int status = 0;
   bool have_status = false;
+  g_run_max_rss_kb = 0;
   struct pollfd fds[2] = {{kServiceFd, POLLIN, 0}, {signal_fd, POLLIN, 0}};
   std::string payload;
   while (!have_status) {
@@ -210,7 +224,7 @@ proto::Exited AwaitProgram(pid_t pid, uint64_t cpu_before, int signal_fd,
       while (::read(signal_fd, &si, sizeof si) == sizeof si) {
       }
       int st = 0;
-      for (pid_t w; (w = ::waitpid(-1, &st, WNOHANG)) > 0;) {
+      for (pid_t w; (w = ReapChild(&st, WNOHANG)) > 0;) {
         Reaped(w, st, pid, &status, &have_status, background);
       }
     }
@@ -236,7 +250,7 @@ proto::Exited AwaitProgram(pid_t pid, uint64_t cpu_before, int signal_fd,
   }
   struct rusage ru {};
   out.cpu_ms = ChildrenCpuMs(&ru) - cpu_before;
-  out.max_rss_kb = static_cast<uint64_t>(ru.ru_maxrss);
+  out.max_rss_kb = static_cast<uint64_t>(g_run_max_rss_kb);
   return out;
 }
 

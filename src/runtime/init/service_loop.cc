@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -12,11 +13,13 @@
 #include <string>
 #include <utility>
 
+#include "core/sandbox_wipe.h"
 #include "runtime/init/egress_socket.h"
 #include "runtime/init/fs_util.h"
 #include "runtime/init/processes.h"
 #include "runtime/init/sandbox_init.h"
 #include "runtime/init/session_calls.h"
+#include "runtime/init/userns.h"
 #include "runtime/kernel/unique_fd.h"
 #include "runtime/wire/protocol.h"
 
@@ -147,6 +150,42 @@ void AwaitDaemonReaping(int signal_fd, std::vector<pid_t>* background) {
 
 bool HavePipes() { return ::fcntl(kProgramStdoutFd, F_GETFD) >= 0; }
 
+// What an execution leaves that the next one of the same client must not see; home/user is the
+// workspace under a second name (mounts.cc).
+const std::vector<std::string> kRecycledPlaces = {"/workspace", "/tmp", "/dev/shm", "/home/user"};
+
+// kRecycle: no process but init, nothing in the writable places, no System V IPC object; empty
+// when done, else why not (the daemon then removes the sandbox). Only where the program is
+// another user than init: it cannot have changed init or the places' roots beyond their mode.
+std::string Recycle(const ProgramUser& user, const std::vector<WipeRoot>& roots,
+                    const std::string& roots_error, std::vector<pid_t>* background) {
+  if (!user.switch_user) return "init is the program's user: its sandboxes are not recycled";
+  if (!roots_error.empty()) return roots_error;
+  int status = 0;
+  bool have_status = false;
+  KillAndReapAll(0, &status, &have_status, background);
+  if (!OnlyThisProcessLeft(0)) return "processes were left after the kill";
+  const std::vector<std::string> uncovered = UncoveredWritableMounts(roots);
+  if (!uncovered.empty()) return "writable mount not wiped between executions: " + uncovered[0];
+  std::string error;
+  if (!WipeRoots(roots, &error)) return error;  // init's file system uid is the program's
+  if (!RemoveSysvIpc(&error)) {
+    // Init's effective uid owns no object and has no capability for them: the program's user
+    // removes its own, then init checks that nothing is left.
+    pid_t child = ::fork();
+    if (child == 0) {
+      std::string ignored;
+      ::_exit(SwitchToSandboxUser(user.uid, user.gid).ok() && RemoveSysvIpc(&ignored) ? 0 : 1);
+    }
+    int status = 0;
+    while (child > 0 && ::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    error.clear();
+    if (!RemoveSysvIpc(&error)) return error;
+  }
+  return "";
+}
+
 // Why init does not take a well-formed run request now; empty when it does.
 std::string Refusal(const proto::RunRequest& req, bool ran, bool session,
                     const Prestarted& prestarted) {
@@ -194,6 +233,11 @@ int ServeDaemon(int64_t session_expires_at, const ProgramUser& user) {
   UniqueFd workspace(::open("/workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!workspace.valid()) FailSetup("service", errno, "open /workspace");
   if (!Send(Msg::kReady)) return 1;
+
+  std::string roots_error;
+  const std::vector<WipeRoot> roots =
+      session ? std::vector<WipeRoot>{} : RecordRoots(kRecycledPlaces, &roots_error);
+  bool egress = false;  // a listening socket went to the daemon: never recycled
 
   Stager stager(workspace.get());
   bool ran = false;
@@ -288,8 +332,23 @@ int ServeDaemon(int64_t session_expires_at, const ProgramUser& user) {
         if (!Collect(workspace.get(), payload)) return 1;
         break;
       case Msg::kEgressListen:
+        egress = true;
         if (!ServeEgressListen(kServiceFd, payload)) return 1;
         break;
+      case Msg::kRecycle: {
+        std::string error = session  ? "sessions are not recycled"
+                            : egress ? "a sandbox with egress is not recycled"
+                                     : Recycle(user, roots, roots_error, &background);
+        if (!error.empty()) {
+          if (!Send(Msg::kError, proto::EncodeError(error))) return 1;
+          break;
+        }
+        ran = false;
+        prestarted = Prestarted{};
+        (void)stager.TakeError();
+        if (!Send(Msg::kRecycled)) return 1;
+        break;
+      }
       case Msg::kExit:
         return 0;
       default:

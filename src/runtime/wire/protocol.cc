@@ -91,6 +91,10 @@ const char* MsgName(Msg type) {
       return "egress_listen";
     case Msg::kEgressSocket:
       return "egress_socket";
+    case Msg::kRecycle:
+      return "recycle";
+    case Msg::kRecycled:
+      return "recycled";
     case Msg::kSignalled:
       return "signalled";
   }

@@ -47,6 +47,8 @@ enum class Msg : uint8_t {
   kEgressListen = 30,   // daemon -> init: a listening TCP socket on 127.0.0.1:<port, decimal>
                         // inside the sandbox's network namespace (docs/egress.md)
   kEgressSocket = 31,   // init -> daemon: that socket, attached to this empty frame
+  kRecycle = 32,        // daemon -> init (executions): put the sandbox back as it started
+  kRecycled = 33,       // init -> daemon: done; else kError says why (the daemon removes it)
 };
 
 constexpr size_t kHeaderSize = 5;

@@ -1,0 +1,164 @@
+"""Recycled local sandboxes (issue 35 item 2, src/runtime/README.md "Recycling"): an execution
+sandbox is put back by its init and serves the same API key's next execution, never another
+key's; nothing an execution leaves (files, processes, System V IPC, a changed mode) reaches the
+next one, and each execution's verdict and usage are its own. Runs with the local backend."""
+
+import atexit
+import os
+import shutil
+import tempfile
+import time
+
+from harness import Config, E2ETestCase
+
+ALICE = "alice-" + "c7" * 16
+BOB = "bob-" + "c8" * 16
+CAROL = "carol-" + "c9" * 16
+
+
+def _keys_file(text):
+    """An API_KEYS_FILE a daemon running as another user can read (removed at exit)."""
+    folder = tempfile.mkdtemp(prefix="ci-e2e-recycle-keys-")
+    atexit.register(shutil.rmtree, folder, True)
+    os.chmod(folder, 0o755)
+    path = os.path.join(folder, "api-keys")
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o644)
+    return path
+
+
+KEYS_FILE = _keys_file(f"alice {ALICE}\nbob {BOB}\ncarol {CAROL}\n")
+
+# Which sandbox a program runs in: its cgroup (named per sandbox) and its init's start time.
+SANDBOX_CODE = ("print(open('/proc/self/cgroup').read().strip().replace('\\n', ' '), "
+                "open('/proc/1/stat').read().split()[21])")
+
+# Everything a program can leave behind for the next one in a sandbox of its own.
+LEAVE_CODE = r"""
+import ctypes, os, subprocess, threading, time
+for place in ("/workspace", "/tmp", "/dev/shm", "/home/user"):
+    if os.path.isdir(place):
+        with open(os.path.join(place, "left-by-before"), "w") as f:
+            f.write("secret")
+os.makedirs("/workspace/locked/deeper", exist_ok=True)
+open("/workspace/locked/deeper/file", "w").write("x")
+os.chmod("/workspace/locked/deeper", 0)
+os.chmod("/workspace/locked", 0)
+os.chmod("/workspace", 0o700)
+os.symlink("/etc/passwd", "/tmp/link")
+os.mkfifo("/dev/shm/fifo")
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.shmget(0x5151, 4096, 0o1600) >= 0
+assert libc.semget(0x5252, 1, 0o1600) >= 0
+assert libc.msgget(0x5353, 0o1600) >= 0
+subprocess.Popen(["sleep", "1000"], start_new_session=True)
+if os.fork() == 0:
+    os.setsid()
+    while True:
+        try:
+            with open("/workspace/ast.py", "w") as f:
+                f.write("print('LEAKED FROM THE PREVIOUS EXECUTION')\n")
+        except OSError:
+            pass
+        time.sleep(0.005)
+print("left")
+"""
+
+FIND_CODE = r"""
+import os
+found = []
+for place in ("/workspace", "/tmp", "/dev/shm", "/home/user"):
+    if os.path.isdir(place):
+        found += [os.path.join(place, n) for n in os.listdir(place) if n != "__main__.py"]
+for table in ("shm", "sem", "msg"):
+    found += [table + ": " + l for l in open("/proc/sysvipc/" + table).read().splitlines()[1:]]
+others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
+found += ["process " + open(f"/proc/{p}/cmdline").read() for p in others
+          if os.path.exists(f"/proc/{p}/cmdline")]
+print(oct(os.stat("/workspace").st_mode & 0o777), found)
+"""
+
+
+class RecycledSandboxTest(E2ETestCase):
+    # No warm pool: each execution takes from the recycle bin when it can.
+    daemon_env = {"API_KEYS_FILE": KEYS_FILE, "WARM_POOL_SIZE": "0", "MEMORY_LIMIT_MB": "128",
+                  "PIDS_LIMIT": "64"}
+
+    def setUp(self):
+        if (Config.expected_backend or "local") != "local":
+            self.skipTest("the local backend's recycling (docker: test_docker.py)")
+        super().setUp()
+
+    def execute(self, key, code, **fields):
+        r = self.client.post_json("/v1/execute", dict(code=code, **fields),
+                                  headers={"Authorization": f"Bearer {key}"})
+        self.assertEqual(r.status, 200, r)
+        return r.json
+
+    def sandbox_of(self, key):
+        res = self.execute(key, SANDBOX_CODE)
+        self.assertEqual(res["verdict"], "ok", res)
+        return res["stdout"].strip()
+
+    def recycles(self):
+        """Whether this daemon recycles: a sandbox of its own cgroup, init another user than the
+        program's (a rootless daemon without either removes every sandbox)."""
+        return not self.cgroup_downgraded()
+
+    def test_a_recycled_sandbox_serves_only_the_client_it_served(self):
+        alices = {self.sandbox_of(ALICE)}
+        bobs = []
+        for _ in range(10):
+            time.sleep(0.2)  # the recycle happens after the answer
+            bobs.append(self.sandbox_of(BOB))
+            if bobs[-1] in bobs[:-1]:
+                break
+        self.assertFalse(alices & set(bobs), f"bob ran in alice's sandbox: {bobs}")
+        time.sleep(0.2)
+        again = self.sandbox_of(ALICE)
+        if not self.recycles():
+            self.assertNotIn(again, alices, "a sandbox was reused without a cgroup of its own")
+            return
+        self.assertIn(bobs[-1], bobs[:-1], f"bob's sandboxes were never reused: {bobs}")
+        self.assertIn(again, alices, "alice's sandbox was not recycled")
+
+    def test_nothing_an_execution_leaves_reaches_the_next(self):
+        res = self.execute(CAROL, LEAVE_CODE)
+        self.assertEqual((res["verdict"], res["stdout"]), ("ok", "left\n"), res)
+        for _ in range(5):
+            time.sleep(0.2)
+            res = self.execute(CAROL, FIND_CODE)
+            self.assertEqual(res["verdict"], "ok", res)
+            self.assertNotIn("LEAKED", res["stdout"] + res["stderr"], res)
+            self.assertEqual(res["stdout"], "0o755 []\n", res)
+
+    def test_each_execution_has_its_own_verdict_and_usage(self):
+        limited = not self.cgroup_downgraded()
+        ran_in = []
+
+        def execute(code, **fields):
+            res = self.execute(ALICE, SANDBOX_CODE[:-1] + ", flush=True)\n" + code, **fields)
+            ran_in.append(res["stdout"].split("\n")[0])
+            time.sleep(0.2)  # the recycle happens after the answer
+            return res
+
+        res = execute("x = bytearray(400 << 20)\nx[::4096] = b'1' * len(x[::4096])",
+                      timeout_ms=30000)
+        self.assertEqual(res["verdict"], "memory_limit" if limited else "error", res)
+        res = execute("import os\nfor _ in range(100):\n"
+                      "    os.waitpid(os.fork() or os._exit(0), 0)\nprint('forked')",
+                      timeout_ms=20000)
+        self.assertEqual((res["verdict"], res["stdout"].split("\n")[1]), ("ok", "forked"), res)
+        res = execute("import os, time\npids = []\n"
+                      "while True:\n    p = os.fork()\n    if p == 0:\n"
+                      "        time.sleep(30)\n        os._exit(0)\n    pids.append(p)",
+                      timeout_ms=20000)
+        self.assertIn(res["verdict"], ("pids_limit", "error"), res)
+        for _ in range(3):
+            res = execute("print(sum(range(10)))")
+            self.assertEqual((res["verdict"], res["stdout"].split("\n")[1]), ("ok", "45"), res)
+            self.assertLess(res["usage"]["cpu_ms"], 2000, res)
+            self.assertLess(res["usage"]["max_rss_kb"], 200 << 10, res)
+        if self.recycles():  # the verdicts above were told apart in one sandbox
+            self.assertEqual(len(set(ran_in)), 1, ran_in)
