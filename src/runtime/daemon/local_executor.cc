@@ -5,6 +5,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -53,7 +54,13 @@ class LocalExecutor final : public Executor {
     DecideIds();
     StartForkServer();
     if (opts_.recycle_sandboxes) {
-      recycle_bin_ = std::make_shared<RecycleBin>(kRecycleBinCapacity, kRecycledMaxIdle);
+      const std::string why_not = RecyclingUnavailable();
+      if (why_not.empty()) {
+        recycle_bin_ = std::make_shared<RecycleBin>(kRecycleBinCapacity, kRecycledMaxIdle);
+      }
+      spdlog::info("execution sandboxes: {}", why_not.empty()
+                                                  ? "recycled for their API key's next execution"
+                                                  : "not recycled: " + why_not);
     }
   }
   ~LocalExecutor() override { *alive_ = false; }
@@ -101,6 +108,9 @@ class LocalExecutor final : public Executor {
         RestartForkServer(server);
       }
     }
+    // A spawned shim's sandbox stands in for the fork server's while that is being replaced: not
+    // kept, so that the server's sandboxes take over again once it is back.
+    const bool keep = recyclable && (shim.ok() || !fork_server_ || spec.rootfs != "host");
     if (!shim.ok()) shim = SpawnShim(opts_.shim_binary);
     if (!shim.ok()) co_return shim.status().Context("preparing a local sandbox");
     auto sandbox =
@@ -126,8 +136,22 @@ class LocalExecutor final : public Executor {
       co_await sandbox->Destroy();  // its parent removes the cgroup
       co_return started;
     }
-    if (recyclable && plan.TwoIds()) sandbox->RecycleInto(recycle_bin_, RecycleSpec(spec));
+    if (keep) sandbox->RecycleInto(recycle_bin_, RecycleSpec(spec));
     co_return std::unique_ptr<Sandbox>(std::move(sandbox));
+  }
+
+  // Why sandboxes cannot be recycled here, or "": each needs a cgroup of its own whose memory
+  // peak can be reset (cgroup v1, or v2's memory.peak writable: Linux 6.12+) and an init that is
+  // another user than the program.
+  std::string RecyclingUnavailable() const {
+    if (!detected_ || no_cgroup_) return "no cgroup of their own";
+    if (rootless_ && host_uids_.empty()) return "init is the program's user (one id)";
+    struct stat st {};
+    if (layout_.version == 2 && (::stat((layout_.root + "/memory.peak").c_str(), &st) != 0 ||
+                                 (st.st_mode & S_IWUSR) == 0)) {
+      return "cgroup v2's memory.peak cannot be reset before Linux 6.12";
+    }
+    return "";
   }
 
   // A sandbox that last ran this client's program, put back (sandbox_recycle.cc), with the

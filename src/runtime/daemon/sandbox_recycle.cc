@@ -122,9 +122,10 @@ asio::awaitable<std::optional<ResourceReport>> RecycleOnStrand(std::shared_ptr<S
       r.executions + 1 >= kMaxExecutions) {
     co_return std::nullopt;
   }
-  Status s = co_await AskInit(core);
+  // The peak first: where it cannot be reset nothing else is done.
+  Status s = ResetPeak(*core) ? Status() : Status::Errno("resetting the memory peak", errno);
+  if (s.ok()) s = co_await AskInit(core);
   if (s.ok() && !OnlyInitLeft(*core)) s = Status::Error("the cgroup holds more than init");
-  if (s.ok() && !ResetPeak(*core)) s = Status::Errno("resetting the memory peak", errno);
   if (s.ok() && !ReadCounts(*core, &r.baseline)) s = Status::Error("the counters are unreadable");
   if (s.ok()) s = ReplacePipes(*core);
   if (!s.ok()) {

@@ -65,6 +65,13 @@ SysError BuildDev(const Plan& plan, const std::string& newroot) {
   CI_SYS_RETURN_IF_ERROR(MountTmpfs(dev + "/shm",
                                     "size=" + std::to_string(plan.tmp_bytes) + ",mode=1777",
                                     MS_NOSUID | MS_NODEV | MS_NOEXEC));
+  // POSIX message queues live in the sandbox's IPC namespace: mounted (as Docker does) so that
+  // init can find and remove them when it puts the sandbox back (service_loop.cc).
+  const std::string mqueue = dev + "/mqueue";
+  if (::mkdir(mqueue.c_str(), 01777) != 0) return SysFailErr(errno, "mkdir " + mqueue);
+  if (::mount("mqueue", mqueue.c_str(), "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+    return SysFailErr(errno, "mount mqueue on " + mqueue);
+  }
   const std::pair<const char*, const char*> links[] = {{"/proc/self/fd", "fd"},
                                                        {"/proc/self/fd/0", "stdin"},
                                                        {"/proc/self/fd/1", "stdout"},

@@ -152,7 +152,8 @@ bool HavePipes() { return ::fcntl(kProgramStdoutFd, F_GETFD) >= 0; }
 
 // What an execution leaves that the next one of the same client must not see; home/user is the
 // workspace under a second name (mounts.cc).
-const std::vector<std::string> kRecycledPlaces = {"/workspace", "/tmp", "/dev/shm", "/home/user"};
+const std::vector<std::string> kRecycledPlaces = {"/workspace", "/tmp", "/dev/shm", "/dev/mqueue",
+                                                  "/home/user"};
 
 // kRecycle: no process but init, nothing in the writable places, no System V IPC object; empty
 // when done, else why not (the daemon then removes the sandbox). Only where the program is
