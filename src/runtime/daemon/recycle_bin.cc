@@ -11,6 +11,7 @@ SandboxSpec RecycleSpec(SandboxSpec spec) {
 }
 
 bool RecycleBin::Put(std::shared_ptr<SandboxCore> core) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (closed_ || held_.size() >= capacity_) return false;
   held_.push_back({std::move(core), std::chrono::steady_clock::now()});
   return true;
@@ -18,6 +19,7 @@ bool RecycleBin::Put(std::shared_ptr<SandboxCore> core) {
 
 std::shared_ptr<SandboxCore> RecycleBin::Take(const SandboxSpec& spec, const std::string& client,
                                               std::vector<std::shared_ptr<SandboxCore>>* stale) {
+  std::lock_guard<std::mutex> lock(mu_);
   const auto now = std::chrono::steady_clock::now();
   std::shared_ptr<SandboxCore> found;
   for (auto it = held_.begin(); it != held_.end();) {
@@ -38,11 +40,17 @@ std::shared_ptr<SandboxCore> RecycleBin::Take(const SandboxSpec& spec, const std
 }
 
 std::vector<std::shared_ptr<SandboxCore>> RecycleBin::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
   std::vector<std::shared_ptr<SandboxCore>> all;
   for (Held& h : held_) all.push_back(std::move(h.core));
   held_.clear();
   return all;
+}
+
+size_t RecycleBin::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_.size();
 }
 
 }  // namespace ci::runtime

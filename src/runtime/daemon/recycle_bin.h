@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct SandboxCore;
 // recycled sandbox starts the program its next spec asks for).
 SandboxSpec RecycleSpec(SandboxSpec spec);
 
+// Thread-safe: sandboxes are put back on their strands, taken on the requests'.
 class RecycleBin {
  public:
   RecycleBin(size_t capacity, std::chrono::seconds max_idle)
@@ -34,13 +36,14 @@ class RecycleBin {
                                     std::vector<std::shared_ptr<SandboxCore>>* stale);
   // Refuses every Put from now on and hands out what it holds (shutdown).
   std::vector<std::shared_ptr<SandboxCore>> Close();
-  size_t size() const { return held_.size(); }
+  size_t size() const;
 
  private:
   struct Held {
     std::shared_ptr<SandboxCore> core;
     std::chrono::steady_clock::time_point put_at;
   };
+  mutable std::mutex mu_;
   size_t capacity_;
   std::chrono::seconds max_idle_;
   bool closed_ = false;

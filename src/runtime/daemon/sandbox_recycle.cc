@@ -35,8 +35,9 @@ bool ReadPeak(SandboxCore& core, uint64_t* bytes) {
   if (core.cgroup.version == 1) {
     return cgfs::ReadU64(CgroupDir(core, "memory") + "/memory.max_usage_in_bytes", bytes);
   }
-  if (!core.recycle.peak_fd.valid())
+  if (!core.recycle.peak_fd.valid()) {
     return cgfs::ReadU64(CgroupDir(core, "") + "/memory.peak", bytes);
+  }
   char buf[32] = {};
   ssize_t n = ::pread(core.recycle.peak_fd.get(), buf, sizeof buf - 1, 0);
   if (n <= 0) return false;
@@ -107,8 +108,9 @@ asio::awaitable<Status> AskInit(std::shared_ptr<SandboxCore> core) {
 
 asio::awaitable<std::optional<ResourceReport>> RecycleOnStrand(std::shared_ptr<SandboxCore> core) {
   RecycleState& r = core->recycle;
-  if (r.cgroup_name.empty())
+  if (r.cgroup_name.empty()) {
     r.cgroup_name = FindSandboxCgroupName(core->pid, core->init_pid, core->cgroup);
+  }
   CgroupCounts now;
   if (r.cgroup_name.empty() || !ReadCounts(*core, &now)) co_return std::nullopt;
   ResourceReport& report = core->report;

@@ -178,8 +178,8 @@ std::string Recycle(const ProgramUser& user, const std::vector<WipeRoot>& roots,
       std::string ignored;
       ::_exit(SwitchToSandboxUser(user.uid, user.gid).ok() && RemoveSysvIpc(&ignored) ? 0 : 1);
     }
-    int status = 0;
-    while (child > 0 && ::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    int child_status = 0;
+    while (child > 0 && ::waitpid(child, &child_status, 0) < 0 && errno == EINTR) {
     }
     error.clear();
     if (!RemoveSysvIpc(&error)) return error;
