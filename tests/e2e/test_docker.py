@@ -20,7 +20,7 @@ import time
 import urllib.parse
 import uuid
 
-from harness import Client, Config, Daemon, E2ETestCase, wait_until
+from harness import LEFTOVER_CHAIN_CODE, Client, Config, Daemon, E2ETestCase, wait_until
 
 SANDBOX_USER = "65532:65532"
 REAP_TIMEOUT_S = 15.0
@@ -217,7 +217,7 @@ class RecycledPerClientTest(E2ETestCase):
 
     def test_a_leftover_cannot_reach_the_next_execution(self):
         carol = {"Authorization": f"Bearer {CAROL}"}
-        r = self.client.post_json("/v1/execute", {"code": CHAIN_CODE}, headers=carol)
+        r = self.client.post_json("/v1/execute", {"code": LEFTOVER_CHAIN_CODE}, headers=carol)
         self.assertEqual((r.status, r.json.get("stdout")), (200, "planted\n"), r)
         for _ in range(10):  # her next executions, in her recycled containers
             time.sleep(0.3)
@@ -227,39 +227,6 @@ class RecycledPerClientTest(E2ETestCase):
             self.assertEqual(r.status, 200, r)
             self.assertNotIn("LEAKED", r.json["stdout"] + r.json["stderr"], r.json)
             self.assertTrue(r.json["stdout"].startswith("False "), r.json)
-
-
-# The red team's chain (issue #30 item 1), run by carol against her own recycled container: a
-# leftover named with a newline and a fake state, its thread-group leader a zombie while its
-# thread runs, kills every other Python process (the fork server) and plants /workspace/ast.py,
-# which the driver's `import ast` would run in the next execution.
-CHAIN_CODE = r"""
-import ctypes, os, threading, time
-program = os.getpid()
-if os.fork() == 0:
-    os.setsid()
-    libc = ctypes.CDLL(None)
-    libc.prctl(15, b"x\n) R 1 1 1", 0, 0, 0)  # PR_SET_NAME
-    def plant():
-        while True:
-            for p in os.listdir('/proc'):
-                try:
-                    if p.isdigit() and int(p) not in (os.getpid(), program, 1) and \
-                            b'python' in open(f'/proc/{p}/cmdline', 'rb').read():
-                        os.kill(int(p), 9)
-                except OSError:
-                    pass
-            try:
-                with open('/workspace/ast.py', 'w') as f:
-                    f.write("print('LEAKED FROM THE PREVIOUS EXECUTION')\n")
-            except OSError:
-                pass
-            time.sleep(0.005)
-    threading.Thread(target=plant).start()
-    time.sleep(0.2)
-    libc.syscall(60, 0)  # exit of the leader thread alone: a zombie leader, its thread runs
-print("planted")
-"""
 
 
 class DockerBackendTest(E2ETestCase):

@@ -8,11 +8,12 @@ import os
 import shutil
 import tempfile
 
-from harness import Config, E2ETestCase
+from harness import LEFTOVER_CHAIN_CODE, Config, E2ETestCase
 
 ALICE = "alice-" + "c7" * 16
 BOB = "bob-" + "c8" * 16
 CAROL = "carol-" + "c9" * 16
+DAVE = "dave-" + "ca" * 16
 
 
 def _keys_file(text):
@@ -27,7 +28,7 @@ def _keys_file(text):
     return path
 
 
-KEYS_FILE = _keys_file(f"alice {ALICE}\nbob {BOB}\ncarol {CAROL}\n")
+KEYS_FILE = _keys_file(f"alice {ALICE}\nbob {BOB}\ncarol {CAROL}\ndave {DAVE}\n")
 
 # Which sandbox a program runs in: its init's start time (and its cgroup's path, "/" where the
 # sandbox has a cgroup namespace). A sandbox is put back before the execution's answer.
@@ -136,6 +137,20 @@ class RecycledSandboxTest(E2ETestCase):
             self.assertEqual(res["stdout"].split("\n")[1:], ["0o755 []", ""], res)
             ran_in.add(res["stdout"].split("\n")[0])
         if self.recycles():  # so the checks above looked at a sandbox that had been used
+            self.assertEqual(len(ran_in), 1, ran_in)
+
+    def test_the_red_teams_leftover_cannot_reach_the_next_execution(self):
+        res = self.execute(DAVE, SANDBOX_CODE + "\n" + LEFTOVER_CHAIN_CODE)
+        self.assertEqual((res["verdict"], res["stdout"].split("\n")[1:]),
+                         ("ok", ["planted", ""]), res)
+        ran_in = {res["stdout"].split("\n")[0]}
+        for _ in range(5):
+            res = self.execute(DAVE, SANDBOX_CODE + "\n" + FIND_CODE)
+            self.assertNotIn("LEAKED", res["stdout"] + res["stderr"], res)
+            self.assertEqual((res["verdict"], res["stdout"].split("\n")[1:]),
+                             ("ok", ["0o755 []", ""]), res)
+            ran_in.add(res["stdout"].split("\n")[0])
+        if self.recycles():
             self.assertEqual(len(ran_in), 1, ran_in)
 
     def test_each_execution_has_its_own_verdict_and_usage(self):
