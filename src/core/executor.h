@@ -206,6 +206,14 @@ class Executor {
   virtual ~Executor() = default;
   virtual std::string_view name() const = 0;  // "local", "docker", "kubernetes"
   virtual asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) = 0;
+  // A sandbox that ran spec.client's last program and was put back for that client's next one
+  // (local: recycle_bin.h), or null when none waits. The warm pool asks first for a client with
+  // an API key: its pooled sandboxes are for any client, so a keyed client would otherwise only
+  // ever get its own on the pool's misses.
+  virtual asio::awaitable<std::unique_ptr<Sandbox>> TakeRecycled(const SandboxSpec& spec) {
+    (void)spec;
+    co_return nullptr;
+  }
   // A quick health probe for /health and /ready: ok, or what is wrong and how to fix it.
   virtual asio::awaitable<Status> Check() = 0;
   // How the network is isolated ("none: own network namespace, loopback only").

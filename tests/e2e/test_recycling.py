@@ -181,3 +181,26 @@ class RecycledSandboxTest(E2ETestCase):
             self.assertLess(res["usage"]["max_rss_kb"], 200 << 10, res)
         if self.recycles():  # the verdicts above were told apart in one sandbox
             self.assertEqual(len(set(ran_in)), 1, ran_in)
+
+
+class RecycledBeforeThePoolTest(E2ETestCase):
+    """With a warm pool, a client with an API key still gets its own sandbox back: the pool's
+    sandboxes are for any client, so its put-back one is taken first (Executor::TakeRecycled)."""
+    daemon_env = {"API_KEYS_FILE": KEYS_FILE, "WARM_POOL_SIZE": "2"}
+
+    def setUp(self):
+        if (Config.expected_backend or "local") != "local":
+            self.skipTest("the local backend's recycling")
+        super().setUp()
+
+    def test_a_key_gets_its_own_sandbox_before_a_pooled_one(self):
+        said = self.daemon.log_with("execution sandboxes: ")
+        ran_in = []
+        for key in (ALICE, ALICE, BOB, ALICE):
+            r = self.client.post_json("/v1/execute", {"code": SANDBOX_CODE},
+                                      headers={"Authorization": f"Bearer {key}"})
+            self.assertEqual((r.status, r.json["verdict"]), (200, "ok"), r)
+            ran_in.append(r.json["stdout"])
+        self.assertNotIn(ran_in[2], (ran_in[0], ran_in[3]), f"bob ran in alice's: {ran_in}")
+        if "execution sandboxes: recycled" in said:
+            self.assertEqual(len({ran_in[0], ran_in[1], ran_in[3]}), 1, ran_in)

@@ -24,6 +24,13 @@ void WarmPool::Start(const std::vector<WarmPoolConfig>& pools) {
 }
 
 asio::awaitable<Result<std::unique_ptr<Sandbox>>> WarmPool::Prepare(const SandboxSpec& spec) {
+  if (!spec.client.empty()) {  // the client's own put-back sandbox first (Executor::TakeRecycled)
+    SandboxSpec now = spec;
+    now.prestart_argv.clear();  // started at the run, as on the cold path below
+    auto take = inner_.TakeRecycled(now);
+    std::unique_ptr<Sandbox> own = co_await std::move(take);
+    if (own) co_return own;
+  }
   // Pooled sandboxes are fresh or last ran the client "" (every request without API keys, and
   // the daemon's own probes): any client may take one.
   SandboxSpec unclaimed = spec;

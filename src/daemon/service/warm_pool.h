@@ -1,6 +1,7 @@
 // Warm pools of prepared sandboxes in front of any Executor (docs/architecture.md "Warm pool").
 // Prepare() hands out a sandbox that was set up in the background when the asked spec is one of
-// the pools', and starts a refill; each sandbox is used once and destroyed by its user as before.
+// the pools', and starts a refill; a client with an API key gets the sandbox its last program ran
+// in first, where the backend put one back for it (Executor::TakeRecycled).
 // A Python pool's sandboxes hold an interpreter already started (SandboxSpec::prestart_argv); a
 // sandbox made on the spot for a request (the pool was empty, or there is none) does not
 // pre-start, since the warm imports pay off only ahead of time.
@@ -53,6 +54,9 @@ class WarmPool final : public Executor {
   bool root_on_this_host() const override { return inner_.root_on_this_host(); }
   bool runs_python_fork_server() const override { return inner_.runs_python_fork_server(); }
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override;
+  asio::awaitable<std::unique_ptr<Sandbox>> TakeRecycled(const SandboxSpec& spec) override {
+    return inner_.TakeRecycled(spec);
+  }
   asio::awaitable<Status> Check() override { return inner_.Check(); }
   std::string network_isolation() const override { return inner_.network_isolation(); }
   Enforcement enforcement(const SandboxSpec& spec) const override {

@@ -91,7 +91,7 @@ class LocalExecutor final : public Executor {
       co_return Status::Error(detect_error_);
     }
     if (!ids_error_.empty()) co_return Status::Error(ids_error_);
-    const bool recyclable = spec.session_expires_at == 0 && !spec.egress && recycle_bin_;
+    const bool recyclable = Recyclable(spec);
     if (recyclable) {
       auto take = TakeRecycled(spec);
       std::unique_ptr<Sandbox> recycled = co_await std::move(take);
@@ -154,9 +154,14 @@ class LocalExecutor final : public Executor {
     return "";
   }
 
+  bool Recyclable(const SandboxSpec& spec) const {
+    return spec.session_expires_at == 0 && !spec.egress && recycle_bin_;
+  }
+
   // A sandbox that last ran this client's program, put back (sandbox_recycle.cc), with the
-  // spec's program pre-started in it; nullopt when none is waiting or its start failed.
-  asio::awaitable<std::unique_ptr<Sandbox>> TakeRecycled(const SandboxSpec& spec) {
+  // spec's program pre-started in it; null when none is waiting or its start failed.
+  asio::awaitable<std::unique_ptr<Sandbox>> TakeRecycled(const SandboxSpec& spec) override {
+    if (!Recyclable(spec)) co_return nullptr;
     const SandboxSpec key = RecycleSpec(spec);
     for (;;) {
       std::vector<std::shared_ptr<SandboxCore>> stale;
