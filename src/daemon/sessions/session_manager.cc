@@ -275,6 +275,13 @@ asio::awaitable<SessionManager::SessionPtr> SessionManager::Find(const std::stri
   }
   // Ended here: its sandbox may still be on its way out.
   if (ended_.contains(id)) co_return nullptr;
+  // Paused (by another replica, or by this daemon before it restarted): the pause record wins
+  // over a sandbox the backend still lists, as in List (a pause writes the record before its
+  // sandbox goes, whose deletion may not have begun yet).
+  if (auto record = snapshots_.Find(id); record && record->kind == "pause") {
+    SessionPtr s = Adopt(*record);
+    co_return s && s->summary.client == client ? s : nullptr;
+  }
   finding_.insert(id);
   auto found = co_await executor_.FindSession(spec_, id);
   finding_.erase(id);
@@ -283,14 +290,7 @@ asio::awaitable<SessionManager::SessionPtr> SessionManager::Find(const std::stri
                  found.status().message());
     co_return nullptr;
   }
-  if (sessions_.contains(id)) co_return nullptr;
-  if (!*found) {
-    // Paused: by another replica, or by this daemon before it restarted.
-    auto record = snapshots_.Find(id);
-    if (!record || record->kind != "pause" || sessions_.contains(id)) co_return nullptr;
-    SessionPtr s = Adopt(*record);
-    co_return s && s->summary.client == client ? s : nullptr;
-  }
+  if (sessions_.contains(id) || !*found) co_return nullptr;
   const SessionIdentity& identity = (*found)->identity;
   auto s = std::make_shared<Session>(ex_);
   s->id = id;
