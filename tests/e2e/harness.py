@@ -1224,6 +1224,19 @@ def run_tap(suite, tap_stream):
     return result.failed
 
 
+def api_keys_file(text):
+    """An API_KEYS_FILE with `text` that a daemon running as another user can read (removed at
+    exit)."""
+    folder = tempfile.mkdtemp(prefix="ci-e2e-keys-")
+    atexit.register(shutil.rmtree, folder, True)
+    os.chmod(folder, 0o755)
+    path = os.path.join(folder, "api-keys")
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o644)
+    return path
+
+
 # The red team's chain (issue #30 item 1), run by a client against its own recycled sandbox
 # (test_docker.py, test_recycling.py): a leftover named with a newline and a fake state, its
 # thread-group leader a zombie while its thread runs, kills every other Python process (the fork

@@ -5,22 +5,20 @@ watchdog when it disappears) from tests/docker/fake_registry.py, and a daemon re
 TLS with a client certificate. Talks to the Engine API over its unix socket (no docker CLI).
 Runs only with --backend docker."""
 
-import atexit
 import http.client
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
 import uuid
 
-from harness import LEFTOVER_CHAIN_CODE, Client, Config, Daemon, E2ETestCase, wait_until
+from harness import (LEFTOVER_CHAIN_CODE, Client, Config, Daemon, E2ETestCase, api_keys_file,
+                     wait_until)
 
 SANDBOX_USER = "65532:65532"
 REAP_TIMEOUT_S = 15.0
@@ -154,22 +152,10 @@ class DockerHardeningReportTest(E2ETestCase):
         self.assertEqual(res.get("stdout"), "50000 100000\n2\n", res)
 
 
-def _keys_file(text):
-    """An API_KEYS_FILE a daemon running as another user can read (removed at exit)."""
-    folder = tempfile.mkdtemp(prefix="ci-e2e-docker-keys-")
-    atexit.register(shutil.rmtree, folder, True)
-    os.chmod(folder, 0o755)
-    path = os.path.join(folder, "api-keys")
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o644)
-    return path
-
-
 ALICE = "alice-" + "d4" * 16
 BOB = "bob-" + "e5" * 16
 CAROL = "carol-" + "f6" * 16  # the red team's chain: containers of her own, apart from alice's
-RECYCLE_KEYS_FILE = _keys_file(f"alice {ALICE}\nbob {BOB}\ncarol {CAROL}\n")
+RECYCLE_KEYS_FILE = api_keys_file(f"alice {ALICE}\nbob {BOB}\ncarol {CAROL}\n")
 # The executor container's id as its own cgroup names it (cgroup v1: the host's cgroup namespace).
 CONTAINER_ID_CODE = ("import re\n"
                      "m = re.search(r'[0-9a-f]{64}', open('/proc/self/cgroup').read())\n"

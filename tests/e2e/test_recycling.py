@@ -3,32 +3,13 @@ sandbox is put back by its init and serves the same API key's next execution, ne
 key's; nothing an execution leaves (files, processes, System V IPC, a changed mode) reaches the
 next one, and each execution's verdict and usage are its own. Runs with the local backend."""
 
-import atexit
-import os
-import shutil
-import tempfile
-
-from harness import LEFTOVER_CHAIN_CODE, Config, E2ETestCase
+from harness import LEFTOVER_CHAIN_CODE, Config, E2ETestCase, api_keys_file
 
 ALICE = "alice-" + "c7" * 16
 BOB = "bob-" + "c8" * 16
 CAROL = "carol-" + "c9" * 16
 DAVE = "dave-" + "ca" * 16
-
-
-def _keys_file(text):
-    """An API_KEYS_FILE a daemon running as another user can read (removed at exit)."""
-    folder = tempfile.mkdtemp(prefix="ci-e2e-recycle-keys-")
-    atexit.register(shutil.rmtree, folder, True)
-    os.chmod(folder, 0o755)
-    path = os.path.join(folder, "api-keys")
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o644)
-    return path
-
-
-KEYS_FILE = _keys_file(f"alice {ALICE}\nbob {BOB}\ncarol {CAROL}\ndave {DAVE}\n")
+KEYS_FILE = api_keys_file(f"alice {ALICE}\nbob {BOB}\ncarol {CAROL}\ndave {DAVE}\n")
 
 # Which sandbox a program runs in: its init's start time (and its cgroup's path, "/" where the
 # sandbox has a cgroup namespace). A sandbox is put back before the execution's answer.

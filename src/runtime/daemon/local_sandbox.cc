@@ -97,8 +97,8 @@ LocalSandbox::LocalSandbox(std::shared_ptr<SandboxCore> recycled, const SandboxS
 }
 
 LocalSandbox::~LocalSandbox() {
-  if (core_->reaped || core_->teardown_detached || core_->recycle.in_bin)
-    return;  // done, or finishing (FinishTeardown)
+  // Done, finishing (FinishTeardown), or waiting in the recycle bin.
+  if (core_->reaped || core_->teardown_detached || core_->recycle.in_bin) return;
   // Destroy() was never awaited: the shim cleans up by itself on "kill"; a thread reaps it so no
   // zombie is left behind. Not a path the daemon should take normally.
   Kill();
