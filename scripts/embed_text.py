@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Turns programs that run inside sandboxes (.py, .sh) into a C++ header of string constants, so
-they live as files that linters and tests read while the binary carries them.
+"""Turns programs that run inside sandboxes (.py, .sh) and their data (other files, as they are)
+into a C++ header of string constants, so they live as files that linters and tests read while
+the binary carries them.
 
 Usage: embed_text.py OUTPUT.h NAMESPACE NAME=INPUT...
 Each NAME becomes `inline constexpr std::string_view NAME` in NAMESPACE. A .py input must compile

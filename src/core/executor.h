@@ -231,6 +231,9 @@ class Executor {
   virtual bool root_on_this_host() const { return true; }
   // Whether Prepare starts SandboxSpec::zygote_argv, a Python fork server inside the sandbox.
   virtual bool runs_python_fork_server() const { return false; }
+  // Whether a Python program that imports no warm module (SandboxSpec::warm_imports empty) is
+  // cheaper in a sandbox of its own kind, without them loaded (local: a second fork server).
+  virtual bool runs_lean_python() const { return false; }
   // Its own figures for /metrics, read at each scrape (local: the fork server's).
   virtual std::vector<BackendMetric> metrics() const { return {}; }
 

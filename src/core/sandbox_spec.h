@@ -79,6 +79,10 @@ struct SandboxSpec {
   // prestart_argv, when a `python3 -c` program, is then forked from it instead of started. Empty:
   // none.
   std::vector<std::string> zygote_argv;
+  // The WARM_IMPORTS a Python program in it finds imported; empty for a program that imports
+  // none of them (python_imports.h). A backend with an interpreter of each kind (local: a fork
+  // server each) forks the program from the smaller one: cheaper to fork, run and exit.
+  std::vector<std::string> warm_imports;
   // Whose execution asks for it ("" for the warm pool's refills and without API keys): a backend
   // that reuses sandboxes takes one that last ran this client's program (docker's recycle bin).
   // It is not part of what a sandbox is: the pool matches specs without it.

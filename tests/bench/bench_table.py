@@ -55,10 +55,10 @@ def ExecuteTarget(daemon, code, expect):
     return DaemonTarget(daemon.host, daemon.port, code, expect)
 
 
-def throughput(daemon, clients, requests):
-    """(executions/s, p50 ms, p99 ms, errors) of `requests` print(1) executions sent by
-    `clients` threads at once, each on its own keep-alive connection, after 5 untimed ones per
-    client (the steady state is measured, not the ramp)."""
+def throughput(daemon, clients, requests, code="print(1)"):
+    """(executions/s, p50 ms, p99 ms, errors) of `requests` executions of `code` (which prints
+    1) sent by `clients` threads at once, each on its own keep-alive connection, after 5 untimed
+    ones per client (the steady state is measured, not the ramp)."""
     latencies, errors = [], []
     lock = threading.Lock()
     per_client = [requests // clients + (1 if i < requests % clients else 0)
@@ -66,7 +66,7 @@ def throughput(daemon, clients, requests):
     started = threading.Barrier(clients + 1)
 
     def client(n):
-        target = ExecuteTarget(daemon, "print(1)", "1\n")
+        target = ExecuteTarget(daemon, code, "1\n")
         for _ in range(5):
             target.once()
         started.wait()
@@ -78,7 +78,7 @@ def throughput(daemon, clients, requests):
             except Exception as e:  # noqa: BLE001 - counted, the first few printed
                 with lock:
                     errors.append(str(e))
-                target = ExecuteTarget(daemon, "print(1)", "1\n")
+                target = ExecuteTarget(daemon, code, "1\n")
 
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
         done = [pool.submit(client, n) for n in per_client]

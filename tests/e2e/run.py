@@ -59,7 +59,7 @@ SUITES = {
 # Modules that only apply to one backend: added to the e2e suite when it runs against that one,
 # rather than skipping everywhere else.
 BACKEND_MODULES = {"docker": ["test_docker"], "kubernetes": ["test_replicas"],
-                   "local": ["test_terminal", "test_recycling"]}
+                   "local": ["test_terminal", "test_recycling", "test_lean_python"]}
 
 
 def iter_tests(suite):

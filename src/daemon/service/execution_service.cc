@@ -14,6 +14,7 @@
 
 #include "daemon/files/workspace_paths.h"
 #include "daemon/service/output_buffer.h"
+#include "daemon/service/python_imports.h"
 #include "daemon/service/python_program.h"
 #include "daemon/service/result_bundles.h"
 #include "daemon/service/sandbox_egress.h"
@@ -87,20 +88,29 @@ ExecutionService::ExecutionService(const Config& config, Executor& executor, Fil
       languages_(executor.root_on_this_host() ? AvailableLanguages(config.sandbox_rootfs)
                                               : KnownLanguages()),
       spec_(MakeSpec(config, std::move(seccomp_profile_json))),
-      python_spec_([this] {
-        SandboxSpec spec = spec_;
-        spec.prestart_argv = PythonPrestartArgv(config_.warm_imports);
-        // The Docker agent's fork server (the local runtime has its own,
-        // runtime/parent/fork_server.h).
-        if (config_.fork_server && executor_.runs_python_fork_server()) {
-          spec.zygote_argv = PythonZygoteArgv(config_.warm_imports);
-        }
-        return spec;
-      }()),
+      python_spec_(PythonSpec(config_.warm_imports)),
+      python_lean_spec_(config_.warm_imports.empty() || !executor_.runs_lean_python()
+                            ? std::nullopt
+                            : std::optional<SandboxSpec>(PythonSpec({}))),
       egress_(MakeEgressShared(config, store.incoming_dir())) {}
+
+SandboxSpec ExecutionService::PythonSpec(const std::vector<std::string>& warm_imports) const {
+  SandboxSpec spec = spec_;
+  spec.warm_imports = warm_imports;
+  spec.prestart_argv = PythonPrestartArgv(warm_imports);
+  // The Docker agent's fork server (the local runtime has its own, runtime/parent/fork_server.h).
+  if (config_.fork_server && executor_.runs_python_fork_server()) {
+    spec.zygote_argv = PythonZygoteArgv(warm_imports);
+  }
+  return spec;
+}
 
 const SandboxSpec& ExecutionService::SpecFor(std::string_view language) const {
   return language == "python" ? python_spec_ : spec_;
+}
+
+const SandboxSpec& ExecutionService::SpecFor(const ExecutionPlan& plan) const {
+  return plan.lean_python ? *python_lean_spec_ : SpecFor(plan.language);
 }
 
 std::vector<WarmPoolConfig> ExecutionService::WarmPools() const {
@@ -121,6 +131,10 @@ std::vector<WarmPoolConfig> ExecutionService::WarmPools() const {
       same->name += "+" + language.name;
       same->size += size;
     }
+    // Programs that import none of WARM_IMPORTS have a pool of their own, as large.
+    if (language.name == "python" && python_lean_spec_) {
+      pools.push_back({"python-lean", *python_lean_spec_, size});
+    }
   }
   return pools;
 }
@@ -134,6 +148,8 @@ std::variant<ExecutionPlan, ApiError> ExecutionService::Plan(const ExecuteReques
   plan.language = request.language;
   plan.program = std::move(program).value();
   plan.code = request.code;
+  plan.lean_python = request.language == "python" && python_lean_spec_ &&
+                     !MayImportWarmModules(request.code, config_.warm_imports);
   plan.stdin_data = request.stdin_data;
   plan.timeout = std::chrono::milliseconds(request.timeout_ms);
   plan.client = client;
@@ -212,6 +228,7 @@ SandboxSpec ExecutionService::MakeSpec(const Config& config, std::string seccomp
   spec.limits.workspace_bytes = config.workspace_size_mb << 20;
   spec.limits.tmp_bytes = config.tmp_size_mb << 20;
   spec.cgroup_root = config.cgroup_root;
+  spec.warm_imports = config.warm_imports;  // sessions' interpreters too
   spec.security.seccomp_profile_json = std::move(seccomp_profile_json);
   spec.security.seccomp_profile_name =
       config.seccomp_profile == "default" || config.seccomp_profile == "strict"
@@ -260,7 +277,7 @@ asio::awaitable<std::variant<ExecutionResult, ApiError>> ExecutionService::Execu
   // A sandbox can be gone before the program starts (a pooled container whose dockerd restarted,
   // a pod deleted meanwhile): then the program runs in another one, at most twice more.
   for (int attempt = 0;; ++attempt) {
-    SandboxSpec spec = SpecFor(plan.language);
+    SandboxSpec spec = SpecFor(plan);
     spec.client = plan.client;
     if (!plan.egress.none()) AddEgressTo(egress_, &spec, nullptr);
     auto prepared = co_await Prepare(spec);

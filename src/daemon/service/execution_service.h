@@ -47,7 +47,8 @@ struct ExecutionPlan {
   std::chrono::milliseconds timeout{2000};
   // Resolved file ids with validated paths; Execute adds the program's support files.
   std::vector<StagedFile> inputs;
-  std::string client;  // whose request (the outputs are its files)
+  std::string client;        // whose request (the outputs are its files)
+  bool lean_python = false;  // Python that imports no warm module, where that is cheaper
 };
 
 struct ExecutionResult {
@@ -100,6 +101,8 @@ class ExecutionService {
   // The sandbox of one language's executions: spec() and, for Python, its pre-started
   // interpreter (SandboxSpec::prestart_argv, taken where a warm pool prepares it ahead).
   const SandboxSpec& SpecFor(std::string_view language) const;
+  // A plan's: its language's, or the lean Python one (ExecutionPlan::lean_python).
+  const SandboxSpec& SpecFor(const ExecutionPlan& plan) const;
   // The warm pools this configuration asks for, one per distinct sandbox: languages whose
   // sandboxes are the same (bash and javascript) share one pool of their summed size.
   std::vector<WarmPoolConfig> WarmPools() const;
@@ -121,6 +124,8 @@ class ExecutionService {
   // The program's support files (Go's go.mod) the request does not stage itself, as inputs: in
   // temporary files that go with the plan's last input.
   Status StageSupportFiles(ExecutionPlan* plan) const;
+  // spec_ with a pre-started Python interpreter that has `warm_imports` loaded.
+  SandboxSpec PythonSpec(const std::vector<std::string>& warm_imports) const;
   // ProbeLanguages' work, while ProbedLanguages waits.
   asio::awaitable<Status> ProbeEachLanguage(std::chrono::milliseconds timeout);
   // The log line that says how to fix a local root without Go's precompiled library.
@@ -137,6 +142,9 @@ class ExecutionService {
   std::optional<AsyncEvent> probe_done_;  // notified when it ends
   const SandboxSpec spec_;  // every sandbox of this service: from the config, built once
   const SandboxSpec python_spec_;
+  // Python with no warm import loaded, where WARM_IMPORTS names some and the backend keeps such
+  // sandboxes apart (Executor::runs_lean_python): for programs that import none of them.
+  const std::optional<SandboxSpec> python_lean_spec_;
   std::set<Sandbox*> live_;
   size_t preparing_ = 0;  // Prepare calls in flight
   const EgressShared egress_;

@@ -46,12 +46,13 @@ def _ci_main():
         for fd in (null,) + saved:
             os.close(fd)
         os.chdir(here)
-    rich = {'__name__': '_ci_rich'}
     rich_source = (None  # @rich_results.py@
                    )
-    # Forked from the fork server: compiled there once (program_start.py), not in every program.
-    ahead = g.pop('__ci_compiled__', {}).get(rich_source)
-    exec(ahead or compile(rich_source, '<string>', 'exec'), rich)
+    # Forked from the fork server: run there once (warm_up.py), not in every program.
+    rich = g.pop('__ci_compiled__', {}).get(('ran', rich_source))
+    if rich is None:
+        rich = {'__name__': '_ci_rich'}
+        exec(compile(rich_source, '<string>', 'exec'), rich)
     if ready:
         import gc
         gc.freeze()  # what is here now is not the program's: its exit's collection skips it

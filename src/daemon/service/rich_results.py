@@ -1,3 +1,4 @@
+# ci: run ahead (the fork server runs this once: runtime/init/warm_up.py)
 # Rich results as a notebook makes them (docs/api.md "Rich results"), shared by the Python
 # programs that run code (python_driver.py, the session server, E2B's code_context.py), which
 # run this source into a namespace of their own and call install(sink): each result, a dict of

@@ -53,6 +53,7 @@ class WarmPool final : public Executor {
   std::string_view name() const override { return inner_.name(); }
   bool root_on_this_host() const override { return inner_.root_on_this_host(); }
   bool runs_python_fork_server() const override { return inner_.runs_python_fork_server(); }
+  bool runs_lean_python() const override { return inner_.runs_lean_python(); }
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override;
   asio::awaitable<std::unique_ptr<Sandbox>> TakeRecycled(const SandboxSpec& spec) override {
     return inner_.TakeRecycled(spec);

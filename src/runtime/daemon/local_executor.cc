@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <cstdlib>
@@ -37,6 +38,16 @@ constexpr auto kPrepareTimeout = 10s;
 constexpr size_t kRecycleBinCapacity = 16;
 constexpr auto kRecycledMaxIdle = std::chrono::seconds(300);
 
+// A fork server and its restarts. A null server: its sandboxes have a spawned shim.
+struct Zygote {
+  std::vector<std::string> modules;
+  std::shared_ptr<ForkServer> server;
+  std::chrono::steady_clock::time_point started;
+  std::chrono::seconds restart_delay{0};
+  bool restarting = false;
+  int restarts = 0;
+};
+
 class LocalExecutor final : public Executor {
  public:
   LocalExecutor(asio::any_io_executor ex, LocalExecutorOptions opts)
@@ -52,7 +63,7 @@ class LocalExecutor final : public Executor {
     if (setup.ok) ReapOrphans();
     DecideRootless();
     DecideIds();
-    StartForkServer();
+    StartForkServers();
     if (opts_.recycle_sandboxes) {
       const std::string why_not = RecyclingUnavailable();
       if (why_not.empty()) {
@@ -67,17 +78,25 @@ class LocalExecutor final : public Executor {
 
   std::string_view name() const override { return "local"; }
   bool supports_sessions() const override { return true; }
+  bool runs_lean_python() const override { return true; }
 
-  // Where Python programs are to come from the fork server: whether it serves now, and how often
-  // it was replaced.
+  // Where Python programs are to come from the fork servers: whether they serve now, and how
+  // often one was replaced.
   std::vector<BackendMetric> metrics() const override {
-    if (!fork_server_) return {};  // none configured, or it never started
-    return {{"code_interpreter_fork_server_up", "gauge",
-             "1 while the fork server serves, 0 while it is being restarted.",
-             fork_server_->Ready() ? 1.0 : 0.0},
-            {"code_interpreter_fork_server_restarts_total", "counter",
-             "Fork servers started to replace one that died or hung.",
-             static_cast<double>(fork_server_restarts_)}};
+    bool any = false, up = true;
+    int restarts = 0;
+    for (const Zygote& z : zygotes_) {
+      if (!z.server) continue;  // none configured, or it never started
+      any = true;
+      up = up && z.server->Ready();
+      restarts += z.restarts;
+    }
+    if (!any) return {};
+    return {
+        {"code_interpreter_fork_server_up", "gauge",
+         "1 while the fork servers serve, 0 while one is being restarted.", up ? 1.0 : 0.0},
+        {"code_interpreter_fork_server_restarts_total", "counter",
+         "Fork servers started to replace one that died or hung.", static_cast<double>(restarts)}};
   }
 
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
@@ -99,18 +118,19 @@ class LocalExecutor final : public Executor {
     }
     // The fork server's sandboxes see the host's root only (its /tmp is private).
     // Held here: a restart may replace the server while this request awaits it.
-    std::shared_ptr<ForkServer> server = fork_server_;
+    Zygote& zygote = ZygoteFor(spec);
+    std::shared_ptr<ForkServer> server = zygote.server;
     Result<ShimHandles> shim = Status::Error("no fork server");  // a sandbox's parent
     if (server && spec.rootfs == "host" && server->Ready()) {
       shim = co_await server->NewSandbox();
       if (!server->Ready()) {
         ReapOrphans();  // its sandboxes died with it (their init's death signal): their cgroups
-        RestartForkServer(server);
+        RestartForkServer(zygote, server);
       }
     }
     // A spawned shim's sandbox stands in for the fork server's while that is being replaced: not
     // kept, so that the server's sandboxes take over again once it is back.
-    const bool keep = recyclable && (shim.ok() || !fork_server_ || spec.rootfs != "host");
+    const bool keep = recyclable && (shim.ok() || !zygote.server || spec.rootfs != "host");
     if (!shim.ok()) shim = SpawnShim(opts_.shim_binary);
     if (!shim.ok()) co_return shim.status().Context("preparing a local sandbox");
     auto sandbox =
@@ -413,37 +433,51 @@ class LocalExecutor final : public Executor {
       ids_error_ = "sandbox ids: " + e.what + ": " + std::strerror(e.err);
     }
   }
-  // Root only: it must create user namespaces owned by each sandbox's own uid.
-  void StartForkServer() {
+  // Root only: it must create user namespaces owned by each sandbox's own uid. A second, lean
+  // one where LocalExecutorOptions::lean_imports asks for it.
+  void StartForkServers() {
     if (!opts_.fork_server || rootless_ || !OnPath("python3")) return;
-    auto server = ForkServer::Start(ex_, opts_.shim_binary, opts_.sandbox_env, opts_.warm_imports,
-                                    opts_.compiled_ahead);
-    if (!server.ok()) {
-      spdlog::warn("fork server: {}; Python sandboxes start their own interpreter",
-                   server.status().message());
-      return;
+    zygotes_[0].modules = opts_.warm_imports;
+    zygotes_[1].modules = opts_.lean_imports;
+    for (Zygote& z : zygotes_) {
+      if (&z != &zygotes_[0] && (z.modules.empty() || z.modules == zygotes_[0].modules)) continue;
+      auto server = ForkServer::Start(ex_, opts_.shim_binary, opts_.sandbox_env, z.modules,
+                                      opts_.compiled_ahead);
+      if (!server.ok()) {
+        spdlog::warn("fork server: {}; Python sandboxes start their own interpreter",
+                     server.status().message());
+        continue;
+      }
+      z.server = std::move(server).value();
+      z.started = std::chrono::steady_clock::now();
+      std::string modules;
+      for (const std::string& m : z.modules) modules += (modules.empty() ? "" : ", ") + m;
+      spdlog::info("fork server ready: Python programs run in a pre-loaded interpreter ({})",
+                   modules);
     }
-    fork_server_ = std::move(server).value();
-    fork_server_started_ = std::chrono::steady_clock::now();
-    spdlog::info("fork server ready: Python programs run in a pre-loaded interpreter{}",
-                 opts_.warm_imports.empty() ? "" : " with the warm imports done");
+  }
+
+  // The fork server of a spec's sandboxes: the lean one for a spec without warm imports, where
+  // there is one (a lean server whose start failed sends its sandboxes to the other).
+  Zygote& ZygoteFor(const SandboxSpec& spec) {
+    return spec.warm_imports.empty() && zygotes_[1].server ? zygotes_[1] : zygotes_[0];
   }
 
   // A zygote that died or hung is replaced, on the event loop (requests meanwhile exec their
   // interpreter). One that fails again within a minute of its start waits longer each time (1 s
   // doubling to 5 min): a zygote that cannot live does not cost a restart per request.
-  void RestartForkServer(const std::shared_ptr<ForkServer>& failed) {
-    if (restarting_ || fork_server_ != failed) return;
-    restarting_ = true;
+  void RestartForkServer(Zygote& z, const std::shared_ptr<ForkServer>& failed) {
+    if (z.restarting || z.server != failed) return;
+    z.restarting = true;
     const auto now = std::chrono::steady_clock::now();
-    restart_delay_ = now - fork_server_started_ >= 60s ? 0s
-                     : restart_delay_ == 0s
-                         ? 1s
-                         : std::min<std::chrono::seconds>(restart_delay_ * 2, 300s);
-    asio::co_spawn(ex_, RestartForkServerAfter(restart_delay_, alive_), asio::detached);
+    z.restart_delay = now - z.started >= 60s ? 0s
+                      : z.restart_delay == 0s
+                          ? 1s
+                          : std::min<std::chrono::seconds>(z.restart_delay * 2, 300s);
+    asio::co_spawn(ex_, RestartForkServerAfter(z, z.restart_delay, alive_), asio::detached);
   }
 
-  asio::awaitable<void> RestartForkServerAfter(std::chrono::seconds delay,
+  asio::awaitable<void> RestartForkServerAfter(Zygote& z, std::chrono::seconds delay,
                                                std::shared_ptr<bool> alive) {
     spdlog::warn("fork server: restarting it{}",
                  delay == 0s ? std::string() : " in " + std::to_string(delay.count()) + " s");
@@ -451,15 +485,14 @@ class LocalExecutor final : public Executor {
       co_await Sleep(delay);
       if (!*alive) co_return;
       auto server = co_await ForkServer::StartAsync(ex_, opts_.shim_binary, opts_.sandbox_env,
-                                                    opts_.warm_imports, opts_.compiled_ahead);
+                                                    z.modules, opts_.compiled_ahead);
       if (!*alive) co_return;  // the executor is gone: the new server goes with this frame
       if (server.ok()) {
-        fork_server_ = std::move(server).value();
-        fork_server_started_ = std::chrono::steady_clock::now();
-        restarting_ = false;
-        ++fork_server_restarts_;
-        spdlog::info("fork server restarted (restart {} since the daemon started)",
-                     fork_server_restarts_);
+        z.server = std::move(server).value();
+        z.started = std::chrono::steady_clock::now();
+        z.restarting = false;
+        ++z.restarts;
+        spdlog::info("fork server restarted (restart {} since the daemon started)", z.restarts);
         co_return;
       }
       delay = std::max<std::chrono::seconds>(delay * 2, 1s);
@@ -490,11 +523,8 @@ class LocalExecutor final : public Executor {
   std::string id_lock_dir_;
   std::string one_id_reason_;  // rootless: why init shares the program's id, or ""
   std::string ids_error_;      // the lock directory cannot be used: every Prepare fails with it
-  std::shared_ptr<ForkServer> fork_server_;  // null: every sandbox has a spawned shim
-  std::chrono::steady_clock::time_point fork_server_started_;
-  std::chrono::seconds restart_delay_{0};
-  bool restarting_ = false;
-  int fork_server_restarts_ = 0;
+  // [0] with opts_.warm_imports, [1] the lean one (lean_imports).
+  std::array<Zygote, 2> zygotes_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once destroyed
   std::shared_ptr<std::atomic<int>> pending_teardowns_ = std::make_shared<std::atomic<int>>(0);
   // Execution sandboxes waiting for their client's next execution (recycle_bin.h); null: every

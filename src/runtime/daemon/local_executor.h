@@ -36,6 +36,9 @@ struct LocalExecutorOptions {
   // exec).
   bool fork_server = false;
   std::vector<std::string> warm_imports;
+  // Non-empty: a second fork server with only these modules loaded, for the sandboxes whose
+  // spec names no warm import (SandboxSpec::warm_imports): a smaller interpreter to fork from.
+  std::vector<std::string> lean_imports;
   // Python sources the fork server compiles once (the driver): a program `python3 -c SOURCE` with
   // one of them runs that code object instead of compiling it (~1 ms of CPU per program).
   std::vector<std::string> compiled_ahead;

@@ -1,7 +1,10 @@
 # Run in the fork server, then called with the modules and the sources: the warm imports with
 # stdout and stderr going nowhere and the working directory /, then the environment put back as it
 # was (an import may change os.environ; nothing runs here after this), and the sources compiled
-# ahead (one that does not compile is left to the program, which then reports it).
+# ahead (one that does not compile is left to the program, which then reports it). A source that
+# says `# ci: run ahead` on its first line defines a module with no effect until called: it is
+# run here too, into a namespace kept under ('ran', SOURCE), which a program uses (its own copy)
+# instead of running the source again.
 def _ci_warm(modules, sources):
     import os, sys
     env = dict(os.environ)
@@ -27,6 +30,10 @@ def _ci_warm(modules, sources):
     for source in sources:
         try:
             sys._ci_compiled[source] = compile(source, '<string>', 'exec')
+            if source.startswith('# ci: run ahead'):
+                ran = {'__name__': '_ci_rich'}
+                exec(sys._ci_compiled[source], ran)
+                sys._ci_compiled[('ran', source)] = ran
         except BaseException:
             pass
     import atexit, gc, io, signal  # what every program's start and end use
