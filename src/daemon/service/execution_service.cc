@@ -92,6 +92,11 @@ ExecutionService::ExecutionService(const Config& config, Executor& executor, Fil
       python_lean_spec_(config_.warm_imports.empty() || !executor_.runs_lean_python()
                             ? std::nullopt
                             : std::optional<SandboxSpec>(PythonSpec({}))),
+      other_spec_([this] {
+        SandboxSpec spec = spec_;
+        if (python_lean_spec_) spec.warm_imports.clear();  // forked from the lean one too
+        return spec;
+      }()),
       egress_(MakeEgressShared(config, store.incoming_dir())) {}
 
 SandboxSpec ExecutionService::PythonSpec(const std::vector<std::string>& warm_imports) const {
@@ -106,7 +111,7 @@ SandboxSpec ExecutionService::PythonSpec(const std::vector<std::string>& warm_im
 }
 
 const SandboxSpec& ExecutionService::SpecFor(std::string_view language) const {
-  return language == "python" ? python_spec_ : spec_;
+  return language == "python" ? python_spec_ : other_spec_;
 }
 
 const SandboxSpec& ExecutionService::SpecFor(const ExecutionPlan& plan) const {

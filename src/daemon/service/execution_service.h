@@ -98,8 +98,9 @@ class ExecutionService {
   // client sees, and the one a request is planned with, never has a language the probe drops.
   asio::awaitable<const std::vector<Language>*> ProbedLanguages();
   const SandboxSpec& spec() const { return spec_; }
-  // The sandbox of one language's executions: spec() and, for Python, its pre-started
-  // interpreter (SandboxSpec::prestart_argv, taken where a warm pool prepares it ahead).
+  // The sandbox of one language's executions: for Python, spec() with its pre-started interpreter
+  // (SandboxSpec::prestart_argv, taken where a warm pool prepares it ahead); for the others, spec()
+  // (without the warm imports where there is a lean kind: other_spec_).
   const SandboxSpec& SpecFor(std::string_view language) const;
   // A plan's: its language's, or the lean Python one (ExecutionPlan::lean_python).
   const SandboxSpec& SpecFor(const ExecutionPlan& plan) const;
@@ -145,6 +146,9 @@ class ExecutionService {
   // Python with no warm import loaded, where WARM_IMPORTS names some and the backend keeps such
   // sandboxes apart (Executor::runs_lean_python): for programs that import none of them.
   const std::optional<SandboxSpec> python_lean_spec_;
+  // The other languages' executions: spec_, without the warm imports where there is a lean kind
+  // (their init is forked from that fork server: a smaller process to fork each program from).
+  const SandboxSpec other_spec_;
   std::set<Sandbox*> live_;
   size_t preparing_ = 0;  // Prepare calls in flight
   const EgressShared egress_;
