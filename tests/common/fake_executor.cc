@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/sleep.h"
 
 namespace ci::testing_support {
 namespace {
@@ -307,6 +308,11 @@ void FakeExecutor::FailPrepare(Status why, int times) {
   for (int i = 0; i < times; ++i) prepare_failures_.push_back(why);
 }
 
+void FakeExecutor::HoldPrepares(const FakeGate* gate) {
+  std::lock_guard lock(mu_);
+  prepare_gate_ = gate;
+}
+
 void FakeExecutor::SetHealth(Status status) {
   std::lock_guard lock(mu_);
   health_ = std::move(status);
@@ -355,6 +361,13 @@ bool FakeExecutor::LostBeforeRun(int number) const {
 
 asio::awaitable<Result<std::unique_ptr<Sandbox>>> FakeExecutor::Prepare(const SandboxSpec& spec) {
   co_await asio::post(ex_, asio::use_awaitable);  // never synchronous, like a real backend
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);  // HoldPrepares(nullptr) returns when no one looks at the gate
+      if (prepare_gate_ == nullptr || prepare_gate_->is_open()) break;
+    }
+    co_await ci::Sleep(std::chrono::milliseconds(1));
+  }
   std::optional<Status> failure;
   int number = 0;
   {

@@ -142,6 +142,9 @@ class FakeExecutor final : public Executor {
   void AnswerCalls(FakeProgram program);
   // The next `times` Prepare calls fail with `why`.
   void FailPrepare(Status why, int times = 1);
+  // Prepare calls wait until `gate` opens (null: none), then go on as they would (a failure set
+  // by FailPrepare meanwhile included).
+  void HoldPrepares(const FakeGate* gate);
   // The sandboxes numbered so (1 is the first prepared) are gone when their first run starts, as
   // pooled containers are after their dockerd restarted: Run fails with Status::Gone.
   void LoseBeforeRun(std::set<int> numbers);
@@ -178,6 +181,7 @@ class FakeExecutor final : public Executor {
   FakeCounts counts_;
   FakeProgram programs_, calls_;
   std::deque<Status> prepare_failures_;
+  const FakeGate* prepare_gate_ = nullptr;
   std::set<int> lost_before_run_;
   std::set<int> died_while_idle_;
   Status health_;

@@ -127,6 +127,10 @@ bool DaemonApiTest::LeaveWhileTheProgramRuns(const std::string& target, const st
 
 double DaemonApiTest::Metric(const std::string& series) {
   daemon_->WaitUntilIdle();  // every handler so far has recorded its request
+  return MetricNow(series);
+}
+
+double DaemonApiTest::MetricNow(const std::string& series) {
   HttpReply r = client().Get("/metrics");
   std::istringstream lines(r.body);
   for (std::string line; std::getline(lines, line);) {

@@ -94,6 +94,8 @@ class DaemonApiTest : public ::testing::Test {
   bool LeaveWhileTheProgramRuns(const std::string& target, const std::string& json);
   // The value of one series of /metrics (`name{labels}` exactly as rendered), -1 when absent.
   double Metric(const std::string& series);
+  // The same without waiting: while requests are in flight on purpose.
+  double MetricNow(const std::string& series);
 
  private:
   std::unique_ptr<FakeDaemon> daemon_;

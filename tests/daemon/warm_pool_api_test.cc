@@ -1,7 +1,10 @@
 // The warm pool in front of the fake backend (WARM_POOL_SIZE): a request takes a sandbox prepared
 // before it came, the pool refills, sessions take sandboxes of their own, and shutdown destroys
 // what the pool held.
+#include <chrono>
+#include <functional>
 #include <set>
+#include <thread>
 
 #include "fake_daemon.h"
 
@@ -12,6 +15,17 @@ using asio::awaitable;
 
 class WarmPoolApiTest : public DaemonApiTest {
  protected:
+  static std::string PoolSeries(const std::string& name) {
+    return "code_interpreter_warm_pool_" + name + "{pool=\"python\"}";
+  }
+  // Polls `pred` until it holds; false after a generous bound (a hang, not a timing check).
+  static bool Eventually(const std::function<bool()>& pred) {
+    for (int i = 0; i < 10000; ++i) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  }
   void SetUp() override {
     Start([](Config& c) { c.warm_pool_size = 1; });
     fake().RunPrograms([](FakeProcess& p) -> awaitable<RunOutcome> {
@@ -69,6 +83,42 @@ TEST_F(WarmPoolApiTest, ASandboxLostWhileTheProgramRunsIsNotRetried) {
   fake().RunPrograms([](FakeProcess& p) -> awaitable<RunOutcome> { co_return p.LoseSandbox(); });
   EXPECT_EQ(client().Post("/v1/execute", R"({"code": "x"})").status, 500);
   EXPECT_EQ(fake().counts().runs_started, 1);
+}
+
+// A request that finds the pool empty while its refill is under way takes that refill's sandbox
+// instead of having a second one made beside it; one request at a time waits so, and a refill
+// that fails is not waited for.
+TEST_F(WarmPoolApiTest, ARequestThatFindsThePoolEmptyTakesTheRefillUnderWay) {
+  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.prepared == 1; }));
+  FakeGate gate;
+  fake().HoldPrepares(&gate);
+  EXPECT_EQ(Str(Json(client().Post("/v1/execute", R"({"code": "x"})")), "stdout"), "1");
+  HttpReply waited, own;
+  std::thread second([&] { waited = client().Post("/v1/execute", R"({"code": "x"})"); });
+  EXPECT_TRUE(Eventually([&] { return MetricNow(PoolSeries("misses_total")) == 1; }));
+  std::thread third([&] { own = client().Post("/v1/execute", R"({"code": "x"})"); });
+  EXPECT_TRUE(Eventually([&] { return MetricNow(PoolSeries("misses_total")) == 2; }));
+  gate.Open();
+  second.join();
+  third.join();
+  fake().HoldPrepares(nullptr);
+  EXPECT_EQ(waited.status, 200) << waited.body;
+  EXPECT_EQ(own.status, 200) << own.body;
+  EXPECT_NE(Str(Json(waited), "stdout"), Str(Json(own), "stdout"));
+  EXPECT_EQ(Metric(PoolSeries("waits_total")), 1);  // the second; the third had its own made
+
+  FakeGate failing;
+  fake().HoldPrepares(&failing);
+  ASSERT_TRUE(Eventually([&] { return Metric(PoolSeries("ready")) == 1; }));
+  client().Post("/v1/execute", R"({"code": "x"})");  // takes it; the refill waits at the gate
+  std::thread fourth([&] { waited = client().Post("/v1/execute", R"({"code": "x"})"); });
+  EXPECT_TRUE(Eventually([&] { return MetricNow(PoolSeries("misses_total")) == 3; }));
+  fake().FailPrepare(Status::Error("no room"));
+  failing.Open();
+  fourth.join();
+  fake().HoldPrepares(nullptr);
+  EXPECT_EQ(waited.status, 200) << waited.body;  // a sandbox made for it
+  EXPECT_EQ(Metric(PoolSeries("waits_total")), 1);
 }
 
 TEST_F(WarmPoolApiTest, ASessionGetsASandboxOfItsOwn) {

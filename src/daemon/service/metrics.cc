@@ -159,8 +159,12 @@ void Metrics::RenderWarmPools(std::string& out, const std::vector<WarmPoolStats>
        "Executions served by a sandbox from a warm pool.",
        [](const WarmPoolStats& s) { return static_cast<double>(s.hits); }},
       {"code_interpreter_warm_pool_misses_total", "counter",
-       "Executions that found their warm pool empty and waited for a sandbox made for them.",
+       "Executions that found their warm pool empty: served by the refill under way (counted "
+       "in _waits_total too) or by a sandbox made for them.",
        [](const WarmPoolStats& s) { return static_cast<double>(s.misses); }},
+      {"code_interpreter_warm_pool_waits_total", "counter",
+       "Executions that found their warm pool empty and took the sandbox its refill made.",
+       [](const WarmPoolStats& s) { return static_cast<double>(s.waits); }},
       {"code_interpreter_warm_pool_dead_total", "counter",
        "Pooled sandboxes found gone (their init exited) when taken: replaced, not handed out.",
        [](const WarmPoolStats& s) { return static_cast<double>(s.dead); }},

@@ -15,6 +15,7 @@ void WarmPool::Start(const std::vector<WarmPoolConfig>& pools) {
   for (const WarmPoolConfig& config : pools) {
     if (config.size == 0) continue;
     auto pool = std::make_unique<Pool>();
+    pool->filled = std::make_unique<AsyncEvent>(ex_);
     pool->config = config;
     pool->stats.name = config.name;
     pool->stats.size = config.size;
@@ -39,29 +40,49 @@ asio::awaitable<Result<std::unique_ptr<Sandbox>>> WarmPool::Prepare(const Sandbo
                             [&](const auto& p) { return p->config.spec == unclaimed; });
   if (match != pools_.end()) {
     Pool& pool = **match;
-    while (!pool.ready.empty() && !pool.ready.front()->Alive()) {
-      // Died while it waited (its parent killed, the host's OOM killer): replaced, not handed out.
-      std::shared_ptr<Sandbox> dead = std::move(pool.ready.front());
-      pool.ready.pop_front();
-      ++pool.stats.dead;
-      asio::co_spawn(
-          ex_, [dead]() -> asio::awaitable<void> { co_await dead->Destroy(); }, asio::detached);
-    }
-    if (!pool.ready.empty()) {
-      std::unique_ptr<Sandbox> sandbox = std::move(pool.ready.front());
-      pool.ready.pop_front();
+    std::unique_ptr<Sandbox> sandbox = TakeReady(pool);
+    if (sandbox) {
       ++pool.stats.hits;
+    } else {
+      ++pool.stats.misses;
+      Refill(pool);
+      // The refill under way is nearer done than a sandbox made now, which would compete with it
+      // for the CPU: one request at a time waits for it (a failing one is not waited for).
+      if (pool.filling && !pool.awaited) {
+        pool.awaited = true;
+        while (pool.ready.empty() && pool.filling && pool.last_error.empty()) {
+          co_await pool.filled->Wait();
+        }
+        pool.awaited = false;
+        sandbox = TakeReady(pool);
+        if (sandbox) ++pool.stats.waits;
+      }
+    }
+    if (sandbox) {
       pool.taken_at.push_back(Clock::now());
       Refill(pool);
       co_return sandbox;
     }
-    ++pool.stats.misses;
-    Refill(pool);
   }
   SandboxSpec now = spec;
   now.prestart_argv.clear();
   auto cold = co_await inner_.Prepare(now);
   co_return cold;
+}
+
+std::unique_ptr<Sandbox> WarmPool::TakeReady(Pool& pool) {
+  while (!pool.ready.empty() && !pool.ready.front()->Alive()) {
+    // Died while it waited (its parent killed, the host's OOM killer): replaced, not handed out.
+    std::shared_ptr<Sandbox> dead = std::move(pool.ready.front());
+    pool.ready.pop_front();
+    ++pool.stats.dead;
+    asio::co_spawn(
+        ex_, [dead]() -> asio::awaitable<void> { co_await dead->Destroy(); }, asio::detached);
+  }
+  if (pool.ready.empty()) return nullptr;
+  std::unique_ptr<Sandbox> sandbox = std::move(pool.ready.front());
+  pool.ready.pop_front();
+  return sandbox;
 }
 
 size_t WarmPool::ready() const {
@@ -101,6 +122,7 @@ asio::awaitable<void> WarmPool::Fill(Pool& pool) {
         spdlog::debug("warm pool {}: preparing a sandbox failed again: {}", pool.config.name, why);
       }
       pool.last_error = why;
+      pool.filled->Notify();  // a request waiting for this fill makes its own sandbox
       co_await Sleep(std::chrono::seconds(1));
       continue;
     }
@@ -111,6 +133,7 @@ asio::awaitable<void> WarmPool::Fill(Pool& pool) {
       break;
     }
     pool.ready.push_back(std::move(sandbox));
+    pool.filled->Notify();
     if (!pool.taken_at.empty()) {
       const double lag =
           std::chrono::duration<double>(Clock::now() - pool.taken_at.front()).count();
@@ -121,6 +144,7 @@ asio::awaitable<void> WarmPool::Fill(Pool& pool) {
     }
   }
   pool.filling = false;
+  pool.filled->Notify();
 }
 
 asio::awaitable<void> WarmPool::Drain() {

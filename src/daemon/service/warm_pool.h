@@ -4,7 +4,8 @@
 // in first, where the backend put one back for it (Executor::TakeRecycled).
 // A Python pool's sandboxes hold an interpreter already started (SandboxSpec::prestart_argv); a
 // sandbox made on the spot for a request (the pool was empty, or there is none) does not
-// pre-start, since the warm imports pay off only ahead of time.
+// pre-start, since the warm imports pay off only ahead of time. A request that finds its pool
+// empty while a refill is under way waits for that refill's sandbox (one request at a time).
 // Single-threaded: it lives on the daemon's io_context.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "daemon/service/async_event.h"
 
 namespace ci::daemon {
 
@@ -32,7 +34,8 @@ struct WarmPoolStats {
   size_t size = 0;
   size_t ready = 0;
   uint64_t hits = 0;     // requests served by a pooled sandbox
-  uint64_t misses = 0;   // requests of this pool's spec that found it empty (a sandbox made then)
+  uint64_t misses = 0;   // requests of this pool's spec that found it empty: waited or made one
+  uint64_t waits = 0;    // of those, served by the refill under way
   uint64_t refills = 0;  // sandboxes added after a take
   uint64_t dead = 0;     // pooled sandboxes found gone when taken, replaced instead
   double refill_lag_sum = 0;  // seconds from each take to its replacement being ready
@@ -72,10 +75,14 @@ class WarmPool final : public Executor {
     std::deque<std::unique_ptr<Sandbox>> ready;
     std::deque<Clock::time_point> taken_at;  // takes not yet replaced, oldest first
     bool filling = false;
-    std::string last_error;  // the last failed fill's, logged once until it changes
+    std::unique_ptr<AsyncEvent> filled;  // notified as a fill adds a sandbox, fails or ends
+    bool awaited = false;                // a request waits for the fill under way
+    std::string last_error;              // the last failed fill's, logged once until it changes
     WarmPoolStats stats;
   };
 
+  // A pooled sandbox still alive, or null; dead ones are dropped (and counted).
+  std::unique_ptr<Sandbox> TakeReady(Pool& pool);
   void Refill(Pool& pool);
   asio::awaitable<void> Fill(Pool& pool);
 

@@ -1,8 +1,10 @@
 #include "runtime/init/caps.h"
 
+#include <linux/capability.h>
 #include <linux/securebits.h>
-#include <sys/capability.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <initializer_list>
 #include <string>
@@ -31,30 +33,28 @@ SysError LockSecurebits() {
 namespace {
 
 // Permitted and effective = exactly `keep`, no ambient capabilities (inheritable stays empty).
-SysError SetOnlyCapabilities(std::initializer_list<cap_value_t> keep, const char* what) {
+// The capset system call itself, not libcap's: it runs in each program's fork, where every
+// allocation copies pages of init's heap.
+SysError SetOnlyCapabilities(std::initializer_list<int> keep, const char* what) {
   if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
     return SysFail("clear ambient capabilities");
   }
-  cap_t caps = cap_init();
-  if (caps == nullptr) return SysFail("cap_init");
-  const int n = static_cast<int>(keep.size());
-  int rc = 0;
-  if (n > 0) rc = cap_set_flag(caps, CAP_PERMITTED, n, keep.begin(), CAP_SET);
-  if (rc == 0 && n > 0) rc = cap_set_flag(caps, CAP_EFFECTIVE, n, keep.begin(), CAP_SET);
-  if (rc == 0) rc = cap_set_proc(caps);
-  int err = errno;
-  cap_free(caps);
-  if (rc != 0) return SysFailErr(err, what);
+  __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  for (int cap : keep) {
+    data[CAP_TO_INDEX(cap)].permitted |= CAP_TO_MASK(cap);
+    data[CAP_TO_INDEX(cap)].effective |= CAP_TO_MASK(cap);
+  }
+  if (::syscall(SYS_capset, &header, data) != 0) return SysFail(what);
   return SysOk();
 }
 
 }  // namespace
 
-SysError DropAllCapabilities() { return SetOnlyCapabilities({}, "cap_set_proc(empty)"); }
+SysError DropAllCapabilities() { return SetOnlyCapabilities({}, "capset(empty)"); }
 
 SysError KeepInitCapabilities() {
-  return SetOnlyCapabilities({CAP_SETUID, CAP_SETGID, CAP_KILL},
-                             "cap_set_proc(setuid, setgid, kill)");
+  return SetOnlyCapabilities({CAP_SETUID, CAP_SETGID, CAP_KILL}, "capset(setuid, setgid, kill)");
 }
 
 SysError SetNoNewPrivs() {

@@ -12,7 +12,7 @@ SysError DropBoundingSet();
 // explicitly), the ambient set cannot be raised; each bit and KEEP_CAPS are locked. Needs
 // CAP_SETPCAP, so it runs while still namespace root.
 SysError LockSecurebits();
-// Clears the ambient set and sets permitted/effective/inheritable to empty through libcap.
+// Clears the ambient set and sets permitted/effective/inheritable to empty.
 SysError DropAllCapabilities();
 // Init's set when it is a user of its own (two ids, see userns.h): CAP_SETUID and CAP_SETGID to
 // start the program as the sandbox user, CAP_KILL to kill whatever the program leaves. Only in
