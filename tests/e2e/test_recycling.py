@@ -11,10 +11,13 @@ CAROL = "carol-" + "c9" * 16
 DAVE = "dave-" + "ca" * 16
 KEYS_FILE = api_keys_file(f"alice {ALICE}\nbob {BOB}\ncarol {CAROL}\ndave {DAVE}\n")
 
-# Which sandbox a program runs in: its init's start time (and its cgroup's path, "/" where the
-# sandbox has a cgroup namespace). A sandbox is put back before the execution's answer.
-SANDBOX_CODE = ("print(open('/proc/self/cgroup').read().strip().replace('\\n', ' '), "
-                "open('/proc/1/stat').read().split()[21])")
+# Which sandbox a program runs in: its pid namespace (two sandboxes alive at once never share
+# one; init's start time, in ticks, was the same for sandboxes started together), its init's
+# start time and its cgroup's path ("/" where the sandbox has a cgroup namespace). A sandbox is
+# put back before the execution's answer.
+SANDBOX_CODE = ("import os\n"
+                "print(os.readlink('/proc/self/ns/pid'), open('/proc/1/stat').read().split()[21], "
+                "open('/proc/self/cgroup').read().strip().replace('\\n', ' '))")
 
 # Everything a program can leave behind for the next one in a sandbox of its own.
 LEAVE_CODE = r"""
