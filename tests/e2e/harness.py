@@ -1079,6 +1079,18 @@ class E2ETestCase(unittest.TestCase):
         return any(d.get("measure") == "memory limit (cgroup)"
                    for d in hardening.get("downgrades") or [])
 
+    def pool_metric(self, pool, series):
+        """A warm pool's `code_interpreter_warm_pool_<series>` from /metrics; None if absent."""
+        text = self.client.get("/metrics").body.decode()
+        m = re.search(rf'^code_interpreter_warm_pool_{series}{{pool="{pool}"}} (\S+)$', text, re.M)
+        return m and float(m.group(1))
+
+    def wait_for_pool(self, pool, ready):
+        """Until a warm pool holds `ready` sandboxes again (a request that finds it empty gets a
+        sandbox that pre-starts nothing)."""
+        self.assertTrue(wait_until(lambda: self.pool_metric(pool, "ready") == ready, timeout=30),
+                        f"the {pool} pool did not refill")
+
     def upload_ok(self, filename, data):
         r = self.client.upload(filename, data)
         self.assertEqual(r.status, 201, f"upload {filename!r}: {r!r}")

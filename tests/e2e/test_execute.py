@@ -396,13 +396,8 @@ class PrestartedInterpreterTest(E2ETestCase):
     def wait_for_the_pool(self):
         """Until the Python pool is full again: a request that finds it empty gets a sandbox
         made for it, which pre-starts nothing."""
-        if not self.prestarts():
-            return
-
-        def full():
-            metrics = self.client.get("/metrics").body.decode()
-            return 'code_interpreter_warm_pool_ready{pool="python"} 2\n' in metrics
-        self.assertTrue(wait_until(full, timeout=30), "the Python pool did not refill")
+        if self.prestarts():
+            self.wait_for_pool("python", 2)
 
     def test_warm_imports_are_done_quietly(self):
         self.wait_for_the_pool()

@@ -3,9 +3,7 @@ program whose imports are only of the standard library and name none of them run
 of its own pool whose interpreter has none of them loaded; any other runs with them, as before.
 Runs with the local backend (the only one that keeps the two kinds apart)."""
 
-import re
-
-from harness import E2ETestCase, wait_until
+from harness import E2ETestCase
 
 WARM = ("csv", "this")  # `import this` prints: a program must not see it
 LOADED = "import sys\nprint(sorted(m for m in ('csv', 'this', 'numpy') if m in sys.modules))"
@@ -14,15 +12,10 @@ LOADED = "import sys\nprint(sorted(m for m in ('csv', 'this', 'numpy') if m in s
 class LeanInterpreterTest(E2ETestCase):
     daemon_env = {"WARM_POOL_SIZE": "2", "WARM_IMPORTS": ",".join(WARM)}
 
-    def pool(self, name, field):
-        text = self.client.get("/metrics").body.decode()
-        m = re.search(rf'^code_interpreter_warm_pool_{field}{{pool="{name}"}} (\S+)$', text, re.M)
-        return m and float(m.group(1))
-
     def full(self, name):
         """Until a pool is full again: without the fork server (rootless) a sandbox made for a
         request that found it empty imports nothing ahead."""
-        self.assertTrue(wait_until(lambda: self.pool(name, "ready") == 2, 30), f"pool {name}")
+        self.wait_for_pool(name, 2)
 
     def test_a_program_of_the_standard_library_alone_runs_without_the_warm_imports(self):
         res = self.execute(LOADED)
@@ -39,12 +32,12 @@ class LeanInterpreterTest(E2ETestCase):
     def test_each_kind_has_its_pool_and_takes_from_it(self):
         self.full("python")
         self.full("python-lean")
-        before = {p: self.pool(p, "hits_total") for p in ("python", "python-lean")}
+        before = {p: self.pool_metric(p, "hits_total") for p in ("python", "python-lean")}
         self.assertEqual(self.execute("print(1)")["stdout"], "1\n")
-        self.assertEqual(self.pool("python-lean", "hits_total"), before["python-lean"] + 1)
+        self.assertEqual(self.pool_metric("python-lean", "hits_total"), before["python-lean"] + 1)
         self.full("python")
         self.assertEqual(self.execute("import csv\nprint(2)")["stdout"], "2\n")
-        self.assertEqual(self.pool("python", "hits_total"), before["python"] + 1)
+        self.assertEqual(self.pool_metric("python", "hits_total"), before["python"] + 1)
 
     def test_a_lean_program_still_imports_what_it_asks_for(self):
         """An import the source does not show (through the C API here) loads the module then,
