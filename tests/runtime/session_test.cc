@@ -370,6 +370,28 @@ TEST_F(FreezeTest, FreezingTwiceAndThawingWhatRunsAreHarmless) {
   EXPECT_EQ(c.out, "ok\n");
 }
 
+// Shells that start commands without end (dash starts them with vfork): a cgroup v1 freeze tries
+// each task once per write, so a parent that went into its vfork wait just after its try held the
+// cgroup FREEZING for ever (half of the freezes here) until Freeze asked again while it waited.
+TEST_F(FreezeTest, ProcessesThatStartProcessesWithoutEndAreFrozenEveryTime) {
+  if (FreezeUnavailable()) return;
+  const pid_t pid = StartCounter("ci-counter-" + UniqueSleepSeconds());
+  ASSERT_GT(pid, 0);
+  for (int i = 0; i < 3; ++i) {
+    RunPayload spawner = Shell("while :; do /bin/true; done");
+    spawner.background = true;
+    ASSERT_TRUE(Run(std::move(spawner)).outcome.ok());
+  }
+  for (int i = 0; i < 20; ++i) {
+    SCOPED_TRACE("freeze " + std::to_string(i));
+    ASSERT_TRUE(Await(sandbox_->Freeze(true)).ok());
+    const std::string frozen_at = WorkspaceFile(pid, "count");
+    std::this_thread::sleep_for(30ms);
+    EXPECT_EQ(WorkspaceFile(pid, "count"), frozen_at) << "the counter ran while frozen";
+    ASSERT_TRUE(Await(sandbox_->Freeze(false)).ok());
+  }
+}
+
 // Destroy (and Kill first) of a frozen sandbox: init cannot answer, its parent kills it and
 // thaws the cgroup (cgroup v1 holds a frozen task's SIGKILL until then).
 TEST_F(FreezeTest, DestroyAndKillOfAFrozenSandboxLeaveNothing) {

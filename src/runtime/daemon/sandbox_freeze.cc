@@ -43,7 +43,9 @@ Result<CgroupFreezer> FindFreezer(const SandboxCore& core) {
                                            "/freezer (mount the freezer controller there)");
 }
 
-// Polls until the kernel reports `frozen`, at most kFreezeTimeout; false on timeout.
+// Polls until the kernel reports `frozen`, at most kFreezeTimeout; false on timeout. A v1 freeze
+// is asked again at each poll: the kernel tries each task once per write, and a task that went
+// into a freezable sleep just after its try (a vfork parent) would stay FREEZING for ever.
 asio::awaitable<bool> AwaitState(const SandboxCore& core, const CgroupFreezer& f, bool frozen) {
   const auto deadline = Clock::now() + kFreezeTimeout;
   Clock::duration pause = 200us;
@@ -51,6 +53,7 @@ asio::awaitable<bool> AwaitState(const SandboxCore& core, const CgroupFreezer& f
     if (Clock::now() >= deadline || core.state == SandboxCore::State::kDestroyed) co_return false;
     co_await Sleep(pause);
     pause = std::min<Clock::duration>(pause * 2, 2ms);
+    if (frozen && f.version == 1) (void)WriteFrozen(f, true);
   }
   co_return true;
 }
