@@ -236,6 +236,9 @@ class Executor {
   virtual bool runs_lean_python() const { return false; }
   // Its own figures for /metrics, read at each scrape (local: the fork server's).
   virtual std::vector<BackendMetric> metrics() const { return {}; }
+  // What the backend does another way than configured because the host or cluster refused it
+  // (kubernetes: pods/attach refused, executions driven by exec), for /health; may change.
+  virtual std::vector<Downgrade> downgrades() const { return {}; }
 
   // Sessions that live in the backend rather than in a daemon (kubernetes: the session's pod,
   // found by label), so any replica serves them: a session another replica (or this daemon

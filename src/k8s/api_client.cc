@@ -290,7 +290,8 @@ asio::awaitable<Result<std::unique_ptr<LineStream>>> ApiClient::Watch(
   co_return std::unique_ptr<LineStream>(std::move(stream));
 }
 
-asio::awaitable<Result<std::unique_ptr<ExecConnection>>> ApiClient::Exec(std::string_view target) {
+asio::awaitable<Result<std::unique_ptr<ExecConnection>>> ApiClient::Exec(std::string_view target,
+                                                                         int* declined) {
   auto opened = co_await Open(ex_, config_, tls_, timeout_);
   if (!opened.ok()) co_return opened.status();
 
@@ -308,6 +309,7 @@ asio::awaitable<Result<std::unique_ptr<ExecConnection>>> ApiClient::Exec(std::st
   co_await ws.async_handshake(res, host, path, asio::redirect_error(use_awaitable, ec));
   if (ec == websocket::error::upgrade_declined) {
     const int code = static_cast<int>(res.result_int());
+    if (declined) *declined = code;
     Status refused = ApiError("exec", ApiResponse{code, res.body()});
     // No pod (404), or one whose containers have ended (the API has no reason for it, only the
     // kubelet's words in a 400): there is nothing to exec into any more.

@@ -85,7 +85,9 @@ class ApiClient {
   // GET `target` (exec_protocol.h ExecRequestTarget) upgraded to a WebSocket, offering v5 then
   // v4. A refused upgrade is an error carrying the server's Status message; Gone when the pod
   // is not there (404) or its containers have completed.
-  asio::awaitable<Result<std::unique_ptr<ExecConnection>>> Exec(std::string_view target);
+  // `declined`, when given, gets the HTTP status of an upgrade the server declined (403: RBAC).
+  asio::awaitable<Result<std::unique_ptr<ExecConnection>>> Exec(std::string_view target,
+                                                                int* declined = nullptr);
 
  private:
   asio::any_io_executor ex_;

@@ -16,6 +16,7 @@
 #include "core/short_id.h"
 #include "core/sleep.h"
 #include "core/unix_time.h"
+#include "k8s/access_review.h"
 #include "k8s/api_client.h"
 #include "k8s/attach_transport.h"
 #include "k8s/exec_protocol.h"
@@ -64,6 +65,12 @@ void StartRemoval(const std::shared_ptr<Removals>& r, const asio::any_io_executo
   asio::co_spawn(ex, RemovePodNow(r, pod), asio::detached);
 }
 
+// Whether the daemon may attach to its pods' agents: asked at the first health check
+// (SelfSubjectAccessReviews) and again each reaper period while refused; a real attach the API
+// server declines with 403 refuses it too. Refused: execution pods run `sleep` as PID 1 and
+// every step is an exec, as with KUBERNETES_EXECUTOR_AGENT=false.
+enum class AttachAccess { kUnknown, kAllowed, kRefused };
+
 struct ReaperState {
   bool running = false;
   bool first_done = false;
@@ -109,7 +116,12 @@ class K8sExecutor final : public Executor {
       co_return StartFailure(running, "pod start");
     }
     spdlog::debug("pod {}: running in {} ms", pod.name, (Clock::now() - t0) / 1ms);
-    if (options.agent) co_return co_await AgentSandboxOn(pod, spec, options.session_token);
+    if (options.agent) {
+      auto agent = co_await AgentSandboxOn(pod, spec, options.session_token);
+      // Refused just now: this request goes on in a pod driven by exec.
+      if (!agent.ok() && attach_ == AttachAccess::kRefused) co_return co_await Prepare(spec);
+      co_return agent;
+    }
     last_start_failure_.clear();
     co_return SandboxOn(pod, spec, options.session_token);
   }
@@ -157,9 +169,18 @@ class K8sExecutor final : public Executor {
                              "packaging/kubernetes/rbac.yaml)",
                          *r);
     }
+    const bool review = !reviewed_ || (attach_ == AttachAccess::kRefused &&
+                                       Clock::now() - reaper_.last >= kReapPeriod);
     if (!reaper_.running && (!reaper_.first_done || Clock::now() - reaper_.last >= kReapPeriod)) {
       reaper_.last = Clock::now();
       asio::co_spawn(ex_, Reap(), asio::detached);
+    }
+    if (review) co_await ReviewAccess();
+    if (!exec_refused_.empty()) {
+      co_return Status::Error("the daemon's credentials may not " + exec_refused_ +
+                              " in namespace " + opts_.pods.namespace_ +
+                              ": every session step needs it (and every execution step without "
+                              "the agent); grant it as packaging/kubernetes/role.yaml does");
     }
     if (!last_start_failure_.empty()) {
       co_return Status::Error("the last executor pod did not start: " + last_start_failure_);
@@ -187,6 +208,16 @@ class K8sExecutor final : public Executor {
     return {PodMeasures(pod), PodDowngrades(pod)};
   }
 
+  std::vector<Downgrade> downgrades() const override {
+    if (attach_ != AttachAccess::kRefused) return {};
+    return {{"executions driven by the pod's agent over pods/attach (KUBERNETES_EXECUTOR_AGENT)",
+             attach_refused_ +
+                 ": each step of an execution is an exec into its pod instead "
+                 "(a WebSocket each, slower), as with KUBERNETES_EXECUTOR_AGENT=false",
+             "grant get and create on pods/attach in namespace " + opts_.pods.namespace_ +
+                 " (packaging/kubernetes/role.yaml); the daemon asks again every minute"}};
+  }
+
  private:
   PodOptions OptionsFor(const SandboxSpec& spec) const {
     PodRequest r;
@@ -194,7 +225,58 @@ class K8sExecutor final : public Executor {
     r.instance_id = instance_;
     r.owner_description = owner_description_;
     r.daemon_namespace = opts_.connection.Namespace();
-    return PodOptionsFor(opts_.pods, spec, r);
+    if (attach_ != AttachAccess::kRefused) return PodOptionsFor(opts_.pods, spec, r);
+    K8sOptions without_agent = opts_.pods;
+    without_agent.agent = false;
+    return PodOptionsFor(without_agent, spec, r);
+  }
+
+  // The access reviews (access_review.h): pods/exec refused is an error /health shows until it
+  // is granted; pods/attach refused (when the agent is on) a downgrade. A review the API server
+  // cannot make leaves it to the first real attach.
+  asio::awaitable<void> ReviewAccess() {
+    auto access = co_await ReviewPodStreams(*client_, opts_.pods.namespace_);
+    if (!access.ok()) {
+      if (!reviewed_) {
+        spdlog::info(
+            "kubernetes: no access review ({}); the first attach to a pod tells whether "
+            "pods/attach is allowed",
+            access.status().message());
+      }
+      reviewed_ = true;
+      co_return;
+    }
+    reviewed_ = true;
+    const std::string& exec_refused = access->exec_refused;
+    if (exec_refused != exec_refused_ && !exec_refused.empty()) {
+      spdlog::error(
+          "kubernetes: the daemon's credentials may not {} in namespace {}: sessions "
+          "cannot run; grant it as packaging/kubernetes/role.yaml does",
+          exec_refused, opts_.pods.namespace_);
+    }
+    exec_refused_ = exec_refused;
+    if (!opts_.pods.agent) co_return;
+    if (access->attach_refused.empty()) {
+      if (attach_ == AttachAccess::kRefused) {
+        spdlog::info("kubernetes: pods/attach is allowed now: execution pods run the agent again");
+      }
+      attach_ = AttachAccess::kAllowed;
+    } else {
+      RefuseAttach("the daemon's credentials may not " + access->attach_refused +
+                   " (access review)");
+    }
+  }
+
+  void RefuseAttach(const std::string& why) {
+    if (attach_ != AttachAccess::kRefused) {
+      spdlog::warn(
+          "kubernetes: {}: execution pods run without the agent, each step an exec "
+          "(slower); grant get and create on pods/attach in namespace {} "
+          "(packaging/kubernetes/role.yaml)",
+          why, opts_.pods.namespace_);
+    }
+    attach_ = AttachAccess::kRefused;
+    attach_refused_ = why;
   }
 
   // No pod to run in is never the program's fault: the API answers 503 with the reason (as
@@ -218,7 +300,14 @@ class K8sExecutor final : public Executor {
       const PodRef& pod, const SandboxSpec& spec, const std::string& session_token) {
     container::Container c = ContainerOn(pod, spec, session_token);
     const std::string target = AttachRequestTarget(pod.namespace_, pod.name, pod.container);
-    auto conn = co_await client_->Exec(target);
+    int declined = 0;
+    auto conn = co_await client_->Exec(target, &declined);
+    if (declined == 403) {
+      StartRemoval(removals_, ex_, pod);
+      RefuseAttach("the API server refused to attach to pod " + pod.name + " (" +
+                   conn.status().message() + ")");
+      co_return conn.status();
+    }
     Status failed = conn.status();
     std::shared_ptr<container::AgentChannel> channel;
     if (conn.ok()) {
@@ -279,6 +368,10 @@ class K8sExecutor final : public Executor {
   std::shared_ptr<ExecProtocolMemo> memo_ = std::make_shared<ExecProtocolMemo>();
   std::shared_ptr<Removals> removals_ = std::make_shared<Removals>();
   ReaperState reaper_;
+  bool reviewed_ = false;
+  AttachAccess attach_ = AttachAccess::kUnknown;
+  std::string attach_refused_;      // why, while kRefused
+  std::string exec_refused_;        // "get pods/exec or create pods/exec" the Role lacks
   std::string last_start_failure_;  // the last Prepare's, until one succeeds
 };
 

@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "daemon/service/warm_pool.h"
 #include "fake_daemon.h"
 
 namespace ci::daemon {
@@ -119,6 +120,40 @@ TEST_F(WarmPoolApiTest, ARequestThatFindsThePoolEmptyTakesTheRefillUnderWay) {
   fake().HoldPrepares(nullptr);
   EXPECT_EQ(waited.status, 200) << waited.body;  // a sandbox made for it
   EXPECT_EQ(Metric(PoolSeries("waits_total")), 1);
+}
+
+TEST(RefillBackoff, OneSecondDoubledUpToFiveMinutes) {
+  using std::chrono::seconds;
+  EXPECT_EQ(RefillBackoff(1), seconds(1));
+  EXPECT_EQ(RefillBackoff(2), seconds(2));
+  EXPECT_EQ(RefillBackoff(3), seconds(4));
+  EXPECT_EQ(RefillBackoff(9), seconds(256));
+  EXPECT_EQ(RefillBackoff(10), seconds(300));
+  EXPECT_EQ(RefillBackoff(1 << 30), seconds(300));
+}
+
+// A pool whose backend cannot start sandboxes (a refused permission, a missing image) waits 1 s,
+// 2 s, 4 s... between tries instead of asking every second; a request whose own sandbox starts
+// shows the backend works again, and the pool tries at once.
+TEST_F(WarmPoolApiTest, APoolThatCannotFillBacksOffAndTriesAtOnceWhenTheBackendWorks) {
+  using Clock = std::chrono::steady_clock;
+  ASSERT_TRUE(fake().WaitUntil([](const FakeCounts& c) { return c.prepared == 1; }));
+  fake().FailPrepare(Status::Error("no room"), 4);
+  const auto sent = Clock::now();
+  EXPECT_EQ(client().Post("/v1/execute", R"({"code": "x"})").status, 200);  // the pooled one
+  ASSERT_TRUE(Eventually([&] { return MetricNow(PoolSeries("fill_failures_total")) == 4; }));
+  // Tries at 0, 1, 3 and 7 s (a busy machine only makes them later); every second: 3 s.
+  const auto fourth = Clock::now();
+  EXPECT_GE(fourth - sent, std::chrono::seconds(7));
+  EXPECT_EQ(Metric(PoolSeries("ready")), 0);
+
+  // 8 s to the next try; a request's own sandbox starts (the failures are used up) and the pool
+  // fills at once.
+  EXPECT_EQ(client().Post("/v1/execute", R"({"code": "x"})").status, 200);
+  ASSERT_TRUE(Eventually([&] { return MetricNow(PoolSeries("ready")) == 1; }));
+  // (Without the wake-up it fills 8 s after the fourth failure; 3 s of margin either way.)
+  EXPECT_LT(Clock::now() - fourth, std::chrono::seconds(5)) << "the pool waited out its back-off";
+  EXPECT_EQ(Metric(PoolSeries("fill_failures_total")), 4);
 }
 
 TEST_F(WarmPoolApiTest, ASessionGetsASandboxOfItsOwn) {

@@ -766,6 +766,10 @@ K8S_TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 # images are made of; the daemons are told by KUBERNETES_EXECUTOR_AGENT_PATH.
 FAKE_IMAGE_AGENT = "/code-interpreter/agent"
 FAKE_TOOLS = ("bwrap", "nsenter", "setpriv", "openssl", "mount")
+# Namespaces of the fake whose RBAC refuses one thing the backend uses (test_k8s_access.py).
+K8S_REFUSING = {"no-attach": ["get:pods/attach", "create:pods/attach"],
+                "no-exec": ["get:pods/exec", "create:pods/exec"],
+                "no-pods": ["create:pods"]}
 
 
 def kubernetes_unavailable():
@@ -804,7 +808,10 @@ class FakeCluster:
                              "code-interpreter-agent")
         if not os.path.isfile(agent):
             raise RuntimeError(f"no agent at {agent} for the fake's images (ninja builds it)")
-        self.server = FakeServer(os.path.join(self.tmpdir, "state"), "--verbose",
+        refusing = [flag for ns, denied in K8S_REFUSING.items()
+                    for flag in ["--namespace", ns] + [f for d in denied
+                                                       for f in ("--deny", f"{d}:{ns}")]]
+        self.server = FakeServer(os.path.join(self.tmpdir, "state"), "--verbose", *refusing,
                                  "--seccomp-root", seccomp_root,
                                  "--image-file", f"{FAKE_IMAGE_AGENT}={agent}",
                                  # as packaging/executor-image/build.sh makes it

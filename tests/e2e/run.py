@@ -58,7 +58,7 @@ SUITES = {
 }
 # Modules that only apply to one backend: added to the e2e suite when it runs against that one,
 # rather than skipping everywhere else.
-BACKEND_MODULES = {"docker": ["test_docker"], "kubernetes": ["test_replicas"],
+BACKEND_MODULES = {"docker": ["test_docker"], "kubernetes": ["test_replicas", "test_k8s_access"],
                    "local": ["test_terminal", "test_recycling", "test_lean_python"]}
 
 

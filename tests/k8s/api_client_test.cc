@@ -12,6 +12,7 @@
 
 #include "common/await.h"
 #include "core/json.h"
+#include "k8s/access_review.h"
 #include "k8s/exec_protocol.h"
 #include "k8s/fake_apiserver.h"
 
@@ -163,6 +164,10 @@ TEST_F(ApiClientTest, RefusedCallsSayWhy) {
   ASSERT_FALSE(r.exit.ok());
   EXPECT_NE(r.exit.status().message().find("403"), std::string::npos) << r.exit.status().message();
   EXPECT_FALSE(r.exit.status().gone()) << "a refusal is not a pod gone";
+  int declined = 0;
+  const std::string target = ExecRequestTarget({"default", "p1", "runner", {"true"}, true});
+  EXPECT_FALSE(AwaitOn(io_, client->Exec(target, &declined)).ok());
+  EXPECT_EQ(declined, 403);
 
   // A wrong token: 401 with the server's Status.
   KubeConfig bad = client->config();
@@ -180,6 +185,22 @@ TEST_F(ApiClientTest, RefusedCallsSayWhy) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("did not verify"), std::string::npos)
       << refused.status().message();
+}
+
+// The daemon's startup question (access_review.h), answered by the server's RBAC: each verb of
+// each subresource on its own, and only in the namespace a denial names.
+TEST_F(ApiClientTest, AccessReviewsNameWhatTheCredentialsMayNotDo) {
+  FakeApiServer fake({"--namespace", "sandboxes", "--deny", "get:pods/attach:sandboxes", "--deny",
+                      "create:pods/exec", "--deny", "create:pods/attach:sandboxes"});
+  auto client = Client(fake);
+  auto there = AwaitOn(io_, ReviewPodStreams(*client, "sandboxes"));
+  ASSERT_TRUE(there.ok()) << there.status().message();
+  EXPECT_EQ(there->exec_refused, "create pods/exec");
+  EXPECT_EQ(there->attach_refused, "get pods/attach or create pods/attach");
+  auto elsewhere = AwaitOn(io_, ReviewPodStreams(*client, "default"));
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status().message();
+  EXPECT_EQ(elsewhere->exec_refused, "create pods/exec");
+  EXPECT_EQ(elsewhere->attach_refused, "");
 }
 
 }  // namespace

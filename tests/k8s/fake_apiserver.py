@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fake import pods, table, websocket  # noqa: E402
+from fake import pods, protobuf, table, websocket  # noqa: E402
 from fake.exec_stream import V4, V5, AttachStream, ExecStream  # noqa: E402
 from fake.kubelet import Node  # noqa: E402
 from fake.locked_tls import LockedTls  # noqa: E402
@@ -57,6 +57,13 @@ RESOURCES = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1"
      "verbs": ["get"]},
 ]}
 USER = "system:serviceaccount:default:fake-client"
+AUTHORIZATION = {"name": "authorization.k8s.io",
+                 "versions": [{"groupVersion": "authorization.k8s.io/v1", "version": "v1"}],
+                 "preferredVersion": {"groupVersion": "authorization.k8s.io/v1", "version": "v1"}}
+AUTHORIZATION_RESOURCES = {
+    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "authorization.k8s.io/v1",
+    "resources": [{"name": "selfsubjectaccessreviews", "singularName": "selfsubjectaccessreview",
+                   "namespaced": False, "kind": "SelfSubjectAccessReview", "verbs": ["create"]}]}
 
 # Just enough OpenAPI v3 for kubectl apply: its validation asks whether PATCH on a Pod takes the
 # fieldValidation query parameter (kubectl's QueryParamVerifierV3) and, when it does, leaves
@@ -117,9 +124,16 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _body(self):
+    def _raw_body(self):
+        """The request's body, once; b"" after. Every answer, refusals too, reads it whole so
+        that the connection's next request starts where this one ended."""
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self.rfile.read(length) if length and not self.body_read else b""
+        self.body_read = True
+        return raw
+
+    def _body(self):
+        raw = self._raw_body()
         if not raw:
             return None
         try:
@@ -132,6 +146,7 @@ class Handler(BaseHTTPRequestHandler):
         query = parse_qs(url.query, keep_blank_values=True)
         self.q = {k: v[-1] for k, v in query.items()}
         self.q_all = query
+        self.body_read = False
         parts = [p for p in url.path.split("/") if p]
         try:
             if parts in (["healthz"], ["livez"], ["readyz"]):
@@ -140,6 +155,8 @@ class Handler(BaseHTTPRequestHandler):
                 raise unauthorized()
             self._route(method, parts)
         except ApiError as e:
+            if not self.close_connection:
+                self._raw_body()
             self._send_json(e.code, e.body)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             self.close_connection = True
@@ -175,9 +192,12 @@ class Handler(BaseHTTPRequestHandler):
     def do_PATCH(self):
         self._dispatch("PATCH")
 
-    def _authorize(self, verb, resource, namespace, name=None):
+    def _denied(self, verb, resource, namespace):
         denied = self.api.denied
-        if f"{verb}:{resource}" in denied or f"{verb}:{resource}:{namespace}" in denied:
+        return f"{verb}:{resource}" in denied or f"{verb}:{resource}:{namespace}" in denied
+
+    def _authorize(self, verb, resource, namespace, name=None):
+        if self._denied(verb, resource, namespace):
             what = f'{resource.split("/")[0]} "{name}"' if name else resource
             raise forbidden(f'{what} is forbidden: User "{USER}" cannot {verb} resource '
                             f'"{resource}" in API group "" in the namespace "{namespace}"',
@@ -195,7 +215,12 @@ class Handler(BaseHTTPRequestHandler):
                                              {"clientCIDR": "0.0.0.0/0", "serverAddress": host}]})
         if method == "GET" and parts == ["apis"]:
             return self._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1",
-                                         "groups": []})
+                                         "groups": [AUTHORIZATION]})
+        if method == "GET" and parts == ["apis", "authorization.k8s.io", "v1"]:
+            return self._send_json(200, AUTHORIZATION_RESOURCES)
+        if method == "POST" and parts == ["apis", "authorization.k8s.io", "v1",
+                                          "selfsubjectaccessreviews"]:
+            return self._access_review()
         if method == "GET" and parts == ["api", "v1"]:
             return self._send_json(200, RESOURCES)
         if method == "GET" and parts == ["openapi", "v3"]:
@@ -246,6 +271,30 @@ class Handler(BaseHTTPRequestHandler):
                            "the server does not allow this method on the requested resource "
                            "(the fake serves pods create/get/list/watch/delete, exec, attach, log)", {})
         raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+    def _access_review(self):
+        """A SelfSubjectAccessReview of resourceAttributes, decided by --deny as requests are."""
+        if self.headers.get("Content-Type", "").startswith(protobuf.CONTENT_TYPE):
+            try:
+                review = protobuf.access_review(self._raw_body())
+            except (ValueError, UnicodeDecodeError) as e:
+                raise bad_request(f"the protobuf body could not be read: {e}") from None
+        else:
+            review = self._body() or {}
+        if review.get("kind") != "SelfSubjectAccessReview":
+            raise bad_request("the body is not a SelfSubjectAccessReview")
+        attrs = (review.get("spec") or {}).get("resourceAttributes")
+        if not isinstance(attrs, dict) or not attrs.get("verb") or not attrs.get("resource"):
+            raise ApiError(422, "Invalid", "SelfSubjectAccessReview is invalid: "
+                           "spec.resourceAttributes: verb and resource are required", {})
+        resource = attrs["resource"] + (f"/{attrs['subresource']}"
+                                        if attrs.get("subresource") else "")
+        denied = self._denied(attrs["verb"], resource, attrs.get("namespace", ""))
+        # RBAC has no words for a refusal (no rule allowed it), so a denial has no reason.
+        review["status"] = ({"allowed": False} if denied
+                            else {"allowed": True, "reason": "allowed by the fake"})
+        review.setdefault("metadata", {})["creationTimestamp"] = None
+        return self._send_json(201, review)
 
     @staticmethod
     def _namespace(name):

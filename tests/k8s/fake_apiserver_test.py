@@ -338,6 +338,27 @@ class FakeApiServerTest(ServerTestCase):
                                                  pod_json("x")), 403, "Forbidden")
         self.assertIn('cannot create resource "pods"', body["message"])
 
+    def test_access_reviews_answer_as_the_denials_decide(self):
+        def allowed(verb, resource, ns, subresource=None):
+            attrs = {"namespace": ns, "verb": verb, "resource": resource}
+            if subresource:
+                attrs["subresource"] = subresource
+            r = self.c.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                               {"apiVersion": "authorization.k8s.io/v1",
+                                "kind": "SelfSubjectAccessReview",
+                                "spec": {"resourceAttributes": attrs}})
+            self.assertEqual(r.status, 201, r.body)
+            review = r.json()
+            self.assertEqual(review["spec"]["resourceAttributes"], attrs)
+            return review["status"]["allowed"]
+        self.assertFalse(allowed("create", "pods", "locked"))
+        self.assertTrue(allowed("create", "pods", NS))
+        self.assertTrue(allowed("get", "pods", "locked"))
+        self.assertTrue(allowed("create", "pods", "locked", "exec"))
+        self.assert_status(self.c.request(
+            "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            {"kind": "SelfSubjectAccessReview", "spec": {}}), 422, "Invalid")
+
     def test_quota_exceeded_is_403(self):
         items = self.c.request("GET", PODS).json()["items"]
         live = [p for p in items if p["status"].get("phase") not in ("Succeeded", "Failed")]

@@ -48,6 +48,7 @@ class K8sExecutorTest : public testing::TestWithParam<Mode> {
     // set one), small enough for a test to fill.
     std::vector<std::string> flags = {"--pod-pids-limit", "32"};
     if (GetParam().v4) flags.push_back("--no-v5");
+    flags.insert(flags.end(), denied_.begin(), denied_.end());
     fake_ = std::make_unique<testing_support::FakeApiServer>(flags);
     executor_ = Make("code-interpreter-executor:latest");
   }
@@ -114,6 +115,7 @@ class K8sExecutorTest : public testing::TestWithParam<Mode> {
   }
 
   boost::asio::io_context io_;
+  std::vector<std::string> denied_;  // the fake's --deny flags
   std::unique_ptr<testing_support::FakeApiServer> fake_;
   std::unique_ptr<Executor> executor_;
 };
@@ -330,6 +332,57 @@ TEST_P(K8sExecutorTest, EnforcementReportIsWhatIsInForce) {
     }
   }
 }
+
+// A cluster whose RBAC refuses pods/attach: the agent cannot be reached, so execution pods are
+// driven by exec (a downgrade /health names), whether an access review or a real attach said so.
+class AttachRefusedTest : public K8sExecutorTest {
+ protected:
+  AttachRefusedTest() { denied_ = {"--deny", "get:pods/attach", "--deny", "create:pods/attach"}; }
+
+  // A pod driven by exec runs the program, and the downgrade gives `reason`.
+  void ExpectAnExecPod(const std::string& reason) {
+    auto sandbox = Prepare();
+    ASSERT_TRUE(sandbox);
+    auto e = Run(*sandbox, {"bash", "-c", "echo ran; tr '\\0' ' ' < /proc/1/cmdline"});
+    ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+    EXPECT_THAT(e.out, testing::StartsWith("ran\n"));
+    EXPECT_THAT(e.out, Not(HasSubstr(testing_support::kFakeImageAgent)));
+    AwaitOn(io_, sandbox->Destroy());
+    const std::vector<Downgrade> downgrades = executor_->downgrades();
+    ASSERT_EQ(downgrades.size(), 1u);
+    EXPECT_THAT(downgrades[0].measure, HasSubstr("pods/attach"));
+    EXPECT_THAT(downgrades[0].fix, HasSubstr("pods/attach"));
+    EXPECT_THAT(downgrades[0].reason, HasSubstr(reason));
+    EXPECT_TRUE(AwaitOn(io_, executor_->Check()).ok()) << "a downgrade, not a failure";
+  }
+};
+
+TEST_P(AttachRefusedTest, TheFirstRefusedAttachTurnsExecutionsToExec) {
+  EXPECT_TRUE(executor_->downgrades().empty());
+  ExpectAnExecPod("the API server refused to attach to pod ci-exec-");
+}
+
+TEST_P(AttachRefusedTest, TheAccessReviewTurnsExecutionsToExecBeforeAnyPod) {
+  ASSERT_TRUE(AwaitOn(io_, executor_->Check()).ok());
+  ExpectAnExecPod("may not get pods/attach or create pods/attach (access review)");
+}
+
+INSTANTIATE_TEST_SUITE_P(Agent, AttachRefusedTest, testing::Values(Mode{false, true}));
+
+// Without pods/exec nothing but an agent's execution could run: /health says what to grant.
+class ExecRefusedTest : public K8sExecutorTest {
+ protected:
+  ExecRefusedTest() { denied_ = {"--deny", "create:pods/exec"}; }
+};
+
+TEST_P(ExecRefusedTest, CheckNamesTheMissingVerb) {
+  Status health = AwaitOn(io_, executor_->Check());
+  ASSERT_FALSE(health.ok());
+  EXPECT_THAT(health.message(), HasSubstr("may not create pods/exec in namespace default"));
+  EXPECT_TRUE(executor_->downgrades().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Agent, ExecRefusedTest, testing::Values(Mode{false, true}));
 
 INSTANTIATE_TEST_SUITE_P(SubprotocolsAndAgent, K8sExecutorTest,
                          testing::Values(Mode{false, false}, Mode{true, false}, Mode{false, true},

@@ -48,7 +48,9 @@ class KubectlTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="fake-k8s-kubectl-")
-        cls.server = FakeServer(os.path.join(cls.tmp.name, "state")).__enter__()
+        cls.server = FakeServer(os.path.join(cls.tmp.name, "state"), "--namespace", "locked",
+                                "--deny", "get:pods/attach:locked",
+                                "--deny", "create:pods/attach:locked").__enter__()
         cls.env = dict(os.environ, KUBECONFIG=cls.server.info["kubeconfig"],
                        HOME=cls.tmp.name)  # no ~/.kube cache from elsewhere
         manifest = os.path.join(cls.tmp.name, "box.yaml")
@@ -150,6 +152,16 @@ class KubectlTest(unittest.TestCase):
         self.assertEqual((spec["containers"][0]["stdin"], spec["containers"][0]["stdinOnce"]),
                          (True, True))
         self.kubectl_ok("delete", "pod", "talk", "--grace-period=0", "--force")
+
+    def test_auth_can_i_asks_the_servers_access_review(self):
+        # kubectl's SelfSubjectAccessReview, the daemon's startup check (k8s/access_review.h).
+        for args, answer in [(("get", "pods", "--subresource=attach"), 0),
+                             (("create", "pods", "--subresource=exec", "-n", "locked"), 0),
+                             (("get", "pods", "--subresource=attach", "-n", "locked"), 1),
+                             (("create", "pods", "--subresource=attach", "-n", "locked"), 1)]:
+            r = self.kubectl("auth", "can-i", *args)
+            self.assertEqual((r.returncode, r.stdout.strip()),
+                             (answer, b"yes" if answer == 0 else b"no"), (args, r.stderr))
 
     def test_image_pull_failure_shows_in_get(self):
         self.kubectl_ok("run", "nopull", "--image=registry.example/gone:pull-fails",

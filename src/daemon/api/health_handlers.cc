@@ -23,6 +23,7 @@ HealthInfo ApiHandlers::Info(const Status& backend) const {
                                          : config.egress_default.ToString() + " (at most " +
                                                config.egress_max.ToString() + ")";
   info.hardening = executor_.enforcement(service_.spec());
+  info.backend_downgrades = executor_.downgrades();
   const SnapshotMode& snapshots = SessionSnapshotMode();
   info.session_snapshots = snapshots.mode + " (" + snapshots.criu + ")";
   if (deployment_) info.deployment = deployment_();

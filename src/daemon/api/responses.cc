@@ -253,6 +253,8 @@ std::string HealthJson(const HealthInfo& info) {
     w.Key("downgrades");
     WriteDowngrades(w, info.hardening.downgrades);
     w.EndObject();
+    w.Key("backend_downgrades");
+    WriteDowngrades(w, info.backend_downgrades);
     WriteDeployment(w, info.deployment);
     w.EndObject();
   });

@@ -39,6 +39,7 @@ struct HealthInfo {
   std::string egress;  // the default egress policy ("none"), and its bound (docs/egress.md)
   std::string session_snapshots;  // what a paused session keeps on disk (snapshot_mode.h)
   Enforcement hardening;
+  std::vector<Downgrade> backend_downgrades;  // Executor::downgrades()
   DeploymentInfo deployment;
 };
 std::string HealthJson(const HealthInfo& info);

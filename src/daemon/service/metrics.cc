@@ -168,6 +168,10 @@ void Metrics::RenderWarmPools(std::string& out, const std::vector<WarmPoolStats>
       {"code_interpreter_warm_pool_dead_total", "counter",
        "Pooled sandboxes found gone (their init exited) when taken: replaced, not handed out.",
        [](const WarmPoolStats& s) { return static_cast<double>(s.dead); }},
+      {"code_interpreter_warm_pool_fill_failures_total", "counter",
+       "Sandboxes a warm pool failed to prepare; after each it waits 1 s, doubled up to 5 min "
+       "while they keep failing.",
+       [](const WarmPoolStats& s) { return static_cast<double>(s.fill_failures); }},
       {"code_interpreter_warm_pool_refill_lag_seconds_sum", "counter",
        "Seconds from each take of a pooled sandbox until its replacement was ready, summed.",
        [](const WarmPoolStats& s) { return s.refill_lag_sum; }},

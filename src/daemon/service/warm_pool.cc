@@ -6,16 +6,25 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "core/sleep.h"
 
 namespace ci::daemon {
+
+std::chrono::seconds RefillBackoff(int failures) {
+  constexpr std::chrono::seconds kMax(300);
+  if (failures >= 10) return kMax;  // 2^9 s is past it already
+  return std::min(kMax, std::chrono::seconds(1 << std::max(0, failures - 1)));
+}
 
 void WarmPool::Start(const std::vector<WarmPoolConfig>& pools) {
   for (const WarmPoolConfig& config : pools) {
     if (config.size == 0) continue;
     auto pool = std::make_unique<Pool>();
     pool->filled = std::make_unique<AsyncEvent>(ex_);
+    pool->backoff = std::make_unique<asio::steady_timer>(ex_);
     pool->config = config;
     pool->stats.name = config.name;
     pool->stats.size = config.size;
@@ -67,6 +76,8 @@ asio::awaitable<Result<std::unique_ptr<Sandbox>>> WarmPool::Prepare(const Sandbo
   SandboxSpec now = spec;
   now.prestart_argv.clear();
   auto cold = co_await inner_.Prepare(now);
+  // The backend starts sandboxes again: a pool backing off tries now.
+  if (cold.ok() && match != pools_.end() && (*match)->failures > 0) (*match)->backoff->cancel();
   co_return cold;
 }
 
@@ -115,17 +126,28 @@ asio::awaitable<void> WarmPool::Fill(Pool& pool) {
       // Requests then take the cold path and report the error themselves; retry later. The
       // same failure again (a missing executor image for minutes) is not repeated as a warning.
       const std::string& why = prepared.status().message();
+      ++pool.stats.fill_failures;
+      const std::chrono::seconds wait = RefillBackoff(++pool.failures);
       if (why != pool.last_error) {
-        spdlog::warn("warm pool {}: preparing a sandbox failed: {} (retrying every 1 s)",
-                     pool.config.name, why);
+        spdlog::warn(
+            "warm pool {}: preparing a sandbox failed: {} (next try in {} s, waiting up "
+            "to 5 min while it fails)",
+            pool.config.name, why, wait.count());
       } else {
-        spdlog::debug("warm pool {}: preparing a sandbox failed again: {}", pool.config.name, why);
+        spdlog::debug("warm pool {}: preparing a sandbox failed again: {} (next try in {} s)",
+                      pool.config.name, why, wait.count());
       }
       pool.last_error = why;
       pool.filled->Notify();  // a request waiting for this fill makes its own sandbox
-      co_await Sleep(std::chrono::seconds(1));
+      pool.backoff->expires_after(wait);
+      boost::system::error_code ec;
+      co_await pool.backoff->async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
+    if (pool.failures > 0) {
+      spdlog::info("warm pool {}: preparing sandboxes works again", pool.config.name);
+    }
+    pool.failures = 0;
     pool.last_error.clear();
     std::unique_ptr<Sandbox> sandbox = std::move(prepared).value();
     if (draining_) {
@@ -150,6 +172,7 @@ asio::awaitable<void> WarmPool::Fill(Pool& pool) {
 asio::awaitable<void> WarmPool::Drain() {
   draining_ = true;
   for (auto& pool : pools_) {
+    pool->backoff->cancel();
     while (pool->filling) co_await Sleep(std::chrono::milliseconds(10));
     while (!pool->ready.empty()) {
       std::unique_ptr<Sandbox> sandbox = std::move(pool->ready.front());

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -20,6 +21,11 @@
 #include "daemon/service/async_event.h"
 
 namespace ci::daemon {
+
+// How long a pool waits before its next try after `failures` failed Prepares in a row (at least
+// one): 1 s, doubled each time, at most 5 min, so a backend that cannot start sandboxes (a
+// missing image, refused permissions) is not asked once a second for ever.
+std::chrono::seconds RefillBackoff(int failures);
 
 struct WarmPoolConfig {
   std::string
@@ -38,7 +44,8 @@ struct WarmPoolStats {
   uint64_t waits = 0;    // of those, served by the refill under way
   uint64_t refills = 0;  // sandboxes added after a take
   uint64_t dead = 0;     // pooled sandboxes found gone when taken, replaced instead
-  double refill_lag_sum = 0;  // seconds from each take to its replacement being ready
+  uint64_t fill_failures = 0;  // Prepares of the pool's own that failed
+  double refill_lag_sum = 0;   // seconds from each take to its replacement being ready
   double refill_lag_max = 0;
 };
 
@@ -67,6 +74,7 @@ class WarmPool final : public Executor {
     return inner_.enforcement(spec);
   }
   bool supports_sessions() const override { return inner_.supports_sessions(); }
+  std::vector<Downgrade> downgrades() const override { return inner_.downgrades(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -78,6 +86,8 @@ class WarmPool final : public Executor {
     std::unique_ptr<AsyncEvent> filled;  // notified as a fill adds a sandbox, fails or ends
     bool awaited = false;                // a request waits for the fill under way
     std::string last_error;              // the last failed fill's, logged once until it changes
+    int failures = 0;                    // failed Prepares in a row
+    std::unique_ptr<asio::steady_timer> backoff;  // cancelled: try again now
     WarmPoolStats stats;
   };
 
