@@ -99,6 +99,12 @@ class K8sExecutor final : public Executor {
 
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
     const std::string& ns = opts_.pods.namespace_;
+    if (spec.egress && opts_.pods.agent && attach_ == AttachAccess::kRefused) {
+      co_return Status::Unavailable(
+          "egress", "egress needs the pod's agent, reached over pods/attach, and " +
+                        attach_refused_ + "; grant get and create on pods/attach in namespace " +
+                        ns + " (packaging/kubernetes/role.yaml)");
+    }
     PodOptions options = OptionsFor(spec);
     if (options.kind == PodKind::kSession) {
       options.session_token = RandomHex(32);

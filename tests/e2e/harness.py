@@ -818,7 +818,7 @@ class FakeCluster:
                                  "--image-link", "/home/user=/workspace", log=self.log)
         self.stopped = False
 
-    def start(self):
+    def start(self, namespace="default"):
         try:
             self.server.__enter__()
         except Exception as e:
@@ -833,7 +833,7 @@ class FakeCluster:
             os.chmod(kubeconfig, 0o644)
         Config.backend_env = {
             "KUBECONFIG": kubeconfig,
-            "KUBERNETES_EXECUTOR_NAMESPACE": "default",
+            "KUBERNETES_EXECUTOR_NAMESPACE": namespace,
             # The fake runs no init containers; its pods' own network namespaces with only `lo`
             # (--pod-network isolated) are what the deny-all NetworkPolicy of
             # packaging/kubernetes gives on a CNI that enforces it: the lockdown is off.

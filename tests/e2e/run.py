@@ -182,6 +182,9 @@ def main():
                     help="--image and --image-args from docs/deployment.md's section TITLE")
     ap.add_argument("--with", dest="with_modules", action="append", default=[], metavar="MODULE",
                     help="add a test module to the suite (test_dind for the DinD image)")
+    ap.add_argument("--k8s-namespace", default="default", metavar="NS",
+                    help="with --backend kubernetes: the daemons' pods' namespace; no-attach, "
+                         "no-exec and no-pods refuse one permission each (harness.K8S_REFUSING)")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
 
@@ -257,7 +260,7 @@ def main():
     cluster = None
     if args.backend == "kubernetes" and not args.url:
         try:
-            cluster = harness.FakeCluster().start()
+            cluster = harness.FakeCluster().start(args.k8s_namespace)
         except RuntimeError as e:
             tap.write(f"Bail out! {str(e).splitlines()[0]}\n")
             sys.stderr.write(f"{e}\n")

@@ -391,7 +391,11 @@ class PrestartedInterpreterTest(E2ETestCase):
     def prestarts(self):
         agent = {"docker": "PYTHON_EXECUTOR_DOCKER_AGENT",
                  "kubernetes": "KUBERNETES_EXECUTOR_AGENT"}.get(Config.expected_backend)
-        return agent is None or self.daemon.env().get(agent, "true") == "true"  # on by default
+        if agent is None:
+            return True
+        # Configured on (the default), and not refused by the cluster (pods/attach).
+        refused = self.client.get("/health").json.get("backend_downgrades")
+        return self.daemon.env().get(agent, "true") == "true" and not refused
 
     def wait_for_the_pool(self):
         """Until the Python pool is full again: a request that finds it empty gets a sandbox

@@ -18,7 +18,7 @@ def health(client):
 
 class AttachRefusedTest(E2ETestCase):
     daemon_env = {"KUBERNETES_EXECUTOR_NAMESPACE": "no-attach", "WARM_POOL_SIZE": "1",
-                  "WARM_POOL_SIZE_BASH": "1"}
+                  "WARM_POOL_SIZE_BASH": "1", "EGRESS_ALLOW_MAX": "example.com"}
 
     def downgrades(self):
         return wait_until(lambda: health(self.client).get("backend_downgrades"), 30, 0.2)
@@ -47,6 +47,12 @@ class AttachRefusedTest(E2ETestCase):
         self.assertEqual([f["path"] for f in res["files"]], ["out.txt"], res)
         res = self.execute("import time\ntime.sleep(30)", timeout_ms=1000)
         self.assertTrue(res["timed_out"], res)
+
+    def test_egress_says_what_it_needs(self):
+        self.downgrades()
+        r = self.client.post_json("/v1/sessions", {"network": {"allow_out": ["example.com"]}})
+        self.assertEqual(r.status, 503, r)
+        self.assertIn("egress needs the pod's agent, reached over pods/attach", r.body.decode())
 
     def test_sessions_keep_their_state(self):
         self.downgrades()

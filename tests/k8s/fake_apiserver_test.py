@@ -1028,6 +1028,15 @@ class SeccompTest(ServerTestCase):
         self.running(seccomp_pod("bare", None))
         self.assertEqual(self.seccomp_mode("bare"), ["Seccomp:", "0", "Seccomp_filters:", "0"] * 2)
 
+    def test_the_filters_loader_leaves_no_signal_ignored(self):
+        # A runtime starts processes with every disposition the default; the loader is Python,
+        # which ignores SIGPIPE and SIGXFSZ (an exec would keep them).
+        for name, profile in (("sig", {"type": "RuntimeDefault"}), ("sigbare", None)):
+            self.running(seccomp_pod(name, profile))
+            out, _, _, _ = self.run_exec(name, ["sh", "-c", "grep ^SigIgn /proc/self/status; "
+                                                "grep ^SigIgn /proc/1/status"])
+            self.assertEqual(out[1].decode().split(), ["SigIgn:", "0000000000000000"] * 2, name)
+
     def test_the_containers_command_runs_under_the_filter(self):
         pod = self.create(seccomp_pod("cmd", {"type": "RuntimeDefault"}, command=[
             "python3", "-c", PROBE, "keyctl", "clone3"]))

@@ -175,9 +175,13 @@ def compile_bpf(profile):
 # Runs in the pod, as `python3 -I -S -c LOADER FD COMMAND...`, right before the command: read the
 # BPF from FD (a memfd of the fake's), set no_new_privs if asked ("nnp"; without it the caller
 # must still hold CAP_SYS_ADMIN or already have no_new_privs), install the filter (prctl
-# PR_SET_SECCOMP), close FD, exec. 126: the filter could not be installed.
+# PR_SET_SECCOMP), close FD, exec. 126: the filter could not be installed. Python's own ignored
+# SIGPIPE and SIGXFSZ go back to the default first: an exec keeps SIG_IGN, and a runtime's
+# processes start with every disposition the default.
 LOADER = r"""
-import ctypes, os, sys
+import ctypes, os, signal, sys
+for s in (signal.SIGPIPE, signal.SIGXFSZ):
+    signal.signal(s, signal.SIG_DFL)
 fd, nnp, argv = int(sys.argv[1]), sys.argv[2] == "nnp", sys.argv[3:]
 code = os.pread(fd, os.fstat(fd).st_size, 0)
 os.close(fd)
