@@ -65,17 +65,64 @@ AUTHORIZATION_RESOURCES = {
     "resources": [{"name": "selfsubjectaccessreviews", "singularName": "selfsubjectaccessreview",
                    "namespaced": False, "kind": "SelfSubjectAccessReview", "verbs": ["create"]}]}
 
-# Just enough OpenAPI v3 for kubectl apply: its validation asks whether PATCH on a Pod takes the
+# Kinds the fake knows by name only: kubectl's REST mapping (discovery) finds them and a GET of
+# one is a 404, all that `kubectl apply --dry-run=client` asks (tests/helm/chart_test.py applies
+# the chart and the kustomize manifests so). group/version -> (resource, kind, short names).
+NAMED_ONLY = {
+    "v1": [("services", "Service", ["svc"]), ("serviceaccounts", "ServiceAccount", ["sa"]),
+           ("secrets", "Secret", []), ("configmaps", "ConfigMap", ["cm"])],
+    "apps/v1": [("deployments", "Deployment", ["deploy"])],
+    "rbac.authorization.k8s.io/v1": [("roles", "Role", []), ("rolebindings", "RoleBinding", [])],
+    "networking.k8s.io/v1": [("networkpolicies", "NetworkPolicy", ["netpol"])],
+}
+
+
+def _named_only_resources(group_version):
+    return [{"name": resource, "singularName": kind.lower(), "namespaced": True, "kind": kind,
+             "verbs": ["get"], "shortNames": short}
+            for resource, kind, short in NAMED_ONLY[group_version]]
+
+
+RESOURCES["resources"] += _named_only_resources("v1")
+NAMED_GROUPS = [{"name": gv.split("/")[0],
+                 "versions": [{"groupVersion": gv, "version": gv.split("/")[1]}],
+                 "preferredVersion": {"groupVersion": gv, "version": gv.split("/")[1]}}
+                for gv in NAMED_ONLY if gv != "v1"]
+NAMED_GROUP_RESOURCES = {gv: {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
+                              "resources": _named_only_resources(gv)}
+                         for gv in NAMED_ONLY if gv != "v1"}
+
+
+def _openapi_patch(path, group_version, kind):
+    """A PATCH of `kind` taking fieldValidation: kubectl apply then leaves validation to the
+    server (its QueryParamVerifierV3) instead of downloading /openapi/v2."""
+    group, _, version = group_version.rpartition("/")
+    return path, {"patch": {
+        "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": kind},
+        "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "OK"}}}}
+
+
+def _openapi_doc(group_version, extra=()):
+    prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+    paths = dict(extra)
+    for resource, kind, _ in NAMED_ONLY[group_version]:
+        paths.update([_openapi_patch(f"{prefix}/namespaces/{{namespace}}/{resource}/{{name}}",
+                                     group_version, kind)])
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes (fake)", "version": "v1.32.0"},
+            "paths": paths}
+
+
+# Just enough OpenAPI v3 for kubectl apply: its validation asks whether PATCH on a kind takes the
 # fieldValidation query parameter (kubectl's QueryParamVerifierV3) and, when it does, leaves
 # validation to the server instead of downloading every schema.
-OPENAPI_INDEX = {"paths": {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=fake"}}}
-OPENAPI_V1 = {"openapi": "3.0.0", "info": {"title": "Kubernetes (fake)", "version": "v1.32.0"},
-              "paths": {"/api/v1/namespaces/{namespace}/pods/{name}": {"patch": {
-                  "x-kubernetes-group-version-kind": {"group": "", "version": "v1",
-                                                      "kind": "Pod"},
-                  "parameters": [{"name": "fieldValidation", "in": "query",
-                                  "schema": {"type": "string"}}],
-                  "responses": {"200": {"description": "OK"}}}}}}
+OPENAPI_BY_PATH = {("api/v1" if gv == "v1" else f"apis/{gv}"): _openapi_doc(gv)
+                   for gv in NAMED_ONLY}
+OPENAPI_BY_PATH["api/v1"] = _openapi_doc("v1", [
+    _openapi_patch("/api/v1/namespaces/{namespace}/pods/{name}", "v1", "Pod"),
+    _openapi_patch("/api/v1/namespaces/{name}", "v1", "Namespace")])
+OPENAPI_INDEX = {"paths": {p: {"serverRelativeURL": f"/openapi/v3/{p}?hash=fake"}
+                           for p in OPENAPI_BY_PATH}}
 
 
 def _truthy(value):
@@ -215,7 +262,7 @@ class Handler(BaseHTTPRequestHandler):
                                              {"clientCIDR": "0.0.0.0/0", "serverAddress": host}]})
         if method == "GET" and parts == ["apis"]:
             return self._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1",
-                                         "groups": [AUTHORIZATION]})
+                                         "groups": [AUTHORIZATION] + NAMED_GROUPS})
         if method == "GET" and parts == ["apis", "authorization.k8s.io", "v1"]:
             return self._send_json(200, AUTHORIZATION_RESOURCES)
         if method == "POST" and parts == ["apis", "authorization.k8s.io", "v1",
@@ -225,8 +272,14 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(200, RESOURCES)
         if method == "GET" and parts == ["openapi", "v3"]:
             return self._send_json(200, OPENAPI_INDEX)
-        if method == "GET" and parts == ["openapi", "v3", "api", "v1"]:
-            return self._send_json(200, OPENAPI_V1)
+        if method == "GET" and parts[:2] == ["openapi", "v3"] and \
+                "/".join(parts[2:]) in OPENAPI_BY_PATH:
+            return self._send_json(200, OPENAPI_BY_PATH["/".join(parts[2:])])
+        if method == "GET" and len(parts) == 3 and parts[0] == "apis" and \
+                "/".join(parts[1:]) in NAMED_GROUP_RESOURCES:
+            return self._send_json(200, NAMED_GROUP_RESOURCES["/".join(parts[1:])])
+        if method == "GET":
+            self._get_named_only(parts)
         if parts[:2] != ["api", "v1"] or len(parts) < 3:
             raise ApiError(404, "NotFound", "the server could not find the requested resource",
                            {})
@@ -271,6 +324,15 @@ class Handler(BaseHTTPRequestHandler):
                            "the server does not allow this method on the requested resource "
                            "(the fake serves pods create/get/list/watch/delete, exec, attach, log)", {})
         raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+    @staticmethod
+    def _get_named_only(parts):
+        """GET of one object of a NAMED_ONLY kind: there never is one (404 NotFound)."""
+        prefix, rest = (parts[:2], parts[2:]) if parts[:1] == ["api"] else (parts[:3], parts[3:])
+        group_version = "/".join(prefix[1:])
+        if len(rest) == 4 and rest[0] == "namespaces" and group_version in NAMED_ONLY and \
+                rest[2] in [r for r, _, _ in NAMED_ONLY[group_version]]:
+            raise not_found(rest[2], rest[3])
 
     def _access_review(self):
         """A SelfSubjectAccessReview of resourceAttributes, decided by --deny as requests are."""
