@@ -686,6 +686,13 @@ def main():
                         "executor image's /home/user -> /workspace")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
+    # A runtime starts containers and execs with every signal's default action: what this
+    # process was started with ignored (a shell's `&` ignores SIGINT and SIGQUIT) is not theirs.
+    # Python's own SIGPIPE and SIGXFSZ stay (Popen restores them in children).
+    for sig in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE,
+                                         signal.SIGXFSZ}:
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
     if os.geteuid() != 0:
         sys.exit("fake_apiserver: pods need root (bind mounts and nsenter into the sandbox)")
     args.state_dir = os.path.abspath(args.state_dir)

@@ -1029,8 +1029,9 @@ class SeccompTest(ServerTestCase):
         self.assertEqual(self.seccomp_mode("bare"), ["Seccomp:", "0", "Seccomp_filters:", "0"] * 2)
 
     def test_the_filters_loader_leaves_no_signal_ignored(self):
-        # A runtime starts processes with every disposition the default; the loader is Python,
-        # which ignores SIGPIPE and SIGXFSZ (an exec would keep them).
+        # A runtime starts processes with every disposition the default: neither what the
+        # fake was started with ignored (CI's shell: SIGQUIT) nor the loader's Python's own
+        # SIGPIPE and SIGXFSZ (an exec keeps an ignored signal ignored).
         for name, profile in (("sig", {"type": "RuntimeDefault"}), ("sigbare", None)):
             self.running(seccomp_pod(name, profile))
             out, _, _, _ = self.run_exec(name, ["sh", "-c", "grep ^SigIgn /proc/self/status; "
