@@ -239,7 +239,11 @@ std::string AgentPathOf(std::string_view image_inspect) {
 
 asio::awaitable<void> ImageWatch::Inspect() {
   std::string path = "/images/" + o_.image + "/json";
+  const uint64_t epoch = epoch_;
   auto r = co_await client_->Request("GET", path);
+  // A pull started or ended while this was asked: its answer may predate the pull (a 404 that
+  // would hide the pull from /health and start another one), and the pull's own inspect decides.
+  if (epoch != epoch_) co_return;
   Phase before = phase_;
   if (!r.ok()) {
     inspect_error_ = "inspecting image " + o_.image + ": " + r.status().message();
@@ -263,10 +267,12 @@ asio::awaitable<void> ImageWatch::Inspect() {
 }
 
 asio::awaitable<void> ImageWatch::Pull() {
+  if (phase_ == Phase::kPulling) co_return;  // one pull at a time (health checks without a watch)
   ImageName name = SplitImageRef(o_.image);
   std::string path =
       "/images/create?fromImage=" + QueryEscape(name.repo) + "&tag=" + QueryEscape(name.tag);
   phase_ = Phase::kPulling;
+  ++epoch_;
   progress_.clear();
   pull_started_ = Clock::now();
   spdlog::info("pulling executor image {}", o_.image);
@@ -288,6 +294,7 @@ asio::awaitable<void> ImageWatch::Pull() {
     failed = *progress.error();
   }
   progress_.clear();
+  ++epoch_;
   if (failed.empty()) {
     co_await Inspect();  // confirms it, and a 404 now is a failure too
     if (phase_ != Phase::kPresent) {

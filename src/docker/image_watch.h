@@ -113,6 +113,7 @@ class ImageWatch : public std::enable_shared_from_this<ImageWatch> {
   std::string progress_;       // the running pull's summary
   std::string agent_path_;
   std::chrono::steady_clock::time_point pull_started_{};
+  uint64_t epoch_ = 0;  // bumped at each pull's start and end: inspects asked across one are stale
   bool started_ = false;
   asio::steady_timer wake_;
 };

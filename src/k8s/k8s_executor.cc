@@ -175,8 +175,8 @@ class K8sExecutor final : public Executor {
                              "packaging/kubernetes/rbac.yaml)",
                          *r);
     }
-    const bool review = !reviewed_ || (attach_ == AttachAccess::kRefused &&
-                                       Clock::now() - reaper_.last >= kReapPeriod);
+    const bool review = !reviewing_ && (!reviewed_ || (attach_ == AttachAccess::kRefused &&
+                                                       Clock::now() - reaper_.last >= kReapPeriod));
     if (!reaper_.running && (!reaper_.first_done || Clock::now() - reaper_.last >= kReapPeriod)) {
       reaper_.last = Clock::now();
       asio::co_spawn(ex_, Reap(), asio::detached);
@@ -241,7 +241,10 @@ class K8sExecutor final : public Executor {
   // is granted; pods/attach refused (when the agent is on) a downgrade. A review the API server
   // cannot make leaves it to the first real attach.
   asio::awaitable<void> ReviewAccess() {
+    reviewing_ = true;
+    const uint64_t attach_refusals = attach_refusals_;
     auto access = co_await ReviewPodStreams(*client_, opts_.pods.namespace_);
+    reviewing_ = false;
     if (!access.ok()) {
       if (!reviewed_) {
         spdlog::info(
@@ -261,7 +264,8 @@ class K8sExecutor final : public Executor {
           exec_refused, opts_.pods.namespace_);
     }
     exec_refused_ = exec_refused;
-    if (!opts_.pods.agent) co_return;
+    // A real attach refused while the review was asked is the fresher answer.
+    if (!opts_.pods.agent || attach_refusals != attach_refusals_) co_return;
     if (access->attach_refused.empty()) {
       if (attach_ == AttachAccess::kRefused) {
         spdlog::info("kubernetes: pods/attach is allowed now: execution pods run the agent again");
@@ -310,6 +314,7 @@ class K8sExecutor final : public Executor {
     auto conn = co_await client_->Exec(target, &declined);
     if (declined == 403) {
       StartRemoval(removals_, ex_, pod);
+      ++attach_refusals_;
       RefuseAttach("the API server refused to attach to pod " + pod.name + " (" +
                    conn.status().message() + ")");
       co_return conn.status();
@@ -375,6 +380,8 @@ class K8sExecutor final : public Executor {
   std::shared_ptr<Removals> removals_ = std::make_shared<Removals>();
   ReaperState reaper_;
   bool reviewed_ = false;
+  bool reviewing_ = false;        // one access review at a time
+  uint64_t attach_refusals_ = 0;  // real attaches answered 403
   AttachAccess attach_ = AttachAccess::kUnknown;
   std::string attach_refused_;      // why, while kRefused
   std::string exec_refused_;        // "get pods/exec or create pods/exec" the Role lacks
