@@ -34,8 +34,8 @@ from fake.kubelet import Node  # noqa: E402
 from fake.locked_tls import LockedTls  # noqa: E402
 from fake.sandbox import IMAGE_DIRS  # noqa: E402
 from fake.selectors import parse_fields, parse_labels  # noqa: E402
-from fake.status import (ApiError, already_exists, bad_request, forbidden,  # noqa: E402
-                         not_found, unauthorized)
+from fake.status import (ApiError, already_exists, bad_request, conflict,  # noqa: E402
+                         forbidden, invalid, not_found, unauthorized)
 from fake.store import Store, now_rfc3339  # noqa: E402
 from fake.tls import make_certs  # noqa: E402
 
@@ -47,7 +47,7 @@ RESOURCES = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1"
     {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace",
      "verbs": ["get", "list"], "shortNames": ["ns"]},
     {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
-     "verbs": ["create", "delete", "deletecollection", "get", "list", "watch"],
+     "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "watch"],
      "shortNames": ["po"], "categories": ["all"]},
     {"name": "pods/exec", "singularName": "", "namespaced": True, "kind": "PodExecOptions",
      "verbs": ["create", "get"]},
@@ -314,6 +314,8 @@ class Handler(BaseHTTPRequestHandler):
                     return self._send_json(200, pod)
                 if method == "DELETE":
                     return self._delete(ns, sub[0])
+                if method == "PATCH":
+                    return self._patch(ns, sub[0])
             elif len(sub) == 2 and sub[1] == "exec" and method in ("GET", "POST"):
                 return self._exec(ns, sub[0], "get" if method == "GET" else "create")
             elif len(sub) == 2 and sub[1] == "attach" and method in ("GET", "POST"):
@@ -322,7 +324,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self._log(ns, sub[0])
             raise ApiError(405, "MethodNotAllowed",
                            "the server does not allow this method on the requested resource "
-                           "(the fake serves pods create/get/list/watch/delete, exec, attach, log)", {})
+                           "(the fake serves pods create/get/list/watch/patch/delete, exec, attach, log)", {})
         raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
 
     @staticmethod
@@ -424,6 +426,52 @@ class Handler(BaseHTTPRequestHandler):
             raise already_exists("pods", name)
         self.api.node.start_pod(created)
         self._send_json(201, created)
+
+    def _patch(self, ns, name):
+        """A merge patch (RFC 7386; a strategic merge patch is the same for what it may change)
+        of the pod's labels and annotations, the only fields the fake lets change. A
+        metadata.resourceVersion in the patch is a precondition: another one is 409 Conflict,
+        which is how two replicas claim one pooled pod without both getting it."""
+        self._authorize("patch", "pods", ns, name)
+        kind = self.headers.get("Content-Type", "").split(";")[0].strip()
+        if kind not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            raise ApiError(415, "UnsupportedMediaType",
+                           f"the body of the request was in an unknown format - accepted media "
+                           f"types include: application/merge-patch+json, "
+                           f"application/strategic-merge-patch+json (the fake's; not {kind!r})")
+        patch = self._body()
+        if not isinstance(patch, dict):
+            raise bad_request("the body of the request must be a JSON object")
+        metadata = patch.get("metadata") or {}
+        other = sorted([f"metadata.{k}" for k in metadata
+                        if k not in ("labels", "annotations", "resourceVersion")] +
+                       [k for k in patch if k != "metadata"])
+        if other:
+            raise invalid("Pod", name, [(other[0], "FieldValueForbidden",
+                                         "Forbidden: the fake patches metadata.labels and "
+                                         "metadata.annotations only")])
+        for field in ("labels", "annotations"):
+            value = metadata.get(field)
+            if value is not None and (not isinstance(value, dict) or not all(
+                    isinstance(v, str) or v is None for v in value.values())):
+                raise bad_request(f"metadata.{field} must map names to strings (or null)")
+        want = metadata.get("resourceVersion")
+        self.api.store.get(ns, name)  # 404 first
+
+        def apply(pod):
+            if want is not None and pod["metadata"]["resourceVersion"] != want:
+                raise conflict("pods", name)
+            for field in ("labels", "annotations"):
+                target = pod["metadata"].setdefault(field, {})
+                for key, value in (metadata.get(field) or {}).items():
+                    if value is None:
+                        target.pop(key, None)
+                    else:
+                        target[key] = value
+        patched = self.api.store.update(ns, name, apply)
+        if patched is None:
+            raise not_found("pods", name)
+        self._send_json(200, patched)
 
     def _admit_quota(self, ns, name):
         """The ResourceQuota admission's refusal when --max-pods pods already exist in ns

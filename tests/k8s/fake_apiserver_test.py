@@ -259,7 +259,8 @@ class ServerTestCase(unittest.TestCase):
 
 class FakeApiServerTest(ServerTestCase):
     flags = ("--namespace", "locked", "--namespace", "strict", "--restricted", "strict",
-             "--deny", "create:pods:locked", "--watch-history", "100", "--max-pods", "40")
+             "--deny", "create:pods:locked", "--deny", "patch:pods:locked",
+             "--watch-history", "100", "--max-pods", "40")
     # -- TLS, auth, discovery ----------------------------------------------------------------
 
     def test_missing_or_wrong_token_is_401_status(self):
@@ -313,6 +314,41 @@ class FakeApiServerTest(ServerTestCase):
                                 int(b["metadata"]["resourceVersion"]))
         self.assert_status(self.c.request("GET", f"{PODS}?labelSelector=a%20in%20b"), 400,
                            "BadRequest")
+
+    def test_merge_patch_of_labels_with_a_resource_version_precondition(self):
+        pod = self.running(pod_json("patched", labels={"app": "p", "state": "free"}))
+        rv = pod["metadata"]["resourceVersion"]
+        merge = {"Content-Type": "application/merge-patch+json"}
+
+        def patch(body, headers=merge, name="patched"):
+            return self.c.request("PATCH", f"{PODS}/{name}", body, headers)
+        r = patch({"metadata": {"resourceVersion": rv, "labels": {"state": "claimed", "app": None},
+                                "annotations": {"by": "a"}}})
+        self.assertEqual(r.status, 200, r.body)
+        got = r.json()["metadata"]
+        self.assertEqual(got["labels"], {"state": "claimed"})
+        self.assertEqual(got["annotations"]["by"], "a")
+        self.assertGreater(int(got["resourceVersion"]), int(rv))
+        # The second claim with the same (now old) version loses, and changes nothing.
+        body = self.assert_status(patch({"metadata": {"resourceVersion": rv,
+                                                      "labels": {"state": "other"}}}),
+                                  409, "Conflict")
+        self.assertEqual(body["message"], 'Operation cannot be fulfilled on pods "patched": the '
+                         "object has been modified; please apply your changes to the latest "
+                         "version and try again")
+        self.assertEqual(self.c.request("GET", f"{PODS}/patched").json()["metadata"]["labels"],
+                         {"state": "claimed"})
+        # Without a precondition the last writer wins; a strategic merge patch merges maps alike.
+        r = patch({"metadata": {"labels": {"x": "1"}}},
+                  {"Content-Type": "application/strategic-merge-patch+json"})
+        self.assertEqual(r.json()["metadata"]["labels"], {"state": "claimed", "x": "1"})
+        self.assert_status(patch({"spec": {"activeDeadlineSeconds": 5}}), 422, "Invalid")
+        self.assert_status(patch({"metadata": {"labels": ["x"]}}), 400, "BadRequest")
+        self.assert_status(patch([{"op": "add"}], {"Content-Type": "application/json-patch+json"}),
+                           415, "UnsupportedMediaType")
+        self.assert_status(patch({"metadata": {}}, name="ghost"), 404, "NotFound")
+        self.assert_status(self.c.request("PATCH", "/api/v1/namespaces/locked/pods/x", {}, merge),
+                           403, "Forbidden")
 
     def test_generate_name(self):
         pod = self.create(pod_json("gen-"))

@@ -117,7 +117,7 @@ class Client:
         data = json.dumps(body).encode() if body is not None else None
         h = self._headers(headers)
         if data is not None:
-            h["Content-Type"] = "application/json"
+            h.setdefault("Content-Type", "application/json")
         conn.request(method, path, body=data, headers=h)
         r = conn.getresponse()
         result = Response(r.status, r.headers, r.read())

@@ -28,6 +28,13 @@ def already_exists(kind, name):
                     {"name": name, "kind": kind})
 
 
+def conflict(kind, name):
+    """An update whose metadata.resourceVersion is not the object's (optimistic concurrency)."""
+    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {kind} "{name}": the '
+                    "object has been modified; please apply your changes to the latest version "
+                    "and try again", {"name": name, "kind": kind})
+
+
 def invalid(kind, name, causes):
     """causes: [(field, reason, message)], e.g. ("spec.containers[0].image", "FieldValueRequired",
     "Required value")."""
