@@ -234,6 +234,10 @@ class Executor {
   // Whether a Python program that imports no warm module (SandboxSpec::warm_imports empty) is
   // cheaper in a sandbox of its own kind, without them loaded (local: a second fork server).
   virtual bool runs_lean_python() const { return false; }
+  // Whether the backend keeps the warm pool of `spec` itself, `size` sandboxes for every daemon
+  // that shares the backend (kubernetes with KUBERNETES_SHARED_WARM_POOL: pods any replica
+  // claims), serving the pool's spec from it in Prepare; the daemon's WarmPool then keeps none.
+  virtual bool KeepSharedPool(const SandboxSpec& /*spec*/, size_t /*size*/) { return false; }
   // Its own figures for /metrics, read at each scrape (local: the fork server's).
   virtual std::vector<BackendMetric> metrics() const { return {}; }
   // What the backend does another way than configured because the host or cluster refused it

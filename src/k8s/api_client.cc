@@ -163,7 +163,9 @@ http::request<http::string_body> MakeRequest(const KubeConfig& c, std::string_vi
   req.set(http::field::accept, "application/json");
   if (!authorization.empty()) req.set(http::field::authorization, authorization);
   if (!json_body.empty()) {
-    req.set(http::field::content_type, "application/json");
+    // A PATCH's body is a JSON merge patch (RFC 7386), what the API server takes for any kind.
+    req.set(http::field::content_type,
+            method == "PATCH" ? "application/merge-patch+json" : "application/json");
     req.body() = std::string(json_body);
   }
   req.prepare_payload();

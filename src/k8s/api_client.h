@@ -70,8 +70,8 @@ class ApiClient {
   const KubeConfig& config() const { return config_; }
 
   // One call ("/api/v1/namespaces/ns/pods"); errors are transport errors only: the caller
-  // decides which statuses are fine (ApiError for the rest). Views only: the caller's strings
-  // outlive the call (GCC 12 and temporaries in co_await expressions).
+  // decides which statuses are fine (ApiError for the rest). A PATCH's body is a merge patch. Views
+  // only: the caller's strings outlive the call (GCC 12 and temporaries in co_await expressions).
   asio::awaitable<Result<ApiResponse>> Request(std::string_view method, std::string_view path,
                                                std::string_view json_body);
 

@@ -24,6 +24,7 @@
 #include "k8s/pod_lifecycle.h"
 #include "k8s/pod_spec.h"
 #include "k8s/session_pods.h"
+#include "k8s/shared_pool.h"
 
 namespace ci::k8s {
 namespace {
@@ -93,6 +94,10 @@ class K8sExecutor final : public Executor {
                              : "host " + std::string(host) + ", pid " + std::to_string(::getpid());
   }
 
+  ~K8sExecutor() override {
+    for (auto& p : shared_pools_) p.keeper->Stop();  // its loop calls back into this
+  }
+
   std::string_view name() const override { return "kubernetes"; }
   bool root_on_this_host() const override { return false; }
   bool supports_sessions() const override { return true; }
@@ -106,6 +111,16 @@ class K8sExecutor final : public Executor {
                         ns + " (packaging/kubernetes/role.yaml)");
     }
     PodOptions options = OptionsFor(spec);
+    if (SharedPoolKeeper* pool = SharedPoolOf(spec)) {
+      auto claimed = co_await pool->Claim(instance_, owner_description_);
+      if (!claimed.ok()) {
+        spdlog::warn("{}; this execution's pod is made now", claimed.status().message());
+      } else if (claimed->has_value()) {
+        const PodRef pod{ns, **claimed, kExecutorContainer};
+        const std::string from_a_get;
+        co_return co_await Serve(pod, from_a_get, spec, options);
+      }
+    }
     if (options.kind == PodKind::kSession) {
       options.session_token = RandomHex(32);
       if (options.session_token.empty()) co_return Status::Errno("getrandom", errno);
@@ -113,10 +128,20 @@ class K8sExecutor final : public Executor {
     const std::string body = PodJson(spec, options);
     auto created = co_await CreatePod(*client_, ns, body);
     if (!created.ok()) co_return StartFailure(created.status(), "kubernetes API");
-    PodRef pod{ns, created->name, kExecutorContainer};
+    const PodRef pod{ns, created->name, kExecutorContainer};
+    co_return co_await Serve(pod, created->resource_version, spec, options);
+  }
+
+  // Once `pod` (made for `spec` with `options`) runs, the sandbox in it; the pod is removed when
+  // it does not start. `resource_version`: where the watch of it starts (empty: a GET).
+  asio::awaitable<Result<std::unique_ptr<Sandbox>>> Serve(const PodRef& pod,
+                                                          std::string resource_version,
+                                                          const SandboxSpec& spec,
+                                                          const PodOptions& options) {
+    const std::string& ns = pod.namespace_;
     auto t0 = Clock::now();
-    Status running = co_await WaitRunning(*client_, ns, pod.name, created->resource_version,
-                                          opts_.start_timeout);
+    Status running =
+        co_await WaitRunning(*client_, ns, pod.name, resource_version, opts_.start_timeout);
     if (!running.ok()) {
       StartRemoval(removals_, ex_, pod);
       co_return StartFailure(running, "pod start");
@@ -195,6 +220,11 @@ class K8sExecutor final : public Executor {
   }
 
   asio::awaitable<void> Drain() override {
+    // The pool's pods stay: they are the deployment's, for the replicas that remain.
+    for (auto& p : shared_pools_) p.keeper->Stop();
+    for (auto& p : shared_pools_) {
+      while (!p.keeper->stopped()) co_await Sleep(10ms);
+    }
     if (!removals_->in_flight.empty()) {
       spdlog::info("waiting for {} pod deletion(s)", removals_->in_flight.size());
     }
@@ -212,6 +242,53 @@ class K8sExecutor final : public Executor {
   Enforcement enforcement(const SandboxSpec& spec) const override {
     const Pod pod = PodFromSpec(spec, OptionsFor(spec));
     return {PodMeasures(pod), PodDowngrades(pod)};
+  }
+
+  bool KeepSharedPool(const SandboxSpec& spec, size_t size) override {
+    if (!opts_.pods.shared_warm_pool || spec.session_expires_at != 0 || size == 0) return false;
+    SandboxSpec pooled = PoolSpec(spec);
+    const std::string key = PoolKey(PoolPodJson(pooled, 0, ""));
+    SharedPoolKeeper::Options o;
+    o.ns = opts_.pods.namespace_;
+    o.key = key;
+    o.size = size;
+    o.period = opts_.shared_pool_period;
+    auto keeper = std::make_shared<SharedPoolKeeper>(
+        ex_, client_, o, [this, pooled, key](int64_t now) { return PoolPodJson(pooled, now, key); },
+        // Without attach the pods would need another PID 1 than the key's: none are made.
+        [this] { return attach_ == AttachAccess::kRefused; });
+    keeper->Start();
+    spdlog::info("kubernetes: shared warm pool {} of {} pod(s) in namespace {}, for every replica",
+                 key, size, o.ns);
+    shared_pools_.push_back({pooled, keeper});
+    return true;
+  }
+
+  std::vector<BackendMetric> metrics() const override {
+    if (shared_pools_.empty()) return {};
+    SharedPoolStats sum;
+    for (const auto& p : shared_pools_) {
+      const SharedPoolStats& s = p.keeper->stats();
+      sum.free += s.free;
+      sum.claims += s.claims;
+      sum.misses += s.misses;
+      sum.conflicts += s.conflicts;
+      sum.created += s.created;
+      sum.create_failures += s.create_failures;
+    }
+    auto d = [](auto v) { return static_cast<double>(v); };
+    return {{"code_interpreter_shared_pool_free_pods", "gauge",
+             "Unclaimed pods of the shared warm pools at this replica's last look.", d(sum.free)},
+            {"code_interpreter_shared_pool_claims_total", "counter",
+             "Executions of this replica served by a pod of a shared warm pool.", d(sum.claims)},
+            {"code_interpreter_shared_pool_misses_total", "counter",
+             "Executions of this replica that found no free pooled pod.", d(sum.misses)},
+            {"code_interpreter_shared_pool_conflicts_total", "counter",
+             "Claims of this replica that another replica won first.", d(sum.conflicts)},
+            {"code_interpreter_shared_pool_pods_created_total", "counter",
+             "Pods this replica added to the shared warm pools.", d(sum.created)},
+            {"code_interpreter_shared_pool_create_failures_total", "counter",
+             "Pool pods this replica failed to add.", d(sum.create_failures)}};
   }
 
   std::vector<Downgrade> downgrades() const override {
@@ -235,6 +312,40 @@ class K8sExecutor final : public Executor {
     K8sOptions without_agent = opts_.pods;
     without_agent.agent = false;
     return PodOptionsFor(without_agent, spec, r);
+  }
+
+  // What a shared pool's pods are made for, and what an execution's spec is compared with: the
+  // program is started at the claim (the pod's agent serves whichever replica claims it).
+  static SandboxSpec PoolSpec(const SandboxSpec& spec) {
+    SandboxSpec pooled = spec;
+    pooled.prestart_argv.clear();
+    pooled.client.clear();
+    return pooled;
+  }
+
+  // The shared pool `spec` is served from, if any (none while pods/attach is refused: its pods'
+  // PID 1 is the agent).
+  SharedPoolKeeper* SharedPoolOf(const SandboxSpec& spec) {
+    if (shared_pools_.empty() || attach_ == AttachAccess::kRefused) return nullptr;
+    const SandboxSpec pooled = PoolSpec(spec);
+    for (auto& p : shared_pools_) {
+      if (p.spec == pooled) return p.keeper.get();
+    }
+    return nullptr;
+  }
+
+  // A shared pool's pod: the deployment's (no owner label or reference: no replica's reaper or
+  // shutdown removes it) until a replica claims it, expiring from `now` (unix seconds); with
+  // `now` 0 and no key, what the pool's key is the hash of.
+  std::string PoolPodJson(const SandboxSpec& spec, int64_t now, const std::string& key) const {
+    PodRequest r;
+    r.now = now;
+    r.owner_description = "shared warm pool (KUBERNETES_SHARED_WARM_POOL)";
+    r.daemon_namespace = opts_.connection.Namespace();
+    PodOptions o = PodOptionsFor(opts_.pods, spec, r);
+    o.owner.reset();
+    o.pool_key = key;
+    return PodJson(spec, o);
   }
 
   // The access reviews (access_review.h): pods/exec refused is an error /health shows until it
@@ -379,6 +490,11 @@ class K8sExecutor final : public Executor {
   std::shared_ptr<ExecProtocolMemo> memo_ = std::make_shared<ExecProtocolMemo>();
   std::shared_ptr<Removals> removals_ = std::make_shared<Removals>();
   ReaperState reaper_;
+  struct SharedPool {
+    SandboxSpec spec;  // PoolSpec
+    std::shared_ptr<SharedPoolKeeper> keeper;
+  };
+  std::vector<SharedPool> shared_pools_;
   bool reviewed_ = false;
   bool reviewing_ = false;        // one access review at a time
   uint64_t attach_refusals_ = 0;  // real attaches answered 403

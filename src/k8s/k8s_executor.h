@@ -20,8 +20,9 @@ namespace ci::k8s {
 struct K8sExecutorOptions {
   KubeConfig connection;
   K8sOptions pods;
-  std::chrono::milliseconds api_timeout{10000};  // one API call
-  std::chrono::seconds start_timeout{120};       // created to Running (scheduling, the image)
+  std::chrono::milliseconds api_timeout{10000};        // one API call
+  std::chrono::seconds start_timeout{120};             // created to Running (scheduling, the image)
+  std::chrono::milliseconds shared_pool_period{2000};  // a shared pool's keeper looks this often
 };
 
 std::unique_ptr<Executor> MakeK8sExecutor(asio::any_io_executor ex, K8sExecutorOptions opts);

@@ -148,6 +148,7 @@ Result<K8sOptions> K8sOptionsFromEnv(const EnvLookup& getenv) {
   env.Bool("KUBERNETES_SESSIONS_OUTLIVE_DAEMON", o.sessions_outlive_daemon);
   env.Bool("KUBERNETES_EXECUTOR_AGENT", o.agent);
   env.String("KUBERNETES_EXECUTOR_AGENT_PATH", o.agent_path);
+  env.Bool("KUBERNETES_SHARED_WARM_POOL", o.shared_warm_pool);
   env.String("KUBERNETES_EXECUTOR_RUNTIME_CLASS", o.pod.runtime_class);
   env.String("KUBERNETES_EXECUTOR_PRIORITY_CLASS", o.pod.priority_class);
   env.String("KUBERNETES_EXECUTOR_SECCOMP_PROFILE", o.pod.seccomp_localhost_profile);

@@ -74,6 +74,10 @@ struct K8sOptions {
   // and an exec per step. Session pods are exec-driven either way (as docker's sessions).
   bool agent = true;
   std::string agent_path = "/usr/local/lib/code-interpreter/agent";
+  // KUBERNETES_SHARED_WARM_POOL (default false): the warm pools (WARM_POOL_SIZE...) are pods in
+  // the namespace that any replica claims (shared_pool.h), their sizes per deployment; false:
+  // each replica keeps its own, its sandboxes' programs started ahead.
+  bool shared_warm_pool = false;
 };
 
 // Reads the variables above (README.md "Options"). An empty variable is unset (as onyx reads

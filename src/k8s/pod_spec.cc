@@ -242,6 +242,7 @@ Pod PodFromSpec(const SandboxSpec& spec, const PodOptions& o) {
     if (!o.session.client.empty()) p.annotations[kSessionClientAnnotation] = o.session.client;
   }
   if (!o.session_token.empty()) p.annotations[kSessionTokenAnnotation] = o.session_token;
+  if (!o.pool_key.empty()) p.labels[kPoolLabel] = o.pool_key;
   if (o.outlives_daemon) p.annotations[kOutlivesDaemonAnnotation] = "true";
   p.owner = o.owner;
   p.active_deadline_sec = o.active_deadline_sec;

@@ -42,6 +42,9 @@ inline constexpr const char* kSessionClientAnnotation = "code-interpreter/sessio
 // "true" on a session pod that outlives its daemon (KUBERNETES_SESSIONS_OUTLIVE_DAEMON of the
 // replica that made it): no reaper deletes it for its daemon being gone.
 inline constexpr const char* kOutlivesDaemonAnnotation = "code-interpreter/outlives-daemon";
+// A shared warm pool's pod (shared_pool.h): the pool's key, and the replica that claimed it.
+inline constexpr const char* kPoolLabel = "code-interpreter.pool";
+inline constexpr const char* kClaimLabel = "code-interpreter.claimed-by";
 // The program's container, and the init container of KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN.
 inline constexpr const char* kExecutorContainer = "executor";
 inline constexpr const char* kLockdownContainer = "network-lockdown";
@@ -75,6 +78,7 @@ struct PodOptions {
   SessionIdentity session;       // sessions: labels and annotations
   bool outlives_daemon = false;  // sessions: no ownerReference, spared by reapers
   std::string session_token;     // sessions: annotation (the executor's Prepare sets it)
+  std::string pool_key;          // a shared warm pool's pod: the pool's key (label)
 };
 
 // The options the executor's Prepare uses: a session pod's deadline, expiry and PID 1's sleep are

@@ -4,7 +4,10 @@ through one replica is served by any other, because its state lives in its pod (
 replica's own (python_session.cc). These replicas run the default
 KUBERNETES_SESSIONS_OUTLIVE_DAEMON=true: a session outlives the replica that made it."""
 
-from harness import (Client, Daemon, E2ETestCase, host_processes_matching, unique_sleep_arg,
+import re
+import time
+
+from harness import (Client, Config, Daemon, E2ETestCase, host_processes_matching, unique_sleep_arg,
                      wait_until)
 from test_auth import ALICE, BOB, KEYS_FILE
 
@@ -130,3 +133,65 @@ class MultiReplicaSessionTest(E2ETestCase):
         self.assertEqual(self.py(b, sid, "print(x * 7, open('p.txt').read().strip())")["stdout"],
                          "42 paused\n")
         self.assertEqual(self.py(a, sid, "x")["stdout"], "6\n", "A finds it running through B")
+
+
+def metric(client, name):
+    """A series of /metrics without labels, as a number; None if absent."""
+    for line in client.get("/metrics").body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+class SharedWarmPoolTest(E2ETestCase):
+    """KUBERNETES_SHARED_WARM_POOL (issue 36 item 4): two replicas of WARM_POOL_SIZE=2 keep one
+    pool of two pods in the namespace, not two each, and each claims pods of it."""
+
+    POOL = {**REPLICA, "KUBERNETES_SHARED_WARM_POOL": "true", "WARM_POOL_SIZE": "2",
+            "WARM_POOL_SIZE_BASH": "0"}
+
+    def setUp(self):
+        self.require_spawned("starts replicas of its own")
+        self.cluster = Config.cluster.server.client()
+
+    def pool_pods(self):
+        """(running, all) unclaimed pods of the shared pools."""
+        r = self.cluster.request("GET", "/api/v1/pods?labelSelector=code-interpreter.pool%2C"
+                                        "%21code-interpreter.claimed-by")
+        items = r.json()["items"]
+        return sum(p["status"].get("phase") == "Running" for p in items), len(items)
+
+    def replica(self):
+        d = Daemon(dict(self.POOL))
+        self.addCleanup(d.cleanup)
+        d.start()
+        self.addCleanup(d.stop)
+        return d, Client(d.host, d.port)
+
+    def probed(self, daemon):
+        """Once the startup self-test's executions (pool claims too) are over."""
+        self.assertTrue(wait_until(lambda: re.search(r"language python |startup self-test failed",
+                                                     daemon.log_since(0)), 120, 0.2))
+
+    def test_two_replicas_keep_one_pool_and_claim_from_it(self):
+        # Pool pods outlive the replicas (the deployment's): removed after them.
+        self.addCleanup(self.cluster.request, "DELETE", "/api/v1/namespaces/default/pods"
+                        "?labelSelector=code-interpreter.pool&gracePeriodSeconds=0")
+        (da, a), (db, b) = self.replica(), self.replica()
+        self.probed(da)
+        self.probed(db)
+        self.assertTrue(wait_until(lambda: self.pool_pods()[0] >= 2, 60, 0.2), self.pool_pods())
+        self.assertLessEqual(self.pool_pods()[1], 3, "each replica filled a pool of its own")
+        def claims(client):
+            return metric(client, "code_interpreter_shared_pool_claims_total")
+        before = {"a": claims(a), "b": claims(b)}
+        for client in (a, b):
+            r = client.post_json("/v1/execute", {"code": "print(6 * 7)"})
+            self.assertEqual((r.status, r.json["stdout"]), (200, "42\n"), r)
+        # The pool held two pods: each replica's execution claimed one.
+        self.assertEqual(claims(a) - before["a"], 1)
+        self.assertEqual(claims(b) - before["b"], 1)
+        # Refilled to the deployment's size, not twice it.
+        self.assertTrue(wait_until(lambda: self.pool_pods()[0] >= 2, 60, 0.2), self.pool_pods())
+        time.sleep(1)  # a keeper's next looks add nothing
+        self.assertLessEqual(self.pool_pods()[1], 3)

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <csignal>
 #include <ctime>
@@ -20,8 +22,10 @@
 
 #include "common/await.h"
 #include "common/enforcement_spec.h"
+#include "core/unix_time.h"
 #include "fake_apiserver.h"
 #include "k8s/api_client.h"
+#include "k8s/shared_pool.h"
 
 namespace ci::k8s {
 namespace {
@@ -383,6 +387,182 @@ TEST_P(ExecRefusedTest, CheckNamesTheMissingVerb) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Agent, ExecRefusedTest, testing::Values(Mode{false, true}));
+
+// Two replicas (executors of one configuration) with KUBERNETES_SHARED_WARM_POOL: one pool of
+// pods in the namespace, filled by both, each pod claimed by one replica only.
+class SharedPoolTest : public K8sExecutorTest {
+ protected:
+  std::unique_ptr<Executor> Replica() {
+    K8sExecutorOptions o;
+    auto config = LoadKubeconfig(fake_->kubeconfig());
+    EXPECT_TRUE(config.ok()) << config.status().message();
+    o.connection = std::move(config).value();
+    o.pods.image = "code-interpreter-executor:latest";
+    o.pods.net_admin_lockdown = false;
+    o.pods.agent = true;
+    o.pods.agent_path = testing_support::kFakeImageAgent;
+    o.pods.shared_warm_pool = true;
+    o.start_timeout = 30s;
+    o.shared_pool_period = 200ms;
+    return MakeK8sExecutor(io_.get_executor(), std::move(o));
+  }
+
+  // The pool's pods: {unclaimed and running, all}.
+  std::pair<int, int> PoolPods() {
+    auto client = fake_->Client(io_.get_executor());
+    auto r = AwaitOn(io_, client->Request("GET",
+                                          "/api/v1/namespaces/default/pods?labelSelector="
+                                          "code-interpreter.pool",
+                                          ""));
+    rapidjson::Document d;
+    std::string why;
+    if (!r.ok() || !ParseJson(r->body, d, why) || !d.HasMember("items")) return {-1, -1};
+    int free = 0;
+    for (const auto& pod : d["items"].GetArray()) {
+      const bool claimed = pod["metadata"]["labels"].HasMember("code-interpreter.claimed-by");
+      const std::string phase = pod["status"]["phase"].GetString();
+      free += !claimed && phase == "Running";
+    }
+    return {free, static_cast<int>(d["items"].Size())};
+  }
+
+  // The pool keys the pool's pods carry.
+  std::vector<std::string> PoolKeys() {
+    auto client = fake_->Client(io_.get_executor());
+    auto r = AwaitOn(io_, client->Request("GET",
+                                          "/api/v1/namespaces/default/pods?labelSelector="
+                                          "code-interpreter.pool",
+                                          ""));
+    rapidjson::Document d;
+    std::string why;
+    std::vector<std::string> keys;
+    if (!r.ok() || !ParseJson(r->body, d, why) || !d.HasMember("items")) return keys;
+    for (const auto& pod : d["items"].GetArray()) {
+      keys.push_back(pod["metadata"]["labels"]["code-interpreter.pool"].GetString());
+    }
+    return keys;
+  }
+
+  // Runs the io_context until `done` holds, or for at most `limit`.
+  template <typename F>
+  bool RunUntil(F done, std::chrono::seconds limit = 30s) {
+    io_.restart();
+    const auto give_up = std::chrono::steady_clock::now() + limit;
+    while (!done() && std::chrono::steady_clock::now() < give_up) io_.run_one_for(100ms);
+    return done();
+  }
+
+  static double Metric(const Executor& e, const std::string& name) {
+    for (const auto& m : e.metrics()) {
+      if (m.name == name) return m.value;
+    }
+    return -1;
+  }
+
+  void TearDown() override {
+    for (auto* r : {&a_, &b_}) {
+      if (*r) AwaitOn(io_, Drained(**r));
+    }
+    // The pool's pods are the deployment's: they outlive its replicas, so the test removes them.
+    auto client = fake_->Client(io_.get_executor());
+    AwaitOn(io_, client->Request("DELETE",
+                                 "/api/v1/namespaces/default/pods?labelSelector="
+                                 "code-interpreter.pool&gracePeriodSeconds=0",
+                                 ""));
+    RunUntil([&] { return PodCount() == 0; });
+    K8sExecutorTest::TearDown();
+  }
+
+  std::unique_ptr<Executor> a_, b_;
+};
+
+TEST_P(SharedPoolTest, TwoReplicasFillOnePoolAndEachPodServesOneOfThem) {
+  a_ = Replica();
+  b_ = Replica();
+  const SandboxSpec spec = Spec();
+  ASSERT_TRUE(a_->KeepSharedPool(spec, 2));
+  ASSERT_TRUE(b_->KeepSharedPool(spec, 2));
+  ASSERT_TRUE(RunUntil([&] { return PoolPods().first >= 2; })) << PoolPods().second;
+  // Both keepers looked at an empty pool: at most one pod more than its size.
+  EXPECT_LE(PoolPods().second, 3);
+
+  // Both replicas at once: each gets a pooled pod of its own.
+  std::optional<Result<std::unique_ptr<Sandbox>>> from_a, from_b;
+  asio::co_spawn(
+      io_, [&]() -> asio::awaitable<void> { from_a.emplace(co_await a_->Prepare(spec)); },
+      asio::detached);
+  asio::co_spawn(
+      io_, [&]() -> asio::awaitable<void> { from_b.emplace(co_await b_->Prepare(spec)); },
+      asio::detached);
+  ASSERT_TRUE(RunUntil([&] { return from_a && from_b; }));
+  ASSERT_TRUE(from_a->ok()) << from_a->status().message();
+  ASSERT_TRUE(from_b->ok()) << from_b->status().message();
+  EXPECT_EQ(Metric(*a_, "code_interpreter_shared_pool_claims_total"), 1);
+  EXPECT_EQ(Metric(*b_, "code_interpreter_shared_pool_claims_total"), 1);
+  EXPECT_EQ(Metric(*a_, "code_interpreter_shared_pool_misses_total"), 0);
+  Sandbox& sa = ***from_a;
+  Sandbox& sb = ***from_b;
+  auto ea = Run(sa, {"bash", "-c", "touch /tmp/a-was-here; ls /tmp"});
+  auto eb = Run(sb, {"bash", "-c", "ls /tmp; echo b"});
+  ASSERT_TRUE(ea.outcome.ok() && eb.outcome.ok());
+  EXPECT_EQ(ea.out, "a-was-here\n");
+  EXPECT_EQ(eb.out, "b\n") << "one pod served both replicas";
+  AwaitOn(io_, sa.Destroy());
+  AwaitOn(io_, sb.Destroy());
+
+  // The pool is filled again; a replica's shutdown leaves it to the other.
+  ASSERT_TRUE(RunUntil([&] { return PoolPods().first >= 2; }));
+  AwaitOn(io_, Drained(*a_));
+  EXPECT_GE(PoolPods().first, 2) << "a replica's shutdown took the deployment's pods";
+  auto again = AwaitOn(io_, b_->Prepare(spec));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(Metric(*b_, "code_interpreter_shared_pool_claims_total"), 2);
+  auto e = Run(**again, {"bash", "-c", "echo served"});
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, "served\n");
+  AwaitOn(io_, (*again)->Destroy());
+}
+
+// The claim's precondition: of two claims of one listed version, one wins.
+TEST_P(SharedPoolTest, APodListedOnceIsClaimedOnce) {
+  a_ = Replica();
+  ASSERT_TRUE(a_->KeepSharedPool(Spec(), 1));
+  ASSERT_TRUE(RunUntil([&] { return PoolPods().first >= 1; }));
+  AwaitOn(io_, Drained(*a_));  // no keeper adds a pod meanwhile
+  auto client = fake_->Client(io_.get_executor());
+  const std::string key = PoolKeys().at(0);
+  auto listed = AwaitOn(io_, ListPoolPods(*client, "default", key, 0));
+  ASSERT_TRUE(listed.ok()) << listed.status().message();
+  ASSERT_EQ(listed->free.size(), 1u);
+  const FreePoolPod pod = listed->free[0];
+  auto first = AwaitOn(io_, ClaimPoolPod(*client, "default", pod, "replica-a", "a"));
+  auto second = AwaitOn(io_, ClaimPoolPod(*client, "default", pod, "replica-b", "b"));
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_TRUE(*first);
+  EXPECT_FALSE(*second) << "a pod claimed twice";
+  auto after = AwaitOn(io_, ListPoolPods(*client, "default", key, 0));
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->free.empty());
+}
+
+// A spec of no pool (a session, other limits) is made on the spot, as without the option.
+TEST_P(SharedPoolTest, OtherSpecsAreNotServedFromThePool) {
+  a_ = Replica();
+  ASSERT_TRUE(a_->KeepSharedPool(Spec(), 1));
+  SandboxSpec session = Spec();
+  session.session_expires_at = UnixSeconds() + 600;
+  EXPECT_FALSE(a_->KeepSharedPool(session, 1));
+  ASSERT_TRUE(RunUntil([&] { return PoolPods().first >= 1; }));
+  SandboxSpec other = Spec();
+  other.limits.memory_bytes = 2 * Spec().limits.memory_bytes;
+  auto s = AwaitOn(io_, a_->Prepare(other));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(Metric(*a_, "code_interpreter_shared_pool_claims_total"), 0);
+  EXPECT_EQ(PoolPods().first, 1);
+  AwaitOn(io_, (*s)->Destroy());
+}
+
+INSTANTIATE_TEST_SUITE_P(Agent, SharedPoolTest, testing::Values(Mode{false, true}));
 
 INSTANTIATE_TEST_SUITE_P(SubprotocolsAndAgent, K8sExecutorTest,
                          testing::Values(Mode{false, false}, Mode{true, false}, Mode{false, true},

@@ -40,6 +40,7 @@ TEST(K8sOptions, Defaults) {
   EXPECT_FALSE(o->owner.has_value());
   EXPECT_TRUE(o->agent);
   EXPECT_EQ(o->agent_path, "/usr/local/lib/code-interpreter/agent");  // the executor image's
+  EXPECT_FALSE(o->shared_warm_pool);
 }
 
 TEST(K8sOptions, Agent) {
@@ -48,6 +49,12 @@ TEST(K8sOptions, Agent) {
   ASSERT_TRUE(o.ok()) << o.status().message();
   EXPECT_FALSE(o->agent);
   EXPECT_EQ(o->agent_path, "/opt/ci/agent");
+}
+
+TEST(K8sOptions, SharedWarmPool) {
+  auto o = Read({{"KUBERNETES_SHARED_WARM_POOL", "true"}});
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_TRUE(o->shared_warm_pool);
 }
 
 TEST(K8sOptions, OnyxVariables) {
@@ -145,6 +152,7 @@ TEST(K8sOptions, InvalidValuesNameTheVariable) {
       {"KUBERNETES_EXECUTOR_TOLERATIONS", "=x:NoSchedule"},
       {"KUBERNETES_EXECUTOR_TOLERATIONS", "k=-v-"},
       {"KUBERNETES_EXECUTOR_AGENT", "maybe"},
+      {"KUBERNETES_SHARED_WARM_POOL", "shared"},
       {"KUBERNETES_EXECUTOR_AGENT_PATH", "agent"},
       {"KUBERNETES_EXECUTOR_AGENT_PATH", "/usr/local/lib/my agent"},
       {"POD_NAME", "Daemon_Pod"},

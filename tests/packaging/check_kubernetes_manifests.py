@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # What the backend calls (src/k8s/): pods create/get/list/watch/delete, exec and attach (an
 # execution pod's agent) as WebSocket GETs (create is checked for them as well by newer API
 # servers).
-EXPECTED_RULES = {("", "pods"): {"create", "get", "list", "watch", "delete"},
+EXPECTED_RULES = {("", "pods"): {"create", "get", "list", "watch", "patch", "delete"},
                   ("", "pods/exec"): {"create", "get"},
                   ("", "pods/attach"): {"create", "get"}}
 # The labels of executor pods (src/k8s/pod_spec.h): app=code-interpreter, component in these.

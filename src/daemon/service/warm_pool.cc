@@ -13,15 +13,9 @@
 
 namespace ci::daemon {
 
-std::chrono::seconds RefillBackoff(int failures) {
-  constexpr std::chrono::seconds kMax(300);
-  if (failures >= 10) return kMax;  // 2^9 s is past it already
-  return std::min(kMax, std::chrono::seconds(1 << std::max(0, failures - 1)));
-}
-
 void WarmPool::Start(const std::vector<WarmPoolConfig>& pools) {
   for (const WarmPoolConfig& config : pools) {
-    if (config.size == 0) continue;
+    if (config.size == 0 || inner_.KeepSharedPool(config.spec, config.size)) continue;
     auto pool = std::make_unique<Pool>();
     pool->filled = std::make_unique<AsyncEvent>(ex_);
     pool->backoff = std::make_unique<asio::steady_timer>(ex_);

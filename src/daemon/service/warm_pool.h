@@ -18,14 +18,10 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "core/refill_backoff.h"
 #include "daemon/service/async_event.h"
 
 namespace ci::daemon {
-
-// How long a pool waits before its next try after `failures` failed Prepares in a row (at least
-// one): 1 s, doubled each time, at most 5 min, so a backend that cannot start sandboxes (a
-// missing image, refused permissions) is not asked once a second for ever.
-std::chrono::seconds RefillBackoff(int failures);
 
 struct WarmPoolConfig {
   std::string
