@@ -47,7 +47,7 @@ NS = "code-interpreter"
 # Variables the chart sets besides the kustomize manifests' (their defaults are the daemon's).
 CHART_ONLY_ENV = {"KUBERNETES_EXECUTOR_IMAGE_PULL_POLICY", "KUBERNETES_SESSIONS_OUTLIVE_DAEMON",
                   "KUBERNETES_EXECUTOR_AGENT", "WARM_POOL_SIZE", "WARM_POOL_SIZE_BASH",
-                  "WARM_POOL_SIZE_JAVASCRIPT", "WARM_POOL_SIZE_GO"}
+                  "WARM_POOL_SIZE_JAVASCRIPT", "WARM_POOL_SIZE_GO", "KUBERNETES_SHARED_WARM_POOL"}
 KEY_A = "a" * 32
 KEY_B = "b" * 32
 
@@ -134,7 +134,7 @@ class DefaultRenderTest(unittest.TestCase):
             "KUBERNETES_EXECUTOR_IMAGE_PULL_POLICY": "IfNotPresent",
             "KUBERNETES_SESSIONS_OUTLIVE_DAEMON": "true", "KUBERNETES_EXECUTOR_AGENT": "true",
             "WARM_POOL_SIZE": "2", "WARM_POOL_SIZE_BASH": "1", "WARM_POOL_SIZE_JAVASCRIPT": "1",
-            "WARM_POOL_SIZE_GO": "1"})
+            "WARM_POOL_SIZE_GO": "1", "KUBERNETES_SHARED_WARM_POOL": "false"})
 
     def test_deployment_fields(self):
         ours, theirs = self.pair("Deployment")
@@ -176,7 +176,8 @@ class ValuesTest(unittest.TestCase):
     def test_replicas_images_and_warm_pool(self):
         docs = helm("replicas=3", "image.repository=registry.example/ci,image.tag=1.2",
                     "executor.image.repository=registry.example/exec,executor.image.tag=7",
-                    "warmPool.python=0,warmPool.bash=3,warmPool.javascript=0,warmPool.go=5")
+                    "warmPool.python=0,warmPool.bash=3,warmPool.javascript=0,warmPool.go=5",
+                    "warmPool.shared=true")
         self.assertEqual(one(docs, "Deployment")["spec"]["replicas"], 3)
         self.assertEqual(container(docs)["image"], "registry.example/ci:1.2")
         values = env_values(docs)
@@ -184,6 +185,7 @@ class ValuesTest(unittest.TestCase):
         self.assertEqual([values[k] for k in ("WARM_POOL_SIZE", "WARM_POOL_SIZE_BASH",
                                               "WARM_POOL_SIZE_JAVASCRIPT", "WARM_POOL_SIZE_GO")],
                          ["0", "3", "0", "5"])
+        self.assertEqual(values["KUBERNETES_SHARED_WARM_POOL"], "true")
 
     def test_executor_options_become_kubernetes_variables(self):
         docs = helm("executor.netAdminLockdown=true", "executor.agent=false",
@@ -195,7 +197,8 @@ class ValuesTest(unittest.TestCase):
         values = env_values(docs)
         self.assertEqual({k: values[k] for k in values if k.startswith("KUBERNETES_")
                           and k not in ("KUBERNETES_EXECUTOR_NAMESPACE",
-                                        "KUBERNETES_EXECUTOR_IMAGE")}, {
+                                        "KUBERNETES_EXECUTOR_IMAGE",
+                                        "KUBERNETES_SHARED_WARM_POOL")}, {
             "KUBERNETES_EXECUTOR_NET_ADMIN_LOCKDOWN": "true",
             "KUBERNETES_EXECUTOR_AGENT": "false",
             "KUBERNETES_SESSIONS_OUTLIVE_DAEMON": "false",
