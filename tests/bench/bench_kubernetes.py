@@ -78,8 +78,15 @@ def main():
         daemons.append(local)
         k8s = harness.Daemon(dict(overrides, EXECUTOR_BACKEND="kubernetes")).start()
         daemons.append(k8s)
+        # KUBERNETES_SHARED_WARM_POOL: the pool is pods any replica claims, no interpreter
+        # started ahead (src/k8s/README.md "Shared warm pool").
+        shared = harness.Daemon(dict(overrides, EXECUTOR_BACKEND="kubernetes",
+                                     KUBERNETES_SHARED_WARM_POOL="true")).start()
+        daemons.append(shared)
         targets = [
             ("kubernetes (fake) `POST /v1/execute` print(1)", DaemonTarget(k8s.host, k8s.port)),
+            ("kubernetes (fake), shared warm pool, print(1)",
+             DaemonTarget(shared.host, shared.port)),
             ("local `POST /v1/execute` print(1)", DaemonTarget(local.host, local.port)),
             ("kubernetes (fake) session call `x += 1`", SessionCallTarget(k8s.host, k8s.port)),
             ("local session call `x += 1`", SessionCallTarget(local.host, local.port)),

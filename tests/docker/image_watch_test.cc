@@ -138,6 +138,11 @@ class ImageWatchTest : public ::testing::Test {
     o.period = period;
     return std::make_shared<ImageWatch>(io_.get_executor(), client_, o);
   }
+  // Starts `body` (a coroutine lambda) on the test's io_context.
+  template <typename F>
+  void Spawn(F body) {
+    boost::asio::co_spawn(io_, std::move(body), boost::asio::detached);
+  }
   // Runs the io_context until `done` holds: every step is a local socket's, so the bound is only
   // there to end a test whose condition never comes.
   template <typename F>
@@ -160,17 +165,12 @@ TEST_F(ImageWatchTest, AnInspectAskedBeforeAPullAndAnsweredDuringItIsStale) {
   auto watch = Watch(60s);
   bool known = false;
   std::optional<Status> first;
-  boost::asio::co_spawn(
-      io_,
-      [&]() -> boost::asio::awaitable<void> {
-        co_await watch->Known();
-        known = true;
-      },
-      boost::asio::detached);
+  Spawn([&]() -> boost::asio::awaitable<void> {
+    co_await watch->Known();
+    known = true;
+  });
   RunUntil([&] { return engine_.held("inspect") == 1; });
-  boost::asio::co_spawn(
-      io_, [&]() -> boost::asio::awaitable<void> { first = co_await watch->Check(); },
-      boost::asio::detached);
+  Spawn([&]() -> boost::asio::awaitable<void> { first = co_await watch->Check(); });
   RunUntil([&] { return engine_.held("inspect") == 2; });
   engine_.Release("inspect", 404, /*newest=*/true);  // the health check's: the watchdog pulls
   RunUntil([&] { return first.has_value() && engine_.held("pull") == 1; });
@@ -196,13 +196,9 @@ TEST_F(ImageWatchTest, AnInspectAskedBeforeAPullAndAnsweredDuringItIsStale) {
 TEST_F(ImageWatchTest, HealthChecksWithoutAWatchdogPullOnce) {
   auto watch = Watch(0ms);
   std::optional<Status> a, b;
-  boost::asio::co_spawn(
-      io_, [&]() -> boost::asio::awaitable<void> { a = co_await watch->Check(); },
-      boost::asio::detached);
+  Spawn([&]() -> boost::asio::awaitable<void> { a = co_await watch->Check(); });
   RunUntil([&] { return engine_.held("inspect") == 1; });
-  boost::asio::co_spawn(
-      io_, [&]() -> boost::asio::awaitable<void> { b = co_await watch->Check(); },
-      boost::asio::detached);
+  Spawn([&]() -> boost::asio::awaitable<void> { b = co_await watch->Check(); });
   RunUntil([&] { return engine_.held("inspect") == 2; });
   engine_.Release("inspect", 404);
   RunUntil([&] { return engine_.held("pull") == 1; });

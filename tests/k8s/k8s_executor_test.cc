@@ -17,6 +17,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -63,7 +64,8 @@ class K8sExecutorTest : public testing::TestWithParam<Mode> {
     }
   }
 
-  std::unique_ptr<Executor> Make(const std::string& image) {
+  std::unique_ptr<Executor> Make(const std::string& image,
+                                 const std::function<void(K8sExecutorOptions&)>& adjust = {}) {
     K8sExecutorOptions o;
     auto config = LoadKubeconfig(fake_->kubeconfig());
     EXPECT_TRUE(config.ok()) << config.status().message();
@@ -73,6 +75,7 @@ class K8sExecutorTest : public testing::TestWithParam<Mode> {
     o.start_timeout = 30s;
     o.pods.agent = GetParam().agent;
     o.pods.agent_path = testing_support::kFakeImageAgent;
+    if (adjust) adjust(o);
     return MakeK8sExecutor(io_.get_executor(), std::move(o));
   }
 
@@ -393,22 +396,14 @@ INSTANTIATE_TEST_SUITE_P(Agent, ExecRefusedTest, testing::Values(Mode{false, tru
 class SharedPoolTest : public K8sExecutorTest {
  protected:
   std::unique_ptr<Executor> Replica() {
-    K8sExecutorOptions o;
-    auto config = LoadKubeconfig(fake_->kubeconfig());
-    EXPECT_TRUE(config.ok()) << config.status().message();
-    o.connection = std::move(config).value();
-    o.pods.image = "code-interpreter-executor:latest";
-    o.pods.net_admin_lockdown = false;
-    o.pods.agent = true;
-    o.pods.agent_path = testing_support::kFakeImageAgent;
-    o.pods.shared_warm_pool = true;
-    o.start_timeout = 30s;
-    o.shared_pool_period = 200ms;
-    return MakeK8sExecutor(io_.get_executor(), std::move(o));
+    return Make("code-interpreter-executor:latest", [](K8sExecutorOptions& o) {
+      o.pods.shared_warm_pool = true;
+      o.shared_pool_period = 200ms;
+    });
   }
 
-  // The pool's pods: {unclaimed and running, all}.
-  std::pair<int, int> PoolPods() {
+  // The pods of the shared pools (a PodList; no items when it could not be read).
+  rapidjson::Document PoolPodList() {
     auto client = fake_->Client(io_.get_executor());
     auto r = AwaitOn(io_, client->Request("GET",
                                           "/api/v1/namespaces/default/pods?labelSelector="
@@ -416,7 +411,14 @@ class SharedPoolTest : public K8sExecutorTest {
                                           ""));
     rapidjson::Document d;
     std::string why;
-    if (!r.ok() || !ParseJson(r->body, d, why) || !d.HasMember("items")) return {-1, -1};
+    if (!r.ok() || !ParseJson(r->body, d, why) || !d.HasMember("items")) d.SetObject();
+    return d;
+  }
+
+  // The pool's pods: {unclaimed and running, all}.
+  std::pair<int, int> PoolPods() {
+    rapidjson::Document d = PoolPodList();
+    if (!d.HasMember("items")) return {-1, -1};
     int free = 0;
     for (const auto& pod : d["items"].GetArray()) {
       const bool claimed = pod["metadata"]["labels"].HasMember("code-interpreter.claimed-by");
@@ -428,15 +430,9 @@ class SharedPoolTest : public K8sExecutorTest {
 
   // The pool keys the pool's pods carry.
   std::vector<std::string> PoolKeys() {
-    auto client = fake_->Client(io_.get_executor());
-    auto r = AwaitOn(io_, client->Request("GET",
-                                          "/api/v1/namespaces/default/pods?labelSelector="
-                                          "code-interpreter.pool",
-                                          ""));
-    rapidjson::Document d;
-    std::string why;
+    rapidjson::Document d = PoolPodList();
     std::vector<std::string> keys;
-    if (!r.ok() || !ParseJson(r->body, d, why) || !d.HasMember("items")) return keys;
+    if (!d.HasMember("items")) return keys;
     for (const auto& pod : d["items"].GetArray()) {
       keys.push_back(pod["metadata"]["labels"]["code-interpreter.pool"].GetString());
     }
