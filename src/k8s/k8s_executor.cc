@@ -247,6 +247,15 @@ class K8sExecutor final : public Executor {
   bool KeepSharedPool(const SandboxSpec& spec, size_t size) override {
     if (!opts_.pods.shared_warm_pool || spec.session_expires_at != 0 || size == 0) return false;
     SandboxSpec pooled = PoolSpec(spec);
+    // Pools whose specs differ only in their program (python's, and bash's and the others')
+    // are one pool of pods: of their summed size.
+    for (auto& p : shared_pools_) {
+      if (p.spec != pooled) continue;
+      p.keeper->Grow(size);
+      spdlog::info("kubernetes: shared warm pool {} grows to {} pod(s)", p.keeper->options().key,
+                   p.keeper->options().size);
+      return true;
+    }
     const std::string key = PoolKey(PoolPodJson(pooled, 0, ""));
     SharedPoolKeeper::Options o;
     o.ns = opts_.pods.namespace_;

@@ -135,6 +135,11 @@ void SharedPoolKeeper::Start() {
   boost::asio::co_spawn(ex_, Keep(), boost::asio::detached);
 }
 
+void SharedPoolKeeper::Grow(size_t n) {
+  o_.size += n;
+  Wake();
+}
+
 void SharedPoolKeeper::Stop() {
   stopping_ = true;
   Wake();

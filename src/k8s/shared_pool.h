@@ -94,6 +94,8 @@ class SharedPoolKeeper : public std::enable_shared_from_this<SharedPoolKeeper> {
                    std::function<std::string(int64_t now)> pod_json, std::function<bool()> paused);
 
   void Start();
+  // The pool is `n` pods larger (another pool of the same pods).
+  void Grow(size_t n);
   // Ends the keeper's loop at its next step; stopped() once it has.
   void Stop();
   bool stopped() const { return !running_; }

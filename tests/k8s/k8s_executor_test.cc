@@ -19,6 +19,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "common/await.h"
@@ -539,6 +540,21 @@ TEST_P(SharedPoolTest, APodListedOnceIsClaimedOnce) {
   auto after = AwaitOn(io_, ListPoolPods(*client, "default", key, 0));
   ASSERT_TRUE(after.ok());
   EXPECT_TRUE(after->free.empty());
+}
+
+// The pools of specs that differ only in their program (python's, bash's) are one pool of pods.
+TEST_P(SharedPoolTest, PoolsOfTheSamePodsAreOnePoolOfTheirSummedSize) {
+  a_ = Replica();
+  SandboxSpec python = Spec(), bash = Spec();
+  python.prestart_argv = {"python3", "-i"};
+  bash.prestart_argv = {"bash"};
+  ASSERT_TRUE(a_->KeepSharedPool(python, 1));
+  ASSERT_TRUE(a_->KeepSharedPool(bash, 2));
+  ASSERT_TRUE(RunUntil([&] { return PoolPods().first >= 3; })) << PoolPods().second;
+  const std::vector<std::string> keys = PoolKeys();
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), 1u);
+  RunUntil([] { return false; }, 1s);  // the keeper's next looks add nothing
+  EXPECT_EQ(PoolPods().second, 3);
 }
 
 // A spec of no pool (a session, other limits) is made on the spot, as without the option.
