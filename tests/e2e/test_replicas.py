@@ -148,7 +148,8 @@ class SharedWarmPoolTest(E2ETestCase):
     pool of two pods in the namespace, not two each, and each claims pods of it."""
 
     POOL = {**REPLICA, "KUBERNETES_SHARED_WARM_POOL": "true", "WARM_POOL_SIZE": "2",
-            "WARM_POOL_SIZE_BASH": "0"}
+            "WARM_POOL_SIZE_BASH": "0", "WARM_POOL_SIZE_JAVASCRIPT": "0",
+            "WARM_POOL_SIZE_GO": "0"}
 
     def setUp(self):
         self.require_spawned("starts replicas of its own")

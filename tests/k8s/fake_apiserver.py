@@ -324,7 +324,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self._log(ns, sub[0])
             raise ApiError(405, "MethodNotAllowed",
                            "the server does not allow this method on the requested resource "
-                           "(the fake serves pods create/get/list/watch/patch/delete, exec, attach, log)", {})
+                           "(the fake serves pods create/get/list/watch/patch/delete, exec, "
+                           "attach, log)", {})
         raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
 
     @staticmethod
