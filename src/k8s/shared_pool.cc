@@ -165,10 +165,13 @@ boost::asio::awaitable<void> SharedPoolKeeper::Keep() {
       if (pods.ok()) stats_.free = n;
       // Pods that ended unused (an image that cannot run, a node that went): removed, and the
       // pool backs off as when it cannot create them.
-      for (const std::string& name : pods.ok() ? pods->ended : std::vector<std::string>()) {
+      std::vector<std::string> ended;
+      if (pods.ok()) ended = pods->ended;
+      const std::chrono::milliseconds no_confirm(0);
+      for (const std::string& name : ended) {
         error = "pooled pod " + name +
                 " ended before an execution claimed it (its events and log say why)";
-        co_await DeletePod(*api_, o_.ns, name, std::chrono::seconds(0));
+        co_await DeletePod(*api_, o_.ns, name, no_confirm);
       }
       // One pod per look, then a look again at once: replicas that look at the same moment
       // each add one pod, not each the whole shortfall.
@@ -180,7 +183,7 @@ boost::asio::awaitable<void> SharedPoolKeeper::Keep() {
           error = created.status().message();
         } else {
           ++stats_.created;
-          woken_ = n + 1 < o_.size;
+          woken_ = woken_ || n + 1 < o_.size;
           spdlog::debug("shared warm pool {}: added pod {}", o_.key, created->name);
         }
       }

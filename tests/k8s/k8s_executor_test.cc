@@ -557,6 +557,25 @@ TEST_P(SharedPoolTest, PoolsOfTheSamePodsAreOnePoolOfTheirSummedSize) {
   EXPECT_EQ(PoolPods().second, 3);
 }
 
+// Pool pods that end unused (here: no agent at the configured path) are deleted, and the keeper
+// backs off instead of making a pod every look.
+TEST_P(SharedPoolTest, PodsThatEndUnusedAreRemovedAndThePoolBacksOff) {
+  a_ = Make("code-interpreter-executor:latest", [](K8sExecutorOptions& o) {
+    o.pods.shared_warm_pool = true;
+    o.shared_pool_period = 100ms;
+    o.pods.agent_path = "/no/such/agent";
+  });
+  ASSERT_TRUE(a_->KeepSharedPool(Spec(), 1));
+  RunUntil([] { return false; }, 4s);
+  // Backing off 1 s, then 2 s: three or four pods in 4 s (at 100 ms, forty).
+  const double created = Metric(*a_, "code_interpreter_shared_pool_pods_created_total");
+  EXPECT_GE(created, 1);
+  EXPECT_LE(created, 5);
+  AwaitOn(io_, Drained(*a_));
+  RunUntil([&] { return PoolPods().second == 0; }, 10s);
+  EXPECT_LE(PoolPods().second, 1) << "ended pool pods were left";
+}
+
 // A spec of no pool (a session, other limits) is made on the spot, as without the option.
 TEST_P(SharedPoolTest, OtherSpecsAreNotServedFromThePool) {
   a_ = Replica();
