@@ -3,7 +3,7 @@
 // so replicas of one configuration share them and others never take them) and with no claim.
 // A replica takes one by patching its claim label with the resourceVersion it listed: the API
 // server applies the first patch and answers 409 Conflict to every other, so no pod is ever
-// taken twice. The decisions are pure; ListFreePoolPods and ClaimPoolPod are the API calls.
+// taken twice. The decisions are pure; ListPoolPods and ClaimPoolPod are the API calls.
 #pragma once
 
 #include <rapidjson/document.h>
