@@ -23,6 +23,7 @@
 #include "k8s/pod_container.h"
 #include "k8s/pod_lifecycle.h"
 #include "k8s/pod_spec.h"
+#include "k8s/sandbox_claims.h"
 #include "k8s/session_pods.h"
 #include "k8s/shared_pool.h"
 
@@ -49,7 +50,11 @@ struct Removals {
 asio::awaitable<void> RemovePodNow(std::shared_ptr<Removals> r, PodRef pod) {
   Status s;
   for (int attempt = 1; attempt <= kDeleteAttempts; ++attempt) {
-    s = co_await DeletePod(*r->client, pod.namespace_, pod.name, kDeleteConfirm);
+    if (pod.claim.empty()) {
+      s = co_await DeletePod(*r->client, pod.namespace_, pod.name, kDeleteConfirm);
+    } else {
+      s = co_await DeleteSandboxClaim(*r->client, pod.namespace_, pod.claim, kDeleteConfirm);
+    }
     if (s.ok()) break;
     spdlog::warn("deleting pod {} (attempt {} of {}): {}", pod.name, attempt, kDeleteAttempts,
                  s.message());
@@ -111,6 +116,9 @@ class K8sExecutor final : public Executor {
                         ns + " (packaging/kubernetes/role.yaml)");
     }
     PodOptions options = OptionsFor(spec);
+    if (opts_.pods.agent_sandbox && options.kind == PodKind::kExecution) {
+      co_return co_await PrepareClaimed(spec, options);
+    }
     if (SharedPoolKeeper* pool = SharedPoolOf(spec)) {
       auto claimed = co_await pool->Claim(instance_, owner_description_);
       if (!claimed.ok()) {
@@ -130,6 +138,30 @@ class K8sExecutor final : public Executor {
     if (!created.ok()) co_return StartFailure(created.status(), "kubernetes API");
     const PodRef pod{ns, created->name, kExecutorContainer};
     co_return co_await Serve(pod, created->resource_version, spec, options);
+  }
+
+  // KUBERNETES_SANDBOX_API=agent-sandbox: a sandbox of the pool of `spec`'s pod, claimed.
+  asio::awaitable<Result<std::unique_ptr<Sandbox>>> PrepareClaimed(const SandboxSpec& spec,
+                                                                   const PodOptions& options) {
+    std::shared_ptr<SandboxPool> pool = SandboxPoolOf(spec);
+    if (!pool->ensured) {
+      Status ensured = co_await EnsurePool(pool);
+      if (!ensured.ok()) co_return StartFailure(ensured, "agent-sandbox");
+    }
+    ClaimRequest request;
+    request.pool = pool->name;
+    request.instance_id = instance_;
+    request.owner_description = owner_description_;
+    request.shutdown_at = UnixSeconds() + opts_.pods.execution_pod_ttl.count();
+    const std::string body = SandboxClaimJson(request);
+    auto claimed =
+        co_await ClaimSandbox(*client_, opts_.pods.namespace_, body, opts_.start_timeout);
+    if (!claimed.ok()) co_return StartFailure(claimed.status(), "sandbox claim");
+    spdlog::debug("SandboxClaim {}: sandbox {}, pod {}", claimed->claim, claimed->sandbox,
+                  claimed->pod);
+    const PodRef pod{opts_.pods.namespace_, claimed->pod, kExecutorContainer, claimed->claim};
+    const std::string from_a_get;
+    co_return co_await Serve(pod, from_a_get, spec, options);
   }
 
   // Once `pod` (made for `spec` with `options`) runs, the sandbox in it; the pod is removed when
@@ -245,7 +277,19 @@ class K8sExecutor final : public Executor {
   }
 
   bool KeepSharedPool(const SandboxSpec& spec, size_t size) override {
-    if (!opts_.pods.shared_warm_pool || spec.session_expires_at != 0 || size == 0) return false;
+    if (spec.session_expires_at != 0 || size == 0) return false;
+    if (opts_.pods.agent_sandbox) {
+      // A SandboxWarmPool; pools of the same pod are one, of their summed size.
+      std::shared_ptr<SandboxPool> pool = SandboxPoolOf(spec);
+      pool->size += size;
+      pool->kept = true;
+      if (!pool->ensure_started) {
+        pool->ensure_started = true;
+        asio::co_spawn(ex_, EnsureAtStart(pool), asio::detached);
+      }
+      return true;
+    }
+    if (!opts_.pods.shared_warm_pool) return false;
     SandboxSpec pooled = PoolSpec(spec);
     // Pools whose specs differ only in their program (python's, and bash's and the others')
     // are one pool of pods: of their summed size.
@@ -330,6 +374,61 @@ class K8sExecutor final : public Executor {
     pooled.prestart_argv.clear();
     pooled.client.clear();
     return pooled;
+  }
+
+  // agent-sandbox: the template and warm pool of `spec`'s pod (made when first asked for).
+  struct SandboxPool {
+    std::string name;  // the template's and the pool's: from the pod's key
+    std::string template_json;
+    size_t size = 0;    // the warm pool's replicas
+    bool kept = false;  // a warm pool of the daemon's (else of replicas 0: cold claims)
+    bool ensure_started = false;
+    bool ensured = false;  // both exist
+  };
+
+  // By the pod, not the spec: while pods/attach is refused a spec's pod is another (sleep as
+  // PID 1, not the agent).
+  std::shared_ptr<SandboxPool> SandboxPoolOf(const SandboxSpec& spec) {
+    const SandboxSpec pooled = PoolSpec(spec);
+    // The template's pods: no owner (any replica claims them) and no expiry or deadline (the
+    // claim's shutdownTime ends them; a warm pool's wait is the controller's).
+    PodOptions o = OptionsFor(pooled);
+    o.owner.reset();
+    o.instance_id.clear();
+    o.owner_description = "agent-sandbox warm pool (KUBERNETES_SANDBOX_API)";
+    o.expires_at = 0;
+    o.active_deadline_sec = 0;
+    const std::string pod = PodJson(pooled, o);
+    const std::string name = SandboxPoolName(PoolKey(pod));
+    for (auto& p : sandbox_pools_) {
+      if (p->name == name) return p;
+    }
+    auto p = std::make_shared<SandboxPool>();
+    p->name = name;
+    auto t = SandboxTemplateJson(p->name, pod);
+    if (t.ok()) p->template_json = *t;
+    sandbox_pools_.push_back(p);
+    return p;
+  }
+
+  asio::awaitable<Status> EnsurePool(std::shared_ptr<SandboxPool> pool) {
+    Status s = co_await EnsureSandboxPool(*client_, opts_.pods.namespace_, pool->name,
+                                          pool->template_json, pool->size, pool->kept);
+    if (s.ok() && !pool->ensured) {
+      pool->ensured = true;
+      spdlog::info(
+          "kubernetes: SandboxTemplate and SandboxWarmPool {} of {} sandbox(es) in "
+          "namespace {}",
+          pool->name, pool->size, opts_.pods.namespace_);
+    }
+    co_return s;
+  }
+
+  asio::awaitable<void> EnsureAtStart(std::shared_ptr<SandboxPool> pool) {
+    Status s = co_await EnsurePool(pool);
+    if (s.ok()) co_return;
+    spdlog::error("kubernetes: warm pool {}: {}; executions try again", pool->name, s.message());
+    last_start_failure_ = s.message();
   }
 
   // The shared pool `spec` is served from, if any (none while pods/attach is refused: its pods'
@@ -504,6 +603,7 @@ class K8sExecutor final : public Executor {
     std::shared_ptr<SharedPoolKeeper> keeper;
   };
   std::vector<SharedPool> shared_pools_;
+  std::vector<std::shared_ptr<SandboxPool>> sandbox_pools_;
   bool reviewed_ = false;
   bool reviewing_ = false;        // one access review at a time
   uint64_t attach_refusals_ = 0;  // real attaches answered 403

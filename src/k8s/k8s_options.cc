@@ -152,6 +152,9 @@ Result<K8sOptions> K8sOptionsFromEnv(const EnvLookup& getenv) {
   env.String("KUBERNETES_EXECUTOR_RUNTIME_CLASS", o.pod.runtime_class);
   env.String("KUBERNETES_EXECUTOR_PRIORITY_CLASS", o.pod.priority_class);
   env.String("KUBERNETES_EXECUTOR_SECCOMP_PROFILE", o.pod.seccomp_localhost_profile);
+  std::string sandbox_api = "pods";
+  env.Choice("KUBERNETES_SANDBOX_API", sandbox_api, {"pods", "agent-sandbox"});
+  o.agent_sandbox = sandbox_api == "agent-sandbox";
   std::string policy = "ifnotpresent";
   env.Choice("KUBERNETES_EXECUTOR_IMAGE_PULL_POLICY", policy, {"ifnotpresent", "always", "never"});
   if (!env.error().ok()) return env.error();
@@ -182,6 +185,12 @@ Result<K8sOptions> K8sOptionsFromEnv(const EnvLookup& getenv) {
        IsRelativeProfilePath,
        "a path relative to the kubelet's seccomp directory (no '..', no leading '/')"},
   };
+  if (o.agent_sandbox && o.shared_warm_pool) {
+    return Status::Error(
+        "KUBERNETES_SHARED_WARM_POOL=true and KUBERNETES_SANDBOX_API=agent-sandbox: with "
+        "agent-sandbox the warm pools are SandboxWarmPools, shared by every replica already; "
+        "unset KUBERNETES_SHARED_WARM_POOL");
+  }
   if (o.agent_path.front() != '/' || o.agent_path.find_first_of(" \t\n") != std::string::npos) {
     return Invalid("KUBERNETES_EXECUTOR_AGENT_PATH", o.agent_path,
                    "an absolute path in the executor image, without spaces");

@@ -26,6 +26,9 @@ struct PodRef {
   std::string namespace_;
   std::string name;
   std::string container;  // the program's (pod_spec.h kExecutorContainer)
+  // The SandboxClaim the pod is a sandbox of (sandbox_claims.h), if any: removing the pod
+  // deletes the claim (the controller would make a deleted sandbox's pod again).
+  std::string claim = {};
 };
 
 // Starts the pod's removal; the sandbox calls it from Destroy and Kill (twice is harmless).

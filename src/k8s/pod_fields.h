@@ -30,4 +30,9 @@ inline std::vector<const rapidjson::Value*> Items(const rapidjson::Value* v, con
   return out;
 }
 
+// metadata.resourceVersion of an object ("" when absent).
+inline std::string ResourceVersionOf(const rapidjson::Value& object) {
+  return Str(Member(&object, "metadata"), "resourceVersion");
+}
+
 }  // namespace ci::k8s

@@ -8,6 +8,7 @@
 
 #include "core/json.h"
 #include "core/rfc3339.h"
+#include "k8s/object_watch.h"
 #include "k8s/pod_fields.h"
 #include "k8s/pod_spec.h"
 
@@ -207,22 +208,6 @@ std::string PodPath(const std::string& ns, const std::string& name) {
   return "/api/v1/namespaces/" + ns + "/pods/" + name;
 }
 
-std::string WatchPath(const std::string& ns, const std::string& name, const std::string& rv,
-                      int64_t timeout_sec) {
-  return "/api/v1/namespaces/" + ns + "/pods?watch=1&fieldSelector=metadata.name%3D" + name +
-         "&resourceVersion=" + rv + "&timeoutSeconds=" + std::to_string(timeout_sec);
-}
-
-// Whole seconds for timeoutSeconds, at least 1 (0 would mean the server's default).
-int64_t CeilSeconds(Clock::duration d) {
-  auto s = std::chrono::ceil<std::chrono::seconds>(d).count();
-  return std::max<int64_t>(s, 1);
-}
-
-std::string ResourceVersionOf(const Value& pod) {
-  return Str(Member(&pod, "metadata"), "resourceVersion");
-}
-
 Status Gone(const std::string& name) {
   return Status::Gone("pod " + name +
                       " was deleted before it ran (by the reaper, an operator, or its "
@@ -244,49 +229,6 @@ std::optional<Status> Decide(const PodState& s, const std::string& name) {
       return std::nullopt;
   }
   return std::nullopt;
-}
-
-// One GET of the pod: its state and resourceVersion (a watch's restart point), or a decided
-// Status (gone, an error).
-struct Fresh {
-  std::optional<Status> decided;
-  PodState state;
-  std::string resource_version;
-};
-
-asio::awaitable<Result<Fresh>> GetFresh(ApiClient& api, const std::string& ns,
-                                        const std::string& name) {
-  const std::string path = PodPath(ns, name);
-  auto got = co_await api.Request("GET", path, "");
-  if (!got.ok()) co_return got.status().Context("reading pod " + name);
-  Fresh f;
-  if (got->status == 404) {
-    f.decided = Gone(name);
-    co_return f;
-  }
-  if (!got->ok()) co_return ApiError("reading pod " + name, *got);
-  rapidjson::Document d;
-  std::string why;
-  if (!ParseJson(got->body, d, why)) co_return Status::Error("pod " + name + ": " + why);
-  f.state = ReadPodState(d);
-  f.decided = Decide(f.state, name);
-  f.resource_version = ResourceVersionOf(d);
-  co_return f;
-}
-
-// The Status object of a watch ERROR event as an error (its message and code).
-Status WatchError(const std::string& name, const Value* status) {
-  std::string out = "watching pod " + name + ": " + Str(status, "message");
-  const Value* code = Member(status, "code");
-  if (code != nullptr && code->IsInt())
-    out.append(" (HTTP ").append(std::to_string(code->GetInt())).append(")");
-  return Status::Error(out);
-}
-
-bool IsExpired(const Value* status) {
-  const Value* code = Member(status, "code");
-  return (code != nullptr && code->IsInt() && code->GetInt() == 410) ||
-         Str(status, "reason") == "Expired" || Str(status, "reason") == "Gone";
 }
 
 // The DELETE itself: the deleted object's uid ("" when it was not there).
@@ -405,85 +347,22 @@ asio::awaitable<Result<CreatedPod>> CreatePod(ApiClient& api, std::string_view n
   co_return Status::Error(refused);
 }
 
-asio::awaitable<Status> WaitRunning(ApiClient& api, std::string_view ns_view,
-                                    std::string_view name_view, std::string_view resource_version,
+asio::awaitable<Status> WaitRunning(ApiClient& api, std::string_view ns, std::string_view name,
+                                    std::string_view resource_version,
                                     std::chrono::milliseconds timeout) {
-  const std::string ns(ns_view), name(name_view);
-  std::string rv(resource_version);
-  const auto deadline = Clock::now() + timeout;
-  std::string last = "no state seen yet";
-  auto timed_out = [&] {
-    return Status::Unavailable("pod start", "pod " + name + " not Running after " +
-                                                std::to_string((timeout.count() + 999) / 1000) +
-                                                " s: " + last);
+  WatchedObject pod;
+  pod.collection = "/api/v1/namespaces/" + std::string(ns) + "/pods";
+  pod.name = name;
+  pod.noun = "pod";
+  pod.goal = "Running";
+  pod.timeout_reason = "pod start";
+  pod.gone = Gone(pod.name);
+  JudgeObject judge = [name = pod.name](const Value& object) {
+    PodState state = ReadPodState(object);
+    return ObjectVerdict{Decide(state, name), std::move(state.message)};
   };
-  int empty_watches = 0;  // watches in a row the server ended at once, without an event
-  for (;;) {
-    if (rv.empty()) {  // no start point, or it expired (410): the pod as it is now
-      auto fresh = co_await GetFresh(api, ns, name);
-      if (!fresh.ok()) co_return fresh.status();
-      if (fresh->decided) co_return *fresh->decided;
-      last = fresh->state.message;
-      rv = fresh->resource_version;
-    }
-    const auto remaining = deadline - Clock::now();
-    if (remaining <= Clock::duration::zero()) co_return timed_out();
-    const std::string path = WatchPath(ns, name, rv, CeilSeconds(remaining));
-    const auto read_timeout =
-        std::chrono::duration_cast<std::chrono::milliseconds>(remaining) + std::chrono::seconds(5);
-    auto watch = co_await api.Watch(path, read_timeout);
-    if (!watch.ok()) {
-      // Some servers refuse an expired resourceVersion up front (410) instead of in an event.
-      if (watch.status().message().find("(HTTP 410") != std::string::npos) {
-        rv.clear();
-        continue;
-      }
-      co_return watch.status();
-    }
-    LineStream& events = **watch;
-    const auto watch_started = Clock::now();
-    bool any_event = false;
-    for (;;) {
-      auto line = co_await events.Next();
-      if (!line.ok()) {
-        if (Clock::now() >= deadline) co_return timed_out();
-        co_return line.status();
-      }
-      if (!line->has_value()) break;  // the server ended the watch (its timeoutSeconds)
-      any_event = true;
-      rapidjson::Document ev;
-      std::string why;
-      if (!ParseJson(**line, ev, why) || !ev.IsObject()) {
-        co_return Status::Error("watching pod " + name + ": an event that is not JSON: " + why);
-      }
-      const std::string type = Str(&ev, "type");
-      const Value* object = Member(&ev, "object");
-      if (type == "ERROR") {
-        if (!IsExpired(object)) co_return WatchError(name, object);
-        rv.clear();  // compacted: resume from a fresh GET
-        break;
-      }
-      if (type == "DELETED") co_return Gone(name);
-      if (object == nullptr || !object->IsObject()) continue;
-      const std::string object_rv = ResourceVersionOf(*object);
-      if (!object_rv.empty()) rv = object_rv;
-      if (type == "BOOKMARK" || PodNameOf(*object) != name) continue;
-      PodState state = ReadPodState(*object);
-      if (auto decided = Decide(state, name)) co_return *decided;
-      last = std::move(state.message);
-    }
-    events.Close();
-    if (Clock::now() >= deadline) co_return timed_out();
-    // Restarted from the last event (or a GET); a server that keeps ending watches at once would
-    // otherwise be asked again and again until the deadline.
-    const bool at_once = !any_event && Clock::now() - watch_started < std::chrono::seconds(1);
-    empty_watches = at_once ? empty_watches + 1 : 0;
-    if (empty_watches >= 3) {
-      co_return Status::Error(
-          "watching pod " + name +
-          ": the API server ends the watch at once, three times; last state: " + last);
-    }
-  }
+  const std::string rv(resource_version);
+  co_return co_await WatchUntil(api, std::move(pod), rv, timeout, std::move(judge));
 }
 
 asio::awaitable<Status> DeletePod(ApiClient& api, std::string_view ns_view,
@@ -509,7 +388,8 @@ asio::awaitable<Status> DeletePod(ApiClient& api, std::string_view ns_view,
   // A finalizer or a kubelet confirming: wait for its DELETED event.
   const auto remaining = deadline - Clock::now();
   if (remaining <= Clock::duration::zero()) co_return Status::Error(still);
-  const std::string path = WatchPath(ns, name, ResourceVersionOf(d), CeilSeconds(remaining));
+  const std::string path = ObjectWatchPath("/api/v1/namespaces/" + ns + "/pods", name,
+                                           ResourceVersionOf(d), CeilSeconds(remaining));
   auto watch =
       co_await api.Watch(path, std::chrono::duration_cast<std::chrono::milliseconds>(remaining));
   if (!watch.ok()) co_return Status::Error(watch.status().message() + retry);

@@ -230,11 +230,12 @@ Pod PodFromSpec(const SandboxSpec& spec, const PodOptions& o) {
   p.name = o.name;
   p.labels[kAppLabel] = kAppValue;
   p.labels[kComponentLabel] = ComponentOf(o.kind);
-  p.labels[kExpiresLabel] = std::to_string(o.expires_at);
+  // None: a sandbox's pod (sandbox_claims.h), whose claim's shutdownTime ends it.
+  if (o.expires_at != 0) p.labels[kExpiresLabel] = std::to_string(o.expires_at);
   if (!o.instance_id.empty()) p.labels[kOwnerLabel] = o.instance_id;
   if (!o.owner_description.empty()) p.annotations[kOwnerAnnotation] = o.owner_description;
   p.annotations[kKindAnnotation] = KindName(o.kind);
-  p.annotations[kExpiresAnnotation] = Rfc3339(o.expires_at);
+  if (o.expires_at != 0) p.annotations[kExpiresAnnotation] = Rfc3339(o.expires_at);
   if (!o.session.id.empty()) {
     p.labels[kSessionLabel] = o.session.id;
     p.annotations[kSessionCreatedAnnotation] = UnixSecondsText(o.session.created_at);

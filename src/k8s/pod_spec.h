@@ -70,7 +70,7 @@ struct PodOptions {
   std::optional<OwnerPod> owner;  // ownerReferences to the daemon's pod
   std::string instance_id;
   std::string owner_description;
-  int64_t expires_at = 0;            // unix seconds
+  int64_t expires_at = 0;            // unix seconds; 0: none (a sandbox's pod)
   int64_t active_deadline_sec = 0;   // activeDeadlineSeconds (0: none)
   std::vector<std::string> command;  // PID 1: a process that only waits, or the agent
   // The agent's stdin (`stdin: true`, without stdinOnce): the daemon attaches to it.

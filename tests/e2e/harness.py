@@ -811,7 +811,9 @@ class FakeCluster:
         refusing = [flag for ns, denied in K8S_REFUSING.items()
                     for flag in ["--namespace", ns] + [f for d in denied
                                                        for f in ("--deny", f"{d}:{ns}")]]
+        # --agent-sandbox: its CRDs and controller, for the daemons of AgentSandboxTest.
         self.server = FakeServer(os.path.join(self.tmpdir, "state"), "--verbose", *refusing,
+                                 "--agent-sandbox",
                                  "--seccomp-root", seccomp_root,
                                  "--image-file", f"{FAKE_IMAGE_AGENT}={agent}",
                                  # as packaging/executor-image/build.sh makes it

@@ -196,3 +196,61 @@ class SharedWarmPoolTest(E2ETestCase):
         self.assertTrue(wait_until(lambda: self.pool_pods()[0] >= 2, 60, 0.2), self.pool_pods())
         time.sleep(1)  # a keeper's next looks add nothing
         self.assertLessEqual(self.pool_pods()[1], 3)
+
+
+class AgentSandboxTest(E2ETestCase):
+    """KUBERNETES_SANDBOX_API=agent-sandbox (issue 36 item 5), on the fake's agent-sandbox
+    controller: two replicas of WARM_POOL_SIZE=1 make one SandboxTemplate and one SandboxWarmPool
+    of one sandbox (the deployment's size), and every execution claims a sandbox, its claim gone
+    when it ends."""
+
+    EXT = "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/"
+    POOL = {**REPLICA, "KUBERNETES_SANDBOX_API": "agent-sandbox", "WARM_POOL_SIZE": "1",
+            "WARM_POOL_SIZE_BASH": "0", "WARM_POOL_SIZE_JAVASCRIPT": "0",
+            "WARM_POOL_SIZE_GO": "0"}
+
+    def setUp(self):
+        self.require_spawned("starts replicas of its own")
+        self.cluster = Config.cluster.server.client()
+
+    def items(self, plural):
+        r = self.cluster.request("GET", self.EXT + plural)
+        return r.json()["items"]
+
+    def replica(self):
+        d = Daemon(dict(self.POOL))
+        self.addCleanup(d.cleanup)
+        d.start()
+        self.addCleanup(d.stop)
+        return d, Client(d.host, d.port)
+
+    def remove_pools(self):
+        for pool in self.items("sandboxwarmpools"):
+            self.cluster.request("DELETE", self.EXT + "sandboxwarmpools/" +
+                                 pool["metadata"]["name"])
+
+    def test_two_replicas_claim_sandboxes_of_one_warm_pool(self):
+        # The warm pools are the deployment's, left by its replicas: removed after them.
+        self.addCleanup(self.remove_pools)
+        (da, a), (db, b) = self.replica(), self.replica()
+        for d in (da, db):
+            self.assertTrue(wait_until(lambda: re.search(r"language python |startup self-test "
+                                                         r"failed", d.log_since(0)), 120, 0.2))
+        def ready():
+            pools = self.items("sandboxwarmpools")
+            return len(pools) == 1 and pools[0].get("status", {}).get("readyReplicas") == 1
+        self.assertTrue(wait_until(ready, 60, 0.2), self.items("sandboxwarmpools"))
+        pool = self.items("sandboxwarmpools")[0]
+        self.assertEqual(pool["spec"]["replicas"], 1, "each replica sized the pool its own way")
+        self.assertEqual(len(self.items("sandboxtemplates")), 1)
+        for client in (a, b):
+            r = client.post_json("/v1/execute", {"code": "print(6 * 7)"})
+            self.assertEqual((r.status, r.json["stdout"]), (200, "42\n"), r)
+            r = client.post_json("/v1/execute", {"code": "echo $((6 * 7))", "language": "bash"})
+            self.assertEqual((r.status, r.json["stdout"]), (200, "42\n"), r)
+        self.assertIn(f"SandboxTemplate and SandboxWarmPool {pool['metadata']['name']}",
+                      da.log_since(0))
+        # Each execution's claim went with it; the pool is full again.
+        self.assertTrue(wait_until(lambda: not self.items("sandboxclaims"), 30, 0.2),
+                        self.items("sandboxclaims"))
+        self.assertTrue(wait_until(ready, 60, 0.2), self.items("sandboxwarmpools"))

@@ -187,6 +187,25 @@ class ValuesTest(unittest.TestCase):
                          ["0", "3", "0", "5"])
         self.assertEqual(values["KUBERNETES_SHARED_WARM_POOL"], "true")
 
+    def test_agent_sandbox_mode(self):
+        pods = helm()
+        self.assertNotIn("KUBERNETES_SANDBOX_API", env_values(pods))
+        rules = one(pods, "Role")["rules"]
+        self.assertFalse([r for r in rules if "agents.x-k8s.io" in r["apiGroups"][0]])
+        docs = helm("sandboxApi=agent-sandbox")
+        self.assertEqual(env_values(docs)["KUBERNETES_SANDBOX_API"], "agent-sandbox")
+        granted = {(g, res): r["verbs"] for r in one(docs, "Role")["rules"]
+                   for g in r["apiGroups"] for res in r["resources"]}
+        ext = "extensions.agents.x-k8s.io"
+        self.assertEqual(granted[(ext, "sandboxtemplates")], ["create", "get", "patch"])
+        self.assertEqual(granted[(ext, "sandboxwarmpools")], ["create", "get", "patch"])
+        self.assertEqual(granted[(ext, "sandboxclaims")],
+                         ["create", "get", "list", "watch", "delete"])
+        self.assertEqual(granted[("agents.x-k8s.io", "sandboxes")], ["get"])
+        # The pods rules stay: sessions are pods, and every execution attaches to its pod.
+        self.assertEqual(granted[("", "pods/attach")], ["create", "get"])
+        self.assertEqual(granted[("", "pods")], one(pods, "Role")["rules"][0]["verbs"])
+
     def test_executor_options_become_kubernetes_variables(self):
         docs = helm("executor.netAdminLockdown=true", "executor.agent=false",
                     "executor.sessionsOutliveDaemon=false", "executor.runtimeClass=gvisor",
@@ -321,17 +340,18 @@ class ValuesTest(unittest.TestCase):
 class RefusalTest(unittest.TestCase):
     """(3) What the chart refuses (with helm's wording) and what the renderer does not know."""
 
-    def test_agent_sandbox_is_not_implemented_yet(self):
+    def test_sandbox_api_mistakes_fail(self):
         r = subprocess.run([sys.executable, RENDER, "ci", CHART, "--set",
-                            "sandboxApi=agent-sandbox"], capture_output=True, text=True)
+                            "sandboxApi=agent-sandbox,warmPool.shared=true"],
+                           capture_output=True, text=True)
         self.assertEqual(r.returncode, 1)
         self.assertEqual(r.stdout, "")
         self.assertRegex(r.stderr, r"^Error: execution error at \(code-interpreter/templates/"
-                                   r"_helpers\.tpl:\d+\): sandboxApi: agent-sandbox .*is not "
-                                   r"implemented yet")
+                                   r"_helpers\.tpl:\d+\): warmPool\.shared: with sandboxApi "
+                                   r"agent-sandbox .*set it false")
         with self.assertRaises(render.RenderError) as caught:
             helm("sandboxApi=kata")
-        self.assertIn("sandboxApi: must be pods", str(caught.exception))
+        self.assertIn("sandboxApi: must be pods or agent-sandbox", str(caught.exception))
 
     def test_unsupported_constructs_are_refused_naming_template_and_line(self):
         cases = [('{{ printf "%s" .Values.image.tag }}', 'function "printf" is not supported'),
@@ -470,7 +490,8 @@ class DryRunTest(unittest.TestCase):
             f"apiKeys.create=true,apiKeys.keys[0].name=alice,apiKeys.keys[0].key={KEY_A}",
             "replicas=2,fileStore.existingClaim=files,executor.runtimeClass=gvisor",
             "nodeSelector.pool=a,tolerations[0].key=b,tolerations[0].operator=Exists",
-            "env.WARM_IMPORTS=numpy,imagePullSecrets[0].name=regcred"])
+            "env.WARM_IMPORTS=numpy,imagePullSecrets[0].name=regcred",
+            "sandboxApi=agent-sandbox"])
         code, lines, err = self.apply(out)
         self.assertEqual(code, 0, err)
         self.assertIn("secret/ci-code-interpreter-api-keys created (dry run)", lines)

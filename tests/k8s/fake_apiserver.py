@@ -28,12 +28,14 @@ from urllib.parse import parse_qs, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fake import pods, protobuf, table, websocket  # noqa: E402
+from fake import crds, pods, protobuf, table, websocket, yaml_lite  # noqa: E402
+from fake.agent_sandbox import Controller as AgentSandboxController  # noqa: E402
+from fake.gc import Collector  # noqa: E402
 from fake.exec_stream import V4, V5, AttachStream, ExecStream  # noqa: E402
 from fake.kubelet import Node  # noqa: E402
 from fake.locked_tls import LockedTls  # noqa: E402
 from fake.sandbox import IMAGE_DIRS  # noqa: E402
-from fake.selectors import parse_fields, parse_labels  # noqa: E402
+from fake.selectors import META_FIELDS, parse_fields, parse_labels  # noqa: E402
 from fake.status import (ApiError, already_exists, bad_request, conflict,  # noqa: E402
                          forbidden, invalid, not_found, unauthorized)
 from fake.store import Store, now_rfc3339  # noqa: E402
@@ -57,6 +59,8 @@ RESOURCES = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1"
      "verbs": ["get"]},
 ]}
 USER = "system:serviceaccount:default:fake-client"
+AGENT_SANDBOX_CRDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent-sandbox",
+                                  "crds")
 AUTHORIZATION = {"name": "authorization.k8s.io",
                  "versions": [{"groupVersion": "authorization.k8s.io/v1", "version": "v1"}],
                  "preferredVersion": {"groupVersion": "authorization.k8s.io/v1", "version": "v1"}}
@@ -121,8 +125,33 @@ OPENAPI_BY_PATH = {("api/v1" if gv == "v1" else f"apis/{gv}"): _openapi_doc(gv)
 OPENAPI_BY_PATH["api/v1"] = _openapi_doc("v1", [
     _openapi_patch("/api/v1/namespaces/{namespace}/pods/{name}", "v1", "Pod"),
     _openapi_patch("/api/v1/namespaces/{name}", "v1", "Namespace")])
-OPENAPI_INDEX = {"paths": {p: {"serverRelativeURL": f"/openapi/v3/{p}?hash=fake"}
-                           for p in OPENAPI_BY_PATH}}
+OPENAPI_BY_PATH[f"apis/{crds.CRD_GROUP}/v1"] = {
+    "openapi": "3.0.0", "info": {"title": "Kubernetes (fake)", "version": "v1.32.0"},
+    "paths": dict([_openapi_patch(f"/apis/{crds.CRD_GROUP}/v1/customresourcedefinitions/{{name}}",
+                                  f"{crds.CRD_GROUP}/v1", "CustomResourceDefinition")])}
+CRD_API_GROUP = {"name": crds.CRD_GROUP,
+                 "versions": [{"groupVersion": f"{crds.CRD_GROUP}/v1", "version": "v1"}],
+                 "preferredVersion": {"groupVersion": f"{crds.CRD_GROUP}/v1", "version": "v1"}}
+CRD_RESOURCES = {"kind": "APIResourceList", "apiVersion": "v1",
+                 "groupVersion": f"{crds.CRD_GROUP}/v1", "resources": [
+                     {"name": "customresourcedefinitions",
+                      "singularName": "customresourcedefinition", "namespaced": False,
+                      "kind": "CustomResourceDefinition", "shortNames": ["crd", "crds"],
+                      "categories": ["api-extensions"],
+                      "verbs": ["create", "delete", "deletecollection", "get", "list", "patch",
+                                "update", "watch"]},
+                     {"name": "customresourcedefinitions/status", "singularName": "",
+                      "namespaced": False, "kind": "CustomResourceDefinition",
+                      "verbs": ["get", "patch", "update"]}]}
+
+
+def not_found_path():
+    return ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+
+def method_not_allowed():
+    return ApiError(405, "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource", {})
 
 
 def _truthy(value):
@@ -141,6 +170,88 @@ class FakeApiServer:
         self.restricted = set(args.restricted or [])
         self.denied = set(args.deny or [])  # "verb:resource", e.g. "create:pods"
         self.protocols = [p for p in (V5, V4) if not (p == V5 and args.no_v5)]
+        self.objects = crds.Objects(self.store, self.namespaces)  # CRDs and custom resources
+        self.collector = Collector(self)
+        self.collector.start()
+
+    def create_pod(self, ns, pod, dry_run=False):
+        """Pod admission and creation, for a client's POST and for controllers alike: names,
+        validation, the namespace, restricted PSS, defaults, quota; then the node runs it."""
+        if not isinstance(pod, dict):
+            raise bad_request("the body of the request must be a Pod object")
+        name = pods.assign_name(pod)
+        pods.validate(pod, ns)
+        if ns not in self.namespaces:
+            raise not_found("namespaces", ns)
+        if ns in self.restricted:
+            pods.admit_restricted(pod)
+        pods.apply_defaults(pod, ns)
+        self.admit_quota(ns, name)
+        if dry_run:
+            return pod
+        created = self.store.add(pod)
+        if created is None:
+            raise already_exists("pods", name)
+        self.node.start_pod(created)
+        return created
+
+    def admit_quota(self, ns, name):
+        """The ResourceQuota admission's refusal when --max-pods pods already exist in ns
+        (terminal pods do not count, as in the quota evaluator)."""
+        limit = self.args.max_pods
+        if limit is None:
+            return
+        items, _ = self.store.list(ns, [], [])
+        used = sum(1 for p in items if p["status"].get("phase") not in ("Succeeded", "Failed"))
+        if used >= limit:
+            raise forbidden(f'pods "{name}" is forbidden: exceeded quota: fake-quota, '
+                            f"requested: pods=1, used: pods={used}, limited: pods={limit}",
+                            "pods", name)
+
+    @staticmethod
+    def grace(pod, options, query_grace=None):
+        if query_grace is not None:
+            grace = int(query_grace)
+        elif options and options.get("gracePeriodSeconds") is not None:
+            grace = int(options["gracePeriodSeconds"])
+        else:
+            grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
+        # The pod registry forces 0 for a pod no node runs, or one that has finished.
+        if not pod["spec"].get("nodeName") or pod["status"].get("phase") in ("Succeeded",
+                                                                            "Failed"):
+            grace = 0
+        return max(grace, 0)
+
+    def delete_pod(self, ns, name, options, query_grace=None):
+        """A pod's deletion (a client's DELETE or the garbage collector's); returns the body."""
+        pod = self.store.get(ns, name)
+        uid = pod["metadata"]["uid"]
+        grace = self.grace(pod, options, query_grace)
+        if grace == 0:
+            # A forced delete: the object goes at once (nobody lists it any more), then its
+            # containers are stopped (the kubelet's part; here before the answer).
+            gone = self.store.remove(ns, name, uid)
+            if gone is None:
+                raise not_found("pods", name)
+            self.node.stop_pod(uid, 0)
+            return gone
+        if pod["metadata"].get("deletionTimestamp"):
+            return pod  # already terminating
+
+        def mark(p):
+            p["metadata"]["deletionTimestamp"] = now_rfc3339(grace)
+            p["metadata"]["deletionGracePeriodSeconds"] = grace
+        marked = self.store.update(ns, name, mark)
+        self.finish_delete(ns, name, uid, grace)
+        return marked or pod
+
+    def finish_delete(self, ns, name, uid, grace):
+        """In the background, as the kubelet does: stop the containers within the grace period,
+        then remove the object."""
+        def finish():
+            self.node.stop_pod(uid, grace)
+            self.store.remove(ns, name, uid)
+        threading.Thread(target=finish, daemon=True).start()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -243,12 +354,19 @@ class Handler(BaseHTTPRequestHandler):
         denied = self.api.denied
         return f"{verb}:{resource}" in denied or f"{verb}:{resource}:{namespace}" in denied
 
-    def _authorize(self, verb, resource, namespace, name=None):
+    def _authorize(self, verb, resource, namespace, name=None, group=""):
+        """--deny's RBAC; `resource` is the plural (with /subresource), as in a Role."""
         if self._denied(verb, resource, namespace):
-            what = f'{resource.split("/")[0]} "{name}"' if name else resource
-            raise forbidden(f'{what} is forbidden: User "{USER}" cannot {verb} resource '
-                            f'"{resource}" in API group "" in the namespace "{namespace}"',
-                            resource.split("/")[0], name)
+            plural = resource.split("/")[0]
+            qualified = f"{plural}.{group}" if group else plural
+            what = f'{qualified} "{name}"' if name else qualified
+            where = (f' in the namespace "{namespace}"' if namespace or not group
+                     else " at the cluster scope")
+            error = forbidden(f'{what} is forbidden: User "{USER}" cannot {verb} resource '
+                              f'"{resource}" in API group "{group}"{where}', plural, name)
+            if group:
+                error.body["details"]["group"] = group
+            raise error
 
     # -- routes -----------------------------------------------------------------------------
 
@@ -262,7 +380,8 @@ class Handler(BaseHTTPRequestHandler):
                                              {"clientCIDR": "0.0.0.0/0", "serverAddress": host}]})
         if method == "GET" and parts == ["apis"]:
             return self._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1",
-                                         "groups": [AUTHORIZATION] + NAMED_GROUPS})
+                                         "groups": [AUTHORIZATION] + NAMED_GROUPS +
+                                         [CRD_API_GROUP] + self._custom_groups()})
         if method == "GET" and parts == ["apis", "authorization.k8s.io", "v1"]:
             return self._send_json(200, AUTHORIZATION_RESOURCES)
         if method == "POST" and parts == ["apis", "authorization.k8s.io", "v1",
@@ -270,11 +389,18 @@ class Handler(BaseHTTPRequestHandler):
             return self._access_review()
         if method == "GET" and parts == ["api", "v1"]:
             return self._send_json(200, RESOURCES)
-        if method == "GET" and parts == ["openapi", "v3"]:
-            return self._send_json(200, OPENAPI_INDEX)
-        if method == "GET" and parts[:2] == ["openapi", "v3"] and \
-                "/".join(parts[2:]) in OPENAPI_BY_PATH:
-            return self._send_json(200, OPENAPI_BY_PATH["/".join(parts[2:])])
+        if method == "GET" and parts[:2] == ["openapi", "v3"]:
+            docs = dict(OPENAPI_BY_PATH, **self.api.objects.registry.openapi_paths())
+            if parts == ["openapi", "v3"]:
+                return self._send_json(200, {"paths": {
+                    p: {"serverRelativeURL": f"/openapi/v3/{p}?hash=fake{self.api.store.rv}"}
+                    for p in docs}})
+            if "/".join(parts[2:]) in docs:
+                return self._send_json(200, docs["/".join(parts[2:])])
+        if parts[:1] == ["apis"] and len(parts) >= 3 and \
+                "/".join(parts[1:3]) not in NAMED_GROUP_RESOURCES and \
+                parts[1] != "authorization.k8s.io":
+            return self._route_custom(method, parts)
         if method == "GET" and len(parts) == 3 and parts[0] == "apis" and \
                 "/".join(parts[1:]) in NAMED_GROUP_RESOURCES:
             return self._send_json(200, NAMED_GROUP_RESOURCES["/".join(parts[1:])])
@@ -328,6 +454,143 @@ class Handler(BaseHTTPRequestHandler):
                            "attach, log)", {})
         raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
 
+    # -- CustomResourceDefinitions and custom resources ---------------------------------------
+
+    def _custom_groups(self):
+        return [{"name": group,
+                 "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in versions],
+                 "preferredVersion": {"groupVersion": f"{group}/{versions[0]}",
+                                      "version": versions[0]}}
+                for group, versions in self.api.objects.registry.groups()]
+
+    def _route_custom(self, method, parts):
+        objects = self.api.objects
+        group, version, rest = parts[1], parts[2], parts[3:]
+        if group == crds.CRD_GROUP and version == "v1":
+            if not rest and method == "GET":
+                return self._send_json(200, CRD_RESOURCES)
+            if rest[:1] == ["customresourcedefinitions"] and len(rest) <= 3:
+                return self._custom(method, None, "", rest[1:])
+            raise not_found_path()
+        if not rest:
+            if method == "GET" and objects.registry.resources(group, version):
+                return self._send_json(200, {
+                    "kind": "APIResourceList", "apiVersion": "v1",
+                    "groupVersion": f"{group}/{version}",
+                    "resources": objects.registry.resources(group, version)})
+            raise not_found_path()
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            ns, plural, tail = rest[1], rest[2], rest[3:]
+        else:
+            ns, plural, tail = None, rest[0], rest[1:]
+        info = objects.registry.lookup(group, version, plural)
+        if info is None or len(tail) > 2 or (ns is not None and not info.namespaced) or \
+                (ns is None and info.namespaced and tail):
+            raise not_found_path()
+        return self._custom(method, info, ns, tail)
+
+    def _custom(self, method, info, ns, tail):
+        """A CRD (info None) or custom resource request: tail is [], [name] or
+        [name, subresource]."""
+        objects, store = self.api.objects, self.api.store
+        resource = info.resource if info else crds.CRD_RESOURCE
+        plural, group = resource.split(".", 1)
+        key_ns = ns if info and info.namespaced else ""
+        auth_ns = ns or ""
+        strict = self.q.get("fieldValidation") == "Strict"
+        dry_run = self.q.get("dryRun") == "All"
+        accept_table = "as=Table" in self.headers.get("Accept", "")
+        columns = (info.columns or [{"name": "Age", "type": "date",
+                                     "jsonPath": ".metadata.creationTimestamp"}]) if info else None
+        content_type = self.headers.get("Content-Type", "").split(";")[0].strip()
+
+        def auth(verb, name=None, sub=None):
+            self._authorize(verb, f"{plural}/{sub}" if sub else plural, auth_ns, name, group)
+
+        if not tail:
+            if method == "GET":
+                labels = parse_labels(self.q.get("labelSelector"))
+                fields = parse_fields(self.q.get("fieldSelector"), META_FIELDS)
+                if _truthy(self.q.get("watch")):
+                    auth("watch")
+                    return self._watch(ns, labels, fields, resource)
+                auth("list")
+                items, rv = store.list(ns, labels, fields, resource)
+                if accept_table:
+                    return self._send_json(200, crds.table(items, rv, self.q.get("includeObject"),
+                                                           columns))
+                kind = info.list_kind if info else "CustomResourceDefinitionList"
+                api_version = info.api_version if info else f"{crds.CRD_GROUP}/v1"
+                return self._send_json(200, {"kind": kind, "apiVersion": api_version,
+                                             "metadata": {"resourceVersion": rv},
+                                             "items": items})
+            if method == "POST":
+                auth("create")
+                return self._send_json(201, objects.create(info, ns, self._body(), strict,
+                                                           dry_run))
+            if method == "DELETE":
+                auth("deletecollection")
+                options = self._body() or {}
+                items, rv = store.list(ns, parse_labels(self.q.get("labelSelector")),
+                                       parse_fields(self.q.get("fieldSelector"), META_FIELDS),
+                                       resource)
+                for obj in items:
+                    try:
+                        self.api.collector.delete(resource, key_ns, obj["metadata"]["name"],
+                                                  options, self.q.get("propagationPolicy"))
+                    except ApiError:
+                        pass
+                return self._send_json(200, {"kind": "Status", "apiVersion": "v1",
+                                             "metadata": {}, "status": "Success"})
+            raise method_not_allowed()
+        name, sub = tail[0], (tail[1] if len(tail) == 2 else None)
+        if sub == "status" and (info is None or info.has_status):
+            if method == "GET":
+                auth("get", name, sub)
+                return self._send_json(200, store.get(key_ns, name, resource))
+            if method == "PUT":
+                auth("update", name, sub)
+                return self._send_json(200, objects.update(info, key_ns, name, self._body(),
+                                                           "status"))
+            if method == "PATCH":
+                auth("patch", name, sub)
+                return self._send_json(200, objects.patch(info, key_ns, name, content_type,
+                                                          self._body(), "status"))
+            raise method_not_allowed()
+        if sub == "scale" and info is not None and info.scale:
+            if method == "GET":
+                auth("get", name, sub)
+                return self._send_json(200, objects.scale_of(info, store.get(key_ns, name,
+                                                                             resource)))
+            if method in ("PUT", "PATCH"):
+                auth("update" if method == "PUT" else "patch", name, sub)
+                return self._send_json(200, objects.update_scale(
+                    info, key_ns, name, self._body(),
+                    content_type if method == "PATCH" else None))
+            raise method_not_allowed()
+        if sub is not None:
+            raise not_found_path()
+        if method == "GET":
+            auth("get", name)
+            obj = store.get(key_ns, name, resource)
+            if accept_table:
+                return self._send_json(200, crds.table([obj], obj["metadata"]["resourceVersion"],
+                                                       self.q.get("includeObject"), columns))
+            return self._send_json(200, obj)
+        if method == "PUT":
+            auth("update", name)
+            return self._send_json(200, objects.update(info, key_ns, name, self._body(), None,
+                                                       strict))
+        if method == "PATCH":
+            auth("patch", name)
+            return self._send_json(200, objects.patch(info, key_ns, name, content_type,
+                                                      self._body(), None, strict))
+        if method == "DELETE":
+            auth("delete", name)
+            return self._send_json(200, self.api.collector.delete(
+                resource, key_ns, name, self._body(), self.q.get("propagationPolicy")))
+        raise method_not_allowed()
+
     @staticmethod
     def _get_named_only(parts):
         """GET of one object of a NAMED_ONLY kind: there never is one (404 NotFound)."""
@@ -380,10 +643,10 @@ class Handler(BaseHTTPRequestHandler):
         self._send_json(200, {"kind": "PodList", "apiVersion": "v1",
                               "metadata": {"resourceVersion": rv}, "items": items})
 
-    def _watch(self, ns, labels, fields):
+    def _watch(self, ns, labels, fields, resource="pods"):
         timeout = int(self.q.get("timeoutSeconds") or 1800)
         events = self.api.store.watch(ns, labels, fields, self.q.get("resourceVersion"),
-                                      time.time() + timeout)
+                                      time.time() + timeout, resource)
         first = next(events, None)  # a bad resourceVersion is a 400 before any 200
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -409,24 +672,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _create(self, ns):
         self._authorize("create", "pods", ns)
-        pod = self._body()
-        if not isinstance(pod, dict):
-            raise bad_request("the body of the request must be a Pod object")
-        name = pods.assign_name(pod)
-        pods.validate(pod, ns)
-        if ns not in self.api.namespaces:
-            raise not_found("namespaces", ns)
-        if ns in self.api.restricted:
-            pods.admit_restricted(pod)
-        pods.apply_defaults(pod, ns)
-        self._admit_quota(ns, name)
-        if self.q.get("dryRun") == "All":
-            return self._send_json(201, pod)
-        created = self.api.store.add(pod)
-        if created is None:
-            raise already_exists("pods", name)
-        self.api.node.start_pod(created)
-        self._send_json(201, created)
+        self._send_json(201, self.api.create_pod(ns, self._body(),
+                                                 self.q.get("dryRun") == "All"))
 
     def _patch(self, ns, name):
         """A merge patch (RFC 7386; a strategic merge patch is the same for what it may change)
@@ -474,65 +721,11 @@ class Handler(BaseHTTPRequestHandler):
             raise not_found("pods", name)
         self._send_json(200, patched)
 
-    def _admit_quota(self, ns, name):
-        """The ResourceQuota admission's refusal when --max-pods pods already exist in ns
-        (terminal pods do not count, as in the quota evaluator)."""
-        limit = self.api.args.max_pods
-        if limit is None:
-            return
-        items, _ = self.api.store.list(ns, [], [])
-        used = sum(1 for p in items if p["status"].get("phase") not in ("Succeeded", "Failed"))
-        if used >= limit:
-            raise forbidden(f'pods "{name}" is forbidden: exceeded quota: fake-quota, '
-                            f"requested: pods=1, used: pods={used}, limited: pods={limit}",
-                            "pods", name)
-
-    def _grace(self, pod, options):
-        if "gracePeriodSeconds" in self.q:
-            grace = int(self.q["gracePeriodSeconds"])
-        elif options and options.get("gracePeriodSeconds") is not None:
-            grace = int(options["gracePeriodSeconds"])
-        else:
-            grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
-        # The pod registry forces 0 for a pod no node runs, or one that has finished.
-        if not pod["spec"].get("nodeName") or pod["status"].get("phase") in ("Succeeded",
-                                                                            "Failed"):
-            grace = 0
-        return max(grace, 0)
-
     def _delete(self, ns, name):
         self._authorize("delete", "pods", ns, name)
         options = self._body()
-        pod = self.api.store.get(ns, name)
-        uid = pod["metadata"]["uid"]
-        grace = self._grace(pod, options)
-        node, store = self.api.node, self.api.store
-        if grace == 0:
-            # A forced delete: the object goes at once (nobody lists it any more), then its
-            # containers are stopped (the kubelet's part; here before the answer).
-            gone = store.remove(ns, name, uid)
-            if gone is None:
-                raise not_found("pods", name)
-            node.stop_pod(uid, 0)
-            return self._send_json(200, gone)
-        if pod["metadata"].get("deletionTimestamp"):
-            return self._send_json(200, pod)  # already terminating
-
-        def mark(p):
-            p["metadata"]["deletionTimestamp"] = now_rfc3339(grace)
-            p["metadata"]["deletionGracePeriodSeconds"] = grace
-        marked = store.update(ns, name, mark)
-
-        self._finish_delete(ns, name, uid, grace)
-        self._send_json(200, marked or pod)
-
-    def _finish_delete(self, ns, name, uid, grace):
-        """In the background, as the kubelet does: stop the containers within the grace period,
-        then remove the object."""
-        def finish():
-            self.api.node.stop_pod(uid, grace)
-            self.api.store.remove(ns, name, uid)
-        threading.Thread(target=finish, daemon=True).start()
+        self._send_json(200, self.api.delete_pod(ns, name, options,
+                                                 self.q.get("gracePeriodSeconds")))
 
     def _delete_collection(self, ns):
         self._authorize("deletecollection", "pods", ns)
@@ -540,8 +733,8 @@ class Handler(BaseHTTPRequestHandler):
         items, _ = self.api.store.list(ns, parse_labels(self.q.get("labelSelector")),
                                        parse_fields(self.q.get("fieldSelector")))
         for pod in items:
-            self._finish_delete(ns, pod["metadata"]["name"], pod["metadata"]["uid"],
-                                self._grace(pod, options))
+            self.api.finish_delete(ns, pod["metadata"]["name"], pod["metadata"]["uid"],
+                                   self.api.grace(pod, options, self.q.get("gracePeriodSeconds")))
         _, rv = self.api.store.list(ns, [], [])
         self._send_json(200, {"kind": "PodList", "apiVersion": "v1",
                               "metadata": {"resourceVersion": rv}, "items": items})
@@ -733,6 +926,12 @@ def main():
     p.add_argument("--image-link", action="append", type=image_link, metavar="PATH=TARGET",
                    help="a symbolic link every image carries at PATH (repeatable), e.g. the "
                         "executor image's /home/user -> /workspace")
+    p.add_argument("--crd", action="append", metavar="FILE",
+                   help="a CustomResourceDefinition file (YAML or JSON; repeatable) loaded at "
+                        "start as if applied")
+    p.add_argument("--agent-sandbox", action="store_true",
+                   help="load the vendored agent-sandbox CRDs (agent-sandbox/crds) and run a "
+                        "minimal agent-sandbox controller (fake/agent_sandbox.py)")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
     # A runtime starts containers and execs with every signal's default action: what this
@@ -755,6 +954,19 @@ def main():
     context.set_alpn_protocols(["http/1.1"])  # no h2: a WebSocket upgrade needs HTTP/1.1
 
     api = FakeApiServer(args)
+    crd_files = list(args.crd or [])
+    if args.agent_sandbox:
+        crd_files += sorted(os.path.join(AGENT_SANDBOX_CRDS, f)
+                            for f in os.listdir(AGENT_SANDBOX_CRDS) if f.endswith(".yaml"))
+    for path in crd_files:
+        with open(path) as f:
+            for doc in yaml_lite.load_all(f.read()):
+                try:
+                    api.objects.create(None, "", doc)
+                except ApiError as e:
+                    sys.exit(f"fake_apiserver: {path}: {e.body['message']}")
+    if args.agent_sandbox:
+        AgentSandboxController(api).start()
     handler = type("BoundHandler", (Handler,), {"api": api})
     server = Server((args.host, args.port), handler, context)
     host = f"[{args.host}]" if ":" in args.host else args.host

@@ -37,8 +37,9 @@ using testing_support::AwaitOn;
 using namespace std::chrono_literals;
 
 struct Mode {
-  bool v4 = false;     // --no-v5
-  bool agent = false;  // K8sOptions::agent
+  bool v4 = false;             // --no-v5
+  bool agent = false;          // K8sOptions::agent
+  bool agent_sandbox = false;  // K8sOptions::agent_sandbox, the fake's controller on
 };
 
 struct Execution {
@@ -54,6 +55,7 @@ class K8sExecutorTest : public testing::TestWithParam<Mode> {
     // set one), small enough for a test to fill.
     std::vector<std::string> flags = {"--pod-pids-limit", "32"};
     if (GetParam().v4) flags.push_back("--no-v5");
+    if (GetParam().agent_sandbox) flags.push_back("--agent-sandbox");
     flags.insert(flags.end(), denied_.begin(), denied_.end());
     fake_ = std::make_unique<testing_support::FakeApiServer>(flags);
     executor_ = Make("code-interpreter-executor:latest");
@@ -76,6 +78,7 @@ class K8sExecutorTest : public testing::TestWithParam<Mode> {
     o.start_timeout = 30s;
     o.pods.agent = GetParam().agent;
     o.pods.agent_path = testing_support::kFakeImageAgent;
+    o.pods.agent_sandbox = GetParam().agent_sandbox;
     if (adjust) adjust(o);
     return MakeK8sExecutor(io_.get_executor(), std::move(o));
   }
@@ -367,7 +370,9 @@ class AttachRefusedTest : public K8sExecutorTest {
 
 TEST_P(AttachRefusedTest, TheFirstRefusedAttachTurnsExecutionsToExec) {
   EXPECT_TRUE(executor_->downgrades().empty());
-  ExpectAnExecPod("the API server refused to attach to pod ci-exec-");
+  // A sandbox made for its claim has the claim's name (none is pooled here).
+  ExpectAnExecPod(GetParam().agent_sandbox ? "the API server refused to attach to pod ci-claim-"
+                                           : "the API server refused to attach to pod ci-exec-");
 }
 
 TEST_P(AttachRefusedTest, TheAccessReviewTurnsExecutionsToExecBeforeAnyPod) {
@@ -375,7 +380,11 @@ TEST_P(AttachRefusedTest, TheAccessReviewTurnsExecutionsToExecBeforeAnyPod) {
   ExpectAnExecPod("may not get pods/attach or create pods/attach (access review)");
 }
 
-INSTANTIATE_TEST_SUITE_P(Agent, AttachRefusedTest, testing::Values(Mode{false, true}));
+INSTANTIATE_TEST_SUITE_P(Agent, AttachRefusedTest,
+                         testing::Values(Mode{false, true}, Mode{false, true, true}),
+                         [](const testing::TestParamInfo<Mode>& p) {
+                           return std::string(p.param.agent_sandbox ? "agent_sandbox" : "pods");
+                         });
 
 // Without pods/exec nothing but an agent's execution could run: /health says what to grant.
 class ExecRefusedTest : public K8sExecutorTest {
@@ -595,12 +604,177 @@ TEST_P(SharedPoolTest, OtherSpecsAreNotServedFromThePool) {
 
 INSTANTIATE_TEST_SUITE_P(Agent, SharedPoolTest, testing::Values(Mode{false, true}));
 
+// KUBERNETES_SANDBOX_API=agent-sandbox against the fake's agent-sandbox controller: warm pools
+// are SandboxWarmPools of a template per pod, shared by the replicas of one configuration.
+class AgentSandboxTest : public K8sExecutorTest {
+ protected:
+  // A list of the namespace's `plural` of extensions.agents.x-k8s.io (no items when unread).
+  rapidjson::Document ListExtensions(const std::string& plural) {
+    auto client = fake_->Client(io_.get_executor());
+    const std::string path =
+        "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/" + plural;
+    auto r = AwaitOn(io_, client->Request("GET", path, ""));
+    rapidjson::Document d;
+    std::string why;
+    if (!r.ok() || !ParseJson(r->body, d, why) || !d.HasMember("items")) d.SetObject();
+    return d;
+  }
+
+  // The warm pools' {spec.replicas, status.readyReplicas}, by name.
+  std::map<std::string, std::pair<int, int>> Pools() {
+    std::map<std::string, std::pair<int, int>> out;
+    rapidjson::Document d = ListExtensions("sandboxwarmpools");
+    if (!d.HasMember("items")) return out;
+    for (const auto& pool : d["items"].GetArray()) {
+      int ready = 0;
+      if (pool.HasMember("status") && pool["status"].HasMember("readyReplicas")) {
+        ready = pool["status"]["readyReplicas"].GetInt();
+      }
+      out[pool["metadata"]["name"].GetString()] = {pool["spec"]["replicas"].GetInt(), ready};
+    }
+    return out;
+  }
+
+  int Claims() { return static_cast<int>(ClaimedSandboxes().size()); }
+
+  // The sandboxes the claims are bound to ("" for one not bound).
+  std::vector<std::string> ClaimedSandboxes() {
+    std::vector<std::string> out;
+    rapidjson::Document d = ListExtensions("sandboxclaims");
+    if (!d.HasMember("items")) return {"unread"};
+    for (const auto& claim : d["items"].GetArray()) {
+      std::string name;
+      if (claim.HasMember("status") && claim["status"].HasMember("sandbox")) {
+        name = claim["status"]["sandbox"]["name"].GetString();
+      }
+      out.push_back(name);
+    }
+    return out;
+  }
+
+  template <typename F>
+  bool RunUntil(F done, std::chrono::seconds limit = 30s) {
+    io_.restart();
+    const auto give_up = std::chrono::steady_clock::now() + limit;
+    while (!done() && std::chrono::steady_clock::now() < give_up) io_.run_one_for(100ms);
+    return done();
+  }
+
+  void TearDown() override {
+    if (b_) AwaitOn(io_, Drained(*b_));
+    // The warm pools are the deployment's: they outlive its replicas, so the test removes them.
+    auto client = fake_->Client(io_.get_executor());
+    for (const auto& [name, sizes] : Pools()) {
+      AwaitOn(io_, client->Request("DELETE",
+                                   "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/"
+                                   "sandboxwarmpools/" +
+                                       name,
+                                   ""));
+    }
+    RunUntil([&] { return PodCount() == 0; });
+    K8sExecutorTest::TearDown();
+  }
+
+  std::unique_ptr<Executor> b_;
+};
+
+TEST_P(AgentSandboxTest, TwoReplicasShareOneWarmPoolOfSandboxes) {
+  b_ = Make("code-interpreter-executor:latest");
+  const SandboxSpec spec = Spec();
+  ASSERT_TRUE(executor_->KeepSharedPool(spec, 2));
+  ASSERT_TRUE(b_->KeepSharedPool(spec, 2));
+  ASSERT_TRUE(RunUntil([&] {
+    auto pools = Pools();
+    return pools.size() == 1 && pools.begin()->second.second == 2;
+  }));
+  const std::string pool = Pools().begin()->first;
+  EXPECT_EQ(Pools().begin()->second.first, 2) << "the size is the deployment's, not the sum";
+  EXPECT_EQ(PodCount(), 2);
+
+  // Claimed from the pool: the pod is one of its sandboxes', and the pool makes another.
+  auto a = AwaitOn(io_, executor_->Prepare(spec));
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  auto b = AwaitOn(io_, b_->Prepare(spec));
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  auto ea = Run(**a, {"bash", "-c", "touch /tmp/a-was-here; ls /tmp"});
+  auto eb = Run(**b, {"bash", "-c", "ls /tmp; echo b"});
+  ASSERT_TRUE(ea.outcome.ok()) << ea.outcome.status().message();
+  ASSERT_TRUE(eb.outcome.ok()) << eb.outcome.status().message();
+  EXPECT_EQ(ea.out, "a-was-here\n");
+  EXPECT_EQ(eb.out, "b\n") << "one sandbox served both";
+  const std::vector<std::string> bound = ClaimedSandboxes();
+  ASSERT_EQ(bound.size(), 2u);
+  for (const std::string& sandbox : bound) {
+    EXPECT_THAT(sandbox, testing::StartsWith(pool + "-")) << "not one of the pool's";
+  }
+  EXPECT_NE(bound[0], bound[1]);
+  ASSERT_TRUE(RunUntil([&] { return Pools()[pool].second == 2 && PodCount() == 4; }));
+
+  // An execution's end deletes its claim, its sandbox and its pod.
+  AwaitOn(io_, (*a)->Destroy());
+  AwaitOn(io_, (*b)->Destroy());
+  ASSERT_TRUE(RunUntil([&] { return Claims() == 0; }));
+  EXPECT_EQ(PodCount(), 2) << "the claimed sandboxes' pods are gone, the pool's stay";
+}
+
+TEST_P(AgentSandboxTest, ASpecWithoutAPoolIsAColdStartOfItsOwnTemplate) {
+  SandboxSpec spec = Spec();
+  spec.limits.memory_bytes = 300u << 20;  // no pool of this pod
+  auto sandbox = Prepare(spec);
+  ASSERT_TRUE(sandbox);
+  auto pools = Pools();
+  ASSERT_EQ(pools.size(), 1u);
+  EXPECT_EQ(pools.begin()->second.first, 0) << "a template's pool of no sandboxes: cold claims";
+  auto e = Run(*sandbox, {"bash", "-c", "echo cold"});
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+  EXPECT_EQ(e.out, "cold\n");
+  const std::vector<std::string> bound = ClaimedSandboxes();
+  ASSERT_EQ(bound.size(), 1u);
+  EXPECT_THAT(bound[0], testing::StartsWith("ci-claim-")) << "a cold sandbox has its claim's name";
+  AwaitOn(io_, sandbox->Destroy());
+  ASSERT_TRUE(RunUntil([&] { return Claims() == 0; }));
+  EXPECT_EQ(PodCount(), 0);
+}
+
+TEST_P(AgentSandboxTest, RefusedClaimsSayWhatToGrant) {
+  // Not the fixture's executor: a fake whose RBAC refuses claims.
+  executor_.reset();
+  fake_.reset();
+  fake_ = std::make_unique<testing_support::FakeApiServer>(
+      std::vector<std::string>{"--agent-sandbox", "--deny", "create:sandboxclaims"});
+  executor_ = Make("code-interpreter-executor:latest");
+  auto s = AwaitOn(io_, executor_->Prepare(Spec()));
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("creating a SandboxClaim"));
+  EXPECT_THAT(s.status().message(), HasSubstr("sandboxApi: agent-sandbox"));
+  EXPECT_THAT(AwaitOn(io_, executor_->Check()).message(), HasSubstr("SandboxClaim"));
+}
+
+TEST_P(AgentSandboxTest, AClusterWithoutAgentSandboxIsNamed) {
+  executor_.reset();
+  fake_.reset();
+  fake_ = std::make_unique<testing_support::FakeApiServer>();  // no CRDs, no controller
+  executor_ = Make("code-interpreter-executor:latest");
+  auto s = AwaitOn(io_, executor_->Prepare(Spec()));
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("the agent-sandbox kinds are not served"));
+  EXPECT_EQ(s.status().unavailable_reason(), "agent-sandbox");
+}
+
+INSTANTIATE_TEST_SUITE_P(Agent, AgentSandboxTest, testing::Values(Mode{false, true, true}));
+
 INSTANTIATE_TEST_SUITE_P(SubprotocolsAndAgent, K8sExecutorTest,
                          testing::Values(Mode{false, false}, Mode{true, false}, Mode{false, true},
                                          Mode{true, true}),
                          [](const testing::TestParamInfo<Mode>& p) {
                            return std::string(p.param.v4 ? "v4" : "v5") +
                                   (p.param.agent ? "_agent" : "_exec");
+                         });
+
+// KUBERNETES_SANDBOX_API=agent-sandbox: every case above with the pod a claimed sandbox's.
+INSTANTIATE_TEST_SUITE_P(AgentSandbox, K8sExecutorTest, testing::Values(Mode{false, true, true}),
+                         [](const testing::TestParamInfo<Mode>&) {
+                           return std::string("v5_agent");
                          });
 
 }  // namespace

@@ -57,6 +57,23 @@ TEST(K8sOptions, SharedWarmPool) {
   EXPECT_TRUE(o->shared_warm_pool);
 }
 
+TEST(K8sOptions, SandboxApi) {
+  auto pods = Read({});
+  ASSERT_TRUE(pods.ok()) << pods.status().message();
+  EXPECT_FALSE(pods->agent_sandbox);
+  auto claimed = Read({{"KUBERNETES_SANDBOX_API", "agent-sandbox"}});
+  ASSERT_TRUE(claimed.ok()) << claimed.status().message();
+  EXPECT_TRUE(claimed->agent_sandbox);
+  auto unknown = Read({{"KUBERNETES_SANDBOX_API", "sandboxes"}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("pods|agent-sandbox"));
+  // Its warm pools are shared already: asking for the other sharing is a mistake to name.
+  auto both =
+      Read({{"KUBERNETES_SANDBOX_API", "agent-sandbox"}, {"KUBERNETES_SHARED_WARM_POOL", "true"}});
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(both.status().message(), HasSubstr("unset KUBERNETES_SHARED_WARM_POOL"));
+}
+
 TEST(K8sOptions, OnyxVariables) {
   auto o = Read({{"KUBERNETES_EXECUTOR_NAMESPACE", "sandboxes"},
                  {"KUBERNETES_EXECUTOR_IMAGE", "registry.local:5000/ci/executor@sha256:abc"},

@@ -216,7 +216,8 @@ class PodWorker:
         while time.time() < end and any(c.running() for c in self.containers.values()):
             time.sleep(0.05)
         self.stop.set()
-        self.thread.join()
+        if self.thread.ident is not None:  # not yet started: it will find the pod gone
+            self.thread.join()
 
 
 class Node:

@@ -64,19 +64,23 @@ POD_FIELDS = {
     "status.phase": ("status", "phase"),
     "status.podIP": ("status", "podIP"),
 }
+# What every other resource (custom resources included) selects on.
+META_FIELDS = {k: POD_FIELDS[k] for k in ("metadata.name", "metadata.namespace")}
 
 
-def parse_fields(text):
-    """Predicates over a pod; only =, == and != exist for fields."""
+def parse_fields(text, fields=None):
+    """Predicates over an object (a pod unless `fields` says otherwise); only =, == and !=
+    exist for fields."""
+    fields = POD_FIELDS if fields is None else fields
     preds = []
     for req in _split_top_level(text or ""):
         m = _EQ.match(req)
         if not m:
             raise bad_request(f'invalid selector: \'{req}\'; can\'t understand \'{req}\'')
         key, op, value = m.groups()
-        if key not in POD_FIELDS:
+        if key not in fields:
             raise bad_request(f'field label not supported: {key}')
-        path = POD_FIELDS[key]
+        path = fields[key]
 
         def get(obj, path=path):
             for p in path:

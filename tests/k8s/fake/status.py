@@ -19,20 +19,29 @@ def failure(code, reason, message, details=None):
     return body
 
 
+def _details(kind, name):
+    """A resource "<plural>.<group>" (a custom resource's) is details kind <plural> and group
+    <group>, as the apiserver's qualified resource; "pods" stays as it is."""
+    plural, _, group = kind.partition(".")
+    details = {"name": name, "group": group, "kind": plural} if group else \
+        {"name": name, "kind": kind}
+    return details
+
+
 def not_found(kind, name):
-    return ApiError(404, "NotFound", f'{kind} "{name}" not found', {"name": name, "kind": kind})
+    return ApiError(404, "NotFound", f'{kind} "{name}" not found', _details(kind, name))
 
 
 def already_exists(kind, name):
     return ApiError(409, "AlreadyExists", f'{kind} "{name}" already exists',
-                    {"name": name, "kind": kind})
+                    _details(kind, name))
 
 
 def conflict(kind, name):
     """An update whose metadata.resourceVersion is not the object's (optimistic concurrency)."""
     return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {kind} "{name}": the '
                     "object has been modified; please apply your changes to the latest version "
-                    "and try again", {"name": name, "kind": kind})
+                    "and try again", _details(kind, name))
 
 
 def invalid(kind, name, causes):

@@ -64,12 +64,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 # Values the templates cannot express: refused with what to set instead.
 {{- define "code-interpreter.checks" -}}
-{{- if eq .Values.sandboxApi "agent-sandbox" -}}
-{{- fail
-  "sandboxApi: agent-sandbox (kubernetes-sigs/agent-sandbox) is not implemented yet; use pods" -}}
+{{- if and (ne .Values.sandboxApi "pods") (ne .Values.sandboxApi "agent-sandbox") -}}
+{{- fail "sandboxApi: must be pods or agent-sandbox" -}}
 {{- end -}}
-{{- if ne .Values.sandboxApi "pods" -}}
-{{- fail "sandboxApi: must be pods (agent-sandbox is not implemented yet)" -}}
+{{- if and (eq .Values.sandboxApi "agent-sandbox") .Values.warmPool.shared -}}
+{{- fail
+  "warmPool.shared: with sandboxApi agent-sandbox the warm pools are SandboxWarmPools, shared by every replica already; set it false" -}}
 {{- end -}}
 {{- if and .Values.apiKeys.create .Values.apiKeys.existingSecret -}}
 {{- fail "apiKeys: set either existingSecret or create, not both" -}}
