@@ -116,9 +116,7 @@ class K8sExecutor final : public Executor {
                         ns + " (packaging/kubernetes/role.yaml)");
     }
     PodOptions options = OptionsFor(spec);
-    if (opts_.pods.agent_sandbox && options.kind == PodKind::kExecution) {
-      co_return co_await PrepareClaimed(spec, options);
-    }
+    if (opts_.pods.agent_sandbox) co_return co_await PrepareClaimed(spec, std::move(options));
     if (SharedPoolKeeper* pool = SharedPoolOf(spec)) {
       auto claimed = co_await pool->Claim(instance_, owner_description_);
       if (!claimed.ok()) {
@@ -142,7 +140,7 @@ class K8sExecutor final : public Executor {
 
   // KUBERNETES_SANDBOX_API=agent-sandbox: a sandbox of the pool of `spec`'s pod, claimed.
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> PrepareClaimed(const SandboxSpec& spec,
-                                                                   const PodOptions& options) {
+                                                                   PodOptions options) {
     std::shared_ptr<SandboxPool> pool = SandboxPoolOf(spec);
     if (!pool->ensured) {
       Status ensured = co_await EnsurePool(pool);
@@ -153,6 +151,24 @@ class K8sExecutor final : public Executor {
     request.instance_id = instance_;
     request.owner_description = owner_description_;
     request.shutdown_at = UnixSeconds() + opts_.pods.execution_pod_ttl.count();
+    if (options.kind == PodKind::kSession) {
+      // What its pod would carry, on the claim: the template's pods are every session's.
+      options.session_token = RandomHex(32);
+      if (options.session_token.empty()) co_return Status::Errno("getrandom", errno);
+      const Pod labelled = PodFromSpec(spec, options);
+      request.component = "session";
+      request.shutdown_at = spec.session_expires_at;
+      if (options.outlives_daemon) request.instance_id.clear();
+      for (const char* key : {kSessionLabel}) {
+        if (labelled.labels.count(key)) request.labels[key] = labelled.labels.at(key);
+      }
+      for (const char* key :
+           {kSessionCreatedAnnotation, kSessionExpiresAnnotation, kSessionClientAnnotation,
+            kSessionTokenAnnotation, kOutlivesDaemonAnnotation}) {
+        if (labelled.annotations.count(key))
+          request.annotations[key] = labelled.annotations.at(key);
+      }
+    }
     const std::string body = SandboxClaimJson(request);
     auto claimed =
         co_await ClaimSandbox(*client_, opts_.pods.namespace_, body, opts_.start_timeout);
@@ -192,21 +208,33 @@ class K8sExecutor final : public Executor {
   asio::awaitable<Result<std::optional<FoundSession>>> FindSession(const SandboxSpec& spec,
                                                                    const std::string& id) override {
     if (!IsSessionLabelValue(id)) co_return std::nullopt;
-    auto pods = co_await ListSessionPods(*client_, opts_.pods.namespace_, id);
+    auto pods = co_await ListSessions(id);
     if (!pods.ok()) co_return pods.status();
     if (pods->empty()) co_return std::nullopt;
-    const SessionPod& found = pods->front();
+    SessionPod found = pods->front();
+    if (!found.claim.empty()) {
+      auto pod = co_await SandboxPodOf(*client_, opts_.pods.namespace_, found.name);
+      if (!pod.ok()) co_return pod.status();
+      found.name = *pod;
+    }
     SandboxSpec session = spec;
     session.session = found.identity;
     session.session_expires_at = static_cast<int64_t>(found.identity.expires_at) + 1;
     spdlog::info("session {}: served here from pod {}", ShortId(id), found.name);
-    co_return FoundSession{
-        found.identity,
-        SandboxOn({opts_.pods.namespace_, found.name, kExecutorContainer}, session, found.token)};
+    const PodRef pod{opts_.pods.namespace_, found.name, kExecutorContainer, found.claim};
+    co_return FoundSession{found.identity, SandboxOn(pod, session, found.token)};
+  }
+
+  // The cluster's sessions (one: `id`): pods, or claims with agent-sandbox.
+  asio::awaitable<Result<std::vector<SessionPod>>> ListSessions(const std::string& id) {
+    if (opts_.pods.agent_sandbox)
+      co_return co_await ListSessionClaims(*client_, opts_.pods.namespace_, id);
+    co_return co_await ListSessionPods(*client_, opts_.pods.namespace_, id);
   }
 
   asio::awaitable<Result<std::optional<std::vector<SessionIdentity>>>> ListSessions() override {
-    auto pods = co_await ListSessionPods(*client_, opts_.pods.namespace_, "");
+    const std::string all;
+    auto pods = co_await ListSessions(all);
     if (!pods.ok()) co_return pods.status();
     std::vector<SessionIdentity> out;
     for (const auto& p : *pods) out.push_back(p.identity);
@@ -398,6 +426,13 @@ class K8sExecutor final : public Executor {
     o.owner_description = "agent-sandbox warm pool (KUBERNETES_SANDBOX_API)";
     o.expires_at = 0;
     o.active_deadline_sec = 0;
+    if (o.kind == PodKind::kSession) {
+      // Every session's pod: its identity is its claim's, its end the claim's shutdownTime.
+      o.session = {};
+      o.outlives_daemon = false;
+      o.command = o.agent ? std::vector<std::string>{opts_.pods.agent_path}
+                          : container::ContainerInitArgv(std::nullopt);
+    }
     const std::string pod = PodJson(pooled, o);
     const std::string name = SandboxPoolName(PoolKey(pod));
     for (auto& p : sandbox_pools_) {

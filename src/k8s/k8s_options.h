@@ -78,9 +78,9 @@ struct K8sOptions {
   // the namespace that any replica claims (shared_pool.h), their sizes per deployment; false:
   // each replica keeps its own, its sandboxes' programs started ahead.
   bool shared_warm_pool = false;
-  // KUBERNETES_SANDBOX_API (default pods): agent-sandbox makes each execution's pod a sandbox
-  // claimed from the agent-sandbox controller (sandbox_claims.h; SIG Apps' agents.x-k8s.io),
-  // its warm pools SandboxWarmPools, instead of pods the daemon creates.
+  // KUBERNETES_SANDBOX_API (default pods): agent-sandbox makes each execution's and session's pod a
+  // sandbox claimed from the agent-sandbox controller (sandbox_claims.h; SIG Apps'
+  // agents.x-k8s.io), its warm pools SandboxWarmPools, instead of pods the daemon creates.
   bool agent_sandbox = false;
 };
 

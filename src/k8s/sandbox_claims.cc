@@ -169,12 +169,14 @@ std::string SandboxClaimJson(const ClaimRequest& c) {
     w.Key("labels");
     w.StartObject();
     WriteField(w, kAppLabel, kAppValue);
-    WriteField(w, kComponentLabel, "executor");
+    WriteField(w, kComponentLabel, c.component);
     if (!c.instance_id.empty()) WriteField(w, kOwnerLabel, c.instance_id);
+    for (const auto& [k, v] : c.labels) WriteField(w, k, v);
     w.EndObject();
     w.Key("annotations");
     w.StartObject();
     WriteField(w, kOwnerAnnotation, c.owner_description);
+    for (const auto& [k, v] : c.annotations) WriteField(w, k, v);
     w.EndObject();
     w.EndObject();
     w.Key("spec");
@@ -232,6 +234,20 @@ std::string SandboxPodName(const Value& sandbox) {
   const Value* meta = Member(&sandbox, "metadata");
   const std::string pod = Str(Member(meta, "annotations"), kPodNameAnnotation);
   return pod.empty() ? Str(meta, "name") : pod;
+}
+
+asio::awaitable<Result<std::string>> SandboxPodOf(ApiClient& api, std::string ns,
+                                                  std::string name) {
+  const std::string path = Collection(kSandboxes, ns, "sandboxes") + "/" + name;
+  const std::string what = "reading Sandbox " + name;
+  auto got = co_await api.Request("GET", path, "");
+  if (!got.ok()) co_return got.status().Context(what);
+  if (got->status == 404) co_return Status::Gone("Sandbox " + name + " is gone");
+  if (!got->ok()) co_return ApiError(what, *got);
+  rapidjson::Document sandbox;
+  std::string why;
+  if (!ParseJson(got->body, sandbox, why)) co_return Status::Error(what + ": " + why);
+  co_return SandboxPodName(sandbox);
 }
 
 asio::awaitable<Status> EnsureSandboxPool(ApiClient& api, std::string ns, std::string name,

@@ -1,11 +1,11 @@
-// Executions in sandboxes of the agent-sandbox controller (KUBERNETES_SANDBOX_API=agent-sandbox;
-// SIG Apps' agents.x-k8s.io, v1beta1): the pod an execution needs becomes a SandboxTemplate and
-// a SandboxWarmPool named after its key (shared_pool.h PoolKey: replicas of one configuration
-// share them), and an execution claims a sandbox of that pool with a SandboxClaim, then attaches
-// to the sandbox's pod as to one of its own. Deleting the claim removes the sandbox and its pod
-// (the cluster's garbage collector, in the foreground); the claim's shutdownTime is the backstop
-// for a daemon that died first. The documents and the claim's verdict are pure; the rest are API
-// calls.
+// Executions and sessions in sandboxes of the agent-sandbox controller
+// (KUBERNETES_SANDBOX_API=agent-sandbox; SIG Apps' agents.x-k8s.io, v1beta1): the pod one needs
+// becomes a SandboxTemplate and a SandboxWarmPool named after its key (shared_pool.h PoolKey:
+// replicas of one configuration share them), and each claims a sandbox of that pool with a
+// SandboxClaim, then attaches to the sandbox's pod as to one of its own. Deleting the claim
+// removes the sandbox and its pod (the cluster's garbage collector, in the foreground); the
+// claim's shutdownTime is the backstop for a daemon that died first. The documents and the
+// verdicts are pure; the rest are API calls.
 #pragma once
 
 #include <rapidjson/document.h>
@@ -13,6 +13,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -34,13 +35,16 @@ Result<std::string> SandboxTemplateJson(std::string_view name, std::string_view 
 std::string SandboxWarmPoolJson(std::string_view name, size_t replicas);
 
 struct ClaimRequest {
-  std::string pool;               // the SandboxWarmPool's name
-  std::string instance_id;        // the daemon's (owner label)
-  std::string owner_description;  // annotation
-  int64_t shutdown_at = 0;        // unix seconds: the controller deletes the claim then
+  std::string pool;                    // the SandboxWarmPool's name
+  std::string component = "executor";  // or "session" (label)
+  std::string instance_id;             // the daemon's (owner label); empty: none
+  std::string owner_description;       // annotation
+  int64_t shutdown_at = 0;             // unix seconds: the controller deletes the claim then
+  // A session's label and annotations (pod_spec.h kSession*): what replicas find it by.
+  std::map<std::string, std::string> labels, annotations;
 };
 
-// The SandboxClaim of one execution (generateName "ci-claim-").
+// The SandboxClaim of one execution or session (generateName "ci-claim-").
 std::string SandboxClaimJson(const ClaimRequest& request);
 
 // A claim's state: OK once it is bound (names its sandbox); an error for the reasons the
@@ -53,6 +57,10 @@ ObjectVerdict SandboxVerdict(const rapidjson::Value& sandbox);
 
 // The pod of a Sandbox object: its agents.x-k8s.io/pod-name annotation, else its name.
 std::string SandboxPodName(const rapidjson::Value& sandbox);
+
+// GETs the Sandbox `name` and returns its pod's name (SandboxPodName).
+boost::asio::awaitable<Result<std::string>> SandboxPodOf(ApiClient& api, std::string ns,
+                                                         std::string name);
 
 // Creates the template (its pod) and the warm pool named `name` unless they exist (a name is
 // the hash of its pod: an existing one is the same); with `set_replicas`, an existing pool's

@@ -18,6 +18,49 @@ bool ParseUnixSeconds(const std::string& text, double& out) {
   return end != nullptr && *end == '\0' && out > 0;
 }
 
+// The session an object's metadata describes (a pod's or a claim's); false when it is none.
+bool ReadSession(const rapidjson::Value* meta, double now_unix, SessionPod& s) {
+  const rapidjson::Value* annotations = Member(meta, "annotations");
+  if (Member(meta, "deletionTimestamp") != nullptr) return false;
+  s.identity.id = Str(Member(meta, "labels"), kSessionLabel);
+  s.token = Str(annotations, kSessionTokenAnnotation);
+  s.identity.client = Str(annotations, kSessionClientAnnotation);
+  if (s.name.empty() || !IsSessionLabelValue(s.identity.id) || s.token.empty()) return false;
+  return ParseUnixSeconds(Str(annotations, kSessionCreatedAnnotation), s.identity.created_at) &&
+         ParseUnixSeconds(Str(annotations, kSessionExpiresAnnotation), s.identity.expires_at) &&
+         s.identity.expires_at > now_unix;
+}
+
+std::string SessionSelector(std::string_view id) {
+  // labelSelector=app=code-interpreter,component=session[,code-interpreter.session=ID]
+  std::string q = std::string("labelSelector=") + kAppLabel + "%3D" + kAppValue + "%2C" +
+                  kComponentLabel + "%3Dsession";
+  if (!id.empty()) {
+    q += "%2C";
+    q += kSessionLabel;
+    q += "%3D";
+    q += id;
+  }
+  return q;
+}
+
+boost::asio::awaitable<Result<rapidjson::Document>> GetList(ApiClient& api, std::string path,
+                                                            std::string what) {
+  auto listed = co_await api.Request("GET", path, "");
+  if (!listed.ok()) co_return listed.status().Context(what);
+  if (!listed->ok()) co_return ApiError(what, *listed);
+  rapidjson::Document d;
+  std::string why;
+  if (!ParseJson(listed->body, d, why)) co_return Status::Error(what + ": " + why);
+  co_return d;
+}
+
+double NowUnix() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
 }  // namespace
 
 bool IsSessionLabelValue(std::string_view id) {
@@ -32,37 +75,17 @@ bool IsSessionLabelValue(std::string_view id) {
 }
 
 std::string SessionPodsPath(std::string_view ns, std::string_view id) {
-  // labelSelector=app=code-interpreter,component=session[,code-interpreter.session=ID]
-  std::string path = "/api/v1/namespaces/" + std::string(ns) + "/pods?labelSelector=" + kAppLabel +
-                     "%3D" + kAppValue + "%2C" + kComponentLabel + "%3Dsession";
-  if (!id.empty()) {
-    path += "%2C";
-    path += kSessionLabel;
-    path += "%3D";
-    path += id;
-  }
-  return path;
+  return "/api/v1/namespaces/" + std::string(ns) + "/pods?" + SessionSelector(id);
 }
 
 std::vector<SessionPod> SessionPodsFrom(const rapidjson::Value& pod_list, double now_unix) {
   std::vector<SessionPod> out;
   for (const rapidjson::Value* pod : Items(&pod_list, "items")) {
-    const rapidjson::Value* meta = Member(pod, "metadata");
-    const rapidjson::Value* annotations = Member(meta, "annotations");
-    if (Member(meta, "deletionTimestamp") != nullptr) continue;
     if (Str(Member(pod, "status"), "phase") != "Running") continue;
+    const rapidjson::Value* meta = Member(pod, "metadata");
     SessionPod s;
     s.name = Str(meta, "name");
-    s.identity.id = Str(Member(meta, "labels"), kSessionLabel);
-    s.token = Str(annotations, kSessionTokenAnnotation);
-    s.identity.client = Str(annotations, kSessionClientAnnotation);
-    if (s.name.empty() || !IsSessionLabelValue(s.identity.id) || s.token.empty()) continue;
-    if (!ParseUnixSeconds(Str(annotations, kSessionCreatedAnnotation), s.identity.created_at) ||
-        !ParseUnixSeconds(Str(annotations, kSessionExpiresAnnotation), s.identity.expires_at) ||
-        s.identity.expires_at <= now_unix) {
-      continue;
-    }
-    out.push_back(std::move(s));
+    if (ReadSession(meta, now_unix, s)) out.push_back(std::move(s));
   }
   return out;
 }
@@ -70,17 +93,38 @@ std::vector<SessionPod> SessionPodsFrom(const rapidjson::Value& pod_list, double
 boost::asio::awaitable<Result<std::vector<SessionPod>>> ListSessionPods(ApiClient& api,
                                                                         std::string_view ns,
                                                                         std::string_view id) {
-  const std::string path = SessionPodsPath(ns, id);
-  auto listed = co_await api.Request("GET", path, "");
-  if (!listed.ok()) co_return listed.status().Context("listing session pods");
-  if (!listed->ok())
-    co_return ApiError("listing session pods in namespace " + std::string(ns), *listed);
-  rapidjson::Document d;
-  std::string why;
-  if (!ParseJson(listed->body, d, why)) co_return Status::Error("listing session pods: " + why);
-  struct timespec ts {};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  co_return SessionPodsFrom(d, static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9);
+  std::string path = SessionPodsPath(ns, id);
+  std::string what = "listing session pods in namespace " + std::string(ns);
+  auto d = co_await GetList(api, std::move(path), std::move(what));
+  if (!d.ok()) co_return d.status();
+  co_return SessionPodsFrom(*d, NowUnix());
+}
+
+std::string SessionClaimsPath(std::string_view ns, std::string_view id) {
+  return "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/" + std::string(ns) +
+         "/sandboxclaims?" + SessionSelector(id);
+}
+
+std::vector<SessionPod> SessionClaimsFrom(const rapidjson::Value& claim_list, double now_unix) {
+  std::vector<SessionPod> out;
+  for (const rapidjson::Value* claim : Items(&claim_list, "items")) {
+    const rapidjson::Value* meta = Member(claim, "metadata");
+    SessionPod s;
+    s.name = Str(Member(Member(claim, "status"), "sandbox"), "name");
+    s.claim = Str(meta, "name");
+    if (!s.claim.empty() && ReadSession(meta, now_unix, s)) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+boost::asio::awaitable<Result<std::vector<SessionPod>>> ListSessionClaims(ApiClient& api,
+                                                                          std::string_view ns,
+                                                                          std::string_view id) {
+  std::string path = SessionClaimsPath(ns, id);
+  std::string what = "listing session claims in namespace " + std::string(ns);
+  auto d = co_await GetList(api, std::move(path), std::move(what));
+  if (!d.ok()) co_return d.status();
+  co_return SessionClaimsFrom(*d, NowUnix());
 }
 
 }  // namespace ci::k8s

@@ -17,9 +17,10 @@
 namespace ci::k8s {
 
 struct SessionPod {
-  std::string name;  // the pod's
+  std::string name;  // the pod's; from a claim, its sandbox's (whose pod the caller reads)
   SessionIdentity identity;
   std::string token;  // its interpreter's relay token
+  std::string claim;  // KUBERNETES_SANDBOX_API=agent-sandbox: the session's SandboxClaim
 };
 
 // Whether `id` can be a label value (what the API's session ids are): 1 to 63 of [a-z0-9-],
@@ -36,5 +37,14 @@ std::vector<SessionPod> SessionPodsFrom(const rapidjson::Value& pod_list, double
 boost::asio::awaitable<Result<std::vector<SessionPod>>> ListSessionPods(ApiClient& api,
                                                                         std::string_view ns,
                                                                         std::string_view id);
+
+// The same for sessions in claimed sandboxes (agent-sandbox): the claim carries the labels and
+// annotations a session pod would (the controller lets a claim put only some on its pod), and
+// a claim not bound to a sandbox yet, or being deleted, is no session.
+std::string SessionClaimsPath(std::string_view ns, std::string_view id);
+std::vector<SessionPod> SessionClaimsFrom(const rapidjson::Value& claim_list, double now_unix);
+boost::asio::awaitable<Result<std::vector<SessionPod>>> ListSessionClaims(ApiClient& api,
+                                                                          std::string_view ns,
+                                                                          std::string_view id);
 
 }  // namespace ci::k8s

@@ -16,11 +16,13 @@ REPLICA = {"KUBERNETES_SESSIONS_OUTLIVE_DAEMON": "true", "WARM_POOL_SIZE": "0"}
 
 
 class MultiReplicaSessionTest(E2ETestCase):
+    MODE = {}  # the sandbox API (AgentSandboxSessionTest's)
+
     def setUp(self):
         self.require_spawned("starts replicas of its own")
 
     def replica(self, **env):
-        d = Daemon({**REPLICA, **env})
+        d = Daemon({**REPLICA, **self.MODE, **env})
         self.addCleanup(d.cleanup)
         d.start()
         self.addCleanup(d.stop)
@@ -143,6 +145,31 @@ def metric(client, name):
     return None
 
 
+class AgentSandboxSessionTest(MultiReplicaSessionTest):
+    """The same with KUBERNETES_SANDBOX_API=agent-sandbox: a session is a claimed sandbox whose
+    claim carries its id (what the other replicas list and find it by)."""
+
+    MODE = {"KUBERNETES_SANDBOX_API": "agent-sandbox"}
+
+    def setUp(self):
+        super().setUp()
+        # The warm pools (of the other languages' pods) are the deployment's: removed after it.
+        self.addCleanup(remove_sandbox_pools, Config.cluster.server.client())
+
+
+SANDBOX_EXTENSIONS = "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/"
+
+
+def sandbox_items(cluster, plural):
+    return cluster.request("GET", SANDBOX_EXTENSIONS + plural).json()["items"]
+
+
+def remove_sandbox_pools(cluster):
+    for pool in sandbox_items(cluster, "sandboxwarmpools"):
+        cluster.request("DELETE", SANDBOX_EXTENSIONS + "sandboxwarmpools/" +
+                        pool["metadata"]["name"])
+
+
 class SharedWarmPoolTest(E2ETestCase):
     """KUBERNETES_SHARED_WARM_POOL (issue 36 item 4): two replicas of WARM_POOL_SIZE=2 keep one
     pool of two pods in the namespace, not two each, and each claims pods of it."""
@@ -204,7 +231,6 @@ class AgentSandboxTest(E2ETestCase):
     of one sandbox (the deployment's size), and every execution claims a sandbox, its claim gone
     when it ends."""
 
-    EXT = "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/"
     POOL = {**REPLICA, "KUBERNETES_SANDBOX_API": "agent-sandbox", "WARM_POOL_SIZE": "1",
             "WARM_POOL_SIZE_BASH": "0", "WARM_POOL_SIZE_JAVASCRIPT": "0",
             "WARM_POOL_SIZE_GO": "0"}
@@ -212,10 +238,8 @@ class AgentSandboxTest(E2ETestCase):
     def setUp(self):
         self.require_spawned("starts replicas of its own")
         self.cluster = Config.cluster.server.client()
-
-    def items(self, plural):
-        r = self.cluster.request("GET", self.EXT + plural)
-        return r.json()["items"]
+        # The warm pools are the deployment's, left by its replicas: removed after them.
+        self.addCleanup(remove_sandbox_pools, self.cluster)
 
     def replica(self):
         d = Daemon(dict(self.POOL))
@@ -224,33 +248,30 @@ class AgentSandboxTest(E2ETestCase):
         self.addCleanup(d.stop)
         return d, Client(d.host, d.port)
 
-    def remove_pools(self):
-        for pool in self.items("sandboxwarmpools"):
-            self.cluster.request("DELETE", self.EXT + "sandboxwarmpools/" +
-                                 pool["metadata"]["name"])
-
     def test_two_replicas_claim_sandboxes_of_one_warm_pool(self):
-        # The warm pools are the deployment's, left by its replicas: removed after them.
-        self.addCleanup(self.remove_pools)
         (da, a), (db, b) = self.replica(), self.replica()
+        kept = re.compile(r"SandboxTemplate and SandboxWarmPool (\S+) of 1 sandbox")
         for d in (da, db):
-            self.assertTrue(wait_until(lambda: re.search(r"language python |startup self-test "
-                                                         r"failed", d.log_since(0)), 120, 0.2))
-        def ready():
-            pools = self.items("sandboxwarmpools")
-            return len(pools) == 1 and pools[0].get("status", {}).get("readyReplicas") == 1
-        self.assertTrue(wait_until(ready, 60, 0.2), self.items("sandboxwarmpools"))
-        pool = self.items("sandboxwarmpools")[0]
-        self.assertEqual(pool["spec"]["replicas"], 1, "each replica sized the pool its own way")
-        self.assertEqual(len(self.items("sandboxtemplates")), 1)
+            self.assertTrue(wait_until(lambda: kept.search(d.log_since(0)), 60, 0.2),
+                            d.log_since(0))
+        names = {kept.search(d.log_since(0)).group(1) for d in (da, db)}
+        self.assertEqual(len(names), 1, "each replica made a pool of its own")
+        name = names.pop()
+
+        def pool():
+            found = [p for p in sandbox_items(self.cluster, "sandboxwarmpools")
+                     if p["metadata"]["name"] == name]
+            return found[0] if found else {}
+        self.assertTrue(wait_until(lambda: pool().get("status", {}).get("readyReplicas") == 1,
+                                   60, 0.2), pool())
+        self.assertEqual(pool()["spec"]["replicas"], 1, "the size is the deployment's")
         for client in (a, b):
             r = client.post_json("/v1/execute", {"code": "print(6 * 7)"})
             self.assertEqual((r.status, r.json["stdout"]), (200, "42\n"), r)
             r = client.post_json("/v1/execute", {"code": "echo $((6 * 7))", "language": "bash"})
             self.assertEqual((r.status, r.json["stdout"]), (200, "42\n"), r)
-        self.assertIn(f"SandboxTemplate and SandboxWarmPool {pool['metadata']['name']}",
-                      da.log_since(0))
         # Each execution's claim went with it; the pool is full again.
-        self.assertTrue(wait_until(lambda: not self.items("sandboxclaims"), 30, 0.2),
-                        self.items("sandboxclaims"))
-        self.assertTrue(wait_until(ready, 60, 0.2), self.items("sandboxwarmpools"))
+        self.assertTrue(wait_until(lambda: not sandbox_items(self.cluster, "sandboxclaims"), 30,
+                                   0.2), sandbox_items(self.cluster, "sandboxclaims"))
+        self.assertTrue(wait_until(lambda: pool().get("status", {}).get("readyReplicas") == 1,
+                                   60, 0.2), pool())

@@ -736,6 +736,52 @@ TEST_P(AgentSandboxTest, ASpecWithoutAPoolIsAColdStartOfItsOwnTemplate) {
   EXPECT_EQ(PodCount(), 0);
 }
 
+// A session is a claim of the sessions' template, found by its labels by another replica.
+TEST_P(AgentSandboxTest, ASessionIsAClaimAnotherReplicaFindsAndEnds) {
+  b_ = Make("code-interpreter-executor:latest");
+  auto session_spec = [](const std::string& id) {
+    SandboxSpec spec = Spec();
+    spec.session_expires_at = std::time(nullptr) + 600;
+    spec.session = {id, static_cast<double>(std::time(nullptr)),
+                    static_cast<double>(spec.session_expires_at), "alice"};
+    return spec;
+  };
+  const SandboxSpec one = session_spec("session-one");
+  auto first = AwaitOn(io_, executor_->Prepare(one));
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  auto second = AwaitOn(io_, executor_->Prepare(session_spec("session-two")));
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_EQ(ListExtensions("sandboxtemplates")["items"].Size(), 1u)
+      << "a template per session: its identity is in its pod";
+  auto e = Run(**first, {"bash", "-c", "echo kept > /tmp/state"});
+  ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
+
+  // The other replica lists both and serves the first from its sandbox's pod.
+  auto listed = AwaitOn(io_, b_->ListSessions());
+  ASSERT_TRUE(listed.ok() && listed->has_value()) << listed.status().message();
+  std::set<std::string> ids;
+  for (const auto& identity : **listed) ids.insert(identity.id);
+  EXPECT_EQ(ids, (std::set<std::string>{"session-one", "session-two"}));
+  auto found = AwaitOn(io_, b_->FindSession(Spec(), "session-one"));
+  ASSERT_TRUE(found.ok()) << found.status().message();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->identity.client, "alice");
+  auto there = Run(*(*found)->sandbox, {"cat", "/tmp/state"});
+  ASSERT_TRUE(there.outcome.ok()) << there.outcome.status().message();
+  EXPECT_EQ(there.out, "kept\n");
+  auto missing = AwaitOn(io_, b_->FindSession(Spec(), "session-three"));
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+
+  // Ending it through the other replica removes its claim, sandbox and pod for all.
+  AwaitOn(io_, (*found)->sandbox->Destroy());
+  AwaitOn(io_, (*second)->Destroy());
+  ASSERT_TRUE(RunUntil([&] { return Claims() == 0 && PodCount() == 0; }));
+  auto gone = AwaitOn(io_, executor_->FindSession(Spec(), "session-one"));
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(gone->has_value());
+}
+
 TEST_P(AgentSandboxTest, RefusedClaimsSayWhatToGrant) {
   // Not the fixture's executor: a fake whose RBAC refuses claims.
   executor_.reset();

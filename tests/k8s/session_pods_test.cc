@@ -100,5 +100,38 @@ TEST(SessionPodsPath, SelectsSessionPodsURLEncoded) {
 
 TEST(SessionPodsFrom, AnEmptyListHasNone) { EXPECT_THAT(From({}), IsEmpty()); }
 
+// A claim (agent-sandbox) carries a session pod's metadata; its status names the sandbox.
+TEST(SessionClaimsFrom, BoundClaimsAreSessionsInTheirSandboxes) {
+  PodShape bound, unbound, deleting, expired;
+  bound.name = "ci-claim-a";
+  unbound.name = "ci-claim-b";
+  deleting.name = "ci-claim-c", deleting.deleting = true;
+  expired.name = "ci-claim-d", expired.expires = "1764589999";
+  auto claim = [](const PodShape& p, const std::string& sandbox) {
+    std::string item = PodItem(p);
+    // A claim has no phase: its status is the sandbox it is bound to.
+    const std::string phase = R"("status":{"phase":")" + p.phase + R"("}})";
+    item.replace(item.find(phase), phase.size(),
+                 sandbox.empty() ? std::string(R"("status":{}})")
+                                 : R"("status":{"sandbox":{"name":")" + sandbox + R"("}}})");
+    return item;
+  };
+  const std::string list = R"({"kind":"SandboxClaimList","items":[)" + claim(bound, "pool-x") +
+                           "," + claim(unbound, "") + "," + claim(deleting, "pool-y") + "," +
+                           claim(expired, "pool-z") + "]}";
+  rapidjson::Document d;
+  std::string why;
+  ASSERT_TRUE(ParseJson(list, d, why)) << why;
+  auto sessions = SessionClaimsFrom(d, kSessionsNow);
+  ASSERT_EQ(sessions.size(), 1u);
+  EXPECT_EQ(sessions[0].claim, "ci-claim-a");
+  EXPECT_EQ(sessions[0].name, "pool-x");
+  EXPECT_EQ(sessions[0].token, "00ff");
+  EXPECT_EQ(sessions[0].identity.id, bound.id);
+  EXPECT_EQ(SessionClaimsPath("ns", "s"),
+            "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxclaims?labelSelector="
+            "app%3Dcode-interpreter%2Ccomponent%3Dsession%2Ccode-interpreter.session%3Ds");
+}
+
 }  // namespace
 }  // namespace ci::k8s
