@@ -159,9 +159,7 @@ class K8sExecutor final : public Executor {
       request.component = "session";
       request.shutdown_at = spec.session_expires_at;
       if (options.outlives_daemon) request.instance_id.clear();
-      for (const char* key : {kSessionLabel}) {
-        if (labelled.labels.count(key)) request.labels[key] = labelled.labels.at(key);
-      }
+      request.labels[kSessionLabel] = labelled.labels.at(kSessionLabel);
       for (const char* key :
            {kSessionCreatedAnnotation, kSessionExpiresAnnotation, kSessionClientAnnotation,
             kSessionTokenAnnotation, kOutlivesDaemonAnnotation}) {

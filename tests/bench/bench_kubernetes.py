@@ -83,10 +83,17 @@ def main():
         shared = harness.Daemon(dict(overrides, EXECUTOR_BACKEND="kubernetes",
                                      KUBERNETES_SHARED_WARM_POOL="true")).start()
         daemons.append(shared)
+        # KUBERNETES_SANDBOX_API=agent-sandbox: a claim of a SandboxWarmPool's sandbox per
+        # execution, on the fake's agent-sandbox controller (src/k8s/README.md "agent-sandbox").
+        claimed = harness.Daemon(dict(overrides, EXECUTOR_BACKEND="kubernetes",
+                                      KUBERNETES_SANDBOX_API="agent-sandbox")).start()
+        daemons.append(claimed)
         targets = [
             ("kubernetes (fake) `POST /v1/execute` print(1)", DaemonTarget(k8s.host, k8s.port)),
             ("kubernetes (fake), shared warm pool, print(1)",
              DaemonTarget(shared.host, shared.port)),
+            ("kubernetes (fake), agent-sandbox claim, print(1)",
+             DaemonTarget(claimed.host, claimed.port)),
             ("local `POST /v1/execute` print(1)", DaemonTarget(local.host, local.port)),
             ("kubernetes (fake) session call `x += 1`", SessionCallTarget(k8s.host, k8s.port)),
             ("local session call `x += 1`", SessionCallTarget(local.host, local.port)),

@@ -8,6 +8,9 @@
   run.py --bin ... --backend docker                   # EXECUTOR_BACKEND=docker (needs a dockerd)
   run.py --bin ... --backend kubernetes               # against tests/k8s/fake_apiserver.py (root)
   run.py --bin ... -k Stream -k test_health           # only tests whose id contains a pattern
+  run.py --bin ... --skip mcp.                        # leave out tests whose id contains one
+  run.py --suite deployment --readme-command ...      # the e2e cases a containerised daemon
+                                                      # changes (DEPLOYMENT_CASES)
   run.py --list                                       # list the test ids
   run.py --image code-interpreter:slim --image-args "-v /var/run/docker.sock:..." --backend docker
                                                       # each daemon a container (docker run -d)
@@ -56,6 +59,26 @@ SUITES = {
             "test_session_pause"],
     "hostile": ["test_hostile", "test_containment"],
 }
+# The e2e cases whose behaviour differs when the daemon itself runs in a container (the DooD and
+# DinD lanes): startup and /health, shutdown as PID 1, the file store and snapshots inside it,
+# counters read by exec (no host pid), settings and key files passed in, calls out to a model;
+# a smoke test of the rest. Pure API and executor behaviour is e2e-docker's, on the same image.
+DEPLOYMENT_CASES = [
+    "api.HealthTest", "api.ShutdownTest", "docker.DockerHardeningReportTest",
+    "files.FilesApiTest", "files.FileSizeLimitTest", "files.StoreQuotaTest",
+    "files.StagedFilesTest", "files.SparseOutputsTest", "files.RealClientLimitsTest",
+    "sessions.SessionCallLimitsTest",
+    "session_pause.SessionPauseTest.test_pause_to_disk", "session_pause.SessionPauseTest.test_freeze",
+    "session_pause.SessionPauseTest.test_a_named_snapshot", "session_pause.SessionPauseLimitsTest",
+    "auth.ApiKeyTest", "auth.ApiKeyFileChangesTest",
+    "agent.OpenAIAgentTest.test_success_at_the_first_attempt",
+    "agent.OpenAIAgentTest.test_a_sandbox_cannot_find_the_key",
+    "agent.OpenAIAgentTest.test_the_log_never_holds_the_key",
+    "e2b.E2bSandboxPlaneTest", "e2b.E2bWireTest",
+    "execute.ExecuteBasicsTest.test_sandbox_identity_and_env", "execute.ExecuteBasicsTest.test_print",
+    "execute.TimeoutTest.test_whole_process_tree_killed", "languages.LanguageMatrixTest.test_hello",
+]
+SUITES["deployment"] = SUITES["e2e"]
 # Modules that only apply to one backend: added to the e2e suite when it runs against that one,
 # rather than skipping everywhere else.
 BACKEND_MODULES = {"docker": ["test_docker"], "kubernetes": ["test_replicas", "test_k8s_access"],
@@ -169,6 +192,8 @@ def main():
                                       "(default: local when spawning, any with --url)")
     ap.add_argument("-k", action="append", default=[], metavar="PATTERN",
                     help="run only tests whose id contains PATTERN (repeatable)")
+    ap.add_argument("--skip", action="append", default=[], metavar="PATTERN",
+                    help="leave out tests whose id contains PATTERN (repeatable)")
     ap.add_argument("--no-subids", action="store_true",
                     help="with --as-user: do not grant USER subordinate ids (the one-id map)")
     ap.add_argument("--as-user", metavar="USER",
@@ -188,17 +213,25 @@ def main():
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
 
-    names = sum(SUITES.values(), []) if args.suite == "all" else list(SUITES[args.suite])
-    if args.suite in ("e2e", "all"):
+    names = sorted(set(sum(SUITES.values(), []))) if args.suite == "all" \
+        else list(SUITES[args.suite])
+    if args.suite in ("e2e", "deployment", "all"):
         names += BACKEND_MODULES.get(args.backend or "local", [])
-    names += args.with_modules
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
     for name in names:
         suite.addTests(loader.loadTestsFromName(name))
+    if args.suite == "deployment":
+        suite = unittest.TestSuite([t for t in iter_tests(suite)
+                                    if any(p in t.id() for p in DEPLOYMENT_CASES)])
+    for name in args.with_modules:  # whole
+        suite.addTests(loader.loadTestsFromName(name))
     if args.k:
         selected = [t for t in iter_tests(suite) if any(p in t.id() for p in args.k)]
         suite = unittest.TestSuite(selected)
+    if args.skip:
+        kept = [t for t in iter_tests(suite) if not any(p in t.id() for p in args.skip)]
+        suite = unittest.TestSuite(kept)
     if args.list:
         for t in iter_tests(suite):
             print(t.id())
