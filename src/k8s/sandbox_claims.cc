@@ -39,6 +39,22 @@ void Raw(JsonWriter& w, const std::string& json) {
   w.RawValue(json.data(), json.size(), rapidjson::kObjectType);
 }
 
+// `{"apiVersion": ..., "kind": kind, "metadata": {"name": name, "labels": {"app": ...}},` of
+// one of the daemon's extensions objects; the caller writes the rest and ends the object.
+void StartNamed(JsonWriter& w, std::string_view kind, std::string_view name) {
+  w.StartObject();
+  WriteField(w, "apiVersion", kExtensionsVersion);
+  WriteField(w, "kind", kind);
+  w.Key("metadata");
+  w.StartObject();
+  WriteField(w, "name", name);
+  w.Key("labels");
+  w.StartObject();
+  WriteField(w, kAppLabel, kAppValue);
+  w.EndObject();
+  w.EndObject();
+}
+
 // What a refusal of a create means for this mode: the kinds not served, or not granted.
 Status CreateRefused(const std::string& what, const std::string& ns, const ApiResponse& r) {
   const std::string refused = ApiError(what, r).message();
@@ -99,17 +115,7 @@ Result<std::string> SandboxTemplateJson(std::string_view name, std::string_view 
   const std::string annotations = Compact(Member(meta, "annotations"));
   const std::string spec = Compact(Member(&pod, "spec"));
   return JsonText([&](JsonWriter& w) {
-    w.StartObject();
-    WriteField(w, "apiVersion", kExtensionsVersion);
-    WriteField(w, "kind", "SandboxTemplate");
-    w.Key("metadata");
-    w.StartObject();
-    WriteField(w, "name", name);
-    w.Key("labels");
-    w.StartObject();
-    WriteField(w, kAppLabel, kAppValue);
-    w.EndObject();
-    w.EndObject();
+    StartNamed(w, "SandboxTemplate", name);
     w.Key("spec");
     w.StartObject();
     w.Key("podTemplate");
@@ -134,17 +140,7 @@ Result<std::string> SandboxTemplateJson(std::string_view name, std::string_view 
 
 std::string SandboxWarmPoolJson(std::string_view name, size_t replicas) {
   return JsonText([&](JsonWriter& w) {
-    w.StartObject();
-    WriteField(w, "apiVersion", kExtensionsVersion);
-    WriteField(w, "kind", "SandboxWarmPool");
-    w.Key("metadata");
-    w.StartObject();
-    WriteField(w, "name", name);
-    w.Key("labels");
-    w.StartObject();
-    WriteField(w, kAppLabel, kAppValue);
-    w.EndObject();
-    w.EndObject();
+    StartNamed(w, "SandboxWarmPool", name);
     w.Key("spec");
     w.StartObject();
     w.Key("replicas");

@@ -15,6 +15,15 @@ STATE_LOST = "This session's Python interpreter had stopped"
 REPLICA = {"KUBERNETES_SESSIONS_OUTLIVE_DAEMON": "true", "WARM_POOL_SIZE": "0"}
 
 
+def start_replica(test, env):
+    """A daemon of `env` for `test` (stopped and removed after it), and a client of it."""
+    d = Daemon(dict(env))
+    test.addCleanup(d.cleanup)
+    d.start()
+    test.addCleanup(d.stop)
+    return d, Client(d.host, d.port)
+
+
 class MultiReplicaSessionTest(E2ETestCase):
     MODE = {}  # the sandbox API (AgentSandboxSessionTest's)
 
@@ -22,11 +31,7 @@ class MultiReplicaSessionTest(E2ETestCase):
         self.require_spawned("starts replicas of its own")
 
     def replica(self, **env):
-        d = Daemon({**REPLICA, **self.MODE, **env})
-        self.addCleanup(d.cleanup)
-        d.start()
-        self.addCleanup(d.stop)
-        return d, Client(d.host, d.port)
+        return start_replica(self, {**REPLICA, **self.MODE, **env})
 
     def py(self, client, sid, code):
         r = client.post_json(f"/v1/sessions/{sid}/execute", {"code": code})
@@ -190,11 +195,7 @@ class SharedWarmPoolTest(E2ETestCase):
         return sum(p["status"].get("phase") == "Running" for p in items), len(items)
 
     def replica(self):
-        d = Daemon(dict(self.POOL))
-        self.addCleanup(d.cleanup)
-        d.start()
-        self.addCleanup(d.stop)
-        return d, Client(d.host, d.port)
+        return start_replica(self, self.POOL)
 
     def probed(self, daemon):
         """Once the startup self-test's executions (pool claims too) are over."""
@@ -242,11 +243,7 @@ class AgentSandboxTest(E2ETestCase):
         self.addCleanup(remove_sandbox_pools, self.cluster)
 
     def replica(self):
-        d = Daemon(dict(self.POOL))
-        self.addCleanup(d.cleanup)
-        d.start()
-        self.addCleanup(d.stop)
-        return d, Client(d.host, d.port)
+        return start_replica(self, self.POOL)
 
     def test_two_replicas_claim_sandboxes_of_one_warm_pool(self):
         (da, a), (db, b) = self.replica(), self.replica()

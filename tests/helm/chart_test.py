@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "packaging"))
 
 import check_kubernetes_manifests as manifests  # noqa: E402
 import render  # noqa: E402
-from fake.launcher import FakeServer  # noqa: E402
+from fake.launcher import FakeServer, main_with_kubectl  # noqa: E402
 
 NS = "code-interpreter"
 # Variables the chart sets besides the kustomize manifests' (their defaults are the daemon's).
@@ -517,11 +517,4 @@ class DryRunTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    ci = os.environ.get("CI") == "true"
-    if not shutil.which("kubectl") and not ci:
-        print("skip: no kubectl", file=sys.stderr)
-        sys.exit(77)
-    if os.geteuid() != 0 and not ci:
-        print("skip: the fake API server needs root", file=sys.stderr)
-        sys.exit(77)
-    unittest.main(verbosity=2)
+    main_with_kubectl("the fake API server needs")

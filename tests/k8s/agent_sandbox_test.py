@@ -7,8 +7,6 @@ Skips (77) without kubectl or root, except under CI=true."""
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -18,7 +16,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fake.agent_sandbox import name_hash  # noqa: E402
-from fake.launcher import FakeServer  # noqa: E402
+from fake.launcher import FakeServer, Kubectl, main_with_kubectl  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CRDS = os.path.join(HERE, "agent-sandbox", "crds")
@@ -67,23 +65,6 @@ def claim(pool_name, name=None, **lifecycle):
 def ready(obj):
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (obj.get("status") or {}).get("conditions") or [])
-
-
-class Kubectl:
-    env = None
-
-    @classmethod
-    def kubectl(cls, *args, input=b""):
-        return subprocess.run(["kubectl", *args], input=input, capture_output=True,
-                              env=cls.env, timeout=120)
-
-    @classmethod
-    def kubectl_ok(cls, *args, input=b""):
-        r = cls.kubectl(*args, input=input)
-        if r.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {r.returncode}\n"
-                                 f"{r.stdout.decode()}\n{r.stderr.decode()}")
-        return r.stdout.decode()
 
 
 class CrdApplyTest(unittest.TestCase, Kubectl):
@@ -424,11 +405,4 @@ class AgentSandboxTest(unittest.TestCase, Kubectl):
 
 
 if __name__ == "__main__":
-    ci = os.environ.get("CI") == "true"
-    if not shutil.which("kubectl") and not ci:
-        print("skip: no kubectl", file=sys.stderr)
-        sys.exit(77)
-    if os.geteuid() != 0 and not ci:
-        print("skip: the fake API server's pods need root", file=sys.stderr)
-        sys.exit(77)
-    unittest.main(verbosity=2)
+    main_with_kubectl("the fake API server's pods need")

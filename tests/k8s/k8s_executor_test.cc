@@ -125,6 +125,15 @@ class K8sExecutorTest : public testing::TestWithParam<Mode> {
     return s.ok() ? std::move(s).value() : nullptr;
   }
 
+  // Runs the io_context until `done` holds, or for at most `limit`.
+  template <typename F>
+  bool RunUntil(F done, std::chrono::seconds limit = 30s) {
+    io_.restart();
+    const auto give_up = std::chrono::steady_clock::now() + limit;
+    while (!done() && std::chrono::steady_clock::now() < give_up) io_.run_one_for(100ms);
+    return done();
+  }
+
   boost::asio::io_context io_;
   std::vector<std::string> denied_;  // the fake's --deny flags
   std::unique_ptr<testing_support::FakeApiServer> fake_;
@@ -449,15 +458,6 @@ class SharedPoolTest : public K8sExecutorTest {
     return keys;
   }
 
-  // Runs the io_context until `done` holds, or for at most `limit`.
-  template <typename F>
-  bool RunUntil(F done, std::chrono::seconds limit = 30s) {
-    io_.restart();
-    const auto give_up = std::chrono::steady_clock::now() + limit;
-    while (!done() && std::chrono::steady_clock::now() < give_up) io_.run_one_for(100ms);
-    return done();
-  }
-
   static double Metric(const Executor& e, const std::string& name) {
     for (const auto& m : e.metrics()) {
       if (m.name == name) return m.value;
@@ -650,14 +650,6 @@ class AgentSandboxTest : public K8sExecutorTest {
       out.push_back(name);
     }
     return out;
-  }
-
-  template <typename F>
-  bool RunUntil(F done, std::chrono::seconds limit = 30s) {
-    io_.restart();
-    const auto give_up = std::chrono::steady_clock::now() + limit;
-    while (!done() && std::chrono::steady_clock::now() < give_up) io_.run_one_for(100ms);
-    return done();
   }
 
   void TearDown() override {

@@ -7,15 +7,13 @@ root, except under CI=true."""
 import hashlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fake.launcher import FakeServer  # noqa: E402
+from fake.launcher import FakeServer, Kubectl, main_with_kubectl  # noqa: E402
 from fake_apiserver_test import TERM_EXITS  # noqa: E402
 
 MANIFEST = """\
@@ -44,7 +42,7 @@ spec:
 """
 
 
-class KubectlTest(unittest.TestCase):
+class KubectlTest(unittest.TestCase, Kubectl):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="fake-k8s-kubectl-")
@@ -63,19 +61,6 @@ class KubectlTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.server.__exit__(None, None, None)
         cls.tmp.cleanup()
-
-    @classmethod
-    def kubectl(cls, *args, input=b""):
-        return subprocess.run(["kubectl", *args], input=input, capture_output=True,
-                              env=cls.env, timeout=120)
-
-    @classmethod
-    def kubectl_ok(cls, *args, input=b""):
-        r = cls.kubectl(*args, input=input)
-        if r.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {r.returncode}\n"
-                                 f"{r.stdout.decode()}\n{r.stderr.decode()}")
-        return r.stdout.decode()
 
     def test_get_pods_shows_the_running_pod(self):
         out = self.kubectl_ok("get", "pods")
@@ -172,11 +157,4 @@ class KubectlTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    ci = os.environ.get("CI") == "true"
-    if not shutil.which("kubectl") and not ci:
-        print("skip: no kubectl", file=sys.stderr)
-        sys.exit(77)
-    if os.geteuid() != 0 and not ci:
-        print("skip: the fake API server's pods need root", file=sys.stderr)
-        sys.exit(77)
-    unittest.main(verbosity=2)
+    main_with_kubectl("the fake API server's pods need")

@@ -40,6 +40,40 @@ def sweep(state_dir, info):
     return left
 
 
+def main_with_kubectl(why_root):
+    """unittest.main() for a test file that drives kubectl against the fake: without kubectl or
+    root (`why_root` says what needs it) it skips (77), except under CI=true."""
+    import shutil
+    import unittest
+    ci = os.environ.get("CI") == "true"
+    if not shutil.which("kubectl") and not ci:
+        print("skip: no kubectl", file=sys.stderr)
+        sys.exit(77)
+    if os.geteuid() != 0 and not ci:
+        print(f"skip: {why_root} root", file=sys.stderr)
+        sys.exit(77)
+    unittest.main(verbosity=2)
+
+
+class Kubectl:
+    """kubectl for a test class (a mixin): `env` set to the environment of its server's
+    kubeconfig."""
+    env = None
+
+    @classmethod
+    def kubectl(cls, *args, input=b""):
+        return subprocess.run(["kubectl", *args], input=input, capture_output=True,
+                              env=cls.env, timeout=120)
+
+    @classmethod
+    def kubectl_ok(cls, *args, input=b""):
+        r = cls.kubectl(*args, input=input)
+        if r.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {r.returncode}\n"
+                                 f"{r.stdout.decode()}\n{r.stderr.decode()}")
+        return r.stdout.decode()
+
+
 class FakeServer:
     """`with FakeServer(dir, "--restricted", "ns") as s:`; s.info has url, ca, token, kubeconfig
     and cgroups. log: a file for the server's stderr (default: the caller's stderr)."""
