@@ -241,7 +241,8 @@ class ShutdownTest(E2ETestCase):
 
     def test_sigterm_during_execution(self):
         self.require_spawned("needs to signal the daemon process")
-        d = Config.new_daemon().start()
+        # A short grace: the program outlives it either way, and is killed (CI's budget).
+        d = Config.new_daemon({"SHUTDOWN_GRACE_SEC": "2"}).start()
         try:
             marker = unique_sleep_arg()
             code = ("import subprocess, time\n"
