@@ -159,7 +159,7 @@ class K8sExecutor final : public Executor {
       request.component = "session";
       request.shutdown_at = spec.session_expires_at;
       if (options.outlives_daemon) request.instance_id.clear();
-      request.labels[kSessionLabel] = labelled.labels.at(kSessionLabel);
+      if (!spec.session.id.empty()) request.labels[kSessionLabel] = spec.session.id;
       for (const char* key :
            {kSessionCreatedAnnotation, kSessionExpiresAnnotation, kSessionClientAnnotation,
             kSessionTokenAnnotation, kOutlivesDaemonAnnotation}) {
