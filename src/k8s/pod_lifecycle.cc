@@ -350,13 +350,12 @@ asio::awaitable<Result<CreatedPod>> CreatePod(ApiClient& api, std::string_view n
 asio::awaitable<Status> WaitRunning(ApiClient& api, std::string_view ns, std::string_view name,
                                     std::string_view resource_version,
                                     std::chrono::milliseconds timeout) {
-  WatchedObject pod;
-  pod.collection = "/api/v1/namespaces/" + std::string(ns) + "/pods";
-  pod.name = name;
-  pod.noun = "pod";
-  pod.goal = "Running";
-  pod.timeout_reason = "pod start";
-  pod.gone = Gone(pod.name);
+  WatchedObject pod{.collection = "/api/v1/namespaces/" + std::string(ns) + "/pods",
+                    .name = std::string(name),
+                    .noun = "pod",
+                    .goal = "Running",
+                    .timeout_reason = "pod start",
+                    .gone = Gone(std::string(name))};
   JudgeObject judge = [name = pod.name](const Value& object) {
     PodState state = ReadPodState(object);
     return ObjectVerdict{Decide(state, name), std::move(state.message)};

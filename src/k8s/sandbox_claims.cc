@@ -283,13 +283,13 @@ asio::awaitable<Result<ClaimedSandbox>> ClaimSandbox(ApiClient& api, std::string
   if (out.claim.empty()) co_return Status::Error(what + ": the answer names no claim");
 
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  WatchedObject claim;
-  claim.collection = claims;
-  claim.name = out.claim;
-  claim.noun = "SandboxClaim";
-  claim.goal = "bound to a sandbox";
-  claim.timeout_reason = "sandbox claim";
-  claim.gone = Status::Gone("SandboxClaim " + out.claim + " was deleted before it was bound");
+  WatchedObject claim{
+      .collection = claims,
+      .name = out.claim,
+      .noun = "SandboxClaim",
+      .goal = "bound to a sandbox",
+      .timeout_reason = "sandbox claim",
+      .gone = Status::Gone("SandboxClaim " + out.claim + " was deleted before it was bound")};
   auto bound = std::make_shared<std::string>();
   JudgeObject judge_claim = [bound](const Value& object) {
     ObjectVerdict v = ClaimVerdict(object);
@@ -304,13 +304,13 @@ asio::awaitable<Result<ClaimedSandbox>> ClaimSandbox(ApiClient& api, std::string
     // Bound; the sandbox's pod once the controller has made it (the pod's own state is the
     // caller's to watch: a pull failure is named there).
     out.sandbox = *bound;
-    WatchedObject sandbox;
-    sandbox.collection = Collection(kSandboxes, ns, "sandboxes");
-    sandbox.name = out.sandbox;
-    sandbox.noun = "Sandbox";
-    sandbox.goal = "given a pod";
-    sandbox.timeout_reason = "sandbox claim";
-    sandbox.gone = Status::Gone("Sandbox " + out.sandbox + " was deleted before it had a pod");
+    WatchedObject sandbox{
+        .collection = Collection(kSandboxes, ns, "sandboxes"),
+        .name = out.sandbox,
+        .noun = "Sandbox",
+        .goal = "given a pod",
+        .timeout_reason = "sandbox claim",
+        .gone = Status::Gone("Sandbox " + out.sandbox + " was deleted before it had a pod")};
     auto pod = std::make_shared<std::string>();
     JudgeObject judge_sandbox = [pod](const Value& object) {
       ObjectVerdict v = SandboxVerdict(object);
@@ -339,13 +339,12 @@ asio::awaitable<Status> DeleteSandboxClaim(ApiClient& api, std::string ns, std::
   if (r->status == 404) co_return Status();
   if (!r->ok()) co_return ApiError("deleting SandboxClaim " + name, *r);
   // Foreground: the claim goes once its sandbox and the sandbox's pod have gone.
-  WatchedObject claim;
-  claim.collection = claims;
-  claim.name = name;
-  claim.noun = "SandboxClaim";
-  claim.goal = "gone (with its sandbox and pod)";
-  claim.timeout_reason = "sandbox deletion";
-  claim.gone = Status();
+  WatchedObject claim{.collection = claims,
+                      .name = name,
+                      .noun = "SandboxClaim",
+                      .goal = "gone (with its sandbox and pod)",
+                      .timeout_reason = "sandbox deletion",
+                      .gone = Status()};
   JudgeObject waiting = [](const Value&) { return ObjectVerdict{std::nullopt, "deleting"}; };
   const std::string from_a_get;
   co_return co_await WatchUntil(api, std::move(claim), from_a_get, confirm_timeout,
