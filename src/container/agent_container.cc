@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "container/cgroup_probe.h"
+#include "container/container_exec.h"
 #include "container/sandbox_counters.h"
 #include "core/unix_time.h"
 
@@ -86,7 +87,7 @@ class AgentContainer final : public ContainerApi,
   static asio::awaitable<void> RecycleOrRemove(std::shared_ptr<AgentContainer> self) {
     Status s = co_await self->Recycle();
     if (!s.ok()) {
-      spdlog::debug("docker {}: not recycled: {}", self->id_.substr(0, 12), s.message());
+      spdlog::debug("{}: not recycled: {}", self->id_.substr(0, 12), s.message());
       self->channel_->Close();
       ResourceReport ignored;  // the execution's report went out already
       co_await self->engine_->Remove(ignored);
@@ -102,6 +103,27 @@ class AgentContainer final : public ContainerApi,
     if (now > recycling_.expires_at - kExpiryMarginSec) co_return Status::Error("expires soon");
     Status s = co_await channel_->Recycle(kRecycleTimeout);
     if (!s.ok()) co_return s;
+    Result<CgroupCounters> counters = Status::Error("not read");
+    if (recycling_.counters_inside) {
+      counters = co_await CountersInside();
+    } else {
+      counters = co_await CountersHere();
+    }
+    if (!counters.ok()) co_return counters.status();
+    RecycledContainer back{
+        id_, shared_from_this(), channel_,
+        CountersBaseline{counters->cpu_ms, counters->oom_kills, counters->pids_limit_hits}};
+    if (!recycling_.bin->Put(RecycleBinKey(recycling_.key, *client_), std::move(back))) {
+      co_return Status::Error("the recycle bin is full or closed");
+    }
+    co_return Status();
+  }
+
+  // The processes the agent's recycle left: it and its fork server.
+  int ProcessesAllowed() const { return channel_->has_fork_server() ? 2 : 1; }
+
+  // From this host (a local Engine): the container's cgroup, its memory peak reset.
+  asio::awaitable<Result<CgroupCounters>> CountersHere() {
     // Per-execution counters need the cgroup on this host and a memory peak that can start over.
     if (!host_looked_up_) {
       host_looked_up_ = true;
@@ -109,25 +131,45 @@ class AgentContainer final : public ContainerApi,
       host_ = co_await LocateHostCgroup(*engine_, id_, &init_pid);
     }
     if (!host_) co_return Status::Error("its cgroup is not readable here");
-    // The agent's own check, made again from outside: a process it cannot see or missed is in
-    // the container's cgroup all the same.
-    const int allowed = channel_->has_fork_server() ? 2 : 1;
-    const int left = CountHostCgroupProcesses(*host_);
-    if (left < 0 || left > allowed) {
-      co_return Status::Error(left < 0 ? std::string("its processes cannot be counted here")
-                                       : std::to_string(left) +
-                                             " processes are left in its cgroup after the "
-                                             "agent's recycle");
+    if (Status s = Leftovers(CountHostCgroupProcesses(*host_), ProcessesAllowed()); !s.ok()) {
+      co_return s;
     }
     if (!ResetHostMemoryPeak(*host_)) co_return Status::Error("its memory peak cannot be reset");
-    CgroupCounters now_counters = ParseCgroupFiles(ReadHostCgroupFiles(*host_));
-    RecycledContainer back{id_, shared_from_this(), channel_,
-                           CountersBaseline{now_counters.cpu_ms, now_counters.oom_kills,
-                                            now_counters.pids_limit_hits}};
-    if (!recycling_.bin->Put(RecycleBinKey(recycling_.key, *client_), std::move(back))) {
-      co_return Status::Error("the recycle bin is full or closed");
+    co_return ParseCgroupFiles(ReadHostCgroupFiles(*host_));
+  }
+
+  // From inside (a pod): the same count and counters by an exec of the agent's, which is one
+  // more process in the cgroup.
+  asio::awaitable<Result<CgroupCounters>> CountersInside() {
+    Container probe;
+    probe.api = shared_from_this();
+    probe.ex = co_await asio::this_coro::executor;
+    probe.id = id_;
+    CaptureOptions stdout_only;
+    stdout_only.output_cap = 4 * kMaxErrorText;
+    stdout_only.stdout_only = true;
+    const std::vector<std::string> cmd = {"/bin/sh", "-c", kRecycledProbeScript};
+    auto r = co_await CaptureExec(probe, cmd, stdout_only);
+    if (!r.ok()) co_return r.status().Context("the recycled container's probe");
+    if (!r->read.ok() || !r->exit_code.ok() || *r->exit_code != std::optional<int>(0)) {
+      co_return Status::Error("the recycled container's probe failed");
     }
-    co_return Status();
+    const CgroupFiles files = SplitProbeOutput(r->output);
+    if (Status s = Leftovers(RecycledProcessCount(files), ProcessesAllowed() + 1); !s.ok()) {
+      co_return s;
+    }
+    co_return ParseCgroupFiles(files);
+  }
+
+  // The agent's own check, made again from its cgroup: a process it cannot see or missed is in
+  // the container's cgroup all the same.
+  static Status Leftovers(int left, int allowed) {
+    if (left < 0) return Status::Error("its processes cannot be counted");
+    if (left > allowed) {
+      return Status::Error(std::to_string(left) +
+                           " processes are left in its cgroup after the agent's recycle");
+    }
+    return Status();
   }
 
   std::string id_;

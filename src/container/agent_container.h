@@ -17,6 +17,11 @@
 
 namespace ci::container {
 
+// A container's writable places (the spec's tmpfs mounts, Docker's own, a pod's emptyDirs and the
+// runtime's /dev/shm): the agent's --wipe list, what it empties when it recycles the container
+// and checks is all there is.
+inline constexpr const char* kAgentWipes[] = {"/workspace", "/tmp", "/dev/shm", "/dev/mqueue"};
+
 // Where and when an execution container goes back after its execution.
 struct Recycling {
   std::shared_ptr<RecycleBin> bin;
@@ -24,6 +29,10 @@ struct Recycling {
   std::shared_ptr<Removals> removals;  // recycles in flight count as removals (Drain waits)
   int64_t expires_at = 0;  // its code-interpreter.expires-at label: not put back near it
   uint32_t max_executions = 0;
+  // A pod's: its cgroup is on another machine, so its processes are counted and its counters
+  // read inside (kRecycledProbeScript, its own /sys/fs/cgroup), and its memory peak, read-only
+  // there, is not reset (each execution reports the pod's peak so far).
+  bool counters_inside = false;
 };
 
 // `engine` is the same container as the Engine sees it (engine_container.h); execs run as the

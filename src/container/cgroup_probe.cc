@@ -114,7 +114,17 @@ const char* const kInContainerCountersScript = CI_PRINT_COUNTER_FILES
     "; t=0; for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = $$ ] && continue; "
     "read -r s 2>/dev/null <\"$p/stat\" || continue; set -- ${s##*) }; shift 11; "
     "t=$((t+$1+$2+$3+$4)); done; echo @procs.cpu; echo $t";
+const char* const kRecycledProbeScript = CI_PRINT_COUNTER_FILES
+    "; for f in cgroup.procs pids/cgroup.procs; do [ -r \"$f\" ] || continue; n=0; "
+    "while read -r p; do n=$((n+1)); done <\"$f\"; echo @cgroup.procs; echo $n; break; done";
 #undef CI_PRINT_COUNTER_FILES
+
+int RecycledProcessCount(const CgroupFiles& files) {
+  auto it = files.find("cgroup.procs");
+  uint64_t n = 0;
+  if (it == files.end() || !Number(it->second, &n) || n > 1u << 20) return -1;
+  return static_cast<int>(n);
+}
 
 CgroupFiles SplitProbeOutput(std::string_view text) {
   CgroupFiles out;

@@ -56,6 +56,12 @@ extern const char* const kInContainerProbeScript;
 // CPU time of the sandbox's processes as "@procs.cpu" (clock ticks): unlike the cgroup's, it does
 // not include the probe execs' own (a shell, and the engine's exec setup).
 extern const char* const kInContainerCountersScript;
+// After an agent's recycle, from inside (a pod's agent channel): the counter files, then how many
+// processes the container's cgroup holds (this probe's shell among them) as "@cgroup.procs"
+// (RecycledProcessCount), counted by the shell's builtins so that it is the only extra process.
+extern const char* const kRecycledProbeScript;
+// That count; -1 when the probe could read no cgroup.procs.
+int RecycledProcessCount(const CgroupFiles& files);
 // Splits the probe's output back into files.
 CgroupFiles SplitProbeOutput(std::string_view text);
 

@@ -4,6 +4,9 @@
 // the Engine's time each, which two cores cannot sustain at the request rate).
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -23,7 +26,8 @@ struct RecycledContainer {
   std::string id;
   std::shared_ptr<ContainerApi> api;  // its AgentContainer
   std::shared_ptr<AgentChannel> channel;
-  CountersBaseline baseline;  // its counters when it was put back
+  CountersBaseline baseline;                       // its counters when it was put back
+  std::chrono::steady_clock::time_point put_at{};  // set by RecycleBin::Put
 };
 
 // A container's place in the bin: its configuration (DockerExecutor's RecycleKey) and the client
@@ -40,6 +44,8 @@ class RecycleBin {
   // go to `dead` (the caller removes them).
   std::optional<RecycledContainer> Take(const std::string& key,
                                         std::vector<RecycledContainer>* dead);
+  // What has waited longer than `max_idle` (the caller removes them).
+  std::vector<RecycledContainer> TakeIdle(std::chrono::steady_clock::duration max_idle);
   // Refuses every Put from now on and hands out what it holds (shutdown).
   std::vector<RecycledContainer> Close();
   size_t size() const { return size_; }
@@ -50,5 +56,15 @@ class RecycleBin {
   bool closed_ = false;
   std::map<std::string, std::deque<RecycledContainer>> by_key_;
 };
+
+// A container of `key` from `bin`, the dead ones met on the way removed in the background on
+// `ex`.
+std::optional<RecycledContainer> TakeRecycled(RecycleBin& bin, const std::string& key,
+                                              const asio::any_io_executor& ex);
+// Removes in the background on `ex` what has waited in `bin` longer than `max_idle`.
+void RemoveIdle(RecycleBin& bin, std::chrono::steady_clock::duration max_idle,
+                const asio::any_io_executor& ex);
+// Closes `bin` and removes what it held (an executor's Drain).
+asio::awaitable<void> CloseAndRemove(RecycleBin& bin);
 
 }  // namespace ci::container

@@ -27,9 +27,6 @@ using Clock = std::chrono::steady_clock;
 
 // The agent is a static binary that only sets up a signalfd: it answers at once.
 constexpr auto kAgentReadyTimeout = 10s;
-// A container's writable places (the spec's tmpfs mounts and Docker's own): what the agent empties
-// when it recycles the container, and checks is all there is.
-constexpr const char* kAgentWipes[] = {"/workspace", "/tmp", "/dev/shm", "/dev/mqueue"};
 // Recycled containers waiting at most, and the executions one container serves at most.
 constexpr size_t kRecycleBinCapacity = 16;
 constexpr uint32_t kMaxExecutions = 500;
@@ -74,7 +71,8 @@ class DockerExecutor final : public Executor {
     std::string recycle_key;
     if (!agent.empty() && !session && opts_.host_cgroups) {
       recycle_key = RecycleKey(spec, options);
-      if (auto recycled = TakeRecycled(container::RecycleBinKey(recycle_key, spec.client))) {
+      if (auto recycled = container::TakeRecycled(
+              *recycled_, container::RecycleBinKey(recycle_key, spec.client), ex_)) {
         container::Container c;
         c.api = recycled->api;
         c.ex = ex_;
@@ -194,7 +192,7 @@ class DockerExecutor final : public Executor {
   }
 
   asio::awaitable<void> Drain() override {
-    for (container::RecycledContainer& c : recycled_->Close()) co_await RemoveRecycled(c);
+    co_await container::CloseAndRemove(*recycled_);
     if (removals_->in_flight > 0) {
       spdlog::info("waiting for {} container removal(s)", removals_->in_flight);
     }
@@ -263,21 +261,6 @@ class DockerExecutor final : public Executor {
     return opts_.fork_server && !spec.zygote_argv.empty();
   }
 
-  std::optional<container::RecycledContainer> TakeRecycled(const std::string& key) {
-    std::vector<container::RecycledContainer> dead;
-    auto found = recycled_->Take(key, &dead);
-    for (container::RecycledContainer& c : dead) {
-      asio::co_spawn(ex_, RemoveRecycled(std::move(c)), asio::detached);
-    }
-    return found;
-  }
-
-  static asio::awaitable<void> RemoveRecycled(container::RecycledContainer c) {
-    c.channel->Close();
-    ResourceReport ignored;
-    co_await c.api->Remove(ignored);
-  }
-
   // The image's agent when containers are to run it (empty: `docker exec`s).
   std::string AgentPath() const { return opts_.agent ? image_->agent_path() : ""; }
 
@@ -303,7 +286,7 @@ class DockerExecutor final : public Executor {
     if (!agent.empty()) {
       o.agent = true;
       o.cmd = {agent};
-      for (const char* dir : kAgentWipes) o.cmd.insert(o.cmd.end(), {"--wipe", dir});
+      for (const char* dir : container::kAgentWipes) o.cmd.insert(o.cmd.end(), {"--wipe", dir});
       if (spec.session_expires_at != 0) {
         o.cmd.insert(o.cmd.end(), {"--expires-at", std::to_string(spec.session_expires_at)});
       }

@@ -11,6 +11,7 @@
 
 #include "container/agent_container.h"
 #include "container/exec_sandbox.h"
+#include "container/recycle_bin.h"
 #include "container/sandbox_shell.h"
 #include "core/random.h"
 #include "core/short_id.h"
@@ -39,6 +40,13 @@ constexpr int kDeleteAttempts = 3;
 constexpr auto kReapPeriod = 60s;
 // From the attach to the agent's answer to its hello.
 constexpr auto kAgentReadyTimeout = 10s;
+// Recycled execution pods waiting at most, and the executions one pod serves at most (as
+// docker's containers).
+constexpr size_t kRecycleBinCapacity = 16;
+constexpr uint32_t kMaxExecutions = 500;
+// A recycled pod holds its memory request on its node: one its client has not come back to
+// within this is deleted (at a health check).
+constexpr auto kRecycledMaxIdle = 120s;
 
 // Pod deletions in flight, each pod once: Destroy and Kill both ask for it.
 struct Removals {
@@ -106,6 +114,10 @@ class K8sExecutor final : public Executor {
   std::string_view name() const override { return "kubernetes"; }
   bool root_on_this_host() const override { return false; }
   bool supports_sessions() const override { return true; }
+  // Recycled execution pods keep one (AgentSandboxOn).
+  bool runs_python_fork_server() const override {
+    return opts_.pods.agent && !opts_.pods.agent_sandbox;
+  }
 
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Prepare(const SandboxSpec& spec) override {
     const std::string& ns = opts_.pods.namespace_;
@@ -116,6 +128,14 @@ class K8sExecutor final : public Executor {
                         ns + " (packaging/kubernetes/role.yaml)");
     }
     PodOptions options = OptionsFor(spec);
+    // Execution pods of the agent are recycled: one of this pod and client may be waiting.
+    const std::string recycle_key = RecycleKey(spec, options);
+    if (!recycle_key.empty()) {
+      if (auto recycled = container::TakeRecycled(
+              *recycled_, container::RecycleBinKey(recycle_key, spec.client), ex_)) {
+        co_return co_await ServeRecycled(std::move(*recycled), spec);
+      }
+    }
     if (opts_.pods.agent_sandbox) co_return co_await PrepareClaimed(spec, std::move(options));
     if (SharedPoolKeeper* pool = SharedPoolOf(spec)) {
       auto claimed = co_await pool->Claim(instance_, owner_description_);
@@ -135,7 +155,7 @@ class K8sExecutor final : public Executor {
     auto created = co_await CreatePod(*client_, ns, body);
     if (!created.ok()) co_return StartFailure(created.status(), "kubernetes API");
     const PodRef pod{ns, created->name, kExecutorContainer};
-    co_return co_await Serve(pod, created->resource_version, spec, options);
+    co_return co_await Serve(pod, created->resource_version, spec, options, recycle_key);
   }
 
   // KUBERNETES_SANDBOX_API=agent-sandbox: a sandbox of the pool of `spec`'s pod, claimed.
@@ -180,10 +200,12 @@ class K8sExecutor final : public Executor {
 
   // Once `pod` (made for `spec` with `options`) runs, the sandbox in it; the pod is removed when
   // it does not start. `resource_version`: where the watch of it starts (empty: a GET).
+  // `recycle_key`: a pod of this replica's own, recycled after its executions (RecycleKey).
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> Serve(const PodRef& pod,
                                                           std::string resource_version,
                                                           const SandboxSpec& spec,
-                                                          const PodOptions& options) {
+                                                          const PodOptions& options,
+                                                          const std::string& recycle_key = {}) {
     const std::string& ns = pod.namespace_;
     auto t0 = Clock::now();
     Status running =
@@ -194,7 +216,7 @@ class K8sExecutor final : public Executor {
     }
     spdlog::debug("pod {}: running in {} ms", pod.name, (Clock::now() - t0) / 1ms);
     if (options.agent) {
-      auto agent = co_await AgentSandboxOn(pod, spec, options.session_token);
+      auto agent = co_await AgentSandboxOn(pod, spec, options, recycle_key);
       // Refused just now: this request goes on in a pod driven by exec.
       if (!agent.ok() && attach_ == AttachAccess::kRefused) co_return co_await Prepare(spec);
       co_return agent;
@@ -264,6 +286,7 @@ class K8sExecutor final : public Executor {
       reaper_.last = Clock::now();
       asio::co_spawn(ex_, Reap(), asio::detached);
     }
+    container::RemoveIdle(*recycled_, kRecycledMaxIdle, ex_);
     if (review) co_await ReviewAccess();
     if (!exec_refused_.empty()) {
       co_return Status::Error("the daemon's credentials may not " + exec_refused_ +
@@ -278,6 +301,8 @@ class K8sExecutor final : public Executor {
   }
 
   asio::awaitable<void> Drain() override {
+    co_await container::CloseAndRemove(*recycled_);
+    while (recycles_->in_flight > 0) co_await Sleep(10ms);
     // The pool's pods stay: they are the deployment's, for the replicas that remain.
     for (auto& p : shared_pools_) p.keeper->Stop();
     for (auto& p : shared_pools_) {
@@ -344,7 +369,11 @@ class K8sExecutor final : public Executor {
   }
 
   std::vector<BackendMetric> metrics() const override {
-    if (shared_pools_.empty()) return {};
+    std::vector<BackendMetric> out = {
+        {"code_interpreter_recycled_pods", "gauge",
+         "Execution pods put back by their agent, waiting for their client's next execution.",
+         static_cast<double>(recycled_->size())}};
+    if (shared_pools_.empty()) return out;
     SharedPoolStats sum;
     for (const auto& p : shared_pools_) {
       const SharedPoolStats& s = p.keeper->stats();
@@ -356,18 +385,21 @@ class K8sExecutor final : public Executor {
       sum.create_failures += s.create_failures;
     }
     auto d = [](auto v) { return static_cast<double>(v); };
-    return {{"code_interpreter_shared_pool_free_pods", "gauge",
-             "Unclaimed pods of the shared warm pools at this replica's last look.", d(sum.free)},
-            {"code_interpreter_shared_pool_claims_total", "counter",
-             "Executions of this replica served by a pod of a shared warm pool.", d(sum.claims)},
-            {"code_interpreter_shared_pool_misses_total", "counter",
-             "Executions of this replica that found no free pooled pod.", d(sum.misses)},
-            {"code_interpreter_shared_pool_conflicts_total", "counter",
-             "Claims of this replica that another replica won first.", d(sum.conflicts)},
-            {"code_interpreter_shared_pool_pods_created_total", "counter",
-             "Pods this replica added to the shared warm pools.", d(sum.created)},
-            {"code_interpreter_shared_pool_create_failures_total", "counter",
-             "Pool pods this replica failed to add.", d(sum.create_failures)}};
+    out.insert(
+        out.end(),
+        {{"code_interpreter_shared_pool_free_pods", "gauge",
+          "Unclaimed pods of the shared warm pools at this replica's last look.", d(sum.free)},
+         {"code_interpreter_shared_pool_claims_total", "counter",
+          "Executions of this replica served by a pod of a shared warm pool.", d(sum.claims)},
+         {"code_interpreter_shared_pool_misses_total", "counter",
+          "Executions of this replica that found no free pooled pod.", d(sum.misses)},
+         {"code_interpreter_shared_pool_conflicts_total", "counter",
+          "Claims of this replica that another replica won first.", d(sum.conflicts)},
+         {"code_interpreter_shared_pool_pods_created_total", "counter",
+          "Pods this replica added to the shared warm pools.", d(sum.created)},
+         {"code_interpreter_shared_pool_create_failures_total", "counter",
+          "Pool pods this replica failed to add.", d(sum.create_failures)}});
+    return out;
   }
 
   std::vector<Downgrade> downgrades() const override {
@@ -557,10 +589,12 @@ class K8sExecutor final : public Executor {
 
   // An execution pod whose PID 1 is the agent: its attach carries every step of the sandbox as
   // frames (container/agent_channel.h), and a pooled one holds its program started ahead, as
-  // docker's agent containers do.
-  asio::awaitable<Result<std::unique_ptr<Sandbox>>> AgentSandboxOn(
-      const PodRef& pod, const SandboxSpec& spec, const std::string& session_token) {
-    container::Container c = ContainerOn(pod, spec, session_token);
+  // docker's agent containers do; with a `recycle_key` also a fork server.
+  asio::awaitable<Result<std::unique_ptr<Sandbox>>> AgentSandboxOn(const PodRef& pod,
+                                                                   const SandboxSpec& spec,
+                                                                   const PodOptions& options,
+                                                                   const std::string& recycle_key) {
+    container::Container c = ContainerOn(pod, spec, options.session_token);
     const std::string target = AttachRequestTarget(pod.namespace_, pod.name, pod.container);
     int declined = 0;
     auto conn = co_await client_->Exec(target, &declined);
@@ -587,9 +621,50 @@ class K8sExecutor final : public Executor {
           "pod agent");
     }
     last_start_failure_.clear();
-    c.api = container::MakeAgentContainer(pod.name, c.api, channel, {}, spec.cwd, {});
+    container::Recycling recycling;
+    if (!recycle_key.empty()) {
+      recycling = {recycled_, recycle_key, recycles_, options.expires_at, kMaxExecutions, true};
+      // A fork server pays off over the pod's many executions: only where it is recycled. The
+      // runs' rlimits are its own, so its programs' (their CPU time their driver's: the server
+      // lives on).
+      if (!spec.zygote_argv.empty()) {
+        channel->StartZygote(container::WithRunLimits(
+                                 container::RunLimitsScript(spec.limits, false), spec.zygote_argv),
+                             {});
+        c.zygote = true;
+      }
+    }
+    c.api = container::MakeAgentContainer(pod.name, c.api, channel, {}, spec.cwd, recycling);
     if (spec.prestart_argv.empty()) co_return container::MakeExecSandbox(std::move(c), false);
     c.prestart_argv = spec.prestart_argv;
+    co_return co_await container::MakePrestartedExecSandbox(c, false);
+  }
+
+  // What makes two execution pods interchangeable: their pod but its expiry, and the fork server
+  // the agent keeps in it; empty for pods that are not recycled (sessions, exec-driven pods,
+  // claimed sandboxes).
+  std::string RecycleKey(const SandboxSpec& spec, PodOptions options) const {
+    if (options.kind != PodKind::kExecution || !options.agent || opts_.pods.agent_sandbox)
+      return "";
+    options.expires_at = 0;
+    std::string key = PodJson(spec, options);
+    for (const std::string& arg : spec.zygote_argv) (key += '\0') += arg;
+    return key;
+  }
+
+  // A pod put back by its agent (AgentContainer's recycle) for this execution.
+  asio::awaitable<Result<std::unique_ptr<Sandbox>>> ServeRecycled(container::RecycledContainer r,
+                                                                  const SandboxSpec& spec) {
+    container::Container c;
+    c.api = r.api;
+    c.ex = ex_;
+    c.id = r.id;
+    c.cwd = spec.cwd;
+    c.cpu_time_sec = spec.limits.cpu_time_sec;
+    c.run_limits = container::RunLimitsScript(spec.limits, true);
+    c.baseline = r.baseline;
+    c.prestart_argv = spec.prestart_argv;
+    c.zygote = !spec.zygote_argv.empty();  // the agent keeps it, or starts it again
     co_return co_await container::MakePrestartedExecSandbox(c, false);
   }
 
@@ -637,6 +712,9 @@ class K8sExecutor final : public Executor {
   };
   std::vector<SharedPool> shared_pools_;
   std::vector<std::shared_ptr<SandboxPool>> sandbox_pools_;
+  std::shared_ptr<container::RecycleBin> recycled_ =
+      std::make_shared<container::RecycleBin>(kRecycleBinCapacity);
+  std::shared_ptr<container::Removals> recycles_ = std::make_shared<container::Removals>();
   bool reviewed_ = false;
   bool reviewing_ = false;        // one access review at a time
   uint64_t attach_refusals_ = 0;  // real attaches answered 403

@@ -4,12 +4,20 @@
 
 #include <algorithm>
 
+#include "container/agent_container.h"
 #include "container/sandbox_shell.h"
 #include "core/json.h"
 #include "core/rfc3339.h"
 
 namespace ci::k8s {
 namespace {
+
+// The agent as PID 1, with the places it empties when the pod is recycled (agent_container.h).
+std::vector<std::string> AgentCommand(const std::string& agent_path) {
+  std::vector<std::string> command = {agent_path};
+  for (const char* dir : container::kAgentWipes) command.insert(command.end(), {"--wipe", dir});
+  return command;
+}
 
 const char* ComponentOf(PodKind kind) {
   switch (kind) {
@@ -207,7 +215,8 @@ PodOptions PodOptionsFor(const K8sOptions& o, const SandboxSpec& spec, const Pod
     p.command = container::ContainerInitArgv(left);
     // A session with egress needs the agent: it relays the proxy's connections (docs/egress.md).
     if (o.agent && spec.egress) {
-      p.command = {o.agent_path, "--expires-at", std::to_string(spec.session_expires_at)};
+      p.command = AgentCommand(o.agent_path);
+      p.command.insert(p.command.end(), {"--expires-at", std::to_string(spec.session_expires_at)});
       p.agent = true;
     }
   } else {
@@ -217,7 +226,7 @@ PodOptions PodOptionsFor(const K8sOptions& o, const SandboxSpec& spec, const Pod
     p.expires_at = r.now + p.active_deadline_sec;
     p.command = container::ContainerInitArgv(std::nullopt);
     if (o.agent) {
-      p.command = {o.agent_path};
+      p.command = AgentCommand(o.agent_path);
       p.agent = true;
     }
   }

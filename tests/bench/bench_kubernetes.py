@@ -6,8 +6,12 @@ fake's pods). The fake's pods are bubblewrap sandboxes on this machine, so the k
 measure the backend's own cost (pod create + watch, exec WebSockets, staging), not a cluster's
 scheduling or image pulls.
 
+With --docker, the Docker backend's rows too (the host's dockerd and executor image,
+tests/docker/start-dockerd.sh), and 8-client throughput of both: issue 36's rows are ratios of
+kubernetes to docker (hello world from the warm pool, a session call, 8 clients).
+
   tests/bench/bench_kubernetes.py --bin build/code-interpreter
-  tests/bench/bench_kubernetes.py --bin build/code-interpreter --runs 100 --env WARM_POOL_SIZE=0
+  tests/bench/bench_kubernetes.py --bin build/code-interpreter --docker --runs 100
 """
 
 import argparse
@@ -61,6 +65,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment of both daemons, e.g. WARM_POOL_SIZE=0")
+    ap.add_argument("--docker", action="store_true",
+                    help="also the docker backend's rows (the host's dockerd), and 8 clients")
+    ap.add_argument("--throughput-requests", type=int, default=200)
     args = ap.parse_args()
     if not args.bin:
         ap.error("give --bin PATH (or CI_DAEMON_BIN)")
@@ -88,6 +95,10 @@ def main():
         claimed = harness.Daemon(dict(overrides, EXECUTOR_BACKEND="kubernetes",
                                       KUBERNETES_SANDBOX_API="agent-sandbox")).start()
         daemons.append(claimed)
+        docker = None
+        if args.docker:
+            docker = harness.Daemon(dict(overrides, EXECUTOR_BACKEND="docker")).start()
+            daemons.append(docker)
         targets = [
             ("kubernetes (fake) `POST /v1/execute` print(1)", DaemonTarget(k8s.host, k8s.port)),
             ("kubernetes (fake), shared warm pool, print(1)",
@@ -99,7 +110,16 @@ def main():
             ("local session call `x += 1`", SessionCallTarget(local.host, local.port)),
             (f"bare `{PYTHON} -c 'print(1)'`", CommandTarget([PYTHON, "-c", CODE])),
         ]
+        if docker:
+            targets[-1:-1] = [
+                ("docker `POST /v1/execute` print(1)", DaemonTarget(docker.host, docker.port)),
+                ("docker session call `x += 1`", SessionCallTarget(docker.host, docker.port))]
         samples = run_interleaved(targets, args.warmup, args.runs)
+        rates = {}
+        if docker:
+            from bench_table import throughput  # (it imports this module)
+            for name, d in (("kubernetes (fake)", k8s), ("docker", docker)):
+                rates[name] = throughput(d, 8, args.throughput_requests)
     finally:
         for d in daemons:
             d.stop()
@@ -114,6 +134,18 @@ def main():
     for name, _ in targets:
         p50, p99 = percentile(samples[name], 50), percentile(samples[name], 99)
         print(f"| {name} | {p50:.2f} | {p99:.2f} | {p50 / base:.2f}x |")
+    if rates:
+        def ratio(what):
+            return (percentile(samples[f"kubernetes (fake) {what}"], 50) /
+                    percentile(samples[f"docker {what}"], 50))
+        print("\n| 8 clients, print(1) | executions/s | p50 ms | p99 ms | errors |")
+        print("|---|---:|---:|---:|---:|")
+        for name, (rate, p50, p99, errors) in rates.items():
+            print(f"| {name} | {rate:.1f} | {p50:.0f} | {p99:.0f} | {errors} |")
+        print("\nkubernetes / docker (issue 36's targets): hello world p50 "
+              f"{ratio('`POST /v1/execute` print(1)'):.2f}x (1.5x), session call p50 "
+              f"{ratio('session call `x += 1`'):.2f}x (2x), 8-client rate "
+              f"{rates['docker'][0] / max(rates['kubernetes (fake)'][0], 1e-9):.2f}x fewer (2x)")
     return 0
 
 

@@ -2,6 +2,7 @@
 // image references, and SandboxSpec -> ContainerCreate against golden JSON.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -675,6 +676,25 @@ TEST(CgroupProbe, CountersScriptSumsTheProcessesCpu) {
   auto counters = container::ParseCgroupFiles(container::SplitProbeOutput(text));
   ASSERT_TRUE(counters.has_processes_cpu) << text;
   EXPECT_GE(counters.processes_cpu_ms, 300u) << text;
+}
+
+// A recycled pod's probe (agent_container.cc) counts the processes of the cgroup /sys/fs/cgroup
+// shows (in a pod, the pod's own; here the host's top one, whose count changes under the test).
+TEST(CgroupProbe, RecycledProbeCountsTheCgroupsProcesses) {
+  const std::string command = std::string("/bin/sh -c '") + container::kRecycledProbeScript + "'";
+  FILE* probe = popen(command.c_str(), "r");
+  ASSERT_NE(probe, nullptr);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, probe)) > 0;) text.append(buf, n);
+  ASSERT_EQ(pclose(probe), 0) << text;
+  const int count = container::RecycledProcessCount(container::SplitProbeOutput(text));
+  const bool readable = ::access("/sys/fs/cgroup/cgroup.procs", R_OK) == 0 ||
+                        ::access("/sys/fs/cgroup/pids/cgroup.procs", R_OK) == 0;
+  EXPECT_EQ(count >= 0, readable) << text;
+  EXPECT_EQ(container::RecycledProcessCount({{"cgroup.procs", "3\n"}}), 3);
+  EXPECT_EQ(container::RecycledProcessCount({}), -1);
+  EXPECT_EQ(container::RecycledProcessCount({{"cgroup.procs", "x\n"}}), -1);
 }
 
 }  // namespace

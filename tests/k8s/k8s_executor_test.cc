@@ -24,7 +24,9 @@
 
 #include "common/await.h"
 #include "common/enforcement_spec.h"
+#include "container/agent_container.h"
 #include "core/unix_time.h"
+#include "daemon/service/python_program.h"
 #include "fake_apiserver.h"
 #include "k8s/api_client.h"
 #include "k8s/shared_pool.h"
@@ -45,6 +47,7 @@ struct Mode {
 struct Execution {
   Result<RunOutcome> outcome = Status::Error("not run");
   std::string out, err;
+  ResourceReport report;  // Destroy's
 };
 
 class K8sExecutorTest : public testing::TestWithParam<Mode> {
@@ -106,9 +109,11 @@ class K8sExecutorTest : public testing::TestWithParam<Mode> {
 
   Execution Run(Sandbox& sandbox, std::vector<std::string> argv,
                 std::optional<std::string> stdin_data = std::nullopt,
-                std::vector<StagedFile> files = {}, std::chrono::milliseconds timeout = 20s) {
+                std::vector<StagedFile> files = {}, std::chrono::milliseconds timeout = 20s,
+                const std::string& client = "") {
     Execution e;
     RunPayload p;
+    p.client = client;
     p.argv = std::move(argv);
     p.stdin_data = std::move(stdin_data);
     p.files = std::move(files);
@@ -163,8 +168,9 @@ TEST_P(K8sExecutorTest, Pid1IsTheAgentOrASleep) {
                      "for i in $(seq 500); do [ \"$(head -c 9 /proc/1/cmdline)\" = /bin/bash ] "
                      "|| break; sleep 0.01; done; tr '\\0' ' ' < /proc/1/cmdline"});
   ASSERT_TRUE(e.outcome.ok()) << e.outcome.status().message();
-  EXPECT_EQ(e.out, GetParam().agent ? std::string(testing_support::kFakeImageAgent) + " "
-                                    : "sleep infinity ");
+  std::string agent = std::string(testing_support::kFakeImageAgent) + " ";
+  for (const char* dir : container::kAgentWipes) agent += std::string("--wipe ") + dir + " ";
+  EXPECT_EQ(e.out, GetParam().agent ? agent : "sleep infinity ");
   AwaitOn(io_, sandbox->Destroy());
 }
 
@@ -800,6 +806,165 @@ TEST_P(AgentSandboxTest, AClusterWithoutAgentSandboxIsNamed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Agent, AgentSandboxTest, testing::Values(Mode{false, true, true}));
+
+// Recycled execution pods (issue 36 item 1), as docker's containers (tests/docker/executor_test.cc
+// DockerRecycleTest): what one execution leaves is gone for the next one in the same pod, the
+// next one's counters are its own, a pod goes back to its client only, and on any doubt it is
+// removed. The agent checks and counts inside the pod (its cgroup is not the daemon's to read).
+class K8sRecycleTest : public K8sExecutorTest {
+ protected:
+  // `script` under bash in a sandbox of `spec`, its first line the pod (its hostname is every
+  // pod's, "sandbox": the device of its /workspace emptyDir, a tmpfs of its own); then destroyed.
+  Execution Execute(const std::string& script, const SandboxSpec& spec = Spec()) {
+    Execution e;
+    auto sandbox = Prepare(spec);
+    if (!sandbox) return e;
+    e = Run(*sandbox, {"bash", "-c", "echo pod:$(stat -c %d /workspace); " + script}, std::nullopt,
+            {}, 20s, spec.client);
+    e.report = AwaitOn(io_, sandbox->Destroy());
+    return e;
+  }
+  static std::string PodOf(const std::string& out) {
+    return out.starts_with("pod:") ? out.substr(4, out.find('\n') - 4) : "";
+  }
+  static std::string AfterPod(const std::string& out) { return out.substr(out.find('\n') + 1); }
+  size_t Recycled() {
+    for (const BackendMetric& m : executor_->metrics()) {
+      if (m.name == "code_interpreter_recycled_pods") return static_cast<size_t>(m.value);
+    }
+    return 0;
+  }
+  // The recycle runs in the background after Destroy: until `n` pods wait in the bin.
+  void WaitRecycled(size_t n) {
+    EXPECT_TRUE(RunUntil([&] { return Recycled() == n; })) << Recycled() << " recycled";
+  }
+  // Until the pods of the cluster are `n` (a pod not recycled is deleted).
+  void WaitPods(int n) {
+    EXPECT_TRUE(RunUntil([&] { return PodCount() == n; })) << PodCount() << " pods";
+  }
+};
+
+TEST_P(K8sRecycleTest, NothingOfAnExecutionReachesTheNext) {
+  auto a = Execute(
+      "stat -c 'mode %a' /workspace; echo w > /workspace/left; mkdir -p /tmp/d/e; "
+      "echo t > /tmp/d/e/f; chmod 0 /tmp/d; echo s > /dev/shm/left 2>/dev/null; "
+      "chmod 700 /workspace; ln -s /etc/passwd /workspace/link; ipcmk -M 4096 >/dev/null; "
+      "ipcmk -Q >/dev/null; setsid sleep 300 </dev/null >/dev/null 2>&1 & "
+      "(trap '' TERM HUP; exec -a hidden sleep 301) </dev/null >/dev/null 2>&1 & echo left");
+  ASSERT_TRUE(a.outcome.ok()) << a.outcome.status().message();
+  ASSERT_EQ(a.outcome->exit_code, 0) << a.err;
+  ASSERT_FALSE(PodOf(a.out).empty()) << a.out;
+  WaitRecycled(1);
+  auto b = Execute(
+      "ls -A /workspace /tmp; ls -A /dev/shm 2>/dev/null; stat -c 'mode %a' /workspace; "
+      "for p in /proc/[0-9]*; do [ $p = /proc/1 ] || [ $p = /proc/$$ ] || "
+      "echo \"proc $(cat $p/comm)\"; done 2>/dev/null | grep 'proc sleep'; "
+      "tail -q -n +2 /proc/sysvipc/shm /proc/sysvipc/msg | wc -l");
+  ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
+  EXPECT_EQ(PodOf(b.out), PodOf(a.out)) << "the second execution was not recycled";
+  const std::string mode = AfterPod(a.out).substr(0, AfterPod(a.out).find('\n') + 1);
+  EXPECT_EQ(AfterPod(b.out), "/tmp:\n\n/workspace:\n" + mode + "0\n") << b.err;
+}
+
+TEST_P(K8sRecycleTest, EachExecutionHasCountersOfItsOwn) {
+  SandboxSpec spec = Spec();
+  spec.limits.memory_bytes = 256ull << 20;
+  auto a = Execute(
+      "python3 -c 'import time\nx = bytearray(150 << 20)\nt = time.process_time()"
+      "\nwhile time.process_time() - t < 0.5: pass'; "
+      "python3 -c 'x = bytearray(400 << 20)'; :(){ :|:& };: 2>/dev/null; sleep 1",
+      spec);
+  ASSERT_TRUE(a.outcome.ok()) << a.outcome.status().message();
+  EXPECT_TRUE(a.report.oom_killed);
+  EXPECT_TRUE(a.report.pids_limit_hit);
+  EXPECT_GE(a.report.cpu_ms, 400u);
+  WaitRecycled(1);
+  auto b = Execute("", spec);
+  ASSERT_TRUE(b.outcome.ok()) << b.outcome.status().message();
+  ASSERT_EQ(PodOf(b.out), PodOf(a.out)) << "the second execution was not recycled";
+  EXPECT_FALSE(b.report.oom_killed);
+  EXPECT_FALSE(b.report.pids_limit_hit);
+  EXPECT_LT(b.report.cpu_ms, 300u);
+  // The pod's memory peak is read-only inside it: the pod's so far, not reset (docs/api.md).
+  EXPECT_GE(b.report.memory_peak_bytes, 150ull << 20);
+}
+
+TEST_P(K8sRecycleTest, APodIsRecycledForItsClientOnly) {
+  SandboxSpec alice = Spec();
+  alice.client = "alice";
+  SandboxSpec bob = Spec();
+  bob.client = "bob";
+  auto a = Execute("", alice);
+  WaitRecycled(1);
+  auto b = Execute("", bob);
+  WaitRecycled(2);
+  EXPECT_NE(PodOf(b.out), PodOf(a.out)) << "bob ran in alice's pod";
+  auto a2 = Execute("", alice);
+  auto b2 = Execute("", bob);
+  EXPECT_EQ(PodOf(a2.out), PodOf(a.out)) << "alice's pod was not recycled";
+  EXPECT_EQ(PodOf(b2.out), PodOf(b.out)) << "bob's pod was not recycled";
+  WaitRecycled(2);
+  EXPECT_EQ(PodCount(), 2);
+}
+
+// What the agent cannot put back for certain (a tree too deep to walk), or a killed sandbox,
+// ends the pod.
+TEST_P(K8sRecycleTest, APodThatCannotBeWipedOrWasKilledIsRemoved) {
+  auto a = Execute("cd /tmp; for i in $(seq 300); do mkdir d; cd d; done");
+  ASSERT_TRUE(a.outcome.ok()) << a.outcome.status().message();
+  WaitPods(0);
+  EXPECT_EQ(Recycled(), 0u);
+  auto sandbox = Prepare();
+  ASSERT_TRUE(sandbox);
+  ASSERT_TRUE(Run(*sandbox, {"true"}).outcome.ok());
+  sandbox->Kill();
+  AwaitOn(io_, sandbox->Destroy());
+  WaitPods(0);
+  EXPECT_EQ(Recycled(), 0u);
+}
+
+// Python programs of the pool's kind are forked from the pod's fork server
+// (src/agent/python_fork_server.h), which outlives recycles, under the runs' rlimits (a pod has
+// no container-wide ones: the server's wrapper sets them, and the program's driver its CPU time).
+TEST_P(K8sRecycleTest, ProgramsAreForkedFromAServerThatOutlivesRecycles) {
+  ASSERT_TRUE(executor_->runs_python_fork_server());
+  SandboxSpec spec = Spec();
+  spec.prestart_argv = daemon::PythonPrestartArgv({});
+  spec.zygote_argv = daemon::PythonZygoteArgv({"json"});
+  const std::string main = ::testing::TempDir() + "ci-k8s-fork-" + std::to_string(::getpid());
+  std::ofstream(main) << "import os, resource as r, sys\n"
+                         "print(os.getppid(), 'json' in sys.modules, r.getrlimit(r.RLIMIT_CPU),\n"
+                         "      r.getrlimit(r.RLIMIT_NOFILE))\n";
+  const std::string nofile = std::to_string(spec.limits.open_files);
+  const std::string limits = ", " + nofile + ")";
+  std::vector<std::string> seen;
+  for (int i = 0; i < 2; ++i) {
+    auto sandbox = Prepare(spec);
+    ASSERT_TRUE(sandbox);
+    RunPayload p;
+    p.argv = spec.prestart_argv;
+    p.go = "script 10\n";
+    p.files = {{"__main__.py", main}};
+    p.timeout = 10s;
+    std::string out, err;
+    auto r = AwaitOn(io_, sandbox->Run(std::move(p), [&](StreamKind k, std::string_view d) {
+      (k == StreamKind::kStdout ? out : err).append(d);
+    }));
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->exit_code, 0) << err;
+    // The agent reaps the program (its parent is PID 1), forked with json already imported; its
+    // CPU time is the go's 10 s from now (whole seconds, rounded up), the hard limit 1 s more.
+    EXPECT_THAT(out, testing::AnyOf("1 True (10, 11) (" + nofile + limits + "\n",
+                                    "1 True (11, 12) (" + nofile + limits + "\n"))
+        << err;
+    AwaitOn(io_, sandbox->Destroy());
+    WaitRecycled(1);
+    seen.push_back(out);
+  }
+  EXPECT_EQ(PodCount(), 1) << "the second program ran in the first one's pod";
+}
+
+INSTANTIATE_TEST_SUITE_P(Agent, K8sRecycleTest, testing::Values(Mode{false, true}));
 
 INSTANTIATE_TEST_SUITE_P(SubprotocolsAndAgent, K8sExecutorTest,
                          testing::Values(Mode{false, false}, Mode{true, false}, Mode{false, true},

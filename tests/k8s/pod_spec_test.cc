@@ -230,7 +230,10 @@ TEST(PodSecurity, TheCheckerCatchesViolations) {
 TEST(PodOptionsFor, AnExecutionPodsPid1IsTheAgentReadingItsAttach) {
   PodOptions p = PodOptionsFor(K8sOptions(), DefaultSpec(), Request());
   EXPECT_TRUE(p.agent);
-  EXPECT_THAT(p.command, ElementsAre("/usr/local/lib/code-interpreter/agent"));
+  // With the places it empties between executions (a recycled pod, agent_container.h).
+  EXPECT_THAT(p.command,
+              ElementsAre("/usr/local/lib/code-interpreter/agent", "--wipe", "/workspace", "--wipe",
+                          "/tmp", "--wipe", "/dev/shm", "--wipe", "/dev/mqueue"));
   Pod pod = PodFromSpec(DefaultSpec(), p);
   EXPECT_TRUE(pod.stdin);
   EXPECT_THAT(PodJson(pod), HasSubstr(R"("stdin":true,"tty":false)"));

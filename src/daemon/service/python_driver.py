@@ -73,6 +73,8 @@ def _ci_main():
         hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
         if hard != resource.RLIM_INFINITY:
             resource.setrlimit(resource.RLIMIT_CPU, (min(limit, hard), hard))
+        else:  # forked from a pod's fork server, whose own CPU time is not limited
+            resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
     path, results = '/workspace/__main__.py', '/workspace/.ci-results.jsonl'
 
     def sink(result):

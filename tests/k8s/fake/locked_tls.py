@@ -26,10 +26,10 @@ class LockedTls:
     def _wait(self, writable):
         # Bounded: a writer's SSL_write may pull a record off the socket while the reader
         # waits here, leaving it decrypted in OpenSSL's buffer with nothing left to select on.
-        if writable:
-            select.select([], [self._sock], [], 0.5)
-        else:
-            select.select([self._sock], [], [], 0.5)
+        # poll, not select: a fake with many pods attached has descriptors past 1023.
+        poller = select.poll()
+        poller.register(self._sock, select.POLLOUT if writable else select.POLLIN)
+        poller.poll(500)
 
     def recv_into(self, buffer):
         while True:
