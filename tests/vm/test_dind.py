@@ -38,7 +38,7 @@ sys.path.insert(0, HERE)
 
 from daemon_http import (Tunnel, check_cgroup_limits, check_limits_enforced,  # noqa: E402
                          docker_env_flags, running_sandbox)
-from vm import Vm, run_tests  # noqa: E402
+from vm import RECIPE_DIR, Recipe, Vm, run_tests  # noqa: E402
 
 OPTS = None
 VM = None
@@ -74,22 +74,32 @@ def timed(what, command, **kw):
     return r
 
 
+def parts_recipe():
+    """What does not depend on the build (its binary is bind-mounted at `docker run`), kept in a
+    saved state derived from the VM's booted one (vm.Recipe, made again when a step's text,
+    dind-parts.sh or small_executor_root.py changes): the system dockerd without a bridge or
+    rules (its start is a minute less under emulation) started while the parts are made, the
+    image imported into it once it answers."""
+    return Recipe("dind", [
+        ("the VM's dockerd started and the parts made", "root",
+         "mkdir -p /etc/docker && echo '{\"bridge\": \"none\", \"iptables\": false}' "
+         ">/etc/docker/daemon.json && { systemctl start docker & "
+         f"{RECIPE_DIR}/dind-parts.sh {PARTS} {IMAGE} && wait $!; }}"),
+    ], files=[os.path.join(HERE, "dind-parts.sh"), os.path.join(HERE, "small_executor_root.py")])
+
+
 def setUpModule():
     global VM, DAEMON, CID
     shares = {"source": OPTS.source}
     if not os.path.realpath(OPTS.build).startswith(os.path.realpath(OPTS.source) + os.sep):
         shares["build"] = OPTS.build
-    VM = Vm(shares=shares).boot()
+    VM = Vm(shares=shares, recipe=parts_recipe()).boot()
     print(f"# VM up in {VM.boot_seconds:.1f} s ({'restored' if VM.restored else 'cold'})",
           file=sys.stderr)
     VM.mount_shares()
-    # The system dockerd without a bridge or rules (its start is a minute less under emulation)
-    # while the parts are made; the image import waits for it.
-    parts = os.path.join(HERE, "dind-parts.sh")
-    timed("VM dockerd started and the parts made",
-          "mkdir -p /etc/docker && echo '{\"bridge\": \"none\", \"iptables\": false}' "
-          ">/etc/docker/daemon.json && { systemctl start docker & "
-          f"{parts} {PARTS} {IMAGE} && wait $!; }}", timeout=900)
+    # The VM's dockerd from the saved state, its clock set forward: it answers, with the image.
+    timed("VM dockerd answering with the stand-in image",
+          f"docker image inspect {IMAGE} >/dev/null")
     CID = start_dind("dind", readme_run_flags())
     DAEMON = Tunnel(VM)
     start = time.monotonic()

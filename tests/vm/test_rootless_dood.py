@@ -5,10 +5,14 @@
 
 As the VM's test user, exactly as docs/deployment.md's section "Docker-out-of-Docker with a
 rootless socket" says: its setup line starts the rootless dockerd (rootlesskit, slirp4netns, the
-user's systemd unit), the images come in (`docker save code-interpreter:slim` from the host, and an
-executor image: small_executor_root.py's root, made in the VM from its own Python and shell, since
-the full image's import alone takes ~10 minutes under emulation; the full image's contents are
-tested on the host's dockerd), and the slim image runs with the section's `docker run -d` flags
+user's systemd unit) and an executor image is imported into it (small_executor_root.py's root,
+made in the VM from its own Python and shell, since the full image's import alone takes ~10
+minutes under emulation; the full image's contents are tested on the host's dockerd). Neither
+depends on the build, so both are done once and kept in a saved state derived from the VM's
+booted one (engine_recipe, vm.Recipe: made again from the booted state, the setup line run again,
+whenever the line's text, the recipe or small_executor_root.py changes). Each run restores it,
+checks the user's Engine answers with the executor image, loads the build's image (`docker save
+code-interpreter:slim` from the host) and runs it with the section's `docker run -d` flags
 (parsed by tests/e2e/run.py's readme_command). Through an ssh tunnel to the published
 127.0.0.1:8000: /health says dood on a rootless cgroup v2 Engine with no limit downgraded,
 memory and fork bombs get their verdicts, the executor container's cgroup is the user's with the
@@ -31,7 +35,7 @@ sys.path.insert(0, HERE)
 
 from daemon_http import (Tunnel, check_cgroup_limits, check_limits_enforced,  # noqa: E402
                          docker_env_flags, running_sandbox)
-from vm import TEST_USER, Vm, run_tests  # noqa: E402
+from vm import RECIPE_DIR, TEST_USER, Recipe, Vm, run_tests  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 from harness import Client  # noqa: E402
@@ -45,6 +49,10 @@ SLIM_IMAGE = "code-interpreter:slim"
 EXECUTOR_IMAGE = "code-interpreter-executor:latest"  # the daemon's default EXECUTOR_IMAGE
 # Every command as the user runs with the rootless socket, as the section exports it.
 AS_USER = "export DOCKER_HOST=unix://$XDG_RUNTIME_DIR/docker.sock; "
+# docker.service is Type=simple: started is not yet answering on the socket.
+WAIT_ENGINE = (AS_USER + "for i in $(seq 180); do docker info >/dev/null 2>&1 && exit 0; "
+               "sleep 1; done; systemctl --user status docker; "
+               "journalctl --user -u docker -n 40; exit 1")
 # The e2e subset: each sandbox start is seconds under emulation, so a few named tests: the files
 # API and a session's state. Left out: tests that run on the default 2 s timeout, too short for a
 # Python start in a container under emulation (the tests below cover output, stderr, the exit
@@ -76,18 +84,37 @@ def readme_run_flags():
 
 
 def prepare_share():
-    """A directory for the VM with the slim image saved from the host's dockerd and the script
-    that makes the executor root: readable by the test user (the 9p share keeps the host's
-    modes)."""
+    """A directory for the VM with the slim image saved from the host's dockerd: readable by the
+    test user (the 9p share keeps the host's modes)."""
     work = tempfile.mkdtemp(prefix="ci-rootless-", dir="/var/tmp")
     os.chmod(work, 0o755)
     start = time.monotonic()
     subprocess.run(["docker", "save", "-o", f"{work}/slim.tar", SLIM_IMAGE], check=True)
-    shutil.copy(os.path.join(HERE, "small_executor_root.py"), work)
-    for name in os.listdir(work):
-        os.chmod(os.path.join(work, name), 0o644)
+    os.chmod(f"{work}/slim.tar", 0o644)
     print(f"# host images saved in {time.monotonic() - start:.1f} s", file=sys.stderr)
     return work
+
+
+def engine_recipe():
+    """What does not depend on the build, kept in a saved state derived from the VM's booted one
+    (vm.Recipe, made again when a step's text or small_executor_root.py changes): the section's
+    setup line run as the test user (its text is part of the state's key), the user's Engine
+    answering, the executor image made and imported into it."""
+    lines = readme_lines()
+    # The section's first line: the setup tool writes and starts the user's docker.service.
+    assert lines[0].startswith("PATH=/usr/share/docker.io/contrib"), lines[0]
+    tar = "/var/tmp/executor-root.tar"
+    changes = (f"args=(); while IFS= read -r l; do args+=(--change \"$l\"); done "
+               f"<{tar}.changes; ")
+    return Recipe("rootless-dood", [
+        ("the section's setup line: the rootless dockerd set up", TEST_USER, lines[0]),
+        ("the rootless dockerd answering", TEST_USER, WAIT_ENGINE),
+        ("the executor root made", "root",
+         f"python3 {RECIPE_DIR}/small_executor_root.py {tar} && chmod 644 {tar} {tar}.changes"),
+        ("the executor image imported", TEST_USER, AS_USER + changes +
+         f"docker import \"${{args[@]}}\" {tar} {EXECUTOR_IMAGE} >/dev/null"),
+        ("the executor root removed", "root", f"rm {tar} {tar}.changes"),
+    ], files=[os.path.join(HERE, "small_executor_root.py")])
 
 
 def timed(what, command, **kw):
@@ -100,42 +127,16 @@ def timed(what, command, **kw):
 def setUpModule():
     global VM, TUNNEL, WORK
     WORK = prepare_share()
-    VM = Vm(shares={"images": WORK}).boot()
+    VM = Vm(shares={"images": WORK}, recipe=engine_recipe()).boot()
     print(f"# VM up in {VM.boot_seconds:.1f} s ({'restored' if VM.restored else 'cold'})",
           file=sys.stderr)
     VM.mount_shares()
-    # The executor root is made while the rootless dockerd is set up (both take a while here).
-    tar = "/var/tmp/executor-root.tar"
-    maker = subprocess.Popen(
-        VM._ssh_base("root") + ["--", f"python3 {WORK}/small_executor_root.py {tar} && "
-                                      f"chmod 644 {tar} {tar}.changes"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
-    lines = readme_lines()
-    # The section's first line: the setup tool writes and starts the user's docker.service.
-    assert lines[0].startswith("PATH=/usr/share/docker.io/contrib"), lines[0]
-    timed("rootless dockerd set up", lines[0], timeout=300)
-    # docker.service is Type=simple: started is not yet answering on the socket.
-    r = VM.ssh(AS_USER + "for i in $(seq 180); do docker info >/dev/null 2>&1 && exit 0; sleep 1; "
-               "done; systemctl --user status docker; journalctl --user -u docker -n 40; exit 1",
-               user=TEST_USER, check=False, timeout=300)
-    assert r.returncode == 0, "the rootless dockerd does not answer:\n" + r.stdout[-4000:]
-    # The two images into the user's Engine, side by side: both are disk-bound in the VM. The
-    # slim image's load starts at once, the executor's import once its root is made.
-    start = time.monotonic()
-    load = subprocess.Popen(VM._ssh_base(TEST_USER) +
-                            ["--", AS_USER + f"docker load -q -i {WORK}/slim.tar"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
-    made = maker.communicate(timeout=600)[0].strip()
-    assert maker.returncode == 0, f"the executor root was not made: {made}"
-    print(f"# executor root made after {time.monotonic() - start:.1f} s more: {made}",
-          file=sys.stderr)
-    changes = (f"args=(); while IFS= read -r l; do args+=(--change \"$l\"); done "
-               f"<{tar}.changes; ")
-    timed("executor image imported", AS_USER + changes +
-          f"docker import \"${{args[@]}}\" {tar} {EXECUTOR_IMAGE} >/dev/null", timeout=900)
-    loaded = load.communicate(timeout=900)[0]
-    assert load.returncode == 0, f"docker load of {SLIM_IMAGE} failed: {loaded}"
-    print(f"# both images in after {time.monotonic() - start:.1f} s", file=sys.stderr)
+    # The user's Engine from the saved state, its clock set forward and its sockets as they were:
+    # it answers, with the executor image the recipe imported.
+    timed("rootless dockerd answering", WAIT_ENGINE, timeout=300)
+    timed("executor image there", AS_USER + f"docker image inspect {EXECUTOR_IMAGE} >/dev/null")
+    # The build's slim image into the user's Engine.
+    timed(f"{SLIM_IMAGE} loaded", AS_USER + f"docker load -q -i {WORK}/slim.tar", timeout=900)
     # The section's docker run, with a name for the test to find it by and the VM's settings.
     flags = f"{readme_run_flags()} {docker_env_flags()}"
     timed("daemon container started",

@@ -15,8 +15,10 @@ overlay. The first boot with a given image and qemu setup is cold (~1 min under 
 then saves the booted machine (qemu migration to a file, with the overlay frozen as of that
 moment) next to the image, and every later Vm restores that state in seconds instead. The shares
 (virtio-9p) are mounted only after a restore, since qemu cannot save a machine with a mounted 9p
-share: so the saved state does not depend on what a test shares in. Networking is qemu's user
-mode, reachable only through host ports forwarded on 127.0.0.1.
+share: so the saved state does not depend on what a test shares in. A Recipe derives a second
+saved state from the booted one (what a test needs that does not depend on the build, done once),
+restored the same way. Networking is qemu's user mode, reachable only through host ports
+forwarded on 127.0.0.1.
 
 CLI: vm.py build | vm.py prepare (the image, then the saved state) | vm.py shell [--cold] |
 vm.py run CMD...
@@ -41,6 +43,10 @@ TEST_USER = "tester"
 # Fixed share tags: the set of devices must be the same when the state is saved and restored.
 SHARE_TAGS = ("share0", "share1")
 STATE_RECIPE = "state-v2"
+# The version of how a derived state (Recipe) is made and saved: a change makes every one anew.
+DERIVED_RECIPE = "derived-v1"
+# Where a Recipe's files are copied in the VM.
+RECIPE_DIR = "/var/tmp/ci-recipe"
 
 
 class VmError(Exception):
@@ -158,16 +164,48 @@ class Qmp:
         self.sock.close()
 
 
+class Recipe:
+    """What makes a derived saved state from the booted one: `files` (host paths) copied into
+    RECIPE_DIR, then `steps`, each (what, user, shell command), run in order over ssh, with no
+    share mounted. The state is saved when the last step returns and is keyed by the base
+    state's key, DERIVED_RECIPE, `name`, the steps' text and the files' names and contents: a
+    change to any of them makes it anew, from the base state, with the steps run again."""
+
+    def __init__(self, name, steps, files=()):
+        self.name = name
+        self.steps = list(steps)
+        self.files = list(files)
+
+    def key(self, base_state_dir):
+        h = hashlib.sha256()
+        for part in [DERIVED_RECIPE, os.path.basename(base_state_dir), self.name]:
+            h.update(part.encode() + b"\0")
+        for what, user, command in self.steps:
+            h.update(f"{what}\0{user}\0{command}\0".encode())
+        for path in self.files:
+            with open(path, "rb") as f:
+                h.update(os.path.basename(path).encode() + b"\0" + f.read() + b"\0")
+        return h.hexdigest()[:16]
+
+    def text(self):
+        """The steps as a human reads them (saved beside the state)."""
+        return "".join(f"# {what} (as {user})\n{command}\n" for what, user, command in self.steps)
+
+
 class Vm:
-    def __init__(self, shares=None, memory_mb=3072, cpus=2, image_dir=None, cold=False):
+    def __init__(self, shares=None, memory_mb=3072, cpus=2, image_dir=None, cold=False,
+                 recipe=None):
         """`shares`: {name: host_path}, at most two, each mounted at its host path in the guest
-        by mount_shares(). `cold`: boot from scratch, ignoring (and not saving) a saved state."""
+        by mount_shares(). `cold`: boot from scratch, ignoring (and not saving) a saved state.
+        `recipe` (a Recipe): boot from the state it derives from the booted one (made and saved
+        first if there is none), not from the booted one."""
         if shares and len(shares) > len(SHARE_TAGS):
             raise VmError(f"at most {len(SHARE_TAGS)} shares")
         self.shares = dict(shares or {})
         self.memory_mb = memory_mb
         self.cpus = cpus
         self.cold = cold
+        self.recipe = recipe
         self.image_dir = image_dir or build_image()
         self.workdir = tempfile.mkdtemp(prefix="ci-vm-")
         self.key = os.path.join(self.image_dir, "id_ed25519")
@@ -240,16 +278,9 @@ class Vm:
                  timeout=300)
         return time.monotonic() - start
 
-    def _save_state(self, state_dir):
-        """Cold-boots on a frozen overlay and saves the running machine next to it."""
-        for stale in os.listdir(self.image_dir):  # what an interrupted save left
-            if stale.startswith("state."):
-                shutil.rmtree(os.path.join(self.image_dir, stale), ignore_errors=True)
-        tmp = tempfile.mkdtemp(prefix="state.", dir=self.image_dir)
-        disk = os.path.join(tmp, "booted.qcow2")
-        self._overlay(os.path.join(self.image_dir, "disk.qcow2"), disk)
-        seconds = self._cold_boot(disk)
-        log(f"cold boot took {seconds:.1f} s; saving the booted state")
+    def _freeze(self, tmp):
+        """Saves the running machine's memory to tmp/memory (its disk overlay, in tmp, is then
+        never written again) and stops qemu."""
         self.ssh("sync")
         self.qmp.hmp(f"hostfwd_remove net0 tcp:127.0.0.1:{self.ssh_port}", quiet=False)
         self.qmp.execute("stop")
@@ -262,12 +293,78 @@ class Vm:
                 raise VmError(f"saving the VM state: migration {status}")
             time.sleep(0.2)
         self._kill()
+
+    def _save_state(self, state_dir):
+        """Cold-boots on a frozen overlay and saves the running machine next to it."""
+        for stale in os.listdir(self.image_dir):  # what an interrupted save left
+            if stale.startswith("state."):
+                shutil.rmtree(os.path.join(self.image_dir, stale), ignore_errors=True)
+        tmp = tempfile.mkdtemp(prefix="state.", dir=self.image_dir)
+        disk = os.path.join(tmp, "booted.qcow2")
+        self._overlay(os.path.join(self.image_dir, "disk.qcow2"), disk)
+        seconds = self._cold_boot(disk)
+        log(f"cold boot took {seconds:.1f} s; saving the booted state")
+        self._freeze(tmp)
         with open(os.path.join(tmp, "cold-boot-seconds"), "w") as f:
             f.write(f"{seconds:.1f}\n")
         os.rename(tmp, state_dir)
 
+    def _save_derived(self, base_dir, state_dir):
+        """Restores the booted state on a new overlay, runs the recipe and saves the machine."""
+        recipe = self.recipe
+        prefix = f"derived.{recipe.name}."
+        for stale in os.listdir(self.image_dir):  # what an interrupted save left
+            if stale.startswith(prefix):
+                shutil.rmtree(os.path.join(self.image_dir, stale), ignore_errors=True)
+        tmp = tempfile.mkdtemp(prefix=prefix, dir=self.image_dir)
+        try:
+            start = time.monotonic()
+            disk = os.path.join(tmp, "booted.qcow2")
+            self._overlay(os.path.join(base_dir, "booted.qcow2"), disk)
+            self._restore(base_dir, disk)
+            log(f"making the derived state {os.path.basename(state_dir)}")
+            if recipe.files:
+                self.ssh(f"rm -rf {RECIPE_DIR} && mkdir -m 755 {RECIPE_DIR}")
+                for path in recipe.files:
+                    self.copy_in(path, f"{RECIPE_DIR}/")
+                self.ssh(f"chmod -R a+rX {RECIPE_DIR}")
+            for what, user, command in recipe.steps:
+                step = time.monotonic()
+                self.ssh(command, user=user, timeout=900)
+                log(f"{what}: {time.monotonic() - step:.1f} s")
+            # What the steps read stays out of the saved memory: a smaller file, a faster restore.
+            self.ssh("sync && echo 3 >/proc/sys/vm/drop_caches")
+            seconds = time.monotonic() - start
+            self._freeze(tmp)
+            with open(os.path.join(tmp, "recipe.txt"), "w") as f:
+                f.write(recipe.text())
+            with open(os.path.join(tmp, "made-seconds"), "w") as f:
+                f.write(f"{seconds:.1f}\n")
+            os.rename(tmp, state_dir)
+            log(f"derived state made in {seconds:.1f} s")
+        except BaseException:
+            self._kill()
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
     def ensure_state(self):
-        """The saved booted state's directory, cold-booting to save it first if there is none."""
+        """The saved booted state's directory, cold-booting to save it first if there is none;
+        with a recipe, the derived state's, made first from the booted one if there is none."""
+        if self.recipe:
+            # Its own lock, taken before the booted state's: making it (minutes) does not hold
+            # up those who restore the booted state, and two makers of the same one never race.
+            lock_path = os.path.join(self.image_dir, f".derived-{self.recipe.name}.lock")
+            with open(lock_path, "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                base_dir = self._ensure_base_state()
+                state_dir = os.path.join(
+                    self.image_dir, f"derived-{self.recipe.name}-{self.recipe.key(base_dir)}")
+                if not os.path.isdir(state_dir):
+                    self._save_derived(base_dir, state_dir)
+            return state_dir
+        return self._ensure_base_state()
+
+    def _ensure_base_state(self):
         state_dir = self._state_dir()
         with open(os.path.join(self.image_dir, ".state.lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one saves, the others wait and restore
@@ -292,22 +389,26 @@ class Vm:
         else:
             state_dir = self.ensure_state()
             self._overlay(os.path.join(state_dir, "booted.qcow2"), disk)
-            self._start(disk, incoming=True)
-            self.qmp.execute("migrate-incoming", uri=f"exec:cat {state_dir}/memory")
-            # The machine was saved stopped, so it arrives paused ("inmigrate" until then).
-            while (status := self.qmp.execute("query-status").get("status")) == "inmigrate":
-                if self.proc.poll() is not None:
-                    raise VmError(f"qemu exited restoring the state: {self._qemu_log()}")
-                time.sleep(0.1)
-            if status != "running":
-                self.qmp.execute("cont")
+            self._restore(state_dir, disk)
             self.restored = True
-            self.wait_for_ssh(timeout=120)
-            # The guest's clock stood still while the state was on disk.
-            self.ssh(f"date -s @{int(time.time())} >/dev/null")
         self.boot_seconds = time.monotonic() - start
         log(f"VM up in {self.boot_seconds:.1f} s ({'restored' if self.restored else 'cold'})")
         return self
+
+    def _restore(self, state_dir, disk):
+        """Starts qemu on `disk` (an overlay of the state's) with the state's memory."""
+        self._start(disk, incoming=True)
+        self.qmp.execute("migrate-incoming", uri=f"exec:cat {state_dir}/memory")
+        # The machine was saved stopped, so it arrives paused ("inmigrate" until then).
+        while (status := self.qmp.execute("query-status").get("status")) == "inmigrate":
+            if self.proc.poll() is not None:
+                raise VmError(f"qemu exited restoring the state: {self._qemu_log()}")
+            time.sleep(0.1)
+        if status != "running":
+            self.qmp.execute("cont")
+        self.wait_for_ssh(timeout=120)
+        # The guest's clock stood still while the state was on disk.
+        self.ssh(f"date -s @{int(time.time())} >/dev/null")
 
     def _qemu_log(self):
         with open(os.path.join(self.workdir, "qemu.log")) as f:
