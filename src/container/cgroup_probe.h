@@ -52,6 +52,8 @@ CgroupCounters ParseCgroupFiles(const CgroupFiles& files);
 // namespace's init and the caller), then prints each counter file it can read as "@<name>" and
 // the contents. v1 (controller directories) and v2 (one directory) alike.
 extern const char* const kInContainerProbeScript;
+// The same without the kill (a program forked by a fork server: the agent killed its leftovers).
+extern const char* const kInContainerReadScript;
 // The same without the kill (sessions: background programs live on between runs), and then the
 // CPU time of the sandbox's processes as "@procs.cpu" (clock ticks): unlike the cgroup's, it does
 // not include the probe execs' own (a shell, and the engine's exec setup).

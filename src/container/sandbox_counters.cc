@@ -24,10 +24,10 @@ asio::awaitable<void> SandboxCounters::Read(bool kill_leftovers) {
     counters = ParseCgroupFiles(ReadHostCgroupFiles(*host_));
     if (!killed) {
       spdlog::debug("{}: could not kill leftovers from the host, using an exec", c_.short_id());
-      co_await ProbeInContainer();
+      co_await ProbeInContainer(true);
     }
   } else {
-    auto probed = co_await ProbeInContainer();
+    auto probed = co_await ProbeInContainer(kill_leftovers);
     if (!probed) co_return;
     counters = *probed;
   }
@@ -72,9 +72,12 @@ asio::awaitable<void> SandboxCounters::FindHostCgroup() {
 // The in-container probe (kill leftovers, print the counter files). When it cannot start (the
 // pids limit is full of a fork bomb's processes), the limit is raised a little through the
 // Engine's update call for the probe's own processes and it is tried again.
-asio::awaitable<std::optional<CgroupCounters>> SandboxCounters::ProbeInContainer() {
+asio::awaitable<std::optional<CgroupCounters>> SandboxCounters::ProbeInContainer(bool kill) {
   // Sessions: no kill here, background programs live on (each run's wrapper killed the rest).
-  const char* script = c_.session ? kInContainerCountersScript : kInContainerProbeScript;
+  // Nor after a forked program: the agent killed its leftovers, sparing the fork server.
+  const char* script = c_.session ? kInContainerCountersScript
+                       : kill     ? kInContainerProbeScript
+                                  : kInContainerReadScript;
   const std::vector<std::string> cmd = {"/bin/sh", "-c", script};
   CaptureOptions stdout_only;
   stdout_only.output_cap = 4 * kMaxErrorText;

@@ -49,7 +49,8 @@ class SandboxCounters {
 
  private:
   asio::awaitable<void> FindHostCgroup();
-  asio::awaitable<std::optional<CgroupCounters>> ProbeInContainer();
+  // `kill`: the leftovers of an execution (not a session's) first.
+  asio::awaitable<std::optional<CgroupCounters>> ProbeInContainer(bool kill);
 
   Container c_;
   bool host_cgroups_;
