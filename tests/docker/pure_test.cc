@@ -660,19 +660,25 @@ TEST(CgroupProbe, SplitsTheInContainerProbeOutput) {
   EXPECT_EQ(container::ParseCgroupFiles({{"procs.cpu", "123\n"}}).processes_cpu_ms, 1230u);
 }
 
+// What `script` prints under /bin/sh here (a failed run is the test's).
+std::string RunProbe(const char* script) {
+  const std::string command = std::string("/bin/sh -c '") + script + "'";
+  FILE* probe = popen(command.c_str(), "r");
+  EXPECT_NE(probe, nullptr);
+  if (probe == nullptr) return "";
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, probe)) > 0;) text.append(buf, n);
+  EXPECT_EQ(pclose(probe), 0) << text;
+  return text;
+}
+
 // The sessions' probe sums the CPU of the processes it sees: this one's, after 300 ms of it.
 TEST(CgroupProbe, CountersScriptSumsTheProcessesCpu) {
   const clock_t start = clock();
   while (clock() - start < CLOCKS_PER_SEC * 3 / 10) {
   }
-  const std::string command =
-      std::string("/bin/sh -c '") + container::kInContainerCountersScript + "'";
-  FILE* probe = popen(command.c_str(), "r");
-  ASSERT_NE(probe, nullptr);
-  std::string text;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, probe)) > 0;) text.append(buf, n);
-  ASSERT_EQ(pclose(probe), 0) << text;
+  const std::string text = RunProbe(container::kInContainerCountersScript);
   auto counters = container::ParseCgroupFiles(container::SplitProbeOutput(text));
   ASSERT_TRUE(counters.has_processes_cpu) << text;
   EXPECT_GE(counters.processes_cpu_ms, 300u) << text;
@@ -681,13 +687,7 @@ TEST(CgroupProbe, CountersScriptSumsTheProcessesCpu) {
 // A recycled pod's probe (agent_container.cc) counts the processes of the cgroup /sys/fs/cgroup
 // shows (in a pod, the pod's own; here the host's top one, whose count changes under the test).
 TEST(CgroupProbe, RecycledProbeCountsTheCgroupsProcesses) {
-  const std::string command = std::string("/bin/sh -c '") + container::kRecycledProbeScript + "'";
-  FILE* probe = popen(command.c_str(), "r");
-  ASSERT_NE(probe, nullptr);
-  std::string text;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, probe)) > 0;) text.append(buf, n);
-  ASSERT_EQ(pclose(probe), 0) << text;
+  const std::string text = RunProbe(container::kRecycledProbeScript);
   const int count = container::RecycledProcessCount(container::SplitProbeOutput(text));
   const bool readable = ::access("/sys/fs/cgroup/cgroup.procs", R_OK) == 0 ||
                         ::access("/sys/fs/cgroup/pids/cgroup.procs", R_OK) == 0;
