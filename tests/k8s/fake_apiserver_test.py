@@ -958,7 +958,7 @@ class NodeResourcesTest(ServerTestCase):
                 body = json.load(f)
                 spec = body["spec"]
                 command = spec["containers"][0]["command"]
-                if command == [IMAGE_AGENT_PATH]:  # the agent, where this node's images have it
+                if command[0] == IMAGE_AGENT_PATH:  # the agent, where this node's images have it
                     command[0] = FAKE_IMAGE_AGENT
                 pod = self.running(body)
                 pod_name = pod["metadata"]["name"]
