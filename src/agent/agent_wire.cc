@@ -111,6 +111,38 @@ std::optional<WriteFilesRequest> DecodeWriteFiles(std::string_view in) {
   return r;
 }
 
+std::string EncodeDirListed(const DirListing& l) {
+  std::string out;
+  PutU32(out, l.id);
+  out.push_back(l.why.empty() ? 1 : 0);
+  if (!l.why.empty()) return out + l.why;
+  for (const DirEntry& e : l.entries) {
+    out.push_back(static_cast<char>(e.type));
+    out.append(e.name);
+    out.push_back('\0');
+  }
+  return out;
+}
+
+std::optional<DirListing> DecodeDirListed(std::string_view in) {
+  DirListing l;
+  if (!TakeU32(in, &l.id) || in.empty()) return std::nullopt;
+  const bool ok = in[0] == 1;
+  in.remove_prefix(1);
+  if (!ok) {
+    l.why = in.empty() ? "not listed" : std::string(in);
+    return l;
+  }
+  while (!in.empty()) {
+    DirEntry e;
+    e.type = static_cast<uint8_t>(in[0]);
+    in.remove_prefix(1);
+    if (!TakeString(in, &e.name)) return std::nullopt;
+    l.entries.push_back(std::move(e));
+  }
+  return l;
+}
+
 std::string WithId(uint32_t id, std::string_view rest) {
   std::string out;
   out.reserve(4 + rest.size());

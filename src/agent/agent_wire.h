@@ -26,10 +26,12 @@ enum class Msg : uint8_t {
                   // the session ids to spare (session_kill.h)
   kRecycle = 5,   // end every exec and put the container back as it started (recycle.h)
   kZygote = 6,    // ExecRequest (id 0) of the container's Python fork server (python_fork_server.h)
-  kWriteFiles = 7,    // WriteFilesRequest: files the agent writes itself (write_files.h)
-  kHello = 8,         // answered by kReady (a daemon that attached after the agent's start)
-  kEgressListen = 9,  // u32 port: accept on 127.0.0.1:port for the egress proxy (egress_relay.h)
-  kEgressStop = 20,   // no more egress: the listener and every relayed connection close
+  kWriteFiles = 7,     // WriteFilesRequest: files the agent writes itself (write_files.h)
+  kHello = 8,          // answered by kReady (a daemon that attached after the agent's start)
+  kEgressListen = 9,   // u32 port: accept on 127.0.0.1:port for the egress proxy (egress_relay.h)
+  kEgressStop = 20,    // no more egress: the listener and every relayed connection close
+  kReadCounters = 21,  // u32 id, u8 CounterExtras: the cgroup's counters (counter_files.h)
+  kListDir = 22,       // u32 id, a directory's path: its first entries (kMaxListed), kDirListed
   // agent -> daemon
   kReady = 10,         // u32 wire version: the agent is serving (at its start, and per kHello)
   kOutput = 11,        // u32 id, u8 stream (1 stdout, 2 stderr), bytes
@@ -40,6 +42,8 @@ enum class Msg : uint8_t {
   kFilesWritten = 16,  // u32 id, why not (text; empty: all written)
   kEgressListening = 17,  // why not (text; empty: listening), the answer to kEgressListen
   kEgressOpen = 18,       // u32 conn: a program connected to the egress port
+  kCountersRead = 19,     // u32 id, the counters as text (counter_files.h), kReadCounters' answer
+  kDirListed = 23,        // u32 id, u8 ok, then entries ([u8 d_type][name]\0 each) or why not
   // both ways, of one relayed connection (egress_relay.h)
   kEgressData = 30,   // u32 conn, bytes
   kEgressAck = 31,    // u32 conn, u32 count: that many of the other side's bytes were delivered
@@ -47,7 +51,19 @@ enum class Msg : uint8_t {
   kEgressClose = 33,  // u32 conn: gone (an error, a reset); the receiver closes its end
 };
 
-inline constexpr uint32_t kWireVersion = 5;
+inline constexpr uint32_t kWireVersion = 6;
+// The first wire version whose agents answer kReadCounters and kListDir (a pod's agent is whatever
+// its image holds: the daemon asks only agents that said this or later).
+inline constexpr uint32_t kCountersWireVersion = 6;
+
+// At most this many entries in a kDirListed (enough to tell an empty workspace from another).
+inline constexpr uint32_t kMaxListed = 8;
+
+// kReadCounters' flags: what the agent adds after the counter files.
+enum CounterExtras : uint8_t {
+  kCountProcesses = 1,  // "@cgroup.procs": how many processes the cgroup holds
+  kProcessesCpu = 2,    // "@procs.cpu": the CPU ticks of every process of the sandbox but the agent
+};
 
 // What a relayed connection's sender may have in flight, not acknowledged (both ways), so that
 // a slow reader on one side bounds the memory of the other.
@@ -99,6 +115,19 @@ std::optional<std::pair<uint32_t, int32_t>> DecodeExited(std::string_view payloa
 // kEgressAck: the connection and the count.
 std::string EncodeAck(uint32_t conn, uint32_t count);
 std::optional<std::pair<uint32_t, uint32_t>> DecodeAck(std::string_view payload);
+
+// kDirListed: a directory's first entries, or why they could not be listed (`why` not empty).
+struct DirEntry {
+  uint8_t type = 0;  // dirent's d_type (DT_REG, DT_DIR, ...)
+  std::string name;
+};
+struct DirListing {
+  uint32_t id = 0;
+  std::vector<DirEntry> entries;
+  std::string why;
+};
+std::string EncodeDirListed(const DirListing& l);
+std::optional<DirListing> DecodeDirListed(std::string_view payload);
 
 // One frame, header and payload.
 std::string Frame(Msg type, std::string_view payload);

@@ -19,7 +19,9 @@
 
 #include "agent/agent_wire.h"
 #include "agent/child.h"
+#include "agent/counter_files.h"
 #include "agent/egress_relay.h"
+#include "agent/list_dir.h"
 #include "agent/process_attributes.h"
 #include "agent/python_fork_server.h"
 #include "agent/recycle.h"
@@ -220,6 +222,18 @@ class Agent {
       case Msg::kWriteFiles: {
         std::optional<WriteFilesRequest> req = DecodeWriteFiles(payload);
         return req && Send(Msg::kFilesWritten, WithId(req->id, WriteFiles(req->dir, req->files)));
+      }
+      case Msg::kReadCounters: {
+        auto split = SplitId(payload);
+        if (!split || split->second.size() != 1) return false;
+        const auto extras = static_cast<uint8_t>(split->second[0]);
+        return Send(Msg::kCountersRead, WithId(split->first, ReadCounterFiles(extras)));
+      }
+      case Msg::kListDir: {
+        auto split = SplitId(payload);
+        return split &&
+               Send(Msg::kDirListed,
+                    EncodeDirListed(ListDir(split->first, std::string(split->second), kMaxListed)));
       }
       case Msg::kHello:
         return Send(Msg::kReady, WithId(kWireVersion));

@@ -21,9 +21,9 @@ using agent::Msg;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-// An agent answers a start at once (it bounds its fork server's answer itself, exec_agent.h)
-// and a file write once the bytes are through. Past these it is taken for broken: the stream is
-// closed, so the container ends rather than holding a request for ever.
+// An agent answers a start and a counters read at once (it bounds its fork server's answer
+// itself, exec_agent.h) and a file write once the bytes are through. Past these it is taken for
+// broken: the stream is closed, so the container ends rather than holding a request for ever.
 constexpr auto kStartAnswerTimeout = 30s;
 constexpr auto kWriteAnswerTimeout = 120s;
 
@@ -50,7 +50,9 @@ struct ExecState {
   bool closed = false;                     // Close() was called: a pending Read fails
   bool started = false;                    // the agent forked it
   std::optional<std::string> not_started;  // why the agent could not start it
-  std::optional<std::string> written;      // a file write's answer: empty, or why not
+  // A file write's answer (empty, or why not), or a counters read's (the text).
+  std::optional<std::string> answer;
+  std::optional<agent::DirListing> listing;  // a kListDir's answer
   Wake wake;
 };
 
@@ -140,13 +142,47 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     execs_[req.id] = state;
     Send(Msg::kWriteFiles, agent::EncodeWriteFiles(req));
     const auto deadline = Clock::now() + kWriteAnswerTimeout;
-    while (!state->written && !ended() && Clock::now() < deadline) {
+    while (!state->answer && !ended() && Clock::now() < deadline) {
       co_await state->wake.Until(deadline);
     }
     Forget(req.id);
-    if (!state->written) co_return Status::Gone(GoneOrSilent(kWriteAnswerTimeout));
-    if (!state->written->empty()) co_return Status::Error(*state->written);
+    if (!state->answer) co_return Status::Gone(GoneOrSilent(kWriteAnswerTimeout));
+    if (!state->answer->empty()) co_return Status::Error(*state->answer);
     co_return Status();
+  }
+
+  asio::awaitable<std::optional<Result<std::string>>> ReadCounters(uint8_t extras) override {
+    if (wire_version_ < agent::kCountersWireVersion) co_return std::nullopt;
+    if (ended()) co_return Status::Gone(Describe("the container's agent is gone"));
+    const uint32_t id = next_id_++;
+    auto state = std::make_shared<ExecState>(ex_);
+    execs_[id] = state;
+    Send(Msg::kReadCounters, agent::WithId(id, std::string(1, static_cast<char>(extras))));
+    const auto deadline = Clock::now() + kStartAnswerTimeout;
+    while (!state->answer && !ended() && Clock::now() < deadline) {
+      co_await state->wake.Until(deadline);
+    }
+    Forget(id);
+    if (!state->answer) co_return Status::Gone(GoneOrSilent(kStartAnswerTimeout));
+    co_return std::move(*state->answer);
+  }
+
+  asio::awaitable<std::optional<Result<std::vector<agent::DirEntry>>>> ListDir(
+      const std::string& path) override {
+    if (wire_version_ < agent::kCountersWireVersion) co_return std::nullopt;
+    if (ended()) co_return Status::Gone(Describe("the container's agent is gone"));
+    const uint32_t id = next_id_++;
+    auto state = std::make_shared<ExecState>(ex_);
+    execs_[id] = state;
+    Send(Msg::kListDir, agent::WithId(id, path));
+    const auto deadline = Clock::now() + kStartAnswerTimeout;
+    while (!state->listing && !ended() && Clock::now() < deadline) {
+      co_await state->wake.Until(deadline);
+    }
+    Forget(id);
+    if (!state->listing) co_return Status::Gone(GoneOrSilent(kStartAnswerTimeout));
+    if (!state->listing->why.empty()) co_return Status::Error(state->listing->why);
+    co_return std::move(state->listing->entries);
   }
 
   void StartZygote(const std::vector<std::string>& argv,
@@ -269,6 +305,7 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
   void Dispatch(Msg type, const std::string& payload) {
     switch (type) {
       case Msg::kReady:
+        if (auto split = agent::SplitId(payload)) wire_version_ = split->first;
         ready_ = true;
         ready_wake_.Notify();
         return;
@@ -298,8 +335,14 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
         }
         break;
       case Msg::kFilesWritten:
+      case Msg::kCountersRead:
         if (auto split = agent::SplitId(payload)) {
-          return Update(split->first, [&](ExecState& e) { e.written = split->second; });
+          return Update(split->first, [&](ExecState& e) { e.answer = split->second; });
+        }
+        break;
+      case Msg::kDirListed:
+        if (auto listing = agent::DecodeDirListed(payload)) {
+          return Update(listing->id, [&](ExecState& e) { e.listing = std::move(*listing); });
         }
         break;
       case Msg::kRecycled:
@@ -365,6 +408,7 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
   agent::FrameReader reader_;
   bool bad_ = false;
   bool ready_ = false;
+  uint32_t wire_version_ = 0;  // its kReady's
   bool ended_ = false;
   bool closed_ = false;
   bool writing_ = false;

@@ -7,10 +7,13 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "agent/agent_wire.h"
 #include "container/agent_transport.h"
 #include "container/container_api.h"
 #include "core/inside_listener.h"
@@ -35,6 +38,14 @@ class AgentChannel {
   // without an exec (src/agent/write_files.h); the error names the file it could not write.
   virtual asio::awaitable<Status> WriteFiles(
       const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files) = 0;
+  // The container's cgroup counters read by the agent itself (src/agent/counter_files.h: the
+  // in-container probe's text, with agent::CounterExtras' sections); nullopt from an agent older
+  // than that (agent::kCountersWireVersion).
+  virtual asio::awaitable<std::optional<Result<std::string>>> ReadCounters(uint8_t extras) = 0;
+  // The first entries of the directory `path` (agent::kMaxListed), listed by the agent itself;
+  // nullopt from an agent older than that.
+  virtual asio::awaitable<std::optional<Result<std::vector<agent::DirEntry>>>> ListDir(
+      const std::string& path) = 0;
   // Starts the container's Python fork server (src/agent/python_fork_server.h) with `env` over the
   // container's; the agent starts it again after each recycle that had to end it.
   virtual void StartZygote(const std::vector<std::string>& argv,

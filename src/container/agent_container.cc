@@ -1,5 +1,6 @@
 #include "container/agent_container.h"
 
+#include <dirent.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <optional>
 
+#include "agent/agent_wire.h"
 #include "container/cgroup_probe.h"
 #include "container/container_exec.h"
 #include "container/sandbox_counters.h"
@@ -47,6 +49,18 @@ class AgentContainer final : public ContainerApi,
   asio::awaitable<std::optional<Status>> WriteFiles(
       const std::vector<std::pair<std::string, std::string>>& files) override {
     co_return co_await channel_->WriteFiles(cwd_, files);
+  }
+  asio::awaitable<std::optional<Result<std::string>>> ReadCounters(uint8_t extras) override {
+    co_return co_await channel_->ReadCounters(extras);
+  }
+  asio::awaitable<std::optional<bool>> HoldsNothing(const std::string& dir,
+                                                    const std::string& skip_path) override {
+    auto listed = co_await channel_->ListDir(dir);
+    if (!listed || !listed->ok()) co_return std::nullopt;
+    for (const agent::DirEntry& e : **listed) {
+      if (e.name != skip_path || e.type != DT_REG) co_return false;
+    }
+    co_return true;
   }
   asio::awaitable<bool> SetPidsHeadroom(int step) override {
     co_return co_await engine_->SetPidsHeadroom(step);
@@ -138,9 +152,24 @@ class AgentContainer final : public ContainerApi,
     co_return ParseCgroupFiles(ReadHostCgroupFiles(*host_));
   }
 
-  // From inside (a pod): the same count and counters by an exec of the agent's, which is one
-  // more process in the cgroup.
+  // From inside (a pod): the same count and counters, read by the agent itself, or by an exec of
+  // its (an older agent's), which is one more process in the cgroup.
   asio::awaitable<Result<CgroupCounters>> CountersInside() {
+    auto read = co_await channel_->ReadCounters(agent::kCountProcesses);
+    int probes = 0;
+    if (!read) {
+      read = co_await ProbeByExec();
+      probes = 1;
+    }
+    if (!read->ok()) co_return read->status().Context("the recycled container's probe");
+    const CgroupFiles files = SplitProbeOutput(**read);
+    if (Status s = Leftovers(RecycledProcessCount(files), ProcessesAllowed() + probes); !s.ok()) {
+      co_return s;
+    }
+    co_return ParseCgroupFiles(files);
+  }
+
+  asio::awaitable<Result<std::string>> ProbeByExec() {
     Container probe;
     probe.api = shared_from_this();
     probe.ex = co_await asio::this_coro::executor;
@@ -150,15 +179,11 @@ class AgentContainer final : public ContainerApi,
     stdout_only.stdout_only = true;
     const std::vector<std::string> cmd = {"/bin/sh", "-c", kRecycledProbeScript};
     auto r = co_await CaptureExec(probe, cmd, stdout_only);
-    if (!r.ok()) co_return r.status().Context("the recycled container's probe");
+    if (!r.ok()) co_return r.status();
     if (!r->read.ok() || !r->exit_code.ok() || *r->exit_code != std::optional<int>(0)) {
-      co_return Status::Error("the recycled container's probe failed");
+      co_return Status::Error("it failed");
     }
-    const CgroupFiles files = SplitProbeOutput(r->output);
-    if (Status s = Leftovers(RecycledProcessCount(files), ProcessesAllowed() + 1); !s.ok()) {
-      co_return s;
-    }
-    co_return ParseCgroupFiles(files);
+    co_return std::move(r->output);
   }
 
   // The agent's own check, made again from its cgroup: a process it cannot see or missed is in

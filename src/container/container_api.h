@@ -108,6 +108,20 @@ class ContainerApi {
     (void)files;
     co_return std::nullopt;
   }
+  // The container's cgroup counters read without an exec (AgentChannel::ReadCounters: the
+  // in-container probe's text); nullopt where an exec must read them.
+  virtual asio::awaitable<std::optional<Result<std::string>>> ReadCounters(uint8_t extras) {
+    (void)extras;
+    co_return std::nullopt;
+  }
+  // Whether the directory `dir` holds nothing but the regular file `skip_path` (the program's
+  // own), told without an exec; nullopt where an exec must tell.
+  virtual asio::awaitable<std::optional<bool>> HoldsNothing(const std::string& dir,
+                                                            const std::string& skip_path) {
+    (void)dir;
+    (void)skip_path;
+    co_return std::nullopt;
+  }
   // Starts a `python3 -c SOURCE ARGS...` program, stdin attached, as a fork of the container's
   // fork server (SandboxSpec::zygote_argv) instead of an exec; an error where there is none.
   virtual asio::awaitable<Result<std::shared_ptr<ExecStream>>> ForkPython(

@@ -226,6 +226,10 @@ class ExecSandbox final : public Sandbox {
     if (counters_.host() && WorkspaceHoldsNothing(counters_.init_pid(), c_.cwd, limits.skip_path)) {
       co_return Collection{};
     }
+    if (!counters_.host()) {
+      std::optional<bool> nothing = co_await c_.api->HoldsNothing(c_.cwd, limits.skip_path);
+      if (nothing.value_or(false)) co_return Collection{};
+    }
     co_return co_await CollectWorkspace(c_, limits, Hold());
   }
 

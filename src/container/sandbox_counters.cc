@@ -7,6 +7,8 @@
 #include <sstream>
 #include <string>
 
+#include "agent/agent_wire.h"
+
 namespace ci::container {
 
 uint64_t HostCpuMs(const HostCgroup& host) {
@@ -73,6 +75,17 @@ asio::awaitable<void> SandboxCounters::FindHostCgroup() {
 // pids limit is full of a fork bomb's processes), the limit is raised a little through the
 // Engine's update call for the probe's own processes and it is tried again.
 asio::awaitable<std::optional<CgroupCounters>> SandboxCounters::ProbeInContainer(bool kill) {
+  // Read by the container's agent itself where it can (no process, no free pid needed), after
+  // its kill of the leftovers (frames are handled in order).
+  if (!kill || c_.session || c_.api->KillAllBut(nullptr)) {
+    const uint8_t extras = c_.session ? agent::kProcessesCpu : 0;
+    auto read = co_await c_.api->ReadCounters(extras);
+    if (read && read->ok()) co_return ParseCgroupFiles(SplitProbeOutput(**read));
+    if (read) {
+      spdlog::warn("{}: cgroup counters: {}", c_.short_id(), read->status().message());
+      co_return std::nullopt;
+    }
+  }
   // Sessions: no kill here, background programs live on (each run's wrapper killed the rest).
   // Nor after a forked program: the agent killed its leftovers, sparing the fork server.
   const char* script = c_.session ? kInContainerCountersScript

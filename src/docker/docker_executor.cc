@@ -62,10 +62,7 @@ class DockerExecutor final : public Executor {
     if (Status s = image_->Usable(); !s.ok()) co_return s;
     if (Status s = co_await EnsureConnected(); !s.ok()) co_return s;
     const bool session = spec.session_expires_at != 0;
-    // Sessions keep their exec-driven containers: with the agent a session was lost to an OOM
-    // kill and a burst of calls in the e2e suites, not yet understood (src/agent/README.md).
-    // A session with egress needs the agent all the same: it relays the proxy's connections.
-    const std::string agent = session && !spec.egress ? std::string() : AgentPath();
+    const std::string agent = AgentPath();
     ContainerOptions options = OptionsFor(spec, agent);
     // Execution containers of the agent are recycled: one of this configuration may be waiting.
     std::string recycle_key;

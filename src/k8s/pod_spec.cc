@@ -213,8 +213,9 @@ PodOptions PodOptionsFor(const K8sOptions& o, const SandboxSpec& spec, const Pod
     p.expires_at = spec.session_expires_at;
     p.active_deadline_sec = left;
     p.command = container::ContainerInitArgv(left);
-    // A session with egress needs the agent: it relays the proxy's connections (docs/egress.md).
-    if (o.agent && spec.egress) {
+    // The agent drives it as it does an execution pod: each call's steps are frames on its attach
+    // (another replica serving the session drives it by exec), its end at the expiry its own.
+    if (o.agent) {
       p.command = AgentCommand(o.agent_path);
       p.command.insert(p.command.end(), {"--expires-at", std::to_string(spec.session_expires_at)});
       p.agent = true;

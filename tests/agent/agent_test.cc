@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -160,6 +161,34 @@ class AgentTest : public ::testing::Test {
     auto answer = SplitId(payload);
     if (type != Msg::kFilesWritten || !answer || answer->first != id) return "another frame";
     return std::string(answer->second);
+  }
+
+  // kReadCounters' answer (frames of execs before it are dropped).
+  std::string ReadCounters(uint8_t extras) {
+    uint32_t id = next_id_++;
+    Send(Msg::kReadCounters, WithId(id, std::string(1, static_cast<char>(extras))));
+    Msg type;
+    std::string payload;
+    while (Next(&type, &payload)) {
+      auto answer = SplitId(payload);
+      if (type == Msg::kCountersRead && answer && answer->first == id) {
+        return std::string(answer->second);
+      }
+    }
+    ADD_FAILURE() << "no answer from the agent";
+    return "";
+  }
+
+  // kListDir's answer.
+  DirListing ListDir(const std::string& path) {
+    uint32_t id = next_id_++;
+    Send(Msg::kListDir, WithId(id, path));
+    Msg type;
+    std::string payload;
+    if (!Next(&type, &payload) || type != Msg::kDirListed) return {0, {}, "no answer"};
+    auto l = DecodeDirListed(payload);
+    if (!l || l->id != id) return {0, {}, "another answer"};
+    return *l;
   }
 
   pid_t pid_ = -1;
@@ -461,6 +490,58 @@ TEST_F(AgentTest, FilesAreWrittenByTheAgentAsItsUserWithoutAnExec) {
   ::chmod(dir.c_str(), 0755);
   for (const char* name : {"main.py", "data.bin", "empty", "link"})
     ::unlink((dir + "/" + name).c_str());
+  ::rmdir(dir.c_str());
+}
+
+// The counters a pod's daemon reads after each execution and twice per session call, read by the
+// agent itself: no process started (no kStarted), the programs' CPU in them.
+TEST_F(AgentTest, CountersAreReadByTheAgentWithTheProgramsCpuAndNoProcess) {
+  std::string text = ReadCounters(kProcessesCpu | kCountProcesses);
+  EXPECT_NE(text.find("@procs.cpu\n"), std::string::npos) << text;
+  if (::access("/sys/fs/cgroup/cgroup.procs", R_OK) == 0) {
+    EXPECT_NE(text.find("@cgroup.procs\n"), std::string::npos) << text;
+  }
+  StartExec({"python3", "-c",
+             "import time\nt = time.process_time()\n"
+             "while time.process_time() - t < 0.3: pass\ntime.sleep(60)"});
+  auto ticks = [&] {
+    const std::string t = ReadCounters(kProcessesCpu);
+    const size_t at = t.find("@procs.cpu\n");
+    return at == std::string::npos ? -1 : std::atol(t.c_str() + at + 11);
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  long seen = ticks();
+  while (seen < 30 && std::chrono::steady_clock::now() < deadline) {
+    ::usleep(50000);
+    seen = ticks();
+  }
+  EXPECT_GE(seen, 30) << "300 ms of the program's CPU, in clock ticks";
+  EXPECT_EQ(ReadCounters(0).find("@procs.cpu"), std::string::npos) << "only when asked";
+}
+
+// Whether a pod's workspace holds anything to collect, told by the agent: an empty directory,
+// its first entries (at most kMaxListed) with their types, and a link in its place refused.
+TEST_F(AgentTest, ADirectoryIsListedByTheAgentWithoutAnExec) {
+  char dir_template[] = "/tmp/agent-list-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  DirListing l = ListDir(dir);
+  EXPECT_EQ(l.why, "");
+  EXPECT_TRUE(l.entries.empty());
+  ASSERT_EQ(::mkdir((dir + "/sub").c_str(), 0755), 0);
+  for (int i = 0; i < 20; ++i) ::close(::creat((dir + "/f" + std::to_string(i)).c_str(), 0644));
+  l = ListDir(dir);
+  EXPECT_EQ(l.why, "");
+  EXPECT_EQ(l.entries.size(), kMaxListed);
+  ASSERT_EQ(::symlink((dir + "/sub").c_str(), (dir + "/link").c_str()), 0);
+  l = ListDir(dir + "/sub");
+  EXPECT_TRUE(l.why.empty() && l.entries.empty()) << l.why;
+  EXPECT_NE(ListDir(dir + "/link").why, "") << "not followed";
+  EXPECT_NE(ListDir(dir + "/missing").why.find("No such file"), std::string::npos);
+  EXPECT_EQ(Run({"true"}).status, 0);  // and it serves on
+  for (int i = 0; i < 20; ++i) ::unlink((dir + "/f" + std::to_string(i)).c_str());
+  ::unlink((dir + "/link").c_str());
+  ::rmdir((dir + "/sub").c_str());
   ::rmdir(dir.c_str());
 }
 

@@ -1,5 +1,6 @@
 // The agent's wire (src/agent/agent_wire.h): what one side encodes the other decodes, and what no
 // well-behaved side sends is refused rather than misread.
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include "agent/agent_wire.h"
@@ -48,6 +49,26 @@ TEST(AgentWireTest, WriteFilesRequestRoundTripsAnyBytesAndRefusesWhatIsCut) {
   std::string huge = good;
   huge[4 + 11 + 3] = '\x7f';  // the file count's high byte, after the id and "/workspace\0"
   EXPECT_FALSE(DecodeWriteFiles(huge));
+}
+
+TEST(AgentWireTest, DirListingRoundTripsItsEntriesOrWhyNot) {
+  DirListing l{4, {{DT_REG, "main.py"}, {DT_DIR, "out dir"}}, ""};
+  const std::string good = EncodeDirListed(l);
+  auto back = DecodeDirListed(good);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->id, 4u);
+  ASSERT_EQ(back->entries.size(), 2u);
+  EXPECT_EQ(back->entries[1].type, DT_DIR);
+  EXPECT_EQ(back->entries[1].name, "out dir");
+  EXPECT_EQ(back->why, "");
+  EXPECT_FALSE(DecodeDirListed(good.substr(0, good.size() - 1))) << "a name cut short";
+  EXPECT_FALSE(DecodeDirListed(good.substr(0, 4))) << "no status";
+  auto empty = DecodeDirListed(EncodeDirListed({5, {}, ""}));
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->entries.empty() && empty->why.empty());
+  auto refused = DecodeDirListed(EncodeDirListed({6, {}, "/workspace: Permission denied"}));
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->why, "/workspace: Permission denied");
 }
 
 TEST(AgentWireTest, OutputAndExitedRoundTrip) {

@@ -2,6 +2,7 @@
 // image references, and SandboxSpec -> ContainerCreate against golden JSON.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -9,6 +10,8 @@
 #include <map>
 #include <sstream>
 
+#include "agent/agent_wire.h"
+#include "agent/counter_files.h"
 #include "common/golden.h"
 #include "container/call_output.h"
 #include "container/cgroup_probe.h"
@@ -695,6 +698,57 @@ TEST(CgroupProbe, RecycledProbeCountsTheCgroupsProcesses) {
   EXPECT_EQ(container::RecycledProcessCount({{"cgroup.procs", "3\n"}}), 3);
   EXPECT_EQ(container::RecycledProcessCount({}), -1);
   EXPECT_EQ(container::RecycledProcessCount({{"cgroup.procs", "x\n"}}), -1);
+}
+
+// The agent reads the counter files into the probe scripts' text (kReadCounters): the same bytes
+// for the same files (here a made-up cgroup directory, one file without its last newline).
+TEST(CgroupProbe, TheAgentReadsTheCountersIntoTheProbesText) {
+  char dir_template[] = "/tmp/counters-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string root = dir_template;
+  const std::map<std::string, std::string> files = {
+      {"memory.events", "low 0\noom 1\noom_kill 2\n"},
+      {"pids.events", "max 3"},
+      {"cpu.stat", "usage_usec 5000\nuser_usec 4000\n"},
+      {"cgroup.procs", "1\n7\n9\n"}};
+  for (const auto& [name, content] : files) std::ofstream(root + "/" + name) << content;
+  std::string script = container::kRecycledProbeScript;
+  std::string names;
+  for (const char* f : agent::kCounterFiles) names += std::string(names.empty() ? "" : " ") + f;
+  EXPECT_NE(script.find("for f in " + names + "; do"), std::string::npos) << "the same files";
+  script.replace(script.find("/sys/fs/cgroup"), 14, root);
+  const std::string agents = agent::ReadCounterFiles(agent::kCountProcesses, root, "/nonexistent");
+  EXPECT_EQ(agents, RunProbe(script.c_str()));
+  auto counters = container::ParseCgroupFiles(container::SplitProbeOutput(agents));
+  EXPECT_EQ(counters.oom_kills, 2u);
+  EXPECT_EQ(counters.cpu_ms, 5u);
+  EXPECT_EQ(container::RecycledProcessCount(container::SplitProbeOutput(agents)), 3);
+  for (const auto& [name, content] : files) ::unlink((root + "/" + name).c_str());
+  ::rmdir(root.c_str());
+}
+
+// The sessions' idle CPU: every process's utime, stime, cutime and cstime but the agent's own,
+// whatever its command name holds.
+TEST(CgroupProbe, TheAgentSumsEveryProcessesCpuButItsOwn) {
+  char dir_template[] = "/tmp/proc-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string proc = dir_template;
+  const std::map<std::string, std::string> stats = {
+      {"7", "7 (a) b) R 1 7 7 0 -1 0 0 0 0 0 10 20 3 4 20 0 1 0\n"},
+      {"9", "9 (sh) S 1 9 9 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0\n"},
+      {std::to_string(::getpid()), "1 (agent) S 0 1 1 0 -1 0 0 0 0 0 500 500 0 0 20 0 1 0\n"},
+      {"self", "not a process"}};
+  for (const auto& [pid, stat] : stats) {
+    ASSERT_EQ(::mkdir((proc + "/" + pid).c_str(), 0755), 0);
+    std::ofstream(proc + "/" + pid + "/stat") << stat;
+  }
+  const std::string text = agent::ReadCounterFiles(agent::kProcessesCpu, "/nonexistent", proc);
+  EXPECT_EQ(text, "@procs.cpu\n39\n");
+  for (const auto& [pid, stat] : stats) {
+    ::unlink((proc + "/" + pid + "/stat").c_str());
+    ::rmdir((proc + "/" + pid).c_str());
+  }
+  ::rmdir(proc.c_str());
 }
 
 }  // namespace

@@ -960,6 +960,9 @@ class NodeResourcesTest(ServerTestCase):
                 command = spec["containers"][0]["command"]
                 if command[0] == IMAGE_AGENT_PATH:  # the agent, where this node's images have it
                     command[0] = FAKE_IMAGE_AGENT
+                if "--expires-at" in command:  # the golden's clock is long past: the agent ends
+                    at = command.index("--expires-at") + 1
+                    command[at] = str(int(time.time()) + 600)
                 pod = self.running(body)
                 pod_name = pod["metadata"]["name"]
                 files = self.read(pod_name, limit, cgroup_file("pids/pids.max", "pids.max"))

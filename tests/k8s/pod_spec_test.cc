@@ -238,10 +238,10 @@ TEST(PodOptionsFor, AnExecutionPodsPid1IsTheAgentReadingItsAttach) {
   EXPECT_TRUE(pod.stdin);
   EXPECT_THAT(PodJson(pod), HasSubstr(R"("stdin":true,"tty":false)"));
   EXPECT_THAT(PodJson(pod), Not(HasSubstr("stdinOnce")));  // a broken attach closes nothing
-  // Sessions are exec-driven, as docker's: PID 1 sleeps until the session's expiry.
+  // A session's pod too (its calls are frames on the attach, not execs).
   PodOptions session = PodOptionsFor(K8sOptions(), SessionSpec(), Request());
-  EXPECT_FALSE(session.agent);
-  EXPECT_FALSE(PodFromSpec(SessionSpec(), session).stdin);
+  EXPECT_TRUE(session.agent);
+  EXPECT_TRUE(PodFromSpec(SessionSpec(), session).stdin);
 }
 
 TEST(PodOptionsFor, AnExecutionPodLivesForTheExecutionPodTtl) {
@@ -264,7 +264,14 @@ TEST(PodOptionsFor, ASessionEndsByItselfAtItsExpiry) {
   EXPECT_EQ(p.kind, PodKind::kSession);
   EXPECT_EQ(p.active_deadline_sec, 1800);
   EXPECT_EQ(p.expires_at, kSpecNow + 1800);
-  EXPECT_THAT(p.command, ElementsAre("/bin/bash", "-c", "trap '' CHLD; exec sleep 1800"));
+  // The agent ends it then (it kills everything and exits), or exec-driven, PID 1's sleep.
+  ASSERT_GE(p.command.size(), 2u);
+  EXPECT_THAT(std::vector<std::string>(p.command.end() - 2, p.command.end()),
+              ElementsAre("--expires-at", std::to_string(kSpecNow + 1800)));
+  K8sOptions exec_driven;
+  exec_driven.agent = false;
+  EXPECT_THAT(PodOptionsFor(exec_driven, spec, Request()).command,
+              ElementsAre("/bin/bash", "-c", "trap '' CHLD; exec sleep 1800"));
   spec.session_expires_at = kSpecNow - 5;  // already past: the shortest deadline, never 0 (none)
   EXPECT_EQ(PodOptionsFor(K8sOptions(), spec, Request()).active_deadline_sec, 1);
 }
