@@ -27,11 +27,12 @@ enum class Msg : uint8_t {
   kRecycle = 5,   // end every exec and put the container back as it started (recycle.h)
   kZygote = 6,    // ExecRequest (id 0) of the container's Python fork server (python_fork_server.h)
   kWriteFiles = 7,     // WriteFilesRequest: files the agent writes itself (write_files.h)
-  kHello = 8,          // answered by kReady (a daemon that attached after the agent's start)
+  kHello = 8,          // [u32 the daemon's wire version], answered by kReady (see kOutputWindow)
   kEgressListen = 9,   // u32 port: accept on 127.0.0.1:port for the egress proxy (egress_relay.h)
   kEgressStop = 20,    // no more egress: the listener and every relayed connection close
   kReadCounters = 21,  // u32 id, u8 CounterExtras: the cgroup's counters (counter_files.h)
   kListDir = 22,       // u32 id, a directory's path: its first entries (kMaxListed), kDirListed
+  kOutputAck = 24,     // u32 id, u32 count: that many of the exec's output bytes were taken
   // agent -> daemon
   kReady = 10,         // u32 wire version: the agent is serving (at its start, and per kHello)
   kOutput = 11,        // u32 id, u8 stream (1 stdout, 2 stderr), bytes
@@ -52,9 +53,17 @@ enum class Msg : uint8_t {
 };
 
 inline constexpr uint32_t kWireVersion = 6;
-// The first wire version whose agents answer kReadCounters and kListDir (a pod's agent is whatever
-// its image holds: the daemon asks only agents that said this or later).
-inline constexpr uint32_t kCountersWireVersion = 6;
+// The first wire version whose agents answer kReadCounters and kListDir and take kOutputAck (a
+// pod's agent is whatever its image holds: the daemon sends those only to agents that said this
+// or later, and an agent holds an exec's output to kOutputWindow only for a daemon whose kHello
+// said so).
+inline constexpr uint32_t kWindowedWireVersion = 6;
+
+// What an exec's output may have in flight, not acknowledged by kOutputAck (taken by its reader,
+// at the reader's pace), so that a slow reader (a client downloading a file) bounds the daemon's
+// memory; kOutputAckAll lifts it (a stream nobody reads any more).
+inline constexpr uint32_t kOutputWindow = 1u << 20;
+inline constexpr uint32_t kOutputAckAll = 0xffffffffu;
 
 // At most this many entries in a kDirListed (enough to tell an empty workspace from another).
 inline constexpr uint32_t kMaxListed = 8;

@@ -48,6 +48,8 @@ struct Exec {
   int status = 0;
   bool zygote = false;  // forked by the fork server: pid 0 until it reports the pid
   std::chrono::steady_clock::time_point asked;  // when the fork server was asked
+  uint64_t unacked = 0;                         // output sent, not yet acknowledged (kOutputWindow)
+  bool unbounded = false;  // kOutputAckAll: its output is no longer held to the window
 };
 
 void CloseFd(int* fd) {
@@ -100,8 +102,10 @@ class Agent {
       std::vector<pollfd> fds = {
           {o_.in_fd, POLLIN, 0}, {sig_fd_, POLLIN, 0}, {zygote_.fd(), POLLIN, 0}};
       for (auto& [id, e] : execs_) {
-        if (e.out >= 0) fds.push_back({e.out, POLLIN, 0});
-        if (e.err >= 0) fds.push_back({e.err, POLLIN, 0});
+        // A full window: the program's output waits in its pipes, and then the program.
+        const bool room = !windowed_ || e.unbounded || e.unacked < kOutputWindow;
+        if (e.out >= 0 && room) fds.push_back({e.out, POLLIN, 0});
+        if (e.err >= 0 && room) fds.push_back({e.err, POLLIN, 0});
         if (e.in >= 0 && !e.pending_in.empty()) fds.push_back({e.in, POLLOUT, 0});
       }
       egress_.AddPollFds(&fds);
@@ -236,7 +240,18 @@ class Agent {
                     EncodeDirListed(ListDir(split->first, std::string(split->second), kMaxListed)));
       }
       case Msg::kHello:
+        if (auto daemon = SplitId(payload)) windowed_ = daemon->first >= kWindowedWireVersion;
         return Send(Msg::kReady, WithId(kWireVersion));
+      case Msg::kOutputAck: {
+        auto ack = DecodeAck(payload);
+        if (!ack) return false;
+        auto it = execs_.find(ack->first);
+        if (it == execs_.end()) return true;  // it ended already
+        Exec& e = it->second;
+        if (ack->second == kOutputAckAll) e.unbounded = true;
+        e.unacked -= std::min<uint64_t>(e.unacked, ack->second);
+        return true;
+      }
       case Msg::kEgressListen: {
         auto port = SplitId(payload);
         return port && port->second.empty() &&
@@ -266,6 +281,9 @@ class Agent {
     pid_t pid = ::fork();
     if (pid == 0) {
       ResetSignalState();  // not the agent's (SIGPIPE ignored, SIGCHLD blocked)
+      // A session (and process group) of its own, as a `docker exec`'s process leads (runc): the
+      // sandbox shell's kills spare sessions by id, and a signal to a process goes to its group.
+      ::setsid();
       int stdin_fd = req.attach_stdin ? in[0] : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
       if (::dup2(stdin_fd, 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0) _exit(126);
       if (!req.cwd.empty() && ::chdir(req.cwd.c_str()) != 0) {
@@ -423,6 +441,7 @@ class Agent {
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
     if (n <= 0) return CloseFd(fd);
     const int stream = fd == &execs_[id].out ? 1 : 2;
+    execs_[id].unacked += static_cast<uint64_t>(n);
     Send(Msg::kOutput, EncodeOutput(id, stream, std::string_view(buf, static_cast<size_t>(n))));
   }
 
@@ -523,6 +542,7 @@ class Agent {
   std::vector<WipeRoot> roots_;
   FrameReader reader_;
   std::map<uint32_t, Exec> execs_;
+  bool windowed_ = false;  // the daemon acknowledges output (its kHello): kOutputWindow holds
   std::map<pid_t, uint32_t> by_pid_;
   Zygote zygote_;
   std::optional<ExecRequest> zygote_request_;  // to start it again after a recycle

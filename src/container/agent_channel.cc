@@ -70,6 +70,7 @@ class AgentExec final : public ExecStream {
   void Close() override {
     state_->closed = true;
     state_->wake.Notify();
+    Discard();
   }
   asio::awaitable<Result<std::optional<int>>> ExitCode() override { co_return state_->status; }
   bool finished() const override {
@@ -78,6 +79,9 @@ class AgentExec final : public ExecStream {
 
  private:
   bool channel_ended() const;
+  // Nobody reads on: the agent need not hold the program's output to the window any more.
+  void Discard();
+  bool discarded_ = false;
 
   std::shared_ptr<Channel> channel_;
   uint32_t id_;
@@ -102,7 +106,7 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
           if (auto self = weak.lock()) self->Send(type, payload);
         });
     asio::co_spawn(ex_, ReadLoop(shared_from_this()), asio::detached);
-    Send(Msg::kHello, {});
+    Send(Msg::kHello, agent::WithId(agent::kWireVersion));
   }
 
   asio::awaitable<Status> AwaitReady(std::chrono::milliseconds timeout) override {
@@ -152,7 +156,7 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
   }
 
   asio::awaitable<std::optional<Result<std::string>>> ReadCounters(uint8_t extras) override {
-    if (wire_version_ < agent::kCountersWireVersion) co_return std::nullopt;
+    if (wire_version_ < agent::kWindowedWireVersion) co_return std::nullopt;
     if (ended()) co_return Status::Gone(Describe("the container's agent is gone"));
     const uint32_t id = next_id_++;
     auto state = std::make_shared<ExecState>(ex_);
@@ -169,7 +173,7 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
 
   asio::awaitable<std::optional<Result<std::vector<agent::DirEntry>>>> ListDir(
       const std::string& path) override {
-    if (wire_version_ < agent::kCountersWireVersion) co_return std::nullopt;
+    if (wire_version_ < agent::kWindowedWireVersion) co_return std::nullopt;
     if (ended()) co_return Status::Gone(Describe("the container's agent is gone"));
     const uint32_t id = next_id_++;
     auto state = std::make_shared<ExecState>(ex_);
@@ -247,6 +251,12 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     }
   }
   void Forget(uint32_t id) { execs_.erase(id); }
+  // `count` bytes of exec `id`'s output were taken by its reader (agent::kOutputWindow).
+  void AckOutput(uint32_t id, uint32_t count) {
+    if (wire_version_ >= agent::kWindowedWireVersion && !ended()) {
+      Send(Msg::kOutputAck, agent::EncodeAck(id, count));
+    }
+  }
   bool ended() const override { return ended_ || closed_; }
   // Why a request got no answer: the stream ended, or the agent was silent past `timeout` (then
   // the stream is closed here: the agent ends and the container is removed, never recycled).
@@ -420,7 +430,16 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
   std::map<uint32_t, std::shared_ptr<ExecState>> execs_;
 };
 
-AgentExec::~AgentExec() { channel_->Forget(id_); }
+AgentExec::~AgentExec() {
+  Discard();
+  channel_->Forget(id_);
+}
+
+void AgentExec::Discard() {
+  if (discarded_ || state_->status) return;
+  discarded_ = true;
+  channel_->AckOutput(id_, agent::kOutputAckAll);
+}
 
 bool AgentExec::channel_ended() const { return channel_->ended(); }
 
@@ -431,6 +450,7 @@ asio::awaitable<Result<bool>> AgentExec::Read(const ExecOutputSink& sink) {
       auto [kind, bytes] = std::move(state_->output.front());
       state_->output.pop_front();
       sink(kind, bytes);
+      channel_->AckOutput(id_, static_cast<uint32_t>(bytes.size()));  // taken: the window moves
       co_return true;
     }
     if (state_->status) co_return false;

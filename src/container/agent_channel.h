@@ -40,7 +40,7 @@ class AgentChannel {
       const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files) = 0;
   // The container's cgroup counters read by the agent itself (src/agent/counter_files.h: the
   // in-container probe's text, with agent::CounterExtras' sections); nullopt from an agent older
-  // than that (agent::kCountersWireVersion).
+  // than that (agent::kWindowedWireVersion).
   virtual asio::awaitable<std::optional<Result<std::string>>> ReadCounters(uint8_t extras) = 0;
   // The first entries of the directory `path` (agent::kMaxListed), listed by the agent itself;
   // nullopt from an agent older than that.

@@ -272,8 +272,8 @@ class DockerExecutor final : public Executor {
     o.expires_at = UnixSeconds() +
                    std::chrono::duration_cast<std::chrono::seconds>(opts_.container_ttl).count();
     if (spec.session_expires_at != 0) {
-      // A session ends by itself at its expiry, daemon or not: PID 1 sleeps until then (the
-      // container stops; the reaper or the daemon removes it).
+      // A session ends by itself at its expiry, daemon or not: PID 1 (a sleep, or the agent's
+      // --expires-at) ends then, the container stops, the reaper or the daemon removes it.
       int64_t left = std::max<int64_t>(1, spec.session_expires_at - UnixSeconds());
       o.cmd = container::ContainerInitArgv(left);
       o.component = "session";

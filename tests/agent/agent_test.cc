@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -66,14 +67,14 @@ class AgentTest : public ::testing::Test {
     ASSERT_EQ(::write(to_agent_, f.data(), f.size()), static_cast<ssize_t>(f.size()));
   }
 
-  // The next frame from the agent within 10 s.
-  bool Next(Msg* type, std::string* payload) {
+  // The next frame from the agent within `timeout_ms`.
+  bool Next(Msg* type, std::string* payload, int timeout_ms = 10000) {
     bool bad = false;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (!reader_.Next(type, payload, &bad)) {
       if (bad || std::chrono::steady_clock::now() > deadline) return false;
       pollfd p{from_agent_, POLLIN, 0};
-      if (::poll(&p, 1, 1000) <= 0) continue;
+      if (::poll(&p, 1, std::min(timeout_ms, 1000)) <= 0) continue;
       char buf[65536];
       ssize_t n = ::read(from_agent_, buf, sizeof buf);
       if (n <= 0) return false;
@@ -220,6 +221,15 @@ TEST_F(AgentTest, AHelloIsAnsweredByReadyAgain) {
     EXPECT_EQ(payload, WithId(kWireVersion));
   }
   EXPECT_EQ(Run({"sh", "-c", "exit 3"}).status, 3);  // and it serves on
+}
+
+// As a `docker exec`'s process (runc): the sandbox shell's kills and signals (a process's group,
+// sessions spared by id) count on it.
+TEST_F(AgentTest, AnExecLeadsASessionAndProcessGroupOfItsOwn) {
+  Ran r = Run({"sh", "-c",
+               "read -r pid comm state ppid pgrp sid rest </proc/$$/stat; "
+               "echo $((pid == pgrp)) $((pid == sid))"});
+  EXPECT_EQ(r.out, "1 1\n");
 }
 
 TEST_F(AgentTest, WithoutStdinTheProgramReadsEof) {
@@ -543,6 +553,51 @@ TEST_F(AgentTest, ADirectoryIsListedByTheAgentWithoutAnExec) {
   ::unlink((dir + "/link").c_str());
   ::rmdir((dir + "/sub").c_str());
   ::rmdir(dir.c_str());
+}
+
+// A daemon that acknowledges output (its hello says so) holds each exec's unread output to the
+// window: the rest waits in the program's pipe, and the program with it, until the reader takes
+// what came; kOutputAckAll lets the rest go. Without that hello nothing is held (older daemons).
+TEST_F(AgentTest, AnExecsUnreadOutputIsHeldToTheWindowUntilAcknowledged) {
+  constexpr size_t kTotal = 8u << 20;
+  auto drain = [&](uint32_t id, size_t* got, bool* exited, int quiet_ms) {
+    Msg type;
+    std::string payload;
+    while (Next(&type, &payload, quiet_ms)) {
+      if (type == Msg::kOutput) *got += DecodeOutput(payload)->bytes.size();
+      if (type == Msg::kExited && DecodeExited(payload)->first == id) *exited = true;
+    }
+  };
+  const std::string bytes = std::to_string(kTotal);
+  uint32_t id = StartExec({"head", "-c", bytes, "/dev/zero"});
+  size_t got = 0;
+  bool exited = false;
+  drain(id, &got, &exited, 1000);
+  EXPECT_EQ(got, kTotal) << "no window for a daemon that did not say it acknowledges";
+  EXPECT_TRUE(exited);
+
+  Send(Msg::kHello, WithId(kWireVersion));
+  Msg type;
+  std::string payload;
+  ASSERT_TRUE(Next(&type, &payload));
+  ASSERT_EQ(type, Msg::kReady);
+  id = StartExec({"head", "-c", bytes, "/dev/zero"});
+  got = 0;
+  exited = false;
+  drain(id, &got, &exited, 1000);
+  EXPECT_GE(got, kOutputWindow / 2);
+  EXPECT_LE(got, kOutputWindow + (64u << 10)) << "at most the window and one read";
+  EXPECT_FALSE(exited) << "the program waits on its full pipe";
+  size_t acked = got;
+  Send(Msg::kOutputAck, EncodeAck(id, static_cast<uint32_t>(got)));
+  drain(id, &got, &exited, 1000);
+  EXPECT_GT(got, acked) << "the window moved";
+  EXPECT_LE(got, acked + kOutputWindow + (64u << 10));
+  EXPECT_FALSE(exited);
+  Send(Msg::kOutputAck, EncodeAck(id, kOutputAckAll));
+  drain(id, &got, &exited, 1000);
+  EXPECT_EQ(got, kTotal);
+  EXPECT_TRUE(exited);
 }
 
 TEST(AgentOutsideAContainerTest, RefusesToRunUnlessPid1) {

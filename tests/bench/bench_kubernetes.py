@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The kubernetes backend on the fake API server (tests/k8s/) next to the local backend, in one
 run: hello-world `POST /v1/execute` and a persistent-Python session call (`x += 1`) on each,
-with bare `python3 -c 'print(1)'` as the baseline, interleaved round by round. Needs root (the
+with bare `python3 -c 'print(1)'` as the baseline, interleaved round by round (the executions in
+one pass, the session calls in another: the executions' pool refills load the fake). Needs root (the
 fake's pods). The fake's pods are bubblewrap sandboxes on this machine, so the kubernetes rows
 measure the backend's own cost (pod create + watch, exec WebSockets, staging), not a cluster's
 scheduling or image pulls.
@@ -57,6 +58,64 @@ class SessionCallTarget:
         return took
 
 
+class FakeExecTarget:
+    """The fake API server's own cost of an exec: `true` in a pod of its own, over the exec
+    WebSocket (TLS, the upgrade, nsenter into the pod, the status frame)."""
+
+    def __init__(self, client, pod):
+        self.client, self.pod = client, pod
+
+    def once(self):
+        t0 = time.perf_counter()
+        _, _, status = self.client.exec("default", self.pod, ["true"]).collect()
+        took = time.perf_counter() - t0
+        if not status or status.get("status") != "Success":
+            raise RuntimeError(f"fake exec: {status}")
+        return took
+
+
+class FakeAttachTarget:
+    """The fake's own cost of a frame both ways on an attach (the pod's PID 1 is `cat`): what
+    every step of an agent-driven sandbox pays twice."""
+
+    def __init__(self, client, pod):
+        self.sock = client.attach("default", pod, stderr=False)
+        self.sent = self.echoed = 0
+
+    def once(self):
+        t0 = time.perf_counter()
+        self.sock.send(0, b"x\n")
+        self.sent += 2
+        while self.echoed < self.sent:  # (two echoes may come as one message)
+            m = self.sock.receive()
+            if m is None:
+                raise RuntimeError("the fake's attach closed")
+            if m[0] == 1:
+                self.echoed += len(m[1])
+        return time.perf_counter() - t0
+
+
+def start_cat_pod(client):
+    """A pod whose PID 1 is `cat` with its stdin open, Running (the fake's cost rows)."""
+    container = {"name": "cat", "image": "bench", "command": ["cat"], "stdin": True,
+                 "workingDir": "/workspace",
+                 "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}]}
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bench-fake-cost"},
+            "spec": {"restartPolicy": "Never", "containers": [container],
+                     "securityContext": {"runAsUser": 65532, "runAsGroup": 65532},
+                     "volumes": [{"name": "workspace", "emptyDir": {"medium": "Memory"}}]}}
+    r = client.request("POST", "/api/v1/namespaces/default/pods", body)
+    if r.status != 201:
+        raise RuntimeError(f"the fake's cost pod: {r.status} {r.body[:300]!r}")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pod = client.request("GET", "/api/v1/namespaces/default/pods/bench-fake-cost").json()
+        if pod.get("status", {}).get("phase") == "Running":
+            return "bench-fake-cost"
+        time.sleep(0.1)
+    raise RuntimeError("the fake's cost pod did not run within 60 s")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -99,22 +158,37 @@ def main():
         if args.docker:
             docker = harness.Daemon(dict(overrides, EXECUTOR_BACKEND="docker")).start()
             daemons.append(docker)
-        targets = [
+        bare = (f"bare `{PYTHON} -c 'print(1)'`", CommandTarget([PYTHON, "-c", CODE]))
+        executions = [
             ("kubernetes (fake) `POST /v1/execute` print(1)", DaemonTarget(k8s.host, k8s.port)),
             ("kubernetes (fake), shared warm pool, print(1)",
              DaemonTarget(shared.host, shared.port)),
             ("kubernetes (fake), agent-sandbox claim, print(1)",
              DaemonTarget(claimed.host, claimed.port)),
             ("local `POST /v1/execute` print(1)", DaemonTarget(local.host, local.port)),
-            ("kubernetes (fake) session call `x += 1`", SessionCallTarget(k8s.host, k8s.port)),
-            ("local session call `x += 1`", SessionCallTarget(local.host, local.port)),
-            (f"bare `{PYTHON} -c 'print(1)'`", CommandTarget([PYTHON, "-c", CODE])),
         ]
         if docker:
-            targets[-1:-1] = [
-                ("docker `POST /v1/execute` print(1)", DaemonTarget(docker.host, docker.port)),
-                ("docker session call `x += 1`", SessionCallTarget(docker.host, docker.port))]
-        samples = run_interleaved(targets, args.warmup, args.runs)
+            executions.append(
+                ("docker `POST /v1/execute` print(1)", DaemonTarget(docker.host, docker.port)))
+        # Two passes, each interleaved: the session calls apart from the executions, whose pods
+        # (the shared pool's, the claims') are refilled meanwhile by the one fake API server that
+        # stands in for a cluster's, in Python: its frame relay would wait on that work. The
+        # sessions are made after the first pass (an idle connection would be closed meanwhile).
+        samples = run_interleaved(executions + [bare], args.warmup, args.runs)
+        fake = cluster.server.client()
+        cat_pod = start_cat_pod(fake)
+        calls = [
+            ("kubernetes (fake) session call `x += 1`", SessionCallTarget(k8s.host, k8s.port)),
+            ("local session call `x += 1`", SessionCallTarget(local.host, local.port)),
+            ("the fake's own cost: an exec of `true`", FakeExecTarget(fake, cat_pod)),
+            ("the fake's own cost: a frame both ways on an attach",
+             FakeAttachTarget(fake, cat_pod)),
+        ]
+        if docker:
+            calls.append(
+                ("docker session call `x += 1`", SessionCallTarget(docker.host, docker.port)))
+        samples.update(run_interleaved(calls, args.warmup, args.runs))
+        targets = executions + calls + [bare]
         rates = {}
         if docker:
             from bench_table import throughput  # (it imports this module)
