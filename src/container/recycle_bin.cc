@@ -87,6 +87,20 @@ std::optional<RecycledContainer> TakeRecycled(RecycleBin& bin, const std::string
   return found;
 }
 
+Container ContainerOfRecycled(RecycledContainer recycled, const SandboxSpec& spec,
+                              asio::any_io_executor ex, bool zygote) {
+  Container c;
+  c.api = std::move(recycled.api);
+  c.ex = std::move(ex);
+  c.id = std::move(recycled.id);
+  c.cwd = spec.cwd;
+  c.cpu_time_sec = spec.limits.cpu_time_sec;
+  c.baseline = recycled.baseline;
+  c.prestart_argv = spec.prestart_argv;
+  c.zygote = zygote;
+  return c;
+}
+
 void RemoveIdle(RecycleBin& bin, std::chrono::steady_clock::duration max_idle,
                 const asio::any_io_executor& ex) {
   for (RecycledContainer& c : bin.TakeIdle(max_idle)) {

@@ -19,6 +19,8 @@
 #include "container/agent_channel.h"
 #include "container/cgroup_probe.h"
 #include "container/container_api.h"
+#include "container/container_exec.h"
+#include "core/sandbox_spec.h"
 
 namespace ci::container {
 
@@ -61,6 +63,10 @@ class RecycleBin {
 // `ex`.
 std::optional<RecycledContainer> TakeRecycled(RecycleBin& bin, const std::string& key,
                                               const asio::any_io_executor& ex);
+// What drives an execution of `spec` in `recycled` (Docker's and Kubernetes' alike); `zygote`: its
+// agent keeps a fork server for it, or starts it again.
+Container ContainerOfRecycled(RecycledContainer recycled, const SandboxSpec& spec,
+                              asio::any_io_executor ex, bool zygote);
 // Removes in the background on `ex` what has waited in `bin` longer than `max_idle`.
 void RemoveIdle(RecycleBin& bin, std::chrono::steady_clock::duration max_idle,
                 const asio::any_io_executor& ex);

@@ -70,15 +70,8 @@ class DockerExecutor final : public Executor {
       recycle_key = RecycleKey(spec, options);
       if (auto recycled = container::TakeRecycled(
               *recycled_, container::RecycleBinKey(recycle_key, spec.client), ex_)) {
-        container::Container c;
-        c.api = recycled->api;
-        c.ex = ex_;
-        c.id = recycled->id;
-        c.cwd = spec.cwd;
-        c.cpu_time_sec = spec.limits.cpu_time_sec;
-        c.baseline = recycled->baseline;
-        c.prestart_argv = spec.prestart_argv;
-        c.zygote = UsesForkServer(spec);  // the agent keeps it, or starts it again
+        container::Container c =
+            container::ContainerOfRecycled(std::move(*recycled), spec, ex_, UsesForkServer(spec));
         co_return co_await container::MakePrestartedExecSandbox(c, opts_.host_cgroups);
       }
     }

@@ -54,6 +54,11 @@ struct Removals {
   std::set<std::string> in_flight;
 };
 
+// What a removal deletes, for the log: the pod, or the claim that holds it.
+std::string What(const PodRef& pod) {
+  return pod.claim.empty() ? "pod " + pod.name : "SandboxClaim " + pod.claim;
+}
+
 // Tried a few times: at shutdown there is no later reaper run of ours to catch a failure.
 asio::awaitable<void> RemovePodNow(std::shared_ptr<Removals> r, PodRef pod) {
   Status s;
@@ -64,13 +69,33 @@ asio::awaitable<void> RemovePodNow(std::shared_ptr<Removals> r, PodRef pod) {
       s = co_await DeleteSandboxClaim(*r->client, pod.namespace_, pod.claim, kDeleteConfirm);
     }
     if (s.ok()) break;
-    spdlog::warn("deleting pod {} (attempt {} of {}): {}", pod.name, attempt, kDeleteAttempts,
+    spdlog::warn("deleting {} (attempt {} of {}): {}", What(pod), attempt, kDeleteAttempts,
                  s.message());
     if (attempt < kDeleteAttempts) co_await Sleep(1s);
   }
   r->in_flight.erase(pod.name);
-  if (!s.ok()) spdlog::error("pod {} was not deleted; the reaper will retry", pod.name);
+  if (!s.ok()) spdlog::error("{} was not deleted; the reaper will retry", What(pod));
 }
+
+// SandboxClaims made by Prepares still in flight (the names, empty until the claim exists): each
+// Entry lives in its Prepare's coroutine frame, so it leaves the set however the Prepare ends.
+struct ClaimsInPrepare {
+  std::set<const std::string*> claims;
+  class Entry {
+   public:
+    Entry(std::shared_ptr<ClaimsInPrepare> set, const std::string* claim)
+        : set_(std::move(set)), claim_(claim) {
+      set_->claims.insert(claim_);
+    }
+    ~Entry() { set_->claims.erase(claim_); }
+    Entry(const Entry&) = delete;
+    Entry& operator=(const Entry&) = delete;
+
+   private:
+    std::shared_ptr<ClaimsInPrepare> set_;
+    const std::string* claim_;
+  };
+};
 
 // Deletes `pod` in the background unless that is under way.
 void StartRemoval(const std::shared_ptr<Removals>& r, const asio::any_io_executor& ex,
@@ -188,8 +213,12 @@ class K8sExecutor final : public Executor {
       }
     }
     const std::string body = SandboxClaimJson(request);
-    auto claimed =
-        co_await ClaimSandbox(*client_, opts_.pods.namespace_, body, opts_.start_timeout);
+    // Until it is a sandbox's (whose removal deletes it), Drain deletes it: a replica stopped
+    // while it claimed would leave it holding its sandbox until its shutdownTime.
+    std::string claim;
+    ClaimsInPrepare::Entry preparing(claims_in_prepare_, &claim);
+    auto claimed = co_await ClaimSandbox(*client_, opts_.pods.namespace_, body, opts_.start_timeout,
+                                         [&claim](const std::string& name) { claim = name; });
     if (!claimed.ok()) co_return StartFailure(claimed.status(), "sandbox claim");
     spdlog::debug("SandboxClaim {}: sandbox {}, pod {}", claimed->claim, claimed->sandbox,
                   claimed->pod);
@@ -307,6 +336,11 @@ class K8sExecutor final : public Executor {
     for (auto& p : shared_pools_) p.keeper->Stop();
     for (auto& p : shared_pools_) {
       while (!p.keeper->stopped()) co_await Sleep(10ms);
+    }
+    for (const std::string* claim : claims_in_prepare_->claims) {
+      if (claim->empty()) continue;
+      const PodRef pod{opts_.pods.namespace_, *claim, kExecutorContainer, *claim};
+      StartRemoval(removals_, ex_, pod);
     }
     if (!removals_->in_flight.empty()) {
       spdlog::info("waiting for {} pod deletion(s)", removals_->in_flight.size());
@@ -655,16 +689,9 @@ class K8sExecutor final : public Executor {
   // A pod put back by its agent (AgentContainer's recycle) for this execution.
   asio::awaitable<Result<std::unique_ptr<Sandbox>>> ServeRecycled(container::RecycledContainer r,
                                                                   const SandboxSpec& spec) {
-    container::Container c;
-    c.api = r.api;
-    c.ex = ex_;
-    c.id = r.id;
-    c.cwd = spec.cwd;
-    c.cpu_time_sec = spec.limits.cpu_time_sec;
-    c.run_limits = container::RunLimitsScript(spec.limits, true);
-    c.baseline = r.baseline;
-    c.prestart_argv = spec.prestart_argv;
-    c.zygote = !spec.zygote_argv.empty();  // the agent keeps it, or starts it again
+    container::Container c =
+        container::ContainerOfRecycled(std::move(r), spec, ex_, !spec.zygote_argv.empty());
+    c.run_limits = container::RunLimitsScript(spec.limits, true);  // no rlimits in a pod's API
     co_return co_await container::MakePrestartedExecSandbox(c, false);
   }
 
@@ -693,6 +720,12 @@ class K8sExecutor final : public Executor {
     for (const auto& d : result.deleted)
       spdlog::info("reaper: deleted pod {} ({})", d.name, d.reason);
     for (const auto& e : result.errors) spdlog::warn("reaper: {}", e);
+    if (opts_.pods.agent_sandbox) {
+      ReapResult claims = co_await ReapClaims(*client_, opts_.pods.namespace_, req);
+      for (const auto& d : claims.deleted)
+        spdlog::info("reaper: deleted SandboxClaim {} ({})", d.name, d.reason);
+      for (const auto& e : claims.errors) spdlog::warn("reaper: {}", e);
+    }
     reaper_.first_done = true;
     reaper_.running = false;
   }
@@ -705,6 +738,7 @@ class K8sExecutor final : public Executor {
   int64_t started_at_;
   std::shared_ptr<ExecProtocolMemo> memo_ = std::make_shared<ExecProtocolMemo>();
   std::shared_ptr<Removals> removals_ = std::make_shared<Removals>();
+  std::shared_ptr<ClaimsInPrepare> claims_in_prepare_ = std::make_shared<ClaimsInPrepare>();
   ReaperState reaper_;
   struct SharedPool {
     SandboxSpec spec;  // PoolSpec

@@ -79,7 +79,8 @@ struct ReapDecision {
   std::string reason;  // "expired at 2026-12-01T15:00:00Z", ...
 };
 
-// From a PodList (GET .../pods?labelSelector=...): which pods to delete, and why. Pure.
+// From a PodList (GET .../pods?labelSelector=...), or a list of our SandboxClaims (same labels):
+// which to delete, and why. Pure.
 // (a) code-interpreter.expires-at in the past (any owner: the pod outlived its use);
 // (b) a pod of a daemon that is gone: this instance's from before it started (a restart of the
 //     same daemon pod left it) or one whose owner_gone says so. Session pods too, unless they

@@ -267,9 +267,9 @@ asio::awaitable<Status> EnsureSandboxPool(ApiClient& api, std::string ns, std::s
   co_return Status();
 }
 
-asio::awaitable<Result<ClaimedSandbox>> ClaimSandbox(ApiClient& api, std::string ns,
-                                                     std::string claim_json,
-                                                     std::chrono::milliseconds timeout) {
+asio::awaitable<Result<ClaimedSandbox>> ClaimSandbox(
+    ApiClient& api, std::string ns, std::string claim_json, std::chrono::milliseconds timeout,
+    std::function<void(const std::string&)> on_created) {
   const std::string claims = Collection(kExtensions, ns, "sandboxclaims");
   const std::string what = "creating a SandboxClaim in namespace " + ns;
   auto r = co_await api.Request("POST", claims, claim_json);
@@ -281,6 +281,7 @@ asio::awaitable<Result<ClaimedSandbox>> ClaimSandbox(ApiClient& api, std::string
   ClaimedSandbox out;
   out.claim = Str(Member(&created, "metadata"), "name");
   if (out.claim.empty()) co_return Status::Error(what + ": the answer names no claim");
+  if (on_created) on_created(out.claim);
 
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   WatchedObject claim{
@@ -328,6 +329,40 @@ asio::awaitable<Result<ClaimedSandbox>> ClaimSandbox(ApiClient& api, std::string
   Status deleted = co_await DeleteSandboxClaim(api, ns, out.claim, std::chrono::seconds(30));
   (void)deleted;  // its shutdownTime removes it otherwise
   co_return s;
+}
+
+asio::awaitable<ReapResult> ReapClaims(ApiClient& api, std::string ns, const ReapRequest& request) {
+  ReapResult result;
+  const std::string claims = Collection(kExtensions, ns, "sandboxclaims");
+  const std::string what = "listing SandboxClaims to reap in " + ns;
+  auto listed =
+      co_await api.Request("GET", claims + "?labelSelector=" + kAppLabel + "%3D" + kAppValue, "");
+  if (!listed.ok()) {
+    result.errors.push_back(listed.status().Context(what).message());
+    co_return result;
+  }
+  if (listed->status == 404) co_return result;  // no agent-sandbox extensions (yet)
+  if (!listed->ok()) {
+    result.errors.push_back(ApiError(what, *listed).message());
+    co_return result;
+  }
+  rapidjson::Document d;
+  std::string why;
+  if (!ParseJson(listed->body, d, why)) {
+    result.errors.push_back(what + ": " + why);
+    co_return result;
+  }
+  for (const ReapDecision& doomed : PodsToReap(d, request)) {
+    auto r = co_await api.Request("DELETE", claims + "/" + doomed.name, kClaimDeleteOptions);
+    if (!r.ok()) {
+      result.errors.push_back(r.status().Context("deleting SandboxClaim " + doomed.name).message());
+    } else if (r->ok()) {
+      result.deleted.push_back(doomed);
+    } else if (r->status != 404) {
+      result.errors.push_back(ApiError("deleting SandboxClaim " + doomed.name, *r).message());
+    }
+  }
+  co_return result;
 }
 
 asio::awaitable<Status> DeleteSandboxClaim(ApiClient& api, std::string ns, std::string name,

@@ -13,6 +13,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include "core/status.h"
 #include "k8s/api_client.h"
 #include "k8s/object_watch.h"
+#include "k8s/pod_lifecycle.h"
 
 namespace ci::k8s {
 
@@ -76,10 +78,18 @@ struct ClaimedSandbox {
 };
 
 // Creates the claim and waits (at most `timeout`) until it is bound to a sandbox and the sandbox
-// has a pod (whose start the caller watches). The claim is deleted when that fails.
-boost::asio::awaitable<Result<ClaimedSandbox>> ClaimSandbox(ApiClient& api, std::string ns,
-                                                            std::string claim_json,
-                                                            std::chrono::milliseconds timeout);
+// has a pod (whose start the caller watches). The claim is deleted when that fails. `on_created`
+// (may be empty) gets the claim's name as soon as it exists.
+boost::asio::awaitable<Result<ClaimedSandbox>> ClaimSandbox(
+    ApiClient& api, std::string ns, std::string claim_json, std::chrono::milliseconds timeout,
+    std::function<void(const std::string&)> on_created = {});
+
+// The reaper's pass over the namespace's claims (app=code-interpreter): a claim left by a daemon
+// that is gone, or by this instance before its start (a replica stopped or killed while it
+// claimed), is deleted as such a pod is (PodsToReap's rules, on the claims' labels), without
+// waiting; else it would hold its sandbox until its shutdownTime (the execution pod TTL).
+boost::asio::awaitable<ReapResult> ReapClaims(ApiClient& api, std::string ns,
+                                              const ReapRequest& request);
 
 // Deletes the claim in the foreground and waits (at most `confirm_timeout`) until it is gone,
 // which is once its sandbox and the sandbox's pod are; one already gone is success.

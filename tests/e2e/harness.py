@@ -821,6 +821,7 @@ class FakeCluster:
         self.stopped = False
 
     def start(self, namespace="default"):
+        self.namespace = namespace
         try:
             self.server.__enter__()
         except Exception as e:
@@ -929,6 +930,14 @@ class FakeCluster:
         (its own pods' cgroups and tmpfs mounts gone)."""
         out = []
         try:
+            # agent-sandbox's SandboxWarmPools are the deployment's and outlive its daemons by
+            # design: gone with them, their pods go; a claim's pod stays and is a leak.
+            client = self.server.client()
+            pools = (f"/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/{self.namespace}/"
+                     "sandboxwarmpools")
+            listed = client.request("GET", pools)
+            for pool in listed.json().get("items", []) if listed.status == 200 else []:
+                client.request("DELETE", f"{pools}/{pool['metadata']['name']}")
             wait_until(lambda: not self._pods(), self.LEFT_OVER_WAIT_S, 0.2)
             left = self._pods()
         except OSError as e:

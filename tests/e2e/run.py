@@ -211,6 +211,9 @@ def main():
     ap.add_argument("--k8s-namespace", default="default", metavar="NS",
                     help="with --backend kubernetes: the daemons' pods' namespace; no-attach, "
                          "no-exec and no-pods refuse one permission each (harness.K8S_REFUSING)")
+    ap.add_argument("--daemon-env", action="append", default=[], metavar="K=V",
+                    help="in every spawned daemon's environment (repeatable), e.g. "
+                         "KUBERNETES_SANDBOX_API=agent-sandbox")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
 
@@ -306,6 +309,7 @@ def main():
             tap.write(f"Bail out! {str(e).splitlines()[0]}\n")
             sys.stderr.write(f"{e}\n")
             return 1
+    harness.Config.backend_env.update(kv.split("=", 1) for kv in args.daemon_env)
     if cluster:
         # meson's timeout sends SIGTERM: unwind (unittest lets KeyboardInterrupt through) so
         # the daemons are killed and the fake API server stopped, its pods with it.

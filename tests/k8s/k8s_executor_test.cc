@@ -8,6 +8,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -29,6 +30,7 @@
 #include "daemon/service/python_program.h"
 #include "fake_apiserver.h"
 #include "k8s/api_client.h"
+#include "k8s/sandbox_claims.h"
 #include "k8s/shared_pool.h"
 
 namespace ci::k8s {
@@ -778,6 +780,51 @@ TEST_P(AgentSandboxTest, ASessionIsAClaimAnotherReplicaFindsAndEnds) {
   auto gone = AwaitOn(io_, executor_->FindSession(Spec(), "session-one"));
   ASSERT_TRUE(gone.ok());
   EXPECT_FALSE(gone->has_value());
+}
+
+// No claim outlives the replica that made it: one whose Prepare is still in flight when the
+// replica drains (here its pod cannot be scheduled) is deleted then, and one that a replica gone
+// without draining left is deleted by the next replica's reaper.
+TEST_P(AgentSandboxTest, NoClaimOutlivesTheReplicaThatMadeIt) {
+  executor_ = Make("registry.example/none:unschedulable");
+  bool ended = false;
+  auto prepare = [](Executor& e, bool* done) -> asio::awaitable<void> {
+    auto sandbox = co_await e.Prepare(Spec());
+    *done = true;
+  };
+  asio::co_spawn(io_, prepare(*executor_, &ended), asio::detached);
+  ASSERT_TRUE(RunUntil([&] { return Claims() == 1; }));
+  EXPECT_FALSE(ended) << "the Prepare is still in flight";
+  AwaitOn(io_, Drained(*executor_));
+  // Looked at on an io_context of its own: the Prepare goes no further, as in a daemon that
+  // exits once drained.
+  boost::asio::io_context after;
+  auto look = fake_->Client(after.get_executor());
+  auto listed = AwaitOn(after, look->Request("GET",
+                                             "/apis/extensions.agents.x-k8s.io/v1beta1/"
+                                             "namespaces/default/sandboxclaims",
+                                             ""));
+  ASSERT_TRUE(listed.ok());
+  EXPECT_THAT(listed->body, Not(HasSubstr("ci-claim-"))) << "the claim outlived the replica";
+  EXPECT_TRUE(RunUntil([&] { return ended; }));
+
+  const pid_t gone = ::fork();
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  ::waitpid(gone, nullptr, 0);
+  ClaimRequest left;
+  left.pool = "a-pool-long-gone";
+  left.instance_id = HostInstancePrefix() + std::to_string(gone);
+  left.shutdown_at = std::time(nullptr) + 3600;  // not the controller's to delete yet
+  auto client = fake_->Client(io_.get_executor());
+  auto made = AwaitOn(io_, client->Request("POST",
+                                           "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/"
+                                           "default/sandboxclaims",
+                                           SandboxClaimJson(left)));
+  ASSERT_TRUE(made.ok() && made->status == 201) << (made.ok() ? made->body : "");
+  executor_ = Make("code-interpreter-executor:latest");
+  AwaitOn(io_, executor_->Check());  // the first health check starts the reaper
+  EXPECT_TRUE(RunUntil([&] { return Claims() == 0; })) << "a gone daemon's claim was kept";
 }
 
 TEST_P(AgentSandboxTest, RefusedClaimsSayWhatToGrant) {
