@@ -97,12 +97,12 @@ fi
 # build/meson-logs/lane-NAME.*): the Docker lane once dockerd and the images are ready; the local
 # lane at once (every test in no other lane: none is left out), then the VM lane. Within a lane,
 # meson runs two tests at once unless one is marked is_parallel: false.
-# hostile-kubernetes, e2e-kubernetes-agent-sandbox, k8s-executor, k8s-fake-apiserver and the
+# The agent-sandbox and hostile Kubernetes suites, k8s-executor, k8s-fake-apiserver and the
 # rootless pair need no Docker: they run in the Docker lane because the local lane is followed by
 # the VM lane, and so the two sides end at about the same time.
 docker_lane=(docker docker-session docker-exec-path e2e-docker hostile-docker e2e-dood hostile-dood
-  e2e-dind hostile-dind hostile-kubernetes e2e-kubernetes-agent-sandbox k8s-executor
-  k8s-fake-apiserver e2e-rootless hostile-rootless)
+  e2e-dind hostile-dind hostile-kubernetes e2e-kubernetes-agent-sandbox
+  hostile-kubernetes-agent-sandbox k8s-executor k8s-fake-apiserver e2e-rootless hostile-rootless)
 vm_lane=(vm-systemd vm-rootless-dood vm-dind)
 mapfile -t all_tests < <(meson test -C build --no-rebuild --list 2>/dev/null | sed -n 's|.* / ||p')
 local_lane=()
