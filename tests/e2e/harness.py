@@ -933,11 +933,11 @@ class FakeCluster:
             # agent-sandbox's SandboxWarmPools are the deployment's and outlive its daemons by
             # design: gone with them, their pods go; a claim's pod stays and is a leak.
             client = self.server.client()
-            pools = (f"/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/{self.namespace}/"
-                     "sandboxwarmpools")
-            listed = client.request("GET", pools)
-            for pool in listed.json().get("items", []) if listed.status == 200 else []:
-                client.request("DELETE", f"{pools}/{pool['metadata']['name']}")
+            for ns in [self.namespace, *K8S_REFUSING]:
+                pools = f"/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/{ns}/sandboxwarmpools"
+                listed = client.request("GET", pools)
+                for pool in listed.json().get("items", []) if listed.status == 200 else []:
+                    client.request("DELETE", f"{pools}/{pool['metadata']['name']}")
             wait_until(lambda: not self._pods(), self.LEFT_OVER_WAIT_S, 0.2)
             left = self._pods()
         except OSError as e:
