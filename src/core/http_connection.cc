@@ -86,6 +86,9 @@ asio::awaitable<Outcome<TcpStream>> ConnectTcp(asio::any_io_executor ex, const P
     co_await stream.async_connect(resolved.results, asio::redirect_error(use_awaitable, ec));
   }
   if (ec) co_return Failed(Step::kConnect, ec, deadline);
+  // Requests and stream frames go out whole: Nagle would hold a frame's last segment until the
+  // peer's delayed ACK (40 ms). Go's clients and servers (Docker, Kubernetes) set it too.
+  stream.socket().set_option(tcp::no_delay(true), ec);
   co_return std::move(stream);
 }
 
