@@ -58,6 +58,15 @@ class SessionCallTarget:
         return took
 
 
+class CallAfterBashTarget(SessionCallTarget):
+    """The same call right after a `bash` call of the same session (untimed): the pattern of an
+    E2B client, where each step goes over the sandbox's stream after another's."""
+
+    def once(self):
+        self.post(self.path.replace("/execute", "/bash"), {"cmd": "true"})
+        return super().once()
+
+
 class FakeExecTarget:
     """The fake API server's own cost of an exec: `true` in a pod of its own, over the exec
     WebSocket (TLS, the upgrade, nsenter into the pod, the status frame)."""
@@ -180,13 +189,17 @@ def main():
         calls = [
             ("kubernetes (fake) session call `x += 1`", SessionCallTarget(k8s.host, k8s.port)),
             ("local session call `x += 1`", SessionCallTarget(local.host, local.port)),
+            ("kubernetes (fake) session call after a `bash` call",
+             CallAfterBashTarget(k8s.host, k8s.port)),
             ("the fake's own cost: an exec of `true`", FakeExecTarget(fake, cat_pod)),
             ("the fake's own cost: a frame both ways on an attach",
              FakeAttachTarget(fake, cat_pod)),
         ]
         if docker:
-            calls.append(
-                ("docker session call `x += 1`", SessionCallTarget(docker.host, docker.port)))
+            calls += [
+                ("docker session call `x += 1`", SessionCallTarget(docker.host, docker.port)),
+                ("docker session call after a `bash` call",
+                 CallAfterBashTarget(docker.host, docker.port))]
         samples.update(run_interleaved(calls, args.warmup, args.runs))
         targets = executions + calls + [bare]
         rates = {}
