@@ -142,15 +142,9 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
       const std::vector<std::pair<std::string, std::string>>& files) override {
     if (ended()) co_return Status::Gone(Describe("the container's agent is gone"));
     agent::WriteFilesRequest req{next_id_++, dir, files};
-    auto state = std::make_shared<ExecState>(ex_);
-    execs_[req.id] = state;
-    Send(Msg::kWriteFiles, agent::EncodeWriteFiles(req));
-    const auto deadline = Clock::now() + kWriteAnswerTimeout;
-    while (!state->answer && !ended() && Clock::now() < deadline) {
-      co_await state->wake.Until(deadline);
-    }
-    Forget(req.id);
-    if (!state->answer) co_return Status::Gone(GoneOrSilent(kWriteAnswerTimeout));
+    auto state = co_await Ask(req.id, Msg::kWriteFiles, agent::EncodeWriteFiles(req),
+                              kWriteAnswerTimeout, &ExecState::answer);
+    if (!state) co_return Status::Gone(GoneOrSilent(kWriteAnswerTimeout));
     if (!state->answer->empty()) co_return Status::Error(*state->answer);
     co_return Status();
   }
@@ -159,15 +153,10 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     if (wire_version_ < agent::kWindowedWireVersion) co_return std::nullopt;
     if (ended()) co_return Status::Gone(Describe("the container's agent is gone"));
     const uint32_t id = next_id_++;
-    auto state = std::make_shared<ExecState>(ex_);
-    execs_[id] = state;
-    Send(Msg::kReadCounters, agent::WithId(id, std::string(1, static_cast<char>(extras))));
-    const auto deadline = Clock::now() + kStartAnswerTimeout;
-    while (!state->answer && !ended() && Clock::now() < deadline) {
-      co_await state->wake.Until(deadline);
-    }
-    Forget(id);
-    if (!state->answer) co_return Status::Gone(GoneOrSilent(kStartAnswerTimeout));
+    auto state = co_await Ask(id, Msg::kReadCounters,
+                              agent::WithId(id, std::string(1, static_cast<char>(extras))),
+                              kStartAnswerTimeout, &ExecState::answer);
+    if (!state) co_return Status::Gone(GoneOrSilent(kStartAnswerTimeout));
     co_return std::move(*state->answer);
   }
 
@@ -176,15 +165,9 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     if (wire_version_ < agent::kWindowedWireVersion) co_return std::nullopt;
     if (ended()) co_return Status::Gone(Describe("the container's agent is gone"));
     const uint32_t id = next_id_++;
-    auto state = std::make_shared<ExecState>(ex_);
-    execs_[id] = state;
-    Send(Msg::kListDir, agent::WithId(id, path));
-    const auto deadline = Clock::now() + kStartAnswerTimeout;
-    while (!state->listing && !ended() && Clock::now() < deadline) {
-      co_await state->wake.Until(deadline);
-    }
-    Forget(id);
-    if (!state->listing) co_return Status::Gone(GoneOrSilent(kStartAnswerTimeout));
+    auto state = co_await Ask(id, Msg::kListDir, agent::WithId(id, path), kStartAnswerTimeout,
+                              &ExecState::listing);
+    if (!state) co_return Status::Gone(GoneOrSilent(kStartAnswerTimeout));
     if (!state->listing->why.empty()) co_return Status::Error(state->listing->why);
     co_return std::move(state->listing->entries);
   }
@@ -251,6 +234,23 @@ class Channel final : public AgentChannel, public std::enable_shared_from_this<C
     }
   }
   void Forget(uint32_t id) { execs_.erase(id); }
+  // Sends request `id` and waits for its answer in `field` (or the end of the stream, or
+  // `timeout`); null without an answer.
+  template <typename T>
+  asio::awaitable<std::shared_ptr<ExecState>> Ask(uint32_t id, Msg type, std::string payload,
+                                                  Clock::duration timeout,
+                                                  std::optional<T> ExecState::*field) {
+    auto state = std::make_shared<ExecState>(ex_);
+    execs_[id] = state;
+    Send(type, payload);
+    const auto deadline = Clock::now() + timeout;
+    while (!((*state).*field) && !ended() && Clock::now() < deadline) {
+      co_await state->wake.Until(deadline);
+    }
+    Forget(id);
+    if (!((*state).*field)) state.reset();
+    co_return state;
+  }
   // `count` bytes of exec `id`'s output were taken by its reader (agent::kOutputWindow).
   void AckOutput(uint32_t id, uint32_t count) {
     if (wire_version_ >= agent::kWindowedWireVersion && !ended()) {
